@@ -1,0 +1,100 @@
+# qir: build everything into $(BUILD); see README.md.
+#   make            IR library and every tool into build/bin
+#   make check      every test (lit, sanitizer build, conformance, backends)
+#   make demo       the pipeline on a bundled example
+#   make install    PREFIX=/usr/local
+#   make fuzz       libFuzzer target for the parser (clang)
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+OPT     ?= -O2
+SAN     ?=
+CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) -D_POSIX_C_SOURCE=200809L \
+              -I qir -I $(BUILD)/gen
+ifneq ($(SAN),)
+CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS_SAN  = -fsanitize=address,undefined
+endif
+CFLAGS  += $(CFLAGS_BASE)
+LDLIBS  += -lm
+
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+TOOLS = onnx2qir qopt qcodegen qviz qrun
+
+# ---------------------------------------------------------------- library
+GEN     = $(BUILD)/gen
+LIB_SRC = $(wildcard qir/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN)/qir.tab.o $(GEN)/lex.yy.o
+LIB     = $(BUILD)/libqir.a
+
+all: $(TOOLS:%=$(BUILD)/bin/%)
+
+$(GEN)/qir.tab.c $(GEN)/qir.tab.h: grammar/qir.y
+	@mkdir -p $(GEN)
+	bison -Wall -Werror -d -o $(GEN)/qir.tab.c $<
+
+$(GEN)/lex.yy.c $(GEN)/lex.yy.h: grammar/qir.l $(GEN)/qir.tab.h
+	@mkdir -p $(GEN)
+	flex --header-file=$(GEN)/lex.yy.h -o $(GEN)/lex.yy.c $<
+
+# Generated C is compiled with the project's flags except those flex's output trips.
+$(GEN)/%.o: $(GEN)/%.c
+	$(CC) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c $(GEN)/qir.tab.h $(GEN)/lex.yy.h qir/qir.h qir/ops.def
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# ---------------------------------------------------------------- tools
+# Each tool is every .c file in tools/NAME linked with the library.
+define tool_rule
+$(1)_SRC = $$(wildcard tools/$(1)/*.c)
+$(1)_OBJ = $$($(1)_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/bin/$(1): $$($(1)_OBJ) $$($(1)_EXTRA_OBJ) $(LIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $(LDFLAGS_SAN) -o $$@ $$^ $$($(1)_LIBS) $$(LDLIBS)
+endef
+
+# onnx2qir: protobuf-c code generated at build time from Debian's onnx.proto.
+onnx2qir_EXTRA_OBJ = $(GEN)/onnx.pb-c.o
+onnx2qir_LIBS = -lprotobuf-c
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)/proto
+	cp $(ONNX_PROTO) $(GEN)/proto/onnx.proto
+	cd $(GEN)/proto && protoc-c --c_out=.. onnx.proto
+$(BUILD)/obj/tools/onnx2qir/%.o: $(GEN)/onnx.pb-c.h
+
+$(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------- tests
+LIT      ?= /usr/lib/llvm-14/build/utils/lit/lit.py
+ONNX_TESTS ?= $(abspath ../shared/onnx-tests)
+export ONNX_TESTS
+
+deps:
+	@sh scripts/deps.sh
+
+check: deps
+	@sh scripts/check.sh
+
+demo: deps all
+	@sh scripts/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(TOOLS:%=$(BUILD)/bin/%) $(DESTDIR)$(PREFIX)/bin
+
+fuzz:
+	@sh scripts/fuzz.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all check demo install fuzz clean deps

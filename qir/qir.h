@@ -1,0 +1,408 @@
+/* qir.h: the IR library every qir tool links.
+ *
+ * A module is one region (the top-level graph) of ops in SSA form.  Every op has
+ * operands (values), results (values), attributes, and zero or more regions (loop
+ * has one, if has two).  Values know their uses.  All memory of a module comes
+ * from the module's arena and is released by qir_module_free: passes may unlink
+ * ops freely without freeing them.
+ *
+ * Modules of this library (one header section each, functions prefixed):
+ *   qir_type_*   element types and static shapes
+ *   qir_attr_*   generic attributes (schedule keys need no grammar change)
+ *   qir_expr_*   tensor expressions of the `compute` general form
+ *   qir_*        module, region, op, value, use lists
+ *   qir_diag_*   located diagnostics (no exit(): tools decide)
+ *   qir_parse_*, qir_print_*, qir_verify  text form and checks
+ *   qir_opinfo_* the op table (qir/ops.def)
+ * No global mutable state: everything hangs off a qir_module or a qir_diag.
+ */
+#ifndef QIR_H
+#define QIR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define QIR_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- types */
+
+#define QIR_DTYPES(X)                                                          \
+  X(F64, "f64", 8) X(F32, "f32", 4) X(F16, "f16", 2) X(BF16, "bf16", 2)        \
+  X(I64, "i64", 8) X(I32, "i32", 4) X(I16, "i16", 2) X(I8, "i8", 1)            \
+  X(U64, "u64", 8) X(U32, "u32", 4) X(U16, "u16", 2) X(U8, "u8", 1)            \
+  X(BOOL, "bool", 1)
+
+typedef enum {
+#define X(id, name, size) QIR_##id,
+  QIR_DTYPES(X)
+#undef X
+  QIR_DTYPE_COUNT
+} qir_dtype;
+
+#define QIR_MAX_RANK 8
+
+typedef struct {
+  qir_dtype dtype;
+  int rank;                     /* 0 = scalar */
+  int64_t dims[QIR_MAX_RANK];
+} qir_type;
+
+const char *qir_dtype_name(qir_dtype t);
+int qir_dtype_size(qir_dtype t);                 /* bytes per element */
+bool qir_dtype_from_name(const char *s, size_t len, qir_dtype *out);
+bool qir_dtype_is_float(qir_dtype t);
+bool qir_dtype_is_signed_int(qir_dtype t);
+bool qir_dtype_is_unsigned_int(qir_dtype t);
+qir_type qir_type_make(qir_dtype dt, int rank, const int64_t *dims);
+int64_t qir_type_numel(const qir_type *t);       /* product of dims; 1 for scalars */
+bool qir_type_equal(const qir_type *a, const qir_type *b);
+/* Writes e.g. "f32[1,3,224,224]" or "i64[]"; returns chars that would be written. */
+int qir_type_format(const qir_type *t, char *buf, size_t n);
+
+/* Element conversions used by every tool that touches raw data (little-endian). */
+double qir_load_elem(qir_dtype t, const void *base, int64_t index);
+void qir_store_elem(qir_dtype t, void *base, int64_t index, double v);
+float qir_f16_to_f32(uint16_t h);
+uint16_t qir_f32_to_f16(float f);                /* round to nearest even */
+float qir_bf16_to_f32(uint16_t h);
+uint16_t qir_f32_to_bf16(float f);               /* round to nearest even */
+
+/* ------------------------------------------------------------ locations */
+
+typedef struct {
+  const char *file;             /* interned in the module or the diag sink */
+  int line, col;                /* 1-based; 0 = unknown */
+} qir_loc;
+
+/* ----------------------------------------------------------- attributes */
+
+typedef enum {
+  QIR_ATTR_INT,                 /* 42 */
+  QIR_ATTR_FLOAT,               /* 1.5, -inf, nan */
+  QIR_ATTR_STRING,              /* "text" */
+  QIR_ATTR_WORD,                /* bare identifier: nearest, f32, true */
+  QIR_ATTR_LIST,                /* [v, v, ...] (elements may differ in kind) */
+  QIR_ATTR_DICT,                /* {k = v, ...} */
+} qir_attr_kind;
+
+typedef struct qir_attr_val qir_attr_val;
+typedef struct qir_attr qir_attr;
+
+struct qir_attr_val {
+  qir_attr_kind kind;
+  int64_t i;
+  double f;
+  const char *s;                /* STRING, WORD */
+  int n;                        /* LIST: items; DICT: entries */
+  qir_attr_val *items;          /* LIST */
+  qir_attr *entries;            /* DICT */
+};
+
+/* An attribute of an op.  `sched` marks schedule annotations written by passes
+ * (printed as `#key{...}` or `#key=value` after the plain `{...}` dict). */
+struct qir_attr {
+  const char *key;
+  qir_attr_val val;
+  bool sched;
+  qir_loc loc;
+};
+
+/* ------------------------------------------------------------ expressions
+ * The body of `compute [i:8, j:256] reduce [k:784] sum(%x[i,k] * %w[k,j])`.
+ * Loop variables are numbered: output axes 0..n_axes-1, then reduction axes
+ * n_axes..n_axes+n_red-1.  Accesses name a compute operand by index. */
+
+typedef enum {
+  QIR_EX_INT,                   /* integer literal (i64) */
+  QIR_EX_FLOAT,                 /* float literal */
+  QIR_EX_VAR,                   /* loop variable, .var */
+  QIR_EX_ACCESS,                /* %t[e0, e1, ...]: .operand, args = indices */
+  QIR_EX_UNARY,                 /* .fn applied to args[0] */
+  QIR_EX_BINARY,                /* args[0] .fn args[1] */
+  QIR_EX_SELECT,                /* select(c, a, b): only the taken side is evaluated */
+  QIR_EX_CAST,                  /* cast<dtype>(args[0]) */
+} qir_expr_kind;
+
+#define QIR_EXPR_FNS(X)                                                        \
+  /* binary infix */                                                          \
+  X(ADD, "+") X(SUB, "-") X(MUL, "*") X(DIV, "/") X(MOD, "%")                  \
+  X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=") X(EQ, "==") X(NE, "!=")        \
+  X(AND, "&&") X(OR, "||")                                                     \
+  /* binary calls */                                                          \
+  X(MAX, "max") X(MIN, "min") X(POW, "pow") X(FLOORDIV, "floordiv")            \
+  X(FMOD, "fmod") X(ATAN2, "atan2")                                            \
+  /* unary prefix / calls */                                                  \
+  X(NEG, "neg") X(NOT, "not") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt")      \
+  X(RSQRT, "rsqrt") X(TANH, "tanh") X(SIGMOID, "sigmoid") X(ERF, "erf")        \
+  X(ABS, "abs") X(FLOOR, "floor") X(CEIL, "ceil") X(ROUND, "round")            \
+  X(SIN, "sin") X(COS, "cos") X(RECIP, "recip") X(SIGN, "sign")                \
+  X(ISNAN, "isnan") X(ISINF, "isinf")
+
+typedef enum {
+#define X(id, spelling) QIR_FN_##id,
+  QIR_EXPR_FNS(X)
+#undef X
+  QIR_FN_COUNT
+} qir_expr_fn;
+
+const char *qir_expr_fn_spelling(qir_expr_fn fn);
+bool qir_expr_fn_is_binary(qir_expr_fn fn);
+
+typedef struct qir_expr qir_expr;
+struct qir_expr {
+  qir_expr_kind kind;
+  qir_expr_fn fn;               /* UNARY, BINARY */
+  int64_t ival;                 /* INT */
+  double fval;                  /* FLOAT */
+  int var;                      /* VAR */
+  int operand;                  /* ACCESS: index into the compute op's operands */
+  qir_dtype cast_to;            /* CAST */
+  int n_args;
+  qir_expr **args;
+  qir_loc loc;
+};
+
+typedef enum {
+  QIR_REDUCE_NONE, QIR_REDUCE_SUM, QIR_REDUCE_MAX, QIR_REDUCE_MIN, QIR_REDUCE_PROD,
+} qir_reduce_kind;
+
+const char *qir_reduce_name(qir_reduce_kind k);   /* "sum", ...; NULL for NONE */
+
+typedef struct {
+  int n_axes;                   /* == rank of the result */
+  const char **axis_names;      /* n_axes + n_red names */
+  int64_t *axis_extents;        /* n_axes + n_red extents */
+  int n_red;
+  qir_reduce_kind reduce;       /* NONE iff n_red == 0 */
+  qir_expr *body;
+} qir_compute;
+
+/* ------------------------------------------------------- the op table */
+
+typedef enum {
+#define QIR_OP(id, name, min_operands, max_operands, n_results, n_regions, flags)   \
+  QIR_OP_##id,
+#include "ops.def"
+#undef QIR_OP
+  QIR_OP_COUNT
+} qir_opcode;
+
+/* flags of an op kind (ops.def column 7) */
+enum {
+  QIR_OPF_PURE = 1 << 0,          /* no side effect: DCE may remove it if unused */
+  QIR_OPF_TERMINATOR = 1 << 1,    /* must be last in its region (yield) */
+  QIR_OPF_ELEMENTWISE = 1 << 2,   /* numpy-broadcasting elementwise */
+  QIR_OPF_VARIADIC_RESULTS = 1 << 3, /* n_results column is a minimum */
+};
+
+/* ------------------------------------------------------ the graph */
+
+typedef struct qir_module qir_module;
+typedef struct qir_region qir_region;
+typedef struct qir_op qir_op;
+typedef struct qir_value qir_value;
+typedef struct qir_use qir_use;
+
+struct qir_use {
+  qir_op *user;
+  int operand_index;
+  qir_use *next;
+};
+
+struct qir_value {
+  int id;                       /* unique within the module */
+  const char *name;             /* SSA name without '%'; printer may rename */
+  qir_type type;
+  qir_op *def;                  /* defining op, or NULL for region arguments */
+  int result_index;             /* index in def->results */
+  qir_region *arg_of;           /* region whose argument this is, or NULL */
+  int arg_index;
+  qir_use *uses;
+};
+
+/* A constant's payload.  Exactly one of: sidecar offset (offset >= 0, bytes
+ * loaded lazily by qir_const_data), inline data, or a splat of one element. */
+typedef struct {
+  int64_t offset;               /* >= 0: byte offset in the module's weights file */
+  bool splat;                   /* data holds one element, repeated */
+  void *data;                   /* raw little-endian elements, or NULL until loaded */
+  size_t nbytes;                /* size of data */
+} qir_const;
+
+struct qir_op {
+  qir_opcode code;
+  int n_operands;
+  qir_value **operands;
+  int n_results;
+  qir_value **results;
+  int n_attrs;
+  qir_attr *attrs;
+  int n_regions;
+  qir_region **regions;
+  qir_region *parent;
+  qir_op *prev, *next;
+  qir_loc loc;
+  qir_const *cst;               /* QIR_OP_CONST only */
+  qir_compute *comp;            /* QIR_OP_COMPUTE only */
+};
+
+/* A region is one block: arguments, then a list of ops ending, for nested
+ * regions, in a `yield`.  The module body ends with `output` ops instead. */
+struct qir_region {
+  int n_args;
+  qir_value **args;
+  qir_op *first, *last;
+  qir_op *parent_op;            /* NULL for the module body */
+};
+
+struct qir_module {
+  const char *name;             /* without '@' */
+  const char *weights_path;     /* as written in `weights "..."`, or NULL */
+  const char *base_dir;         /* directory weights_path is relative to */
+  qir_region *body;
+  int next_value_id;
+  struct qir_arena *arena;
+};
+
+/* ------------------------------------------------------ construction */
+
+qir_module *qir_module_new(const char *name);
+void qir_module_free(qir_module *m);
+void *qir_alloc(qir_module *m, size_t n);        /* zeroed, module lifetime */
+const char *qir_strdup(qir_module *m, const char *s);
+const char *qir_strndup(qir_module *m, const char *s, size_t n);
+const char *qir_sprintf(qir_module *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+qir_region *qir_region_new(qir_module *m, qir_op *parent_op);
+qir_value *qir_region_add_arg(qir_module *m, qir_region *r, qir_type t, const char *name);
+
+/* Creates an unlinked op with n_results results of the given types (names may be
+ * NULL: the printer numbers them).  Regions are created empty. */
+qir_op *qir_op_new(qir_module *m, qir_opcode code, int n_operands, qir_value *const *operands,
+                   int n_results, const qir_type *result_types, qir_loc loc);
+void qir_op_append(qir_region *r, qir_op *op);   /* at the end of r */
+void qir_op_insert_before(qir_op *before, qir_op *op);
+void qir_op_unlink(qir_op *op);                  /* also drops its operand uses */
+void qir_op_set_operand(qir_module *m, qir_op *op, int i, qir_value *v); /* keeps use lists right */
+void qir_op_add_operand(qir_module *m, qir_op *op, qir_value *v);
+/* Redirects every use of `from` to `to`. */
+void qir_value_replace_uses(qir_module *m, qir_value *from, qir_value *to);
+int qir_value_use_count(const qir_value *v);
+qir_value *qir_value_new(qir_module *m, qir_type t, const char *name);
+
+/* Attributes.  Setting an existing key replaces its value. */
+qir_attr *qir_op_attr(const qir_op *op, const char *key);     /* NULL if absent */
+void qir_op_set_attr(qir_module *m, qir_op *op, const char *key, qir_attr_val v, bool sched);
+bool qir_op_remove_attr(qir_op *op, const char *key);
+qir_attr_val qir_attr_int(int64_t i);
+qir_attr_val qir_attr_float(double f);
+qir_attr_val qir_attr_string(qir_module *m, const char *s);
+qir_attr_val qir_attr_word(qir_module *m, const char *s);
+qir_attr_val qir_attr_ints(qir_module *m, int n, const int64_t *v);
+qir_attr_val qir_attr_floats(qir_module *m, int n, const double *v);
+qir_attr_val qir_attr_list(qir_module *m, int n, const qir_attr_val *items);
+qir_attr_val qir_attr_dict(qir_module *m, int n, const qir_attr *entries);
+const qir_attr_val *qir_attr_dict_get(const qir_attr_val *dict, const char *key);
+/* Typed getters with defaults; a list getter returns the count (or -1 if absent /
+ * not a list of numbers) and copies up to `cap` elements. */
+int64_t qir_op_attr_int(const qir_op *op, const char *key, int64_t dflt);
+double qir_op_attr_float(const qir_op *op, const char *key, double dflt);
+const char *qir_op_attr_str(const qir_op *op, const char *key, const char *dflt); /* STRING or WORD */
+int qir_op_attr_ints(const qir_op *op, const char *key, int64_t *out, int cap);
+int qir_op_attr_floats(const qir_op *op, const char *key, double *out, int cap);
+
+/* Constants. */
+qir_op *qir_const_new_data(qir_module *m, qir_type t, const void *data, size_t nbytes, qir_loc loc);
+qir_op *qir_const_new_splat(qir_module *m, qir_type t, double value, qir_loc loc);
+qir_op *qir_const_new_offset(qir_module *m, qir_type t, int64_t offset, qir_loc loc);
+/* Raw bytes of a constant (numel * dtype size; a splat is expanded), reading the
+ * weights file on first use.  NULL with a diagnostic if the file is missing or
+ * short. */
+struct qir_diag;
+const void *qir_const_data(qir_module *m, qir_op *cst, struct qir_diag *d);
+/* Element i of a constant as a double (works for splats without expanding). */
+double qir_const_elem(qir_module *m, qir_op *cst, int64_t i, struct qir_diag *d);
+
+/* Expressions (allocated in the module). */
+qir_expr *qir_expr_int(qir_module *m, int64_t v);
+qir_expr *qir_expr_float(qir_module *m, double v);
+qir_expr *qir_expr_var(qir_module *m, int var);
+qir_expr *qir_expr_access(qir_module *m, int operand, int n_idx, qir_expr *const *idx);
+qir_expr *qir_expr_unary(qir_module *m, qir_expr_fn fn, qir_expr *a);
+qir_expr *qir_expr_binary(qir_module *m, qir_expr_fn fn, qir_expr *a, qir_expr *b);
+qir_expr *qir_expr_select(qir_module *m, qir_expr *c, qir_expr *a, qir_expr *b);
+qir_expr *qir_expr_cast(qir_module *m, qir_dtype to, qir_expr *a);
+qir_compute *qir_compute_new(qir_module *m, int n_axes, int n_red);
+
+/* Walks every op in r and nested regions, pre-order.  Stop by returning false. */
+typedef bool (*qir_op_visitor)(qir_op *op, void *ctx);
+bool qir_walk(qir_region *r, qir_op_visitor fn, void *ctx);
+
+/* ------------------------------------------------------- diagnostics */
+
+typedef enum { QIR_SEV_ERROR, QIR_SEV_WARNING, QIR_SEV_NOTE } qir_severity;
+
+/* A sink for located messages.  Tools own one; the library never exits. */
+typedef struct qir_diag {
+  FILE *out;                    /* where messages are printed (stderr) */
+  const char *source;           /* text of the file being read, for caret lines */
+  size_t source_len;
+  const char *file;             /* default file name for messages */
+  int n_errors, n_warnings;
+  int max_errors;               /* stop reporting after this many (0 = 20) */
+} qir_diag;
+
+void qir_diag_init(qir_diag *d, FILE *out, const char *file, const char *source, size_t len);
+/* Prints "FILE:LINE:COL: error: MSG", then the source line and a caret. */
+void qir_diag_report(qir_diag *d, qir_severity sev, qir_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void qir_diag_vreport(qir_diag *d, qir_severity sev, qir_loc loc, const char *fmt, va_list ap);
+#define qir_error(d, loc, ...) qir_diag_report((d), QIR_SEV_ERROR, (loc), __VA_ARGS__)
+
+/* ------------------------------------------------ text in and out */
+
+/* Parses a whole module.  `file` names it in messages ("<stdin>" for stdin);
+ * base_dir is where a relative weights path is resolved (NULL = cwd).  Returns
+ * NULL after reporting errors into d. */
+qir_module *qir_parse(const char *text, size_t len, const char *file, const char *base_dir,
+                      qir_diag *d);
+/* Reads a file ("-" = stdin) and parses it; reports I/O errors. */
+qir_module *qir_parse_file(const char *path, qir_diag *d);
+/* Canonical text: print(parse(print(m))) == print(m). */
+void qir_print(FILE *out, qir_module *m);
+char *qir_print_to_string(qir_module *m, size_t *len); /* malloc'd */
+
+/* Checks types, shapes (via the op table), SSA dominance, region yields and
+ * attribute validity.  Returns the number of errors reported. */
+int qir_verify(qir_module *m, qir_diag *d);
+
+/* ------------------------------------------------------- op table */
+
+typedef struct {
+  const char *name;             /* spelling in the text form */
+  int min_operands, max_operands;  /* max -1 = variadic */
+  int n_results;
+  int n_regions;
+  unsigned flags;
+} qir_opinfo;
+
+const qir_opinfo *qir_opinfo_get(qir_opcode code);
+bool qir_opcode_from_name(const char *s, size_t len, qir_opcode *out);
+
+/* Computes the result types of `op` from its operand types and attributes (the
+ * op's shape/type rule).  Returns false after reporting into d if the operands
+ * or attributes are invalid.  For ops whose results cannot be derived (e.g.
+ * reshape: the shape is the result type), checks consistency of the types
+ * already set instead.  out has room for op->n_results types. */
+bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d);
+
+/* Builds the tensor-expression definition of a named op as a new `compute` op
+ * computing the same results (not inserted).  NULL if the op has no single
+ * compute form (control flow, multi-result ops, data-dependent ops). */
+qir_op *qir_op_to_compute(qir_module *m, const qir_op *op, qir_diag *d);
+
+#endif /* QIR_H */
