@@ -17,7 +17,7 @@ CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS_SAN  = -fsanitize=address,undefined
 endif
 CFLAGS  += $(CFLAGS_BASE)
-LDLIBS  += -lm
+LDLIBS  += -lprotobuf-c -lm
 
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 TOOLS = onnx2qir qopt qcodegen qviz qrun
@@ -25,7 +25,7 @@ TOOLS = onnx2qir qopt qcodegen qviz qrun
 # ---------------------------------------------------------------- library
 GEN     = $(BUILD)/gen
 LIB_SRC = $(wildcard qir/*.c)
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN)/qir.tab.o $(GEN)/lex.yy.o
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN)/qir.tab.o $(GEN)/lex.yy.o $(GEN)/onnx.pb-c.o
 LIB     = $(BUILD)/libqir.a
 
 all: $(TOOLS:%=$(BUILD)/bin/%)
@@ -42,7 +42,7 @@ $(GEN)/lex.yy.c $(GEN)/lex.yy.h: grammar/qir.l $(GEN)/qir.tab.h
 $(GEN)/%.o: $(GEN)/%.c
 	$(CC) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c -o $@ $<
 
-$(BUILD)/obj/%.o: %.c $(GEN)/qir.tab.h $(GEN)/lex.yy.h qir/qir.h qir/ops.def
+$(BUILD)/obj/%.o: %.c $(GEN)/qir.tab.h $(GEN)/lex.yy.h $(GEN)/onnx.pb-c.h qir/qir.h qir/ops.def
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -55,19 +55,17 @@ $(LIB): $(LIB_OBJ)
 define tool_rule
 $(1)_SRC = $$(wildcard tools/$(1)/*.c)
 $(1)_OBJ = $$($(1)_SRC:%.c=$(BUILD)/obj/%.o)
-$(BUILD)/bin/$(1): $$($(1)_OBJ) $$($(1)_EXTRA_OBJ) $(LIB)
+$(BUILD)/bin/$(1): $$($(1)_OBJ) $(LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $(LDFLAGS_SAN) -o $$@ $$^ $$($(1)_LIBS) $$(LDLIBS)
+	$$(CC) $$(CFLAGS) $(LDFLAGS_SAN) -o $$@ $$^ $$(LDLIBS)
 endef
 
-# onnx2qir: protobuf-c code generated at build time from Debian's onnx.proto.
-onnx2qir_EXTRA_OBJ = $(GEN)/onnx.pb-c.o
-onnx2qir_LIBS = -lprotobuf-c
+# ONNX protobuf-c code, generated at build time from Debian's onnx.proto: the
+# importer reads models with it and qir/tensorio.c reads TensorProto files.
 $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(GEN)/proto
 	cp $(ONNX_PROTO) $(GEN)/proto/onnx.proto
 	cd $(GEN)/proto && protoc-c --c_out=.. onnx.proto
-$(BUILD)/obj/tools/onnx2qir/%.o: $(GEN)/onnx.pb-c.h
 
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 

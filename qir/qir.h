@@ -405,4 +405,24 @@ bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d
  * compute form (control flow, multi-result ops, data-dependent ops). */
 qir_op *qir_op_to_compute(qir_module *m, const qir_op *op, qir_diag *d);
 
+/* ------------------------------------------------------- evaluation
+ * qir/eval.c: the reference semantics of every op on host buffers, in double
+ * precision, control flow included.  qrun is its command-line face; the importer
+ * and -canonicalize fold constants with it. */
+
+typedef struct {
+  qir_type type;
+  void *data;                   /* malloc'd, numel * dtype size bytes, little-endian */
+} qir_tensor;
+
+void qir_tensor_free(qir_tensor *t);
+/* Evaluates one op that has no regions, given its operand tensors; fills
+ * results[0..op->n_results-1] with newly allocated tensors of the op's result
+ * types.  False with a located diagnostic if the op cannot be evaluated. */
+bool qir_eval_op(qir_module *m, const qir_op *op, const qir_tensor *operands, qir_tensor *results,
+                 qir_diag *d);
+/* Runs the module body: inputs in `input` op order, outputs in `output` op order. */
+bool qir_eval_module(qir_module *m, const qir_tensor *inputs, int n_inputs, qir_tensor *outputs,
+                     int n_outputs, qir_diag *d);
+
 #endif /* QIR_H */
