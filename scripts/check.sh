@@ -1,0 +1,75 @@
+#!/bin/sh
+# `make check`: every test qir has, in one run, ending in one summary line
+#   N passed, N failed, N skipped
+# Suites: lit (tools built with ASan+UBSan), printer fixed point, ONNX
+# conformance (onnx2qir + qrun), the C back end on the same tests, nvcc/hipcc
+# compile checks (skipped where absent), qviz rendering, benchmark smoke runs.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+JOBS=${JOBS:-2}
+: "${ONNX_TESTS:=$top/../shared/onnx-tests}"
+export ONNX_TESTS
+log=build/check
+mkdir -p "$log"
+total_pass=0 total_fail=0 total_skip=0
+summary=""
+
+# Adds the last "N passed, N failed, N skipped" line of a suite's log to the
+# totals; a suite that crashed without one counts as one failure.
+tally() {
+  name=$1 file=$2 rc=$3
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$file" | tail -n 1)
+  if [ -z "$line" ]; then
+    if [ "$rc" = 0 ]; then line="1 passed, 0 failed, 0 skipped"; else line="0 passed, 1 failed, 0 skipped"; fi
+  fi
+  p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
+  f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+  s=$(echo "$line" | sed -E 's/.* ([0-9]+) skipped.*/\1/')
+  # A suite that exits non-zero fails even if its counts look clean.
+  if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+  total_pass=$((total_pass + p)) total_fail=$((total_fail + f)) total_skip=$((total_skip + s))
+  summary="$summary$(printf '  %-14s %s' "$name" "$p passed, $f failed, $s skipped")
+"
+}
+
+run_suite() {
+  name=$1; shift
+  echo "==== $name"
+  out="$log/$name.log"
+  "$@" >"$out" 2>&1
+  rc=$?
+  tail -n 25 "$out"
+  tally "$name" "$out" "$rc"
+}
+
+echo "==== build (release and ASan/UBSan)"
+if ! make -s -j"$JOBS" all >"$log/build.log" 2>&1; then
+  cat "$log/build.log"; echo "0 passed, 1 failed, 0 skipped"; exit 1
+fi
+if ! make -s -j"$JOBS" BUILD=build/asan SAN=1 all >"$log/build-asan.log" 2>&1; then
+  cat "$log/build-asan.log"; echo "0 passed, 1 failed, 0 skipped"; exit 1
+fi
+
+lit_suite() {
+  QIR_BIN="$top/build/asan/bin" python3 /usr/lib/llvm-14/build/utils/lit/lit.py -sv -j"$JOBS" test/lit
+  rc=$?
+  # lit's own summary, restated in the common form
+  p=$(grep -E '^ *Passed *:' "$log/lit.log" | awk '{print $3}')
+  f=$(grep -E '^ *(Failed|Unresolved|Timed Out|Unexpectedly Passed) *:' "$log/lit.log" | awk -F: '{s+=$2} END{print s+0}')
+  s=$(grep -E '^ *(Unsupported|Expectedly Failed) *:' "$log/lit.log" | awk -F: '{s+=$2} END{print s+0}')
+  echo "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
+  return $rc
+}
+run_suite lit lit_suite
+[ -x test/fixedpoint.sh ] && run_suite fixedpoint env QIR_BIN="$top/build/asan/bin" test/fixedpoint.sh
+[ -f scripts/conformance.py ] && run_suite conformance env QIR_BIN="$top/build/bin" python3 scripts/conformance.py -j "$JOBS"
+[ -f scripts/backend-check.sh ] && run_suite backends env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh
+[ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh
+[ -f bench/compile/run.sh ] && run_suite bench-compile env QIR_BIN="$top/build/bin" sh bench/compile/run.sh --smoke
+[ -f bench/cpu/run.sh ] && run_suite bench-cpu env QIR_BIN="$top/build/bin" sh bench/cpu/run.sh --smoke
+
+echo "==== summary"
+printf '%s' "$summary"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" = 0 ]

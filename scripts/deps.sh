@@ -1,0 +1,33 @@
+#!/bin/sh
+# Installs the Debian packages qir's build and tests need, or prints the exact
+# command when not root.  Optional compilers (nvcc, hipcc) are never required:
+# the tests that need them say SKIPPED.
+set -e
+required="make gcc flex bison graphviz llvm-14-tools protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3 protobuf-compiler"
+optional="hipcc libamdhip64-dev"
+missing=""
+for p in $required; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+want_optional=""
+for p in $optional; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || want_optional="$want_optional $p"
+done
+[ -z "$missing$want_optional" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null 2>&1 || true
+  if [ -n "$missing" ]; then
+    echo "deps: installing$missing"
+    apt-get install -y -qq $missing >/dev/null
+  fi
+  if [ -n "$want_optional" ]; then
+    echo "deps: installing optional$want_optional (HIP compile checks)"
+    apt-get install -y -qq $want_optional >/dev/null 2>&1 || echo "deps: optional$want_optional not installed; HIP checks will be skipped"
+  fi
+elif [ -n "$missing" ]; then
+  echo "qir needs these Debian packages. Run:"
+  echo "  sudo apt-get install -y$missing"
+  echo "(optional, for HIP compile checks: sudo apt-get install -y$want_optional)"
+  exit 1
+fi
