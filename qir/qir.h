@@ -404,6 +404,12 @@ bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d
  * computing the same results (not inserted).  NULL if the op has no single
  * compute form (control flow, multi-result ops, data-dependent ops). */
 qir_op *qir_op_to_compute(qir_module *m, const qir_op *op, qir_diag *d);
+/* Like qir_op_to_compute, but also for ops whose definition is a short chain of
+ * computes (softmax: max, sum of exp, divide; layer_norm, instance_norm,
+ * lp_normalization, lrn, reduce_l2, argmax/argmin).  Writes up to cap new
+ * unlinked compute ops to out, in order: each may read the results of earlier
+ * ones, the last computes op's result 0.  Returns how many (0: no form). */
+int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_diag *d);
 
 /* ------------------------------------------------------- evaluation
  * qir/eval.c: the reference semantics of every op on host buffers, in double

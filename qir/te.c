@@ -1,7 +1,1111 @@
-/* te.c: the tensor-expression definition of every named op.  (Being written.) */
-#include "qir.h"
+/* te.c: the tensor-expression definition of every named op that has one.
+ *
+ * qir_op_to_compute() builds one `compute` op computing the same result as a
+ * named op; qir_op_expand_computes() also covers ops that need a short chain
+ * of computes (softmax = max, sum of exp, divide).  The computes keep the
+ * named op's operands in order, so access n of the body reads operand n.
+ *
+ * Expression semantics these definitions rely on (C-like, as qcodegen emits
+ * them): loop variables, integer literals and accesses of integer/bool tensors
+ * are i64; float literals and accesses of float tensors are double; a binary
+ * op on two i64 stays i64 (`/` truncates, `%` is C's remainder), mixed operands
+ * are double; comparisons, && || not give 0/1; abs, neg, min, max, select keep
+ * i64 when their operands are; the math functions give double; round is half
+ * to even (ONNX Round); cast<T>(e) converts to T's values; the body's value is
+ * converted to the result's element type once.  select evaluates only the
+ * taken side, so an out-of-bounds access guarded by a select is never read.
+ *
+ * Compute axes must have positive extents, so ops with an empty result have no
+ * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
+ * max_pool with indices, resize cubic / tf_crop_and_resize, layer_norm with
+ * mean/inv_std results; the multi-stage ops (softmax, log_softmax, layer_norm,
+ * instance_norm, lp_normalization, lrn, reduce_l2, argmax/argmin) have a chain
+ * through qir_op_expand_computes only. */
+#include "opsutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#define PI 3.14159265358979323846
+#define SQRT1_2 0.70710678118654752440
+
+typedef struct {
+  qir_module *m;
+  const qir_op *op;
+  qir_diag *d;
+  int n_axes, n_red;
+  int64_t extent[2 * QIR_MAX_RANK];
+} te;
+
+static const char *const axis_names[2][QIR_MAX_RANK] = {
+    {"i", "j", "k", "l", "m", "n", "o", "p"},
+    {"r", "s", "t", "u", "v", "w", "x", "y"},
+};
+
+/* ---------------------------------------------------------------- expression helpers */
+
+static qir_expr *var(te *t, int i) { return qir_expr_var(t->m, i); }
+static qir_expr *lit(te *t, int64_t v) { return qir_expr_int(t->m, v); }
+static qir_expr *flit(te *t, double v) { return qir_expr_float(t->m, v); }
+static qir_expr *bin(te *t, qir_expr_fn fn, qir_expr *a, qir_expr *b) { return qir_expr_binary(t->m, fn, a, b); }
+static qir_expr *un(te *t, qir_expr_fn fn, qir_expr *a) { return qir_expr_unary(t->m, fn, a); }
+static qir_expr *sel(te *t, qir_expr *c, qir_expr *a, qir_expr *b) { return qir_expr_select(t->m, c, a, b); }
+static qir_expr *add(te *t, qir_expr *a, qir_expr *b) { return bin(t, QIR_FN_ADD, a, b); }
+static qir_expr *sub(te *t, qir_expr *a, qir_expr *b) { return bin(t, QIR_FN_SUB, a, b); }
+static qir_expr *mul(te *t, qir_expr *a, qir_expr *b) { return bin(t, QIR_FN_MUL, a, b); }
+static qir_expr *dv(te *t, qir_expr *a, qir_expr *b) { return bin(t, QIR_FN_DIV, a, b); }
+
+/* a && b, where either may be NULL (= true). */
+static qir_expr *and_(te *t, qir_expr *a, qir_expr *b) { return !a ? b : !b ? a : bin(t, QIR_FN_AND, a, b); }
+
+/* Index arithmetic that folds the common constants away (x + 0, x * 1). */
+static qir_expr *iadd(te *t, qir_expr *a, int64_t c) {
+  if (c == 0) return a;
+  if (a->kind == QIR_EX_INT) return lit(t, a->ival + c);
+  return c > 0 ? add(t, a, lit(t, c)) : sub(t, a, lit(t, -c));
+}
+static qir_expr *imul(te *t, qir_expr *a, int64_t c) {
+  if (c == 1) return a;
+  if (a->kind == QIR_EX_INT) return lit(t, a->ival * c);
+  return mul(t, a, lit(t, c));
+}
+
+static qir_expr *access(te *t, int operand, int n, qir_expr *const *idx) { return qir_expr_access(t->m, operand, n, idx); }
+
+static const qir_type *operand_type(te *t, int i) { return &t->op->operands[i]->type; }
+static const qir_type *result_type(te *t) { return &t->op->results[0]->type; }
+
+/* A literal of the value kind that operand i's elements have. */
+static qir_expr *lit_like(te *t, qir_dtype dt, double v) {
+  return qir_dtype_is_float(dt) ? flit(t, v) : lit(t, (int64_t)v);
+}
+
+/* Operand i read at result position (numpy broadcasting against the output
+ * axes 0..n_axes-1: leading dims dropped, broadcast dims read at 0). */
+static qir_expr *bcast(te *t, int i) {
+  const qir_type *x = operand_type(t, i);
+  qir_expr *idx[QIR_MAX_RANK];
+  int off = t->n_axes - x->rank;
+  for (int k = 0; k < x->rank; k++)
+    idx[k] = x->dims[k] == 1 && t->extent[k + off] != 1 ? lit(t, 0) : var(t, k + off);
+  return access(t, i, x->rank, idx);
+}
+
+/* A scalar operand (rank 0 or all dims 1). */
+static qir_expr *scalar(te *t, int i) {
+  const qir_type *x = operand_type(t, i);
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int k = 0; k < x->rank; k++) idx[k] = lit(t, 0);
+  return access(t, i, x->rank, idx);
+}
+
+/* Operand i indexed by `vars` (one output/reduce variable per dim). */
+static qir_expr *at_vars(te *t, int i, const int *vars) {
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int k = 0; k < operand_type(t, i)->rank; k++) idx[k] = vars[k] < 0 ? lit(t, 0) : var(t, vars[k]);
+  return access(t, i, operand_type(t, i)->rank, idx);
+}
+
+/* Is value v a constant whose every element is zero (an absent bias)? */
+static bool is_zero_const(te *t, const qir_value *v) {
+  const qir_op *c = v->def;
+  if (!c || c->code != QIR_OP_CONST || !c->cst || !c->cst->data) return false;
+  int64_t n = c->cst->splat ? 1 : qir_type_numel(&v->type);
+  if ((size_t)(n * qir_dtype_size(v->type.dtype)) > c->cst->nbytes) return false;
+  for (int64_t i = 0; i < n; i++)
+    if (qir_load_elem(v->type.dtype, c->cst->data, i) != 0) return false;
+  (void)t;
+  return true;
+}
+
+/* True on the first iteration of the reduction (all reduce vars 0): a term
+ * added under it is added exactly once, which puts a bias inside a sum. */
+static qir_expr *first_iteration(te *t) {
+  qir_expr *c = NULL;
+  for (int r = 0; r < t->n_red; r++) c = and_(t, c, bin(t, QIR_FN_EQ, var(t, t->n_axes + r), lit(t, 0)));
+  return c;
+}
+
+static double attr_f(te *t, const char *k, double dflt) { return qir_op_attr_float(t->op, k, dflt); }
+static int64_t attr_i(te *t, const char *k, int64_t dflt) { return qir_op_attr_int(t->op, k, dflt); }
+
+/* ---------------------------------------------------------------- building the op */
+
+static void set_axes(te *t, const qir_type *out) {
+  t->n_axes = out->rank;
+  t->n_red = 0;
+  for (int i = 0; i < out->rank; i++) t->extent[i] = out->dims[i];
+}
+
+static int add_red(te *t, int64_t extent) {
+  t->extent[t->n_axes + t->n_red] = extent;
+  return t->n_axes + t->n_red++;
+}
+
+/* A new unlinked compute op of type `type` over `operands`. */
+/* A tree copy of e: the builders share subexpressions (x in select(x < 0,
+ * a*x, x)); the stored body is a tree, so passes may rewrite it in place. */
+static qir_expr *tree_copy(te *t, const qir_expr *e) {
+  qir_expr *c = qir_alloc(t->m, sizeof *c);
+  *c = *e;
+  c->args = qir_alloc(t->m, sizeof *c->args * (size_t)(e->n_args ? e->n_args : 1));
+  for (int i = 0; i < e->n_args; i++) c->args[i] = tree_copy(t, e->args[i]);
+  return c;
+}
+
+static qir_op *make_compute(te *t, int n_operands, qir_value *const *operands, const qir_type *type, qir_expr *body,
+                            qir_reduce_kind reduce) {
+  for (int i = 0; i < t->n_axes + t->n_red; i++)
+    if (t->extent[i] <= 0) return NULL; /* empty tensors have no compute form */
+  qir_compute *c = qir_compute_new(t->m, t->n_axes, t->n_red);
+  for (int i = 0; i < t->n_axes; i++) c->axis_names[i] = axis_names[0][i];
+  for (int i = 0; i < t->n_red; i++) c->axis_names[t->n_axes + i] = axis_names[1][i];
+  memcpy(c->axis_extents, t->extent, sizeof(int64_t) * (size_t)(t->n_axes + t->n_red));
+  c->reduce = t->n_red ? reduce : QIR_REDUCE_NONE;
+  c->body = tree_copy(t, body);
+  qir_op *op = qir_op_new(t->m, QIR_OP_COMPUTE, n_operands, operands, 1, type, t->op->loc);
+  op->comp = c;
+  return op;
+}
+
+static qir_op *finish(te *t, qir_expr *body, qir_reduce_kind reduce) {
+  if (!body) return NULL;
+  return make_compute(t, t->op->n_operands, t->op->operands, result_type(t), body, reduce);
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+/* The scalar function of an elementwise op applied to its operand values. */
+static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
+  const qir_op *op = t->op;
+  qir_dtype dt = operand_type(t, op->code == QIR_OP_WHERE ? 1 : 0)->dtype;
+  qir_expr *x = a[0];
+#define ZERO lit_like(t, dt, 0)
+#define ONE lit_like(t, dt, 1)
+  switch (op->code) {
+  case QIR_OP_IDENTITY: return x;
+  case QIR_OP_NEG: return un(t, QIR_FN_NEG, x);
+  case QIR_OP_ABS: return un(t, QIR_FN_ABS, x);
+  case QIR_OP_EXP: return un(t, QIR_FN_EXP, x);
+  case QIR_OP_LOG: return un(t, QIR_FN_LOG, x);
+  case QIR_OP_SQRT: return un(t, QIR_FN_SQRT, x);
+  case QIR_OP_RECIPROCAL: return un(t, QIR_FN_RECIP, x);
+  case QIR_OP_SIGMOID: return un(t, QIR_FN_SIGMOID, x);
+  case QIR_OP_TANH: return un(t, QIR_FN_TANH, x);
+  case QIR_OP_RELU: return bin(t, QIR_FN_MAX, x, ZERO);
+  case QIR_OP_ERF: return un(t, QIR_FN_ERF, x);
+  case QIR_OP_CEIL: return un(t, QIR_FN_CEIL, x);
+  case QIR_OP_FLOOR: return un(t, QIR_FN_FLOOR, x);
+  case QIR_OP_ROUND: return un(t, QIR_FN_ROUND, x);
+  case QIR_OP_SIN: return un(t, QIR_FN_SIN, x);
+  case QIR_OP_COS: return un(t, QIR_FN_COS, x);
+  case QIR_OP_SIGN: return un(t, QIR_FN_SIGN, x);
+  case QIR_OP_NOT: return un(t, QIR_FN_NOT, x);
+  case QIR_OP_ISNAN: return un(t, QIR_FN_ISNAN, x);
+  case QIR_OP_CAST: return qir_expr_cast(t->m, result_type(t)->dtype, x);
+  case QIR_OP_LEAKY_RELU:
+    return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, flit(t, attr_f(t, "alpha", 0.01)), x), x);
+  case QIR_OP_ELU:
+    return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, flit(t, attr_f(t, "alpha", 1.0)), sub(t, un(t, QIR_FN_EXP, x), flit(t, 1))), x);
+  case QIR_OP_SELU: {
+    double alpha = attr_f(t, "alpha", 1.67326319217681884765625), gamma = attr_f(t, "gamma", 1.05070102214813232421875);
+    qir_expr *neg = sub(t, mul(t, flit(t, alpha), un(t, QIR_FN_EXP, x)), flit(t, alpha));
+    return mul(t, flit(t, gamma), sel(t, bin(t, QIR_FN_LE, x, ZERO), neg, x));
+  }
+  case QIR_OP_HARD_SIGMOID: {
+    qir_expr *lin = add(t, mul(t, flit(t, attr_f(t, "alpha", 0.2)), x), flit(t, attr_f(t, "beta", 0.5)));
+    return bin(t, QIR_FN_MAX, flit(t, 0), bin(t, QIR_FN_MIN, flit(t, 1), lin));
+  }
+  case QIR_OP_HARD_SWISH: {
+    qir_expr *lin = add(t, dv(t, x, flit(t, 6)), flit(t, 0.5));
+    return mul(t, x, bin(t, QIR_FN_MAX, flit(t, 0), bin(t, QIR_FN_MIN, flit(t, 1), lin)));
+  }
+  case QIR_OP_SOFTPLUS: return un(t, QIR_FN_LOG, add(t, un(t, QIR_FN_EXP, x), flit(t, 1)));
+  case QIR_OP_GELU: {
+    const char *approx = qir_op_attr_str(t->op, "approximate", "none");
+    qir_expr *inner;
+    if (!strcmp(approx, "tanh")) {
+      qir_expr *cube = mul(t, x, mul(t, x, x));
+      inner = un(t, QIR_FN_TANH, mul(t, flit(t, sqrt(2 / PI)), add(t, x, mul(t, flit(t, 0.044715), cube))));
+    } else {
+      inner = un(t, QIR_FN_ERF, mul(t, x, flit(t, SQRT1_2)));
+    }
+    return mul(t, mul(t, flit(t, 0.5), x), add(t, flit(t, 1), inner));
+  }
+  case QIR_OP_CLIP: return bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, x, a[1]), a[2]);
+  case QIR_OP_ADD: return add(t, x, a[1]);
+  case QIR_OP_SUB: return sub(t, x, a[1]);
+  case QIR_OP_MUL: return mul(t, x, a[1]);
+  case QIR_OP_DIV: return dv(t, x, a[1]);
+  case QIR_OP_MOD:
+    if (attr_i(t, "fmod", 0) || qir_dtype_is_float(dt)) return bin(t, QIR_FN_FMOD, x, a[1]);
+    /* integer mod takes the divisor's sign: fix up C's remainder */
+    {
+      qir_expr *r = bin(t, QIR_FN_MOD, x, a[1]);
+      qir_expr *fix = and_(t, bin(t, QIR_FN_NE, r, lit(t, 0)),
+                           bin(t, QIR_FN_NE, bin(t, QIR_FN_LT, r, lit(t, 0)), bin(t, QIR_FN_LT, a[1], lit(t, 0))));
+      return sel(t, fix, add(t, r, a[1]), r);
+    }
+  case QIR_OP_POW: return bin(t, QIR_FN_POW, x, a[1]);
+  case QIR_OP_MAX: case QIR_OP_MIN: case QIR_OP_SUM: case QIR_OP_MEAN: {
+    qir_expr_fn fn = op->code == QIR_OP_MAX ? QIR_FN_MAX : op->code == QIR_OP_MIN ? QIR_FN_MIN : QIR_FN_ADD;
+    qir_expr *acc = x;
+    for (int i = 1; i < n; i++) acc = bin(t, fn, acc, a[i]);
+    if (op->code == QIR_OP_MEAN && n > 1) acc = dv(t, acc, lit_like(t, dt, n));
+    return acc;
+  }
+  case QIR_OP_EQUAL: return bin(t, QIR_FN_EQ, x, a[1]);
+  case QIR_OP_LESS: return bin(t, QIR_FN_LT, x, a[1]);
+  case QIR_OP_LESS_EQUAL: return bin(t, QIR_FN_LE, x, a[1]);
+  case QIR_OP_GREATER: return bin(t, QIR_FN_GT, x, a[1]);
+  case QIR_OP_GREATER_EQUAL: return bin(t, QIR_FN_GE, x, a[1]);
+  case QIR_OP_AND: return bin(t, QIR_FN_AND, x, a[1]);
+  case QIR_OP_OR: return bin(t, QIR_FN_OR, x, a[1]);
+  case QIR_OP_XOR: return bin(t, QIR_FN_NE, x, a[1]);
+  case QIR_OP_WHERE: return sel(t, x, a[1], a[2]);
+  case QIR_OP_PRELU: return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, a[1], x), x);
+  default: return NULL;
+  }
+#undef ZERO
+#undef ONE
+}
+
+static qir_op *te_elementwise(te *t) {
+  set_axes(t, result_type(t));
+  qir_expr *a[16];
+  int n = t->op->n_operands;
+  if (n > 16) return NULL;
+  for (int i = 0; i < n; i++)
+    a[i] = t->op->code == QIR_OP_CLIP && i > 0 ? scalar(t, i) : bcast(t, i);
+  return finish(t, elementwise_body(t, a, n), QIR_REDUCE_NONE);
+}
+
+/* batch_norm: elementwise over x with per-channel parameters. */
+static qir_op *te_batch_norm(te *t) {
+  set_axes(t, result_type(t));
+  qir_expr *p[5];
+  int c_only[QIR_MAX_RANK] = {1};
+  for (int i = 1; i < 5; i++) p[i] = at_vars(t, i, c_only);
+  qir_expr *x = bcast(t, 0), *eps = flit(t, attr_f(t, "epsilon", 1e-5));
+  qir_expr *norm = dv(t, sub(t, x, p[3]), un(t, QIR_FN_SQRT, add(t, p[4], eps)));
+  return finish(t, add(t, mul(t, norm, p[1]), p[2]), QIR_REDUCE_NONE);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+static qir_op *te_reduce(te *t) {
+  const qir_type *x = operand_type(t, 0), *out = result_type(t);
+  int64_t axes[QIR_MAX_RANK];
+  int n = qir_op_attr_ints(t->op, "axes", axes, QIR_MAX_RANK);
+  bool keep = attr_i(t, "keepdims", 1) != 0, reduced[QIR_MAX_RANK] = {false};
+  for (int i = 0; i < x->rank; i++) reduced[i] = n < 0;
+  for (int i = 0; i < n; i++) reduced[axes[i]] = true;
+  set_axes(t, out);
+  int vars[QIR_MAX_RANK], o = 0;
+  int64_t count = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (reduced[i]) {
+      vars[i] = add_red(t, x->dims[i]);
+      count *= x->dims[i];
+      if (keep) o++;
+    } else {
+      vars[i] = o++;
+    }
+  }
+  qir_expr *v = at_vars(t, 0, vars);
+  switch (t->op->code) {
+  case QIR_OP_REDUCE_SUM: return finish(t, v, QIR_REDUCE_SUM);
+  case QIR_OP_REDUCE_MAX: return finish(t, v, QIR_REDUCE_MAX);
+  case QIR_OP_REDUCE_MIN: return finish(t, v, QIR_REDUCE_MIN);
+  case QIR_OP_REDUCE_PROD: return finish(t, v, QIR_REDUCE_PROD);
+  case QIR_OP_REDUCE_MEAN:
+    if (!qir_dtype_is_float(x->dtype)) return NULL; /* integer mean divides once, after the sum */
+    return finish(t, dv(t, v, flit(t, (double)count)), QIR_REDUCE_SUM);
+  default: return NULL;
+  }
+}
+
+/* global_avg_pool / global_max_pool: reduce every spatial dim, kept as 1. */
+static qir_op *te_global_pool(te *t) {
+  const qir_type *x = operand_type(t, 0);
+  set_axes(t, result_type(t));
+  int vars[QIR_MAX_RANK] = {0, 1};
+  int64_t count = 1;
+  for (int i = 2; i < x->rank; i++) vars[i] = add_red(t, x->dims[i]), count *= x->dims[i];
+  qir_expr *v = at_vars(t, 0, vars);
+  if (t->op->code == QIR_OP_GLOBAL_MAX_POOL) return finish(t, v, QIR_REDUCE_MAX);
+  if (!qir_dtype_is_float(x->dtype)) return NULL;
+  return finish(t, dv(t, v, flit(t, (double)count)), QIR_REDUCE_SUM);
+}
+
+/* ---------------------------------------------------------------- linear algebra */
+
+static qir_op *te_matmul(te *t) {
+  const qir_type *a = operand_type(t, 0), *b = operand_type(t, 1), *out = result_type(t);
+  set_axes(t, out);
+  int64_t K = a->dims[a->rank - 1];
+  int k = add_red(t, K);
+  /* output axes: batch..., then m (if a is not 1-D), then n (if b is not 1-D) */
+  int n_batch = out->rank - (a->rank > 1) - (b->rank > 1);
+  int m_var = a->rank > 1 ? n_batch : -1, n_var = b->rank > 1 ? out->rank - 1 : -1;
+  qir_expr *ia[QIR_MAX_RANK], *ib[QIR_MAX_RANK];
+  for (int i = 0; i < a->rank - 2; i++) {
+    int o = i + n_batch - (a->rank - 2);
+    ia[i] = a->dims[i] == 1 && out->dims[o] != 1 ? lit(t, 0) : var(t, o);
+  }
+  for (int i = 0; i < b->rank - 2; i++) {
+    int o = i + n_batch - (b->rank - 2);
+    ib[i] = b->dims[i] == 1 && out->dims[o] != 1 ? lit(t, 0) : var(t, o);
+  }
+  if (a->rank > 1) ia[a->rank - 2] = var(t, m_var);
+  ia[a->rank - 1] = var(t, k);
+  if (b->rank > 1) ib[b->rank - 1] = var(t, n_var), ib[b->rank - 2] = var(t, k);
+  else ib[0] = var(t, k);
+  return finish(t, mul(t, access(t, 0, a->rank, ia), access(t, 1, b->rank, ib)), QIR_REDUCE_SUM);
+}
+
+static qir_op *te_gemm(te *t) {
+  const qir_type *a = operand_type(t, 0);
+  bool ta = attr_i(t, "transA", 0), tb = attr_i(t, "transB", 0);
+  double alpha = attr_f(t, "alpha", 1), beta = attr_f(t, "beta", 1);
+  set_axes(t, result_type(t));
+  int k = add_red(t, ta ? a->dims[0] : a->dims[1]);
+  qir_expr *ia[2] = {var(t, ta ? k : 0), var(t, ta ? 0 : k)};
+  qir_expr *ib[2] = {var(t, tb ? 1 : k), var(t, tb ? k : 1)};
+  qir_expr *prod = mul(t, access(t, 0, 2, ia), access(t, 1, 2, ib));
+  if (alpha != 1) prod = mul(t, flit(t, alpha), prod);
+  if (beta != 0 && !is_zero_const(t, t->op->operands[2])) {
+    qir_expr *c = bcast(t, 2);
+    if (beta != 1) c = mul(t, flit(t, beta), c);
+    prod = add(t, prod, sel(t, first_iteration(t), c, lit_like(t, a->dtype, 0)));
+  }
+  return finish(t, prod, QIR_REDUCE_SUM);
+}
+
+static qir_op *te_einsum(te *t) {
+  const char *eq = qir_op_attr_str(t->op, "equation", "");
+  int n = t->op->n_operands;
+  if (n > QIR_EINSUM_MAX_TERMS) return NULL;
+  const qir_type *in[QIR_EINSUM_MAX_TERMS];
+  for (int i = 0; i < n; i++) in[i] = operand_type(t, i);
+  qir_einsum e;
+  char err[200];
+  if (!qir_einsum_parse(eq, n, in, &e, err, sizeof err)) return NULL;
+  set_axes(t, result_type(t));
+  /* variable of each letter and of each ellipsis dim */
+  int letter_var[52], ell_var[QIR_MAX_RANK];
+  for (int l = 0; l < 52; l++) letter_var[l] = -1;
+  for (int k = 0; k < e.ell_rank; k++) ell_var[k] = -1;
+  int o = 0;
+  for (int i = 0; i < e.n_labels[n]; i++) {
+    int l = e.labels[n][i];
+    if (l == QIR_EINSUM_ELLIPSIS)
+      for (int k = 0; k < e.ell_rank; k++) ell_var[k] = o++;
+    else
+      letter_var[l] = o++;
+  }
+  for (int k = 0; k < e.ell_rank; k++)
+    if (ell_var[k] < 0) {
+      if (t->n_axes + t->n_red >= 2 * QIR_MAX_RANK) return NULL;
+      ell_var[k] = add_red(t, e.ell_dims[k]);
+    }
+  for (int l = 0; l < 52; l++)
+    if (e.used[l] && letter_var[l] < 0) {
+      if (t->n_axes + t->n_red >= 2 * QIR_MAX_RANK) return NULL;
+      letter_var[l] = add_red(t, e.extent[l]);
+    }
+  qir_expr *body = NULL;
+  for (int i = 0; i < n; i++) {
+    qir_expr *idx[QIR_MAX_RANK];
+    int dim = 0;
+    for (int k = 0; k < e.n_labels[i]; k++) {
+      int l = e.labels[i][k];
+      if (l != QIR_EINSUM_ELLIPSIS) {
+        idx[dim++] = var(t, letter_var[l]);
+        continue;
+      }
+      int er = e.in_ell_rank[i];
+      for (int j = 0; j < er; j++, dim++) {
+        int ev = ell_var[e.ell_rank - er + j];
+        idx[dim] = in[i]->dims[dim] == 1 && e.ell_dims[e.ell_rank - er + j] != 1 ? lit(t, 0) : var(t, ev);
+      }
+    }
+    qir_expr *a = access(t, i, in[i]->rank, idx);
+    body = body ? mul(t, body, a) : a;
+  }
+  return finish(t, body, QIR_REDUCE_SUM);
+}
+
+/* ---------------------------------------------------------------- windows */
+
+/* in-bounds test 0 <= e < extent, only for the sides that can fail */
+static qir_expr *in_bounds(te *t, qir_expr *e, int64_t extent, bool low, bool high) {
+  qir_expr *c = NULL;
+  if (low) c = and_(t, c, bin(t, QIR_FN_GE, e, lit(t, 0)));
+  if (high) c = and_(t, c, bin(t, QIR_FN_LT, e, lit(t, extent)));
+  return c;
+}
+
+static qir_op *te_conv(te *t) {
+  const qir_type *x = operand_type(t, 0), *w = operand_type(t, 1), *out = result_type(t);
+  int ns = x->rank - 2;
+  qir_window win;
+  if (!qir_window_read(t->op, ns, w->dims + 2, &win, NULL)) return NULL;
+  set_axes(t, out);
+  bool transpose = t->op->code == QIR_OP_CONV_TRANSPOSE;
+  int64_t C = x->dims[1], M = out->dims[1], g = win.group, Cg = C / g, Mg = M / g;
+  int c = add_red(t, transpose ? Cg : w->dims[1]);
+  int kv[QIR_MAX_RANK];
+  for (int i = 0; i < ns; i++) kv[i] = add_red(t, win.kernel[i]);
+  /* channel of x read for output channel m and reduce channel c */
+  qir_expr *group = g == 1 ? NULL : bin(t, QIR_FN_DIV, var(t, 1), lit(t, Mg));
+  qir_expr *xc = group ? add(t, imul(t, group, Cg), var(t, c)) : var(t, c);
+  qir_expr *ix[QIR_MAX_RANK], *iw[QIR_MAX_RANK], *guard = NULL;
+  ix[0] = var(t, 0);
+  ix[1] = xc;
+  if (!transpose) {
+    iw[0] = var(t, 1);
+    iw[1] = var(t, c);
+    for (int i = 0; i < ns; i++) {
+      /* x position o*s + k*d - pad_begin */
+      qir_expr *p = iadd(t, add(t, imul(t, var(t, 2 + i), win.strides[i]), imul(t, var(t, kv[i]), win.dilations[i])),
+                         -win.pads_begin[i]);
+      guard = and_(t, guard, in_bounds(t, p, x->dims[2 + i], win.pads_begin[i] > 0, win.pads_end[i] > 0));
+      ix[2 + i] = p;
+      iw[2 + i] = var(t, kv[i]);
+    }
+  } else {
+    /* y[o] gathers x[i] * w[k] over o = i*s + k*d - pad_begin */
+    iw[0] = xc;
+    iw[1] = g == 1 ? var(t, 1) : bin(t, QIR_FN_MOD, var(t, 1), lit(t, Mg));
+    for (int i = 0; i < ns; i++) {
+      qir_expr *num = iadd(t, sub(t, var(t, 2 + i), imul(t, var(t, kv[i]), win.dilations[i])), win.pads_begin[i]);
+      qir_expr *pos = win.strides[i] == 1 ? num : bin(t, QIR_FN_DIV, num, lit(t, win.strides[i]));
+      qir_expr *ok = bin(t, QIR_FN_GE, num, lit(t, 0));
+      if (win.strides[i] != 1) ok = and_(t, ok, bin(t, QIR_FN_EQ, bin(t, QIR_FN_MOD, num, lit(t, win.strides[i])), lit(t, 0)));
+      ok = and_(t, ok, bin(t, QIR_FN_LT, pos, lit(t, x->dims[2 + i])));
+      guard = and_(t, guard, ok);
+      ix[2 + i] = pos;
+      iw[2 + i] = var(t, kv[i]);
+    }
+  }
+  qir_expr *prod = mul(t, access(t, 0, x->rank, ix), access(t, 1, w->rank, iw));
+  if (guard) prod = sel(t, guard, prod, lit_like(t, x->dtype, 0));
+  if (!is_zero_const(t, t->op->operands[2])) {
+    qir_expr *b1 = var(t, 1);
+    prod = add(t, prod, sel(t, first_iteration(t), access(t, 2, 1, &b1), lit_like(t, x->dtype, 0)));
+  }
+  return finish(t, prod, QIR_REDUCE_SUM);
+}
+
+/* Number of window taps st + k*d (k < K) inside [lo, hi), as an expression of
+ * the window start st. */
+static qir_expr *taps_inside(te *t, qir_expr *st, int64_t K, int64_t d, int64_t lo, int64_t hi) {
+  qir_expr *first = bin(t, QIR_FN_MAX, lit(t, 0), bin(t, QIR_FN_FLOORDIV, sub(t, lit(t, lo + d - 1), st), lit(t, d)));
+  qir_expr *last = bin(t, QIR_FN_MIN, lit(t, K - 1), bin(t, QIR_FN_FLOORDIV, sub(t, lit(t, hi - 1), st), lit(t, d)));
+  return bin(t, QIR_FN_MAX, lit(t, 0), iadd(t, sub(t, last, first), 1));
+}
+
+static qir_op *te_pool(te *t) {
+  if (t->op->n_results != 1) return NULL; /* max_pool indices: no compute form */
+  const qir_type *x = operand_type(t, 0), *out = result_type(t);
+  int ns = x->rank - 2;
+  qir_window win;
+  if (!qir_window_read(t->op, ns, NULL, &win, NULL)) return NULL;
+  set_axes(t, out);
+  bool is_max = t->op->code == QIR_OP_MAX_POOL;
+  if (!is_max && !qir_dtype_is_float(x->dtype)) return NULL;
+  qir_expr *ix[QIR_MAX_RANK], *guard = NULL, *count = NULL;
+  ix[0] = var(t, 0);
+  ix[1] = var(t, 1);
+  int64_t full = 1;
+  bool all_full = true;
+  for (int i = 0; i < ns; i++) {
+    int k = add_red(t, win.kernel[i]);
+    int64_t D = x->dims[2 + i], s = win.strides[i], d = win.dilations[i], K = win.kernel[i];
+    int64_t last_tap = (out->dims[2 + i] - 1) * s + (K - 1) * d - win.pads_begin[i]; /* largest index read */
+    qir_expr *st = iadd(t, imul(t, var(t, 2 + i), s), -win.pads_begin[i]);
+    qir_expr *p = add(t, st, imul(t, var(t, k), d));
+    guard = and_(t, guard, in_bounds(t, p, D, win.pads_begin[i] > 0, last_tap >= D));
+    ix[2 + i] = p;
+    full *= K;
+    /* avg divisor: taps inside the input, or inside the padded input */
+    int64_t lo = win.count_include_pad ? -win.pads_begin[i] : 0, hi = win.count_include_pad ? D + win.pads_end[i] : D;
+    bool always_full = -win.pads_begin[i] >= lo && last_tap < hi;
+    if (!always_full) all_full = false;
+    qir_expr *taps = always_full ? lit(t, K) : taps_inside(t, st, K, d, lo, hi);
+    count = count ? mul(t, count, taps) : taps;
+  }
+  qir_expr *v = access(t, 0, x->rank, ix);
+  if (is_max) {
+    qir_expr *lowest = qir_dtype_is_float(x->dtype) ? flit(t, -INFINITY)
+                       : qir_dtype_is_unsigned_int(x->dtype) || x->dtype == QIR_BOOL ? lit(t, 0)
+                                                                                     : lit(t, INT64_MIN);
+    return finish(t, guard ? sel(t, guard, v, lowest) : v, QIR_REDUCE_MAX);
+  }
+  if (guard) v = sel(t, guard, v, flit(t, 0));
+  qir_expr *divisor = all_full ? flit(t, (double)full) : count;
+  return finish(t, dv(t, v, divisor), QIR_REDUCE_SUM);
+}
+
+/* ---------------------------------------------------------------- data movement */
+
+static qir_op *te_transpose(te *t) {
+  const qir_type *x = operand_type(t, 0);
+  int64_t perm[QIR_MAX_RANK];
+  int n = qir_op_attr_ints(t->op, "perm", perm, QIR_MAX_RANK);
+  if (n < 0)
+    for (int i = 0; i < x->rank; i++) perm[i] = x->rank - 1 - i;
+  set_axes(t, result_type(t));
+  int vars[QIR_MAX_RANK];
+  for (int j = 0; j < x->rank; j++) vars[perm[j]] = j;
+  return finish(t, at_vars(t, 0, vars), QIR_REDUCE_NONE);
+}
+
+/* reshape: when the non-1 dims agree, a direct index map; otherwise the
+ * result's linear index, delinearised over the operand's dims. */
+static qir_op *te_reshape(te *t) {
+  const qir_type *x = operand_type(t, 0), *out = result_type(t);
+  set_axes(t, out);
+  int vars[QIR_MAX_RANK], j = 0;
+  bool direct = true;
+  for (int i = 0; i < x->rank && direct; i++) {
+    if (x->dims[i] == 1) {
+      vars[i] = -1;
+      continue;
+    }
+    while (j < out->rank && out->dims[j] == 1) j++;
+    if (j >= out->rank || out->dims[j] != x->dims[i]) direct = false;
+    else vars[i] = j++;
+  }
+  while (direct && j < out->rank && out->dims[j] == 1) j++;
+  if (direct && j == out->rank) return finish(t, at_vars(t, 0, vars), QIR_REDUCE_NONE);
+  qir_expr *lin = NULL;
+  for (int i = 0; i < out->rank; i++) {
+    if (out->dims[i] == 1) continue;
+    lin = lin ? add(t, imul(t, lin, out->dims[i]), var(t, i)) : var(t, i);
+  }
+  if (!lin) lin = lit(t, 0);
+  qir_expr *idx[QIR_MAX_RANK];
+  int64_t stride = 1;
+  for (int i = x->rank - 1; i >= 0; i--) {
+    qir_expr *e = stride == 1 ? lin : bin(t, QIR_FN_DIV, lin, lit(t, stride));
+    if (i > 0 && x->dims[i] != 1) e = bin(t, QIR_FN_MOD, e, lit(t, x->dims[i]));
+    idx[i] = x->dims[i] == 1 ? lit(t, 0) : e;
+    stride *= x->dims[i];
+  }
+  return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
+}
+
+/* An access of operand i at the result position with dim `axis` replaced. */
+static qir_expr *at_with(te *t, int i, int axis, qir_expr *e) {
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int k = 0; k < operand_type(t, i)->rank; k++) idx[k] = k == axis ? e : var(t, k);
+  return access(t, i, operand_type(t, i)->rank, idx);
+}
+
+static qir_op *te_concat(te *t) {
+  int axis = (int)attr_i(t, "axis", 0), n = t->op->n_operands;
+  set_axes(t, result_type(t));
+  int64_t off[64];
+  if (n > 63) return NULL;
+  off[0] = 0;
+  for (int i = 0; i < n; i++) off[i + 1] = off[i] + operand_type(t, i)->dims[axis];
+  /* from the last operand backwards: select(v < off[i+1], x_i[v - off[i]], rest) */
+  qir_expr *body = NULL;
+  for (int i = n - 1; i >= 0; i--) {
+    if (operand_type(t, i)->dims[axis] == 0) continue;
+    qir_expr *here = at_with(t, i, axis, iadd(t, var(t, axis), -off[i]));
+    body = body ? sel(t, bin(t, QIR_FN_LT, var(t, axis), lit(t, off[i + 1])), here, body) : here;
+  }
+  return finish(t, body, QIR_REDUCE_NONE);
+}
+
+static qir_op *te_slice(te *t) {
+  const qir_type *x = operand_type(t, 0);
+  int64_t starts[QIR_MAX_RANK], steps[QIR_MAX_RANK];
+  qir_op_attr_ints(t->op, "starts", starts, QIR_MAX_RANK);
+  if (qir_op_attr_ints(t->op, "steps", steps, QIR_MAX_RANK) < 0)
+    for (int i = 0; i < x->rank; i++) steps[i] = 1;
+  set_axes(t, result_type(t));
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) idx[i] = iadd(t, imul(t, var(t, i), steps[i]), starts[i]);
+  return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
+}
+
+static qir_op *te_pad(te *t) {
+  const qir_type *x = operand_type(t, 0);
+  int64_t pads[2 * QIR_MAX_RANK];
+  if (qir_op_attr_ints(t->op, "pads", pads, 2 * QIR_MAX_RANK) != 2 * x->rank) return NULL;
+  const char *mode = qir_op_attr_str(t->op, "mode", "constant");
+  set_axes(t, result_type(t));
+  qir_expr *idx[QIR_MAX_RANK], *guard = NULL;
+  for (int i = 0; i < x->rank; i++) {
+    int64_t D = x->dims[i], b = pads[i], e = pads[i + x->rank];
+    qir_expr *p = iadd(t, var(t, i), -b);
+    if (b <= 0 && e <= 0) {
+      idx[i] = p;
+    } else if (!strcmp(mode, "constant")) {
+      guard = and_(t, guard, in_bounds(t, p, D, b > 0, e > 0));
+      idx[i] = p;
+    } else if (D == 0) {
+      return NULL;
+    } else if (!strcmp(mode, "edge")) {
+      idx[i] = bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, p, lit(t, 0)), lit(t, D - 1));
+    } else if (!strcmp(mode, "reflect")) {
+      /* one reflection at each end: D-1 - |D-1 - |p|| */
+      idx[i] = sub(t, lit(t, D - 1), un(t, QIR_FN_ABS, sub(t, lit(t, D - 1), un(t, QIR_FN_ABS, p))));
+    } else { /* wrap */
+      idx[i] = bin(t, QIR_FN_MOD, iadd(t, bin(t, QIR_FN_MOD, p, lit(t, D)), D), lit(t, D));
+    }
+  }
+  qir_expr *v = access(t, 0, x->rank, idx);
+  return finish(t, guard ? sel(t, guard, v, scalar(t, 1)) : v, QIR_REDUCE_NONE);
+}
+
+static qir_op *te_expand(te *t) {
+  set_axes(t, result_type(t));
+  return finish(t, bcast(t, 0), QIR_REDUCE_NONE);
+}
+
+static qir_op *te_tile(te *t) {
+  const qir_type *x = operand_type(t, 0), *out = result_type(t);
+  set_axes(t, out);
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    idx[i] = x->dims[i] == out->dims[i] ? var(t, i) : x->dims[i] == 1 ? lit(t, 0) : bin(t, QIR_FN_MOD, var(t, i), lit(t, x->dims[i]));
+  return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
+}
+
+/* An index read from a tensor, negative values counted from the end. */
+static qir_expr *wrapped(te *t, qir_expr *(*read)(te *, void *), void *ctx, int64_t extent) {
+  return sel(t, bin(t, QIR_FN_LT, read(t, ctx), lit(t, 0)), iadd(t, read(t, ctx), extent), read(t, ctx));
+}
+
+typedef struct {
+  int operand, n;
+  int vars[QIR_MAX_RANK];
+} index_read;
+
+static qir_expr *read_index(te *t, void *ctx) {
+  index_read *r = ctx;
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int k = 0; k < r->n; k++) idx[k] = var(t, r->vars[k]);
+  return access(t, r->operand, r->n, idx);
+}
+
+static qir_op *te_gather(te *t) {
+  const qir_type *x = operand_type(t, 0), *ind = operand_type(t, 1);
+  int axis = (int)attr_i(t, "axis", 0);
+  set_axes(t, result_type(t));
+  index_read r = {1, ind->rank, {0}};
+  qir_expr *idx[QIR_MAX_RANK];
+  if (t->op->code == QIR_OP_GATHER_ELEMENTS) {
+    for (int k = 0; k < ind->rank; k++) r.vars[k] = k;
+    for (int k = 0; k < x->rank; k++) idx[k] = k == axis ? wrapped(t, read_index, &r, x->dims[axis]) : var(t, k);
+  } else {
+    for (int k = 0; k < ind->rank; k++) r.vars[k] = axis + k;
+    for (int k = 0; k < axis; k++) idx[k] = var(t, k);
+    idx[axis] = wrapped(t, read_index, &r, x->dims[axis]);
+    for (int k = axis + 1; k < x->rank; k++) idx[k] = var(t, k + ind->rank - 1);
+  }
+  return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
+}
+
+static qir_op *te_depth_space(te *t) {
+  const qir_type *x = operand_type(t, 0), *out = result_type(t);
+  int64_t b = attr_i(t, "blocksize", 1);
+  set_axes(t, out);
+  qir_expr *idx[4] = {var(t, 0), NULL, NULL, NULL};
+  if (t->op->code == QIR_OP_DEPTH_TO_SPACE) {
+    int64_t C = out->dims[1];
+    qir_expr *bh = bin(t, QIR_FN_MOD, var(t, 2), lit(t, b)), *bw = bin(t, QIR_FN_MOD, var(t, 3), lit(t, b));
+    if (!strcmp(qir_op_attr_str(t->op, "mode", "DCR"), "CRD"))
+      idx[1] = add(t, add(t, imul(t, var(t, 1), b * b), imul(t, bh, b)), bw);
+    else
+      idx[1] = add(t, add(t, imul(t, bh, b * C), imul(t, bw, C)), var(t, 1));
+    idx[2] = bin(t, QIR_FN_DIV, var(t, 2), lit(t, b));
+    idx[3] = bin(t, QIR_FN_DIV, var(t, 3), lit(t, b));
+  } else {
+    int64_t C = x->dims[1];
+    qir_expr *blk = bin(t, QIR_FN_DIV, var(t, 1), lit(t, C));
+    idx[1] = bin(t, QIR_FN_MOD, var(t, 1), lit(t, C));
+    idx[2] = add(t, imul(t, var(t, 2), b), bin(t, QIR_FN_DIV, blk, lit(t, b)));
+    idx[3] = add(t, imul(t, var(t, 3), b), bin(t, QIR_FN_MOD, blk, lit(t, b)));
+  }
+  return finish(t, access(t, 0, 4, idx), QIR_REDUCE_NONE);
+}
+
+static qir_op *te_trilu(te *t) {
+  const qir_type *x = operand_type(t, 0);
+  set_axes(t, result_type(t));
+  int64_t k = attr_i(t, "k", 0);
+  qir_expr *diff = sub(t, var(t, x->rank - 1), var(t, x->rank - 2)); /* j - i */
+  qir_expr *keep = attr_i(t, "upper", 1) ? bin(t, QIR_FN_GE, diff, lit(t, k)) : bin(t, QIR_FN_LE, diff, lit(t, k));
+  return finish(t, sel(t, keep, bcast(t, 0), lit_like(t, x->dtype, 0)), QIR_REDUCE_NONE);
+}
+
+static qir_op *te_cumsum(te *t) {
+  const qir_type *x = operand_type(t, 0);
+  int axis = (int)attr_i(t, "axis", 0);
+  bool exclusive = attr_i(t, "exclusive", 0), reverse = attr_i(t, "reverse", 0);
+  set_axes(t, result_type(t));
+  int j = add_red(t, x->dims[axis]);
+  qir_expr_fn cmp = reverse ? (exclusive ? QIR_FN_GT : QIR_FN_GE) : (exclusive ? QIR_FN_LT : QIR_FN_LE);
+  qir_expr *take = bin(t, cmp, var(t, j), var(t, axis));
+  return finish(t, sel(t, take, at_with(t, 0, axis, var(t, j)), lit_like(t, x->dtype, 0)), QIR_REDUCE_SUM);
+}
+
+static qir_op *te_one_hot(te *t) {
+  const qir_type *ind = operand_type(t, 0), *out = result_type(t);
+  int axis = (int)attr_i(t, "axis", ind->rank);
+  int64_t depth = out->dims[axis];
+  set_axes(t, out);
+  index_read r = {0, ind->rank, {0}};
+  for (int k = 0, o = 0; k < out->rank; k++)
+    if (k != axis) r.vars[o++] = k;
+  qir_expr *i = wrapped(t, read_index, &r, depth);
+  if (qir_dtype_is_float(ind->dtype)) i = qir_expr_cast(t->m, QIR_I64, i);
+  qir_expr *on = lit(t, 1), *off = lit(t, 0);
+  on = access(t, 1, 1, &on);
+  off = access(t, 1, 1, &off);
+  return finish(t, sel(t, bin(t, QIR_FN_EQ, i, var(t, axis)), on, off), QIR_REDUCE_NONE);
+}
+
+static qir_op *te_range(te *t) {
+  set_axes(t, result_type(t));
+  return finish(t, add(t, scalar(t, 0), mul(t, var(t, 0), scalar(t, 2))), QIR_REDUCE_NONE);
+}
+
+/* resize, nearest mode: the source index of each output position. */
+static qir_op *te_resize(te *t) {
+  const qir_type *x = operand_type(t, 0), *out = result_type(t);
+  const char *mode = qir_op_attr_str(t->op, "mode", "nearest");
+  const char *ctm = qir_op_attr_str(t->op, "coordinate_transformation_mode", "half_pixel");
+  const char *nm = qir_op_attr_str(t->op, "nearest_mode", "round_prefer_floor");
+  if (strcmp(mode, "nearest") || !strcmp(ctm, "tf_crop_and_resize")) return NULL;
+  double scales[QIR_MAX_RANK];
+  if (qir_op_attr_floats(t->op, "scales", scales, QIR_MAX_RANK) != x->rank) return NULL;
+  set_axes(t, out);
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) {
+    int64_t in = x->dims[i], on = out->dims[i];
+    if (in == on && scales[i] == 1) {
+      idx[i] = var(t, i);
+      continue;
+    }
+    qir_expr *o = var(t, i), *src;
+    double s = scales[i];
+    if (!strcmp(ctm, "align_corners")) src = on == 1 ? flit(t, 0) : mul(t, o, flit(t, (double)(in - 1) / (double)(on - 1)));
+    else if (!strcmp(ctm, "asymmetric")) src = dv(t, o, flit(t, s));
+    else if (!strcmp(ctm, "pytorch_half_pixel") && on == 1) src = flit(t, 0);
+    else if (!strcmp(ctm, "half_pixel_symmetric")) {
+      double adj = (double)on / ((double)in * s), center = (double)in / 2;
+      src = sub(t, add(t, flit(t, center * (1 - adj)), dv(t, add(t, o, flit(t, 0.5)), flit(t, s))), flit(t, 0.5));
+    } else src = sub(t, dv(t, add(t, o, flit(t, 0.5)), flit(t, s)), flit(t, 0.5)); /* half_pixel */
+    qir_expr *r;
+    if (!strcmp(nm, "floor")) r = un(t, QIR_FN_FLOOR, src);
+    else if (!strcmp(nm, "ceil")) r = un(t, QIR_FN_CEIL, src);
+    else if (!strcmp(nm, "round_prefer_ceil")) r = un(t, QIR_FN_FLOOR, add(t, src, flit(t, 0.5)));
+    else r = un(t, QIR_FN_CEIL, sub(t, src, flit(t, 0.5))); /* round_prefer_floor */
+    qir_expr *ri = qir_expr_cast(t->m, QIR_I64, r);
+    idx[i] = bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, ri, lit(t, 0)), lit(t, in - 1));
+  }
+  return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+typedef qir_op *(*te_fn)(te *t);
+
+static te_fn te_for(qir_opcode code) {
+  const qir_opinfo *info = qir_opinfo_get(code);
+  if (info && (info->flags & QIR_OPF_ELEMENTWISE)) return te_elementwise;
+  switch (code) {
+  case QIR_OP_REDUCE_SUM: case QIR_OP_REDUCE_MEAN: case QIR_OP_REDUCE_MAX: case QIR_OP_REDUCE_MIN:
+  case QIR_OP_REDUCE_PROD:
+    return te_reduce;
+  case QIR_OP_GLOBAL_AVG_POOL: case QIR_OP_GLOBAL_MAX_POOL: return te_global_pool;
+  case QIR_OP_MATMUL: return te_matmul;
+  case QIR_OP_GEMM: return te_gemm;
+  case QIR_OP_EINSUM: return te_einsum;
+  case QIR_OP_CONV: case QIR_OP_CONV_TRANSPOSE: return te_conv;
+  case QIR_OP_MAX_POOL: case QIR_OP_AVG_POOL: return te_pool;
+  case QIR_OP_BATCH_NORM: return te_batch_norm;
+  case QIR_OP_TRANSPOSE: return te_transpose;
+  case QIR_OP_RESHAPE: return te_reshape;
+  case QIR_OP_CONCAT: return te_concat;
+  case QIR_OP_SLICE: return te_slice;
+  case QIR_OP_PAD: return te_pad;
+  case QIR_OP_EXPAND: return te_expand;
+  case QIR_OP_TILE: return te_tile;
+  case QIR_OP_GATHER: case QIR_OP_GATHER_ELEMENTS: return te_gather;
+  case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return te_depth_space;
+  case QIR_OP_TRILU: return te_trilu;
+  case QIR_OP_CUMSUM: return te_cumsum;
+  case QIR_OP_ONE_HOT: return te_one_hot;
+  case QIR_OP_RANGE: return te_range;
+  case QIR_OP_RESIZE: return te_resize;
+  default: return NULL;
+  }
+}
 
 qir_op *qir_op_to_compute(qir_module *m, const qir_op *op, qir_diag *d) {
-  (void)m; (void)op; (void)d;
-  return NULL;
+  te_fn fn = te_for(op->code);
+  if (!fn || op->n_results != 1) return NULL;
+  /* only well-typed ops: the definitions index with the op's shapes */
+  qir_type *out = qir_alloc(m, sizeof *out * (size_t)(op->n_results + 1));
+  if (!qir_infer_types(m, op, out, d)) return NULL;
+  if (!qir_type_equal(&out[0], &op->results[0]->type)) return NULL;
+  te t = {m, op, d, 0, 0, {0}};
+  return fn(&t);
+}
+
+/* ---------------------------------------------------------------- multi-stage ops */
+
+/* Element type of intermediate results: at least f32. */
+static qir_dtype stage_dtype(qir_dtype dt) { return dt == QIR_F64 ? QIR_F64 : QIR_F32; }
+
+typedef struct {
+  te t;
+  qir_op **out;
+  int n, cap;
+} chain;
+
+static qir_value *push(chain *c, qir_op *op) {
+  if (!op || c->n >= c->cap) return NULL;
+  c->out[c->n++] = op;
+  return op->results[0];
+}
+
+/* A reduction of x (operand of the named op) over `axes` into a keepdims
+ * shape: fn(each element) combined by `reduce`. */
+static qir_value *stage_reduce(chain *c, const bool *reduced, qir_expr *(*elem)(te *, qir_expr *, void *), void *ctx,
+                               qir_reduce_kind reduce, int n_operands, qir_value *const *operands) {
+  te *t = &c->t;
+  const qir_type *x = operand_type(t, 0);
+  qir_type st = *x;
+  st.dtype = stage_dtype(x->dtype);
+  for (int i = 0; i < x->rank; i++)
+    if (reduced[i]) st.dims[i] = 1;
+  set_axes(t, &st);
+  int vars[QIR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) vars[i] = reduced[i] ? add_red(t, x->dims[i]) : i;
+  qir_expr *body = elem(t, at_vars(t, 0, vars), ctx);
+  return push(c, make_compute(t, n_operands, operands, &st, body, reduce));
+}
+
+/* the keepdims statistic s (operand k of a compute) read at output position */
+static qir_expr *stat_at(te *t, int k, const qir_type *s) {
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) idx[i] = s->dims[i] == 1 && t->extent[i] != 1 ? lit(t, 0) : var(t, i);
+  return access(t, k, s->rank, idx);
+}
+
+/* ---- element functions of the reduction stages */
+static qir_expr *el_id(te *t, qir_expr *x, void *ctx) {
+  (void)t, (void)ctx;
+  return x;
+}
+static qir_expr *el_square(te *t, qir_expr *x, void *ctx) {
+  (void)ctx;
+  return mul(t, x, x);
+}
+static qir_expr *el_abs(te *t, qir_expr *x, void *ctx) {
+  (void)ctx;
+  return un(t, QIR_FN_ABS, x);
+}
+static qir_expr *el_scaled(te *t, qir_expr *x, void *ctx) { return dv(t, x, flit(t, *(double *)ctx)); }
+
+/* exp(x - max) with the max as compute operand 1, read at the reduced position */
+typedef struct {
+  const qir_type *stat;
+  double n;
+} stat_ctx;
+static qir_expr *stat_reduced(te *t, const qir_type *s) {
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) idx[i] = var(t, i);
+  return access(t, 1, s->rank, idx);
+}
+static qir_expr *el_exp_minus(te *t, qir_expr *x, void *ctx) {
+  stat_ctx *s = ctx;
+  return un(t, QIR_FN_EXP, sub(t, x, stat_reduced(t, s->stat)));
+}
+static qir_expr *el_sqdev(te *t, qir_expr *x, void *ctx) {
+  stat_ctx *s = ctx;
+  qir_expr *dev = sub(t, x, stat_reduced(t, s->stat));
+  return dv(t, mul(t, dev, dev), flit(t, s->n));
+}
+
+/* The final elementwise stage over x's shape, with extra operands. */
+static qir_op *stage_final(chain *c, int n_operands, qir_value *const *operands, qir_expr *body) {
+  return make_compute(&c->t, n_operands, operands, result_type(&c->t), body, QIR_REDUCE_NONE);
+}
+
+static bool normalised_axes(const qir_op *op, const qir_type *x, bool *reduced) {
+  memset(reduced, 0, sizeof(bool) * QIR_MAX_RANK);
+  if (op->code == QIR_OP_LAYER_NORM) {
+    int64_t axis = qir_op_attr_int(op, "axis", x->rank - 1);
+    for (int i = (int)axis; i < x->rank; i++) reduced[i] = true;
+  } else if (op->code == QIR_OP_INSTANCE_NORM) {
+    for (int i = 2; i < x->rank; i++) reduced[i] = true;
+  } else {
+    reduced[qir_op_attr_int(op, "axis", x->rank - 1)] = true;
+  }
+  return true;
+}
+
+static int expand_chain(chain *c) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *x = operand_type(t, 0);
+  qir_value *xv = op->operands[0];
+  bool reduced[QIR_MAX_RANK];
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: {
+    normalised_axes(op, x, reduced);
+    qir_value *mx = stage_reduce(c, reduced, el_id, NULL, QIR_REDUCE_MAX, 1, &xv);
+    if (!mx) return 0;
+    stat_ctx sc = {&mx->type, 0};
+    qir_value *ops2[2] = {xv, mx};
+    qir_value *sum = stage_reduce(c, reduced, el_exp_minus, &sc, QIR_REDUCE_SUM, 2, ops2);
+    if (!sum) return 0;
+    set_axes(t, result_type(t));
+    qir_value *ops3[3] = {xv, mx, sum};
+    qir_expr *shifted = sub(t, bcast(t, 0), stat_at(t, 1, &mx->type));
+    qir_expr *body = op->code == QIR_OP_SOFTMAX ? dv(t, un(t, QIR_FN_EXP, shifted), stat_at(t, 2, &sum->type))
+                                                : sub(t, shifted, un(t, QIR_FN_LOG, stat_at(t, 2, &sum->type)));
+    return push(c, stage_final(c, 3, ops3, body)) ? c->n : 0;
+  }
+  case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: {
+    if (op->n_results != 1) return 0;
+    normalised_axes(op, x, reduced);
+    double n = 1;
+    for (int i = 0; i < x->rank; i++)
+      if (reduced[i]) n *= (double)x->dims[i];
+    qir_value *mean = stage_reduce(c, reduced, el_scaled, &n, QIR_REDUCE_SUM, 1, &xv);
+    if (!mean) return 0;
+    stat_ctx sc = {&mean->type, n};
+    qir_value *ops2[2] = {xv, mean};
+    qir_value *var_ = stage_reduce(c, reduced, el_sqdev, &sc, QIR_REDUCE_SUM, 2, ops2);
+    if (!var_) return 0;
+    set_axes(t, result_type(t));
+    qir_value *ops5[5] = {xv, op->operands[1], op->operands[2], mean, var_};
+    qir_expr *eps = flit(t, attr_f(t, "epsilon", 1e-5));
+    qir_expr *norm = mul(t, sub(t, bcast(t, 0), stat_at(t, 3, &mean->type)),
+                         un(t, QIR_FN_RSQRT, add(t, stat_at(t, 4, &var_->type), eps)));
+    qir_expr *scale, *bias;
+    if (op->code == QIR_OP_INSTANCE_NORM) {
+      int c_only[1] = {1};
+      scale = at_vars(t, 1, c_only);
+      bias = at_vars(t, 2, c_only);
+    } else {
+      scale = bcast(t, 1);
+      bias = bcast(t, 2);
+    }
+    /* bcast of operands 1, 2 indexes the named op's operand types, which
+     * are the same values at the same positions here */
+    return push(c, stage_final(c, 5, ops5, add(t, mul(t, norm, scale), bias))) ? c->n : 0;
+  }
+  case QIR_OP_LP_NORMALIZATION: {
+    normalised_axes(op, x, reduced);
+    bool l1 = qir_op_attr_int(op, "p", 2) == 1;
+    qir_value *nrm = stage_reduce(c, reduced, l1 ? el_abs : el_square, NULL, QIR_REDUCE_SUM, 1, &xv);
+    if (!nrm) return 0;
+    set_axes(t, result_type(t));
+    qir_value *ops2[2] = {xv, nrm};
+    qir_expr *den = stat_at(t, 1, &nrm->type);
+    if (!l1) den = un(t, QIR_FN_SQRT, den);
+    return push(c, stage_final(c, 2, ops2, dv(t, bcast(t, 0), den))) ? c->n : 0;
+  }
+  case QIR_OP_REDUCE_L2: {
+    int64_t axes[QIR_MAX_RANK];
+    int na = qir_op_attr_ints(op, "axes", axes, QIR_MAX_RANK);
+    for (int i = 0; i < x->rank; i++) reduced[i] = na < 0;
+    for (int i = 0; i < na; i++) reduced[axes[i]] = true;
+    qir_value *ss = stage_reduce(c, reduced, el_square, NULL, QIR_REDUCE_SUM, 1, &xv);
+    if (!ss) return 0;
+    /* sqrt, read through a reshape-free map: the result drops or keeps the
+     * reduced dims; index the keepdims statistic accordingly */
+    set_axes(t, result_type(t));
+    bool keep = qir_op_attr_int(op, "keepdims", 1) != 0;
+    qir_expr *idx[QIR_MAX_RANK];
+    for (int i = 0, o = 0; i < x->rank; i++) idx[i] = reduced[i] ? (keep ? (o++, lit(t, 0)) : lit(t, 0)) : var(t, o++);
+    qir_value *ops1[1] = {ss};
+    qir_expr *body = un(t, QIR_FN_SQRT, access(t, 0, x->rank, idx));
+    return push(c, make_compute(t, 1, ops1, result_type(t), body, QIR_REDUCE_NONE)) ? c->n : 0;
+  }
+  case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: {
+    int axis = (int)qir_op_attr_int(op, "axis", 0);
+    bool keep = qir_op_attr_int(op, "keepdims", 1) != 0, last = qir_op_attr_int(op, "select_last_index", 0) != 0;
+    memset(reduced, 0, sizeof reduced);
+    reduced[axis] = true;
+    /* stage 1: the extreme value (kept in x's dtype so equality is exact) */
+    qir_value *ext = stage_reduce(c, reduced, el_id, NULL, op->code == QIR_OP_ARGMAX ? QIR_REDUCE_MAX : QIR_REDUCE_MIN, 1, &xv);
+    if (!ext) return 0;
+    ext->type.dtype = x->dtype;
+    /* stage 2: first (or last) index where x equals it */
+    set_axes(t, result_type(t));
+    int j = add_red(t, x->dims[axis]);
+    qir_expr *xi[QIR_MAX_RANK], *ei[QIR_MAX_RANK];
+    for (int i = 0, o = 0; i < x->rank; i++) {
+      if (i == axis) {
+        xi[i] = var(t, j);
+        ei[i] = lit(t, 0);
+        if (keep) o++;
+      } else {
+        xi[i] = ei[i] = var(t, o++);
+      }
+    }
+    qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 0, x->rank, xi), access(t, 1, x->rank, ei));
+    qir_expr *body = sel(t, hit, var(t, j), lit(t, last ? -1 : x->dims[axis]));
+    qir_value *ops2[2] = {xv, ext};
+    return push(c, make_compute(t, 2, ops2, result_type(t), body, last ? QIR_REDUCE_MAX : QIR_REDUCE_MIN)) ? c->n : 0;
+  }
+  case QIR_OP_LRN: {
+    int64_t size = qir_op_attr_int(op, "size", 1), C = x->dims[1];
+    double alpha = attr_f(t, "alpha", 1e-4), beta = attr_f(t, "beta", 0.75), bias = attr_f(t, "bias", 1);
+    qir_type st = *x;
+    st.dtype = stage_dtype(x->dtype);
+    set_axes(t, &st);
+    int j = add_red(t, size);
+    /* channel c - floor((size-1)/2) + j, inside [0, C) */
+    qir_expr *ch = iadd(t, add(t, var(t, 1), var(t, j)), -((size - 1) / 2));
+    qir_expr *a = at_with(t, 0, 1, ch);
+    qir_expr *body = sel(t, in_bounds(t, ch, C, true, true), mul(t, a, a), flit(t, 0));
+    qir_value *sq = push(c, make_compute(t, 1, &xv, &st, body, QIR_REDUCE_SUM));
+    if (!sq) return 0;
+    set_axes(t, result_type(t));
+    qir_value *ops2[2] = {xv, sq};
+    qir_expr *den = bin(t, QIR_FN_POW, add(t, flit(t, bias), mul(t, flit(t, alpha / (double)size), stat_at(t, 1, &sq->type))),
+                        flit(t, beta));
+    return push(c, stage_final(c, 2, ops2, dv(t, bcast(t, 0), den))) ? c->n : 0;
+  }
+  default:
+    return 0;
+  }
+}
+
+int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_diag *d) {
+  if (cap < 1) return 0;
+  qir_op *one = qir_op_to_compute(m, op, d);
+  if (one) {
+    out[0] = one;
+    return 1;
+  }
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
+  case QIR_OP_LP_NORMALIZATION: case QIR_OP_REDUCE_L2: case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: case QIR_OP_LRN:
+    break;
+  default:
+    return 0;
+  }
+  if (op->n_results < 1) return 0;
+  qir_type *types = qir_alloc(m, sizeof *types * (size_t)(op->n_results + 1));
+  if (!qir_infer_types(m, op, types, d) || !qir_type_equal(&types[0], &op->results[0]->type)) return 0;
+  chain c = {{m, op, d, 0, 0, {0}}, out, 0, cap};
+  int n = expand_chain(&c);
+  if (n == 0)
+    for (int i = 0; i < c.n; i++) qir_op_unlink(out[i]); /* drop the uses the partial chain took */
+  return n;
 }

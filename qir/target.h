@@ -1,0 +1,88 @@
+/* target.h: device models, as data.
+ *
+ * A target describes one device the way a tile planner needs to see it: how
+ * many compute units, how threads are grouped (warp / wavefront), the capacity
+ * of each memory level (registers, shared memory / LDS, L2), the bandwidth of
+ * each level, peak arithmetic rates per data type, and the facts that decide
+ * alignment (global-memory transaction width, shared-memory banks, the matrix
+ * instruction shape).  Roller's micro performance model and Rammer's vEU count
+ * read these numbers; nothing else about a device is hard-coded anywhere.
+ *
+ * Built-in models: h100 (the default), h200, a100, v100, rtx4090, mi250
+ * (one gfx90a GCD), mi300x (gfx942), cpu.  `qir_target_parse_file` reads a
+ * model from `key = value` lines (see qir_target_print for the keys); a file
+ * may start from a built-in with `base = NAME` and override some keys.
+ */
+#ifndef QIR_TARGET_H
+#define QIR_TARGET_H
+
+#include "qir.h"
+
+/* Peak arithmetic rates a target lists.  VEC_* run on the ordinary ALUs,
+ * MMA_* on tensor cores / matrix cores (dense, no sparsity). */
+#define QIR_PEAKS(X)                                                           \
+  X(VEC_F64, "peak_f64") X(VEC_F32, "peak_f32") X(VEC_F16, "peak_f16")        \
+  X(VEC_I32, "peak_i32")                                                       \
+  X(MMA_F16, "peak_mma_f16") X(MMA_BF16, "peak_mma_bf16")                      \
+  X(MMA_TF32, "peak_mma_tf32") X(MMA_I8, "peak_mma_i8")
+
+typedef enum {
+#define X(id, key) QIR_PEAK_##id,
+  QIR_PEAKS(X)
+#undef X
+  QIR_PEAK_COUNT
+} qir_peak_kind;
+
+typedef struct {
+  char name[32];                /* "h100" */
+  char backend[8];              /* "cuda", "hip" or "c": which qcodegen output runs on it */
+  char arch[16];                /* "sm_90", "gfx90a", "host" */
+  int compute_units;            /* SMs / CUs / CPU cores */
+  int warp_size;                /* threads scheduled together: 32 (warp), 64 (wavefront);
+                                   CPU: f32 SIMD lanes */
+  int max_threads_per_block;
+  int max_threads_per_unit;     /* resident threads per SM / CU */
+  int max_blocks_per_unit;      /* resident blocks per SM / CU */
+  int regs_per_unit;            /* 32-bit registers per SM / CU */
+  int max_regs_per_thread;
+  int64_t smem_per_block;       /* bytes: the most shared memory one block may use */
+  int64_t smem_per_unit;        /* bytes per SM / CU */
+  int64_t l2_bytes;             /* last-level on-chip cache the whole device shares */
+  double clock_ghz;             /* boost clock the peak rates are quoted at */
+  double dram_gbs;              /* GB/s (1e9 bytes/s), whole device */
+  double l2_gbs;                /* GB/s, whole device */
+  double smem_gbs;              /* GB/s, all units together */
+  double peak_gflops[QIR_PEAK_COUNT]; /* 0 = not supported */
+  int transaction_bytes;        /* smallest global-memory transaction (sector) */
+  int cache_line_bytes;
+  int smem_banks;               /* 0 = no banked shared memory (CPU) */
+  int bank_bytes;
+  int mma_m, mma_n, mma_k;      /* f16/bf16 matrix instruction shape (f32 accumulate);
+                                   0 = none */
+} qir_target;
+
+#define QIR_TARGET_DEFAULT "h100"
+
+/* A built-in model by name (case-sensitive), or NULL. */
+const qir_target *qir_target_get(const char *name);
+/* The built-in models, for listings: i in [0, qir_target_count()). */
+int qir_target_count(void);
+const qir_target *qir_target_at(int i);
+
+/* Reads a model from `key = value` lines ('#' starts a comment).  Keys are
+ * those qir_target_print writes, plus `base = NAME` (first) to start from a
+ * built-in.  Without a base every key except the peaks and mma_* is required.
+ * Sizes accept the suffixes KiB, MiB, GiB.  Errors are located
+ * (FILE:LINE:COL) and reported into d; returns false on any error. */
+bool qir_target_parse(const char *text, size_t len, const char *file, qir_target *out,
+                      qir_diag *d);
+bool qir_target_parse_file(const char *path, qir_target *out, qir_diag *d);
+/* Writes t in the file format (parse(print(t)) == t). */
+void qir_target_print(FILE *out, const qir_target *t);
+
+/* GFLOP/s for arithmetic on `dt` (on matrix units when `matrix`); 0 when the
+ * target has no such unit.  Integer and f64 types map to their rows; types
+ * without a row fall back to the f32 vector rate. */
+double qir_target_peak(const qir_target *t, qir_dtype dt, bool matrix);
+
+#endif /* QIR_TARGET_H */

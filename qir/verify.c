@@ -1,0 +1,477 @@
+/* verify.c: the IR verifier.  Checks, for every op of a module:
+ *   - operand/result counts and result types (the op table's shape rule, ops.c);
+ *   - SSA dominance: an operand is defined earlier in the same region or in an
+ *     enclosing one; region arguments are visible only inside their region;
+ *   - region structure: yield only as the last op of nested regions, loop/if
+ *     region arguments and yields, input/output only in the module body, the
+ *     module body ending with its outputs;
+ *   - attributes: the kinds and allowed values of the attributes ops.def names;
+ *   - compute bodies and const payloads.
+ * Every message carries the location of the op (or attribute / expression). */
+#include "opsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  qir_module *m;
+  qir_diag *d;
+  int *scope;                   /* per value id: nesting depth + 1 where visible, 0 = not */
+  int n_values;
+} verifier;
+
+typedef struct {
+  char s[128];
+} type_str;
+
+static type_str tstr(const qir_type *t) {
+  type_str r;
+  qir_type_format(t, r.s, sizeof r.s);
+  return r;
+}
+
+static const char *op_name(const qir_op *op) {
+  const qir_opinfo *info = qir_opinfo_get(op->code);
+  return info ? info->name : "?";
+}
+
+/* "%name" or "%#id" for unnamed values (printing into a small rotating buffer
+ * would be global state; the module arena holds the string instead). */
+static const char *value_name(verifier *v, const qir_value *x) {
+  return x->name ? qir_sprintf(v->m, "%%%s", x->name) : qir_sprintf(v->m, "%%<value %d>", x->id);
+}
+
+#define ERR(v, loc, ...) qir_error((v)->d, (loc), __VA_ARGS__)
+
+static qir_loc attr_loc(const qir_op *op, const qir_attr *a) { return a->loc.line > 0 ? a->loc : op->loc; }
+
+/* ---------------------------------------------------------------- attributes */
+
+typedef enum {
+  A_INT,        /* integer */
+  A_FLAG,       /* 0 or 1 */
+  A_FLOAT,      /* number */
+  A_WORD,       /* word or string, one of `allowed` when given */
+  A_STRING,     /* any word or string */
+  A_INTS,       /* list of integers */
+  A_FLOATS,     /* list of numbers */
+  A_WORDS,      /* list of words or strings */
+} attr_kind;
+
+typedef struct {
+  qir_opcode code;
+  const char *key;
+  attr_kind kind;
+  bool required;
+  const char *allowed;          /* "a|b|c" for A_WORD */
+} attr_spec;
+
+#define RNN_ATTRS(OP)                                                                       \
+  {OP, "hidden_size", A_INT, false, NULL},                                                  \
+  {OP, "direction", A_WORD, false, "forward|reverse|bidirectional"},                        \
+  {OP, "layout", A_FLAG, false, NULL}, {OP, "activations", A_WORDS, false, NULL},           \
+  {OP, "activation_alpha", A_FLOATS, false, NULL},                                          \
+  {OP, "activation_beta", A_FLOATS, false, NULL}, {OP, "clip", A_FLOAT, false, NULL},       \
+  {OP, "input_forget", A_FLAG, false, NULL}, {OP, "linear_before_reset", A_FLAG, false, NULL}
+#define REDUCE_ATTRS(OP) {OP, "axes", A_INTS, false, NULL}, {OP, "keepdims", A_FLAG, false, NULL}
+#define WINDOW_ATTRS(OP)                                                                    \
+  {OP, "strides", A_INTS, false, NULL}, {OP, "pads", A_INTS, false, NULL},                  \
+  {OP, "dilations", A_INTS, false, NULL}
+
+/* The attributes ops.def documents.  Others are allowed (the importer may
+ * keep ONNX attributes the IR does not use); schedule attributes belong to
+ * the passes that write them. */
+static const attr_spec attr_specs[] = {
+  {QIR_OP_INPUT, "name", A_STRING, false, NULL},
+  {QIR_OP_OUTPUT, "name", A_STRING, false, NULL},
+  {QIR_OP_LOOP, "max_trip", A_INT, false, NULL},
+  {QIR_OP_CAST, "to", A_STRING, false, NULL},
+  {QIR_OP_CAST, "saturate", A_FLAG, false, NULL},
+  {QIR_OP_LEAKY_RELU, "alpha", A_FLOAT, false, NULL},
+  {QIR_OP_ELU, "alpha", A_FLOAT, false, NULL},
+  {QIR_OP_SELU, "alpha", A_FLOAT, false, NULL},
+  {QIR_OP_SELU, "gamma", A_FLOAT, false, NULL},
+  {QIR_OP_HARD_SIGMOID, "alpha", A_FLOAT, false, NULL},
+  {QIR_OP_HARD_SIGMOID, "beta", A_FLOAT, false, NULL},
+  {QIR_OP_GELU, "approximate", A_WORD, false, "none|tanh"},
+  {QIR_OP_MOD, "fmod", A_FLAG, false, NULL},
+  REDUCE_ATTRS(QIR_OP_REDUCE_SUM), REDUCE_ATTRS(QIR_OP_REDUCE_MEAN), REDUCE_ATTRS(QIR_OP_REDUCE_MAX),
+  REDUCE_ATTRS(QIR_OP_REDUCE_MIN), REDUCE_ATTRS(QIR_OP_REDUCE_PROD), REDUCE_ATTRS(QIR_OP_REDUCE_L2),
+  {QIR_OP_ARGMAX, "axis", A_INT, false, NULL}, {QIR_OP_ARGMAX, "keepdims", A_FLAG, false, NULL},
+  {QIR_OP_ARGMAX, "select_last_index", A_FLAG, false, NULL},
+  {QIR_OP_ARGMIN, "axis", A_INT, false, NULL}, {QIR_OP_ARGMIN, "keepdims", A_FLAG, false, NULL},
+  {QIR_OP_ARGMIN, "select_last_index", A_FLAG, false, NULL},
+  {QIR_OP_TRANSPOSE, "perm", A_INTS, false, NULL},
+  {QIR_OP_CONCAT, "axis", A_INT, true, NULL},
+  {QIR_OP_SPLIT, "axis", A_INT, false, NULL},
+  {QIR_OP_SLICE, "starts", A_INTS, true, NULL}, {QIR_OP_SLICE, "ends", A_INTS, true, NULL},
+  {QIR_OP_SLICE, "steps", A_INTS, false, NULL},
+  {QIR_OP_PAD, "pads", A_INTS, true, NULL}, {QIR_OP_PAD, "mode", A_WORD, false, "constant|reflect|edge|wrap"},
+  {QIR_OP_GATHER, "axis", A_INT, false, NULL}, {QIR_OP_GATHER_ELEMENTS, "axis", A_INT, false, NULL},
+  {QIR_OP_RESIZE, "scales", A_FLOATS, true, NULL},
+  {QIR_OP_RESIZE, "mode", A_WORD, false, "nearest|linear|cubic"},
+  {QIR_OP_RESIZE, "coordinate_transformation_mode", A_WORD, false,
+   "half_pixel|half_pixel_symmetric|pytorch_half_pixel|align_corners|asymmetric|tf_crop_and_resize"},
+  {QIR_OP_RESIZE, "nearest_mode", A_WORD, false, "round_prefer_floor|round_prefer_ceil|floor|ceil"},
+  {QIR_OP_RESIZE, "cubic_coeff_a", A_FLOAT, false, NULL},
+  {QIR_OP_RESIZE, "exclude_outside", A_FLAG, false, NULL},
+  {QIR_OP_RESIZE, "extrapolation_value", A_FLOAT, false, NULL},
+  {QIR_OP_DEPTH_TO_SPACE, "blocksize", A_INT, true, NULL},
+  {QIR_OP_DEPTH_TO_SPACE, "mode", A_WORD, false, "DCR|CRD"},
+  {QIR_OP_SPACE_TO_DEPTH, "blocksize", A_INT, true, NULL},
+  {QIR_OP_TRILU, "upper", A_FLAG, false, NULL}, {QIR_OP_TRILU, "k", A_INT, false, NULL},
+  {QIR_OP_CUMSUM, "axis", A_INT, false, NULL}, {QIR_OP_CUMSUM, "exclusive", A_FLAG, false, NULL},
+  {QIR_OP_CUMSUM, "reverse", A_FLAG, false, NULL},
+  {QIR_OP_ONE_HOT, "axis", A_INT, false, NULL},
+  {QIR_OP_GEMM, "alpha", A_FLOAT, false, NULL}, {QIR_OP_GEMM, "beta", A_FLOAT, false, NULL},
+  {QIR_OP_GEMM, "transA", A_FLAG, false, NULL}, {QIR_OP_GEMM, "transB", A_FLAG, false, NULL},
+  {QIR_OP_EINSUM, "equation", A_STRING, true, NULL},
+  WINDOW_ATTRS(QIR_OP_CONV), {QIR_OP_CONV, "group", A_INT, false, NULL},
+  {QIR_OP_CONV, "kernel_shape", A_INTS, false, NULL},
+  WINDOW_ATTRS(QIR_OP_CONV_TRANSPOSE), {QIR_OP_CONV_TRANSPOSE, "group", A_INT, false, NULL},
+  {QIR_OP_CONV_TRANSPOSE, "kernel_shape", A_INTS, false, NULL},
+  {QIR_OP_CONV_TRANSPOSE, "output_padding", A_INTS, false, NULL},
+  WINDOW_ATTRS(QIR_OP_MAX_POOL), {QIR_OP_MAX_POOL, "kernel_shape", A_INTS, true, NULL},
+  {QIR_OP_MAX_POOL, "ceil_mode", A_FLAG, false, NULL}, {QIR_OP_MAX_POOL, "storage_order", A_FLAG, false, NULL},
+  WINDOW_ATTRS(QIR_OP_AVG_POOL), {QIR_OP_AVG_POOL, "kernel_shape", A_INTS, true, NULL},
+  {QIR_OP_AVG_POOL, "ceil_mode", A_FLAG, false, NULL}, {QIR_OP_AVG_POOL, "count_include_pad", A_FLAG, false, NULL},
+  {QIR_OP_LP_NORMALIZATION, "axis", A_INT, false, NULL}, {QIR_OP_LP_NORMALIZATION, "p", A_INT, false, NULL},
+  {QIR_OP_BATCH_NORM, "epsilon", A_FLOAT, false, NULL}, {QIR_OP_BATCH_NORM, "momentum", A_FLOAT, false, NULL},
+  {QIR_OP_INSTANCE_NORM, "epsilon", A_FLOAT, false, NULL},
+  {QIR_OP_LAYER_NORM, "axis", A_INT, false, NULL}, {QIR_OP_LAYER_NORM, "epsilon", A_FLOAT, false, NULL},
+  {QIR_OP_LAYER_NORM, "stash_type", A_INT, false, NULL},
+  {QIR_OP_LRN, "size", A_INT, true, NULL}, {QIR_OP_LRN, "alpha", A_FLOAT, false, NULL},
+  {QIR_OP_LRN, "beta", A_FLOAT, false, NULL}, {QIR_OP_LRN, "bias", A_FLOAT, false, NULL},
+  {QIR_OP_SOFTMAX, "axis", A_INT, false, NULL}, {QIR_OP_LOG_SOFTMAX, "axis", A_INT, false, NULL},
+  RNN_ATTRS(QIR_OP_LSTM), RNN_ATTRS(QIR_OP_GRU), RNN_ATTRS(QIR_OP_RNN),
+};
+
+static bool word_allowed(const char *allowed, const char *s) {
+  size_t n = strlen(s);
+  for (const char *p = allowed; p && *p;) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && memcmp(p, s, n) == 0) return true;
+    p = bar ? bar + 1 : NULL;
+  }
+  return false;
+}
+
+static bool is_text(const qir_attr_val *v) { return v->kind == QIR_ATTR_WORD || v->kind == QIR_ATTR_STRING; }
+static bool is_number(const qir_attr_val *v) { return v->kind == QIR_ATTR_INT || v->kind == QIR_ATTR_FLOAT; }
+
+static bool list_of(const qir_attr_val *v, bool (*pred)(const qir_attr_val *)) {
+  if (v->kind != QIR_ATTR_LIST) return false;
+  for (int i = 0; i < v->n; i++)
+    if (!pred(&v->items[i])) return false;
+  return true;
+}
+
+static bool is_int(const qir_attr_val *v) { return v->kind == QIR_ATTR_INT; }
+
+static const char *kind_text(attr_kind k) {
+  switch (k) {
+  case A_INT: return "an integer";
+  case A_FLAG: return "0 or 1";
+  case A_FLOAT: return "a number";
+  case A_WORD: case A_STRING: return "a word or string";
+  case A_INTS: return "a list of integers";
+  case A_FLOATS: return "a list of numbers";
+  default: return "a list of words";
+  }
+}
+
+static void check_attrs(verifier *v, const qir_op *op) {
+  for (size_t i = 0; i < sizeof attr_specs / sizeof *attr_specs; i++) {
+    const attr_spec *s = &attr_specs[i];
+    if (s->code != op->code) continue;
+    const qir_attr *a = qir_op_attr(op, s->key);
+    if (!a) {
+      if (s->required) ERR(v, op->loc, "'%s' needs attribute '%s' (%s)", op_name(op), s->key, kind_text(s->kind));
+      continue;
+    }
+    const qir_attr_val *x = &a->val;
+    bool ok;
+    switch (s->kind) {
+    case A_INT: ok = x->kind == QIR_ATTR_INT; break;
+    case A_FLAG: ok = x->kind == QIR_ATTR_INT && (x->i == 0 || x->i == 1); break;
+    case A_FLOAT: ok = is_number(x); break;
+    case A_WORD: case A_STRING: ok = is_text(x); break;
+    case A_INTS: ok = list_of(x, is_int); break;
+    case A_FLOATS: ok = list_of(x, is_number); break;
+    default: ok = list_of(x, is_text); break;
+    }
+    if (!ok) {
+      ERR(v, attr_loc(op, a), "'%s' attribute '%s' must be %s", op_name(op), s->key, kind_text(s->kind));
+      continue;
+    }
+    if (s->kind == A_WORD && s->allowed && !word_allowed(s->allowed, x->s))
+      ERR(v, attr_loc(op, a), "'%s' attribute '%s' must be one of %s, not '%s'", op_name(op), s->key, s->allowed, x->s);
+  }
+}
+
+/* ---------------------------------------------------------------- compute bodies */
+
+static qir_loc expr_loc(const qir_op *op, const qir_expr *e) { return e->loc.line > 0 ? e->loc : op->loc; }
+
+static void check_expr(verifier *v, const qir_op *op, const qir_expr *e) {
+  const qir_compute *k = op->comp;
+  int n_vars = k->n_axes + k->n_red;
+  switch (e->kind) {
+  case QIR_EX_VAR:
+    if (e->var < 0 || e->var >= n_vars) ERR(v, expr_loc(op, e), "loop variable #%d does not exist", e->var);
+    return;
+  case QIR_EX_ACCESS:
+    if (e->operand < 0 || e->operand >= op->n_operands) {
+      ERR(v, expr_loc(op, e), "access to operand #%d but compute has %d operands", e->operand, op->n_operands);
+      return;
+    }
+    if (op->operands[e->operand] && e->n_args != op->operands[e->operand]->type.rank)
+      ERR(v, expr_loc(op, e), "access to %s has %d indices but its type %s has rank %d",
+          value_name(v, op->operands[e->operand]), e->n_args, tstr(&op->operands[e->operand]->type).s,
+          op->operands[e->operand]->type.rank);
+    break;
+  case QIR_EX_UNARY:
+    if (e->fn >= QIR_FN_COUNT || qir_expr_fn_is_binary(e->fn) || e->n_args != 1)
+      ERR(v, expr_loc(op, e), "'%s' is not a unary function", qir_expr_fn_spelling(e->fn));
+    break;
+  case QIR_EX_BINARY:
+    if (e->fn >= QIR_FN_COUNT || !qir_expr_fn_is_binary(e->fn) || e->n_args != 2)
+      ERR(v, expr_loc(op, e), "'%s' is not a binary function", qir_expr_fn_spelling(e->fn));
+    break;
+  case QIR_EX_SELECT:
+    if (e->n_args != 3) ERR(v, expr_loc(op, e), "select takes 3 arguments");
+    break;
+  case QIR_EX_CAST:
+    if (e->n_args != 1 || e->cast_to >= QIR_DTYPE_COUNT) ERR(v, expr_loc(op, e), "bad cast");
+    break;
+  default:
+    return;
+  }
+  for (int i = 0; i < e->n_args; i++) {
+    if (!e->args[i]) {
+      ERR(v, expr_loc(op, e), "expression has a missing argument");
+      continue;
+    }
+    check_expr(v, op, e->args[i]);
+  }
+}
+
+static void check_compute(verifier *v, const qir_op *op) {
+  const qir_compute *k = op->comp;
+  if (!k) return; /* reported by the shape rule */
+  int n = k->n_axes + k->n_red;
+  for (int i = 0; i < n; i++) {
+    if (k->axis_extents[i] <= 0)
+      ERR(v, op->loc, "compute axis '%s' must have a positive extent, not %lld", k->axis_names[i] ? k->axis_names[i] : "?",
+          (long long)k->axis_extents[i]);
+    for (int j = 0; j < i; j++)
+      if (k->axis_names[i] && k->axis_names[j] && strcmp(k->axis_names[i], k->axis_names[j]) == 0)
+        ERR(v, op->loc, "compute axis name '%s' is used twice", k->axis_names[i]);
+  }
+  if ((k->n_red > 0) != (k->reduce != QIR_REDUCE_NONE))
+    ERR(v, op->loc, k->n_red ? "compute has reduce axes but no reduction kind" : "compute has a reduction kind but no reduce axes");
+  if (!k->body) ERR(v, op->loc, "compute has no body");
+  else check_expr(v, op, k->body);
+}
+
+static void check_const(verifier *v, const qir_op *op) {
+  const qir_const *c = op->cst;
+  if (!c) {
+    ERR(v, op->loc, "const has no payload");
+    return;
+  }
+  if (op->n_results != 1) return;
+  const qir_type *t = &op->results[0]->type;
+  size_t es = (size_t)qir_dtype_size(t->dtype), want = (size_t)qir_type_numel(t) * es;
+  if (c->offset >= 0) {
+    if (c->data && c->nbytes != want)
+      ERR(v, op->loc, "const %s needs %zu bytes, its payload has %zu", tstr(t).s, want, c->nbytes);
+    if (!v->m->weights_path) ERR(v, op->loc, "const at offset %lld but the module names no weights file", (long long)c->offset);
+    return;
+  }
+  if (c->splat) {
+    if (c->nbytes != es || !c->data) ERR(v, op->loc, "splat const %s needs one %zu-byte element", tstr(t).s, es);
+  } else if (c->nbytes != want || (want && !c->data)) {
+    ERR(v, op->loc, "const %s needs %lld elements, the payload has %lld", tstr(t).s, (long long)qir_type_numel(t),
+        (long long)(es ? c->nbytes / es : 0));
+  }
+}
+
+/* ---------------------------------------------------------------- regions */
+
+static void verify_region(verifier *v, qir_region *r, int depth);
+
+static bool visible(verifier *v, const qir_value *x) { return x->id >= 0 && x->id < v->n_values && v->scope[x->id] > 0; }
+
+static void define(verifier *v, qir_value *x, int depth, qir_loc loc) {
+  if (x->id < 0 || x->id >= v->n_values) return;
+  if (v->scope[x->id] > 0) ERR(v, loc, "value %s is defined twice", value_name(v, x));
+  v->scope[x->id] = depth + 1;
+}
+
+static void undefine_region(verifier *v, qir_region *r) {
+  for (int i = 0; i < r->n_args; i++)
+    if (r->args[i]->id >= 0 && r->args[i]->id < v->n_values) v->scope[r->args[i]->id] = 0;
+  for (qir_op *op = r->first; op; op = op->next)
+    for (int i = 0; i < op->n_results; i++)
+      if (op->results[i]->id >= 0 && op->results[i]->id < v->n_values) v->scope[op->results[i]->id] = 0;
+}
+
+/* The yield ending region r has the operand types `want` (n of them). */
+static void check_yield_types(verifier *v, const qir_op *op, qir_region *r, const char *what, int n, const qir_type *const *want) {
+  qir_op *y = r->last;
+  if (!y || y->code != QIR_OP_YIELD) return; /* reported by verify_region */
+  if (y->n_operands != n) {
+    ERR(v, y->loc, "%s of '%s' yields %d values, expected %d", what, op_name(op), y->n_operands, n);
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    if (y->operands[i] && !qir_type_equal(&y->operands[i]->type, want[i]))
+      ERR(v, y->loc, "%s of '%s' yields %s as value #%d, expected %s", what, op_name(op), tstr(&y->operands[i]->type).s,
+          i, tstr(want[i]).s);
+}
+
+static void check_loop(verifier *v, qir_op *op) {
+  if (op->n_regions != 1 || op->n_operands < 2) return;
+  qir_region *body = op->regions[0];
+  int n_carried = op->n_operands - 2, n_scan = op->n_results - n_carried;
+  if (n_scan < 0) return; /* reported by the shape rule */
+  static const int64_t none[1] = {0};
+  qir_type it = qir_type_make(QIR_I64, 0, none), cond = qir_type_make(QIR_BOOL, 0, none);
+  if (body->n_args != n_carried + 2) {
+    ERR(v, op->loc, "loop body needs %d arguments (iteration, condition, %d carried), has %d", n_carried + 2, n_carried,
+        body->n_args);
+  } else {
+    if (!qir_type_equal(&body->args[0]->type, &it))
+      ERR(v, op->loc, "loop body argument #0 (iteration) must be i64[], not %s", tstr(&body->args[0]->type).s);
+    if (!qir_type_equal(&body->args[1]->type, &cond))
+      ERR(v, op->loc, "loop body argument #1 (condition) must be bool[], not %s", tstr(&body->args[1]->type).s);
+    for (int i = 0; i < n_carried; i++)
+      if (op->operands[i + 2] && !qir_type_equal(&body->args[i + 2]->type, &op->operands[i + 2]->type))
+        ERR(v, op->loc, "loop body argument #%d is %s but the carried operand is %s", i + 2,
+            tstr(&body->args[i + 2]->type).s, tstr(&op->operands[i + 2]->type).s);
+  }
+  qir_op *y = body->last;
+  if (!y || y->code != QIR_OP_YIELD) return;
+  if (y->n_operands != 1 + n_carried + n_scan) {
+    ERR(v, y->loc, "loop body yields %d values, expected %d (condition, %d carried, %d scan outputs)", y->n_operands,
+        1 + n_carried + n_scan, n_carried, n_scan);
+    return;
+  }
+  const qir_type **want = qir_alloc(v->m, sizeof *want * (size_t)(1 + n_carried + n_scan));
+  want[0] = &cond;
+  for (int i = 0; i < n_carried; i++) want[1 + i] = op->operands[i + 2] ? &op->operands[i + 2]->type : &cond;
+  /* scan outputs: the result without its stacking axis */
+  qir_type *scan = qir_alloc(v->m, sizeof *scan * (size_t)(n_scan ? n_scan : 1));
+  for (int i = 0; i < n_scan; i++) {
+    const qir_type *res = &op->results[n_carried + i]->type;
+    scan[i] = *res;
+    if (res->rank == 0) {
+      ERR(v, op->loc, "loop scan output #%d must have rank >= 1, not %s", i, tstr(res).s);
+      return;
+    }
+    scan[i].rank = res->rank - 1;
+    memmove(scan[i].dims, res->dims + 1, sizeof(int64_t) * (size_t)scan[i].rank);
+    want[1 + n_carried + i] = &scan[i];
+  }
+  check_yield_types(v, op, body, "loop body", 1 + n_carried + n_scan, want);
+}
+
+static void check_if(verifier *v, qir_op *op) {
+  if (op->n_regions != 2) return;
+  const qir_type **want = qir_alloc(v->m, sizeof *want * (size_t)(op->n_results + 1));
+  for (int i = 0; i < op->n_results; i++) want[i] = &op->results[i]->type;
+  for (int k = 0; k < 2; k++) {
+    const char *which = k ? "else region" : "then region";
+    if (op->regions[k]->n_args) ERR(v, op->loc, "'if' %s takes no arguments", which);
+    check_yield_types(v, op, op->regions[k], which, op->n_results, want);
+  }
+}
+
+static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
+  const qir_opinfo *info = qir_opinfo_get(op->code);
+  if (!info) {
+    ERR(v, op->loc, "unknown op code %d", (int)op->code);
+    return;
+  }
+  if (op->parent != r) ERR(v, op->loc, "'%s' is not linked into the region that holds it", op_name(op));
+  /* dominance */
+  for (int i = 0; i < op->n_operands; i++) {
+    qir_value *x = op->operands[i];
+    if (!x) {
+      ERR(v, op->loc, "'%s' operand #%d is missing", op_name(op), i);
+      continue;
+    }
+    if (!visible(v, x)) {
+      if (x->arg_of)
+        ERR(v, op->loc, "'%s' uses %s, an argument of a region that does not enclose it", op_name(op), value_name(v, x));
+      else
+        ERR(v, op->loc, "'%s' uses %s before its definition (or outside its region)", op_name(op), value_name(v, x));
+    }
+  }
+  /* placement */
+  bool nested = r->parent_op != NULL;
+  if ((op->code == QIR_OP_INPUT || op->code == QIR_OP_OUTPUT) && nested)
+    ERR(v, op->loc, "'%s' may appear only in the module body", op_name(op));
+  if (op->code == QIR_OP_YIELD && !nested) ERR(v, op->loc, "'yield' outside a loop or if region");
+  else if (op->code == QIR_OP_YIELD && op->next) ERR(v, op->loc, "'yield' must be the last op of its region");
+  if (op->n_regions != info->n_regions)
+    ERR(v, op->loc, "'%s' has %d regions, expected %d", op_name(op), op->n_regions, info->n_regions);
+  /* attributes, payloads, types */
+  int errors_before_attrs = v->d->n_errors;
+  check_attrs(v, op);
+  bool attrs_ok = v->d->n_errors == errors_before_attrs; /* else the shape rule would repeat them */
+  if (op->code == QIR_OP_COMPUTE) check_compute(v, op);
+  if (op->code == QIR_OP_CONST) check_const(v, op);
+  bool operands_ok = true;
+  for (int i = 0; i < op->n_operands; i++) operands_ok = operands_ok && op->operands[i];
+  /* regions before types: the loop's scan types come from its yield */
+  for (int i = 0; i < op->n_regions; i++) verify_region(v, op->regions[i], depth + 1);
+  if (op->code == QIR_OP_LOOP) check_loop(v, op);
+  if (op->code == QIR_OP_IF) check_if(v, op);
+  if (operands_ok && attrs_ok) {
+    qir_type *out = qir_alloc(v->m, sizeof *out * (size_t)(op->n_results + 1));
+    if (qir_infer_types(v->m, op, out, v->d))
+      for (int i = 0; i < op->n_results; i++)
+        if (!qir_type_equal(&out[i], &op->results[i]->type))
+          ERR(v, op->loc, "'%s' result #%d is declared %s but the op computes %s", op_name(op), i,
+              tstr(&op->results[i]->type).s, tstr(&out[i]).s);
+  }
+  for (int i = 0; i < op->n_results; i++) {
+    qir_value *res = op->results[i];
+    if (res->def != op || res->result_index != i) ERR(v, op->loc, "'%s' result #%d does not point back to its op", op_name(op), i);
+    define(v, res, depth, op->loc);
+  }
+}
+
+static void verify_region(verifier *v, qir_region *r, int depth) {
+  for (int i = 0; i < r->n_args; i++) {
+    qir_loc loc = r->parent_op ? r->parent_op->loc : (qir_loc){0};
+    define(v, r->args[i], depth, loc);
+  }
+  bool seen_output = false;
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (!r->parent_op) {
+      if (op->code == QIR_OP_OUTPUT) seen_output = true;
+      else if (seen_output) ERR(v, op->loc, "'%s' after the module's outputs: the body must end with its 'output' ops", op_name(op));
+    }
+    verify_op(v, op, r, depth);
+  }
+  if (r->parent_op && (!r->last || r->last->code != QIR_OP_YIELD))
+    ERR(v, r->last ? r->last->loc : r->parent_op->loc, "region of '%s' must end with 'yield'", op_name(r->parent_op));
+  if (depth > 0) undefine_region(v, r);
+}
+
+int qir_verify(qir_module *m, qir_diag *d) {
+  int before = d->n_errors;
+  verifier v = {m, d, NULL, m->next_value_id};
+  v.scope = calloc((size_t)(v.n_values ? v.n_values : 1), sizeof *v.scope);
+  if (!v.scope) {
+    qir_error(d, (qir_loc){0}, "out of memory");
+    return 1;
+  }
+  if (m->body) verify_region(&v, m->body, 0);
+  free(v.scope);
+  return d->n_errors - before;
+}

@@ -1,0 +1,414 @@
+#!/bin/sh
+# Back-end checks of qcodegen, ending in "N passed, N failed, N skipped".
+#
+#   scripts/backend-check.sh [-j N] [--filter SUBSTR] [--no-gpu] [-v]
+#
+# 1. C back end, numerically: every ONNX node test and real model under
+#    $ONNX_TESTS that the reference interpreter passes (not listed in
+#    test/known-failures.txt) goes onnx2qir -> qcodegen -c -main -> cc -O2
+#    -fopenmp -> run on the test data -> compare with the expected outputs
+#    (|got - want| <= atol + rtol*|want|, integers exactly; node tests 1e-7 +
+#    1e-3, models 1e-4 + 1e-3).  The comparison reads the .npy the program
+#    writes and the .pb ONNX ships, with its own code.
+# 2. CUDA: qcodegen -cuda for every real model and a sample of node tests
+#    compiles with nvcc for sm_80 and sm_90 with no warnings; ptxas's resource
+#    report for the models' kernels shows no spills (registers and shared
+#    memory per kernel go to build/check/ptxas.log).
+# 3. HIP: the same sample through hipcc --offload-arch=gfx90a.
+# A missing compiler or test folder prints SKIPPED and counts as skipped.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+: "${QIR_BIN:=$top/build/bin}"
+: "${ONNX_TESTS:=$top/../shared/onnx-tests}"
+export QIR_BIN ONNX_TESTS
+exec python3 - "$top" "$@" <<'PYEOF'
+import argparse, concurrent.futures, math, os, re, shutil, struct, subprocess, sys, tempfile
+
+top = sys.argv[1]
+sys.path.insert(0, os.path.join(top, "scripts"))
+import conformance as conf  # the importer's own test driver: model_io, tensor_dims
+
+ap = argparse.ArgumentParser(prog="backend-check.sh")
+ap.add_argument("-j", type=int, default=2)
+ap.add_argument("--filter", default="")
+ap.add_argument("--no-gpu", action="store_true", help="skip the nvcc/hipcc compile checks")
+ap.add_argument("--keep", help="keep generated files under this directory")
+ap.add_argument("-v", "--verbose", action="store_true")
+args = ap.parse_args(sys.argv[2:])
+BIN = os.path.abspath(os.environ["QIR_BIN"])
+TESTS = os.environ["ONNX_TESTS"]
+CC = os.environ.get("CC", "cc")
+NVCC = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
+HIPCC = os.environ.get("HIPCC", shutil.which("hipcc") or "/usr/bin/hipcc")
+LOG = os.path.join(top, "build", "check")
+os.makedirs(LOG, exist_ok=True)
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+
+# Tests the C back end is known not to pass yet, with the reason.
+KNOWN = {}
+known_file = os.path.join(top, "test", "lit", "qcodegen", "backend-known-failures.txt")
+if os.path.exists(known_file):
+    for line in open(known_file):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            p = line.split(None, 1)
+            KNOWN[p[0]] = p[1] if len(p) > 1 else ""
+
+
+def run(cmd, timeout=300, cwd=None):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, cwd=cwd)
+        return p.returncode, p.stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %ds" % timeout
+    except OSError as e:
+        return 127, str(e)
+
+
+# ---------------------------------------------------------------- tensors
+NPY = {"f8": ("d", 8), "f4": ("f", 4), "f2": ("e", 2), "i8": ("q", 8), "i4": ("i", 4), "i2": ("h", 2), "i1": ("b", 1),
+       "u8": ("Q", 8), "u4": ("I", 4), "u2": ("H", 2), "u1": ("B", 1), "b1": ("?", 1), "V2": ("H", 2)}
+ONNX = {1: "f", 2: "B", 3: "b", 4: "H", 5: "h", 6: "i", 7: "q", 9: "?", 10: "e", 11: "d", 12: "I", 13: "Q", 16: "H"}
+
+
+def read_npy(path):
+    b = open(path, "rb").read()
+    if b[:6] != b"\x93NUMPY":
+        raise ValueError("not a .npy file")
+    hl = struct.unpack("<H", b[8:10])[0] if b[6] == 1 else struct.unpack("<I", b[8:12])[0]
+    start = (10 if b[6] == 1 else 12) + hl
+    hdr = b[start - hl:start].decode("latin1")
+    descr = re.search(r"'descr':\s*'([<|=>])(\w+)'", hdr).group(2)
+    shape = [int(x) for x in re.search(r"'shape':\s*\(([^)]*)\)", hdr).group(1).replace(",", " ").split()]
+    code, size = NPY[descr]
+    n = 1
+    for d in shape:
+        n *= d
+    vals = struct.unpack("<%d%s" % (n, code), b[start:start + n * size])
+    if descr == "V2":  # bfloat16 bits
+        vals = [struct.unpack("<f", struct.pack("<I", v << 16))[0] for v in vals]
+    return shape, list(vals), code
+
+
+def read_pb(path):
+    b = open(path, "rb").read()
+    dims, dtype, raw, typed = [], 0, None, []
+    for f, w, v in conf._fields(b):
+        if f == 1:
+            if w == 0:
+                dims.append(v)
+            else:
+                i = 0
+                while i < len(v):
+                    d, i = conf._varint(v, i)
+                    dims.append(d)
+        elif f == 2:
+            dtype = v
+        elif f == 9:
+            raw = v
+        elif f in (4, 10):
+            c = "f" if f == 4 else "d"
+            if w == 2:
+                typed += struct.unpack("<%d%s" % (len(v) // struct.calcsize(c), c), v)
+            else:
+                typed.append(struct.unpack("<" + c, v)[0])
+        elif f in (5, 7, 11):
+            if w == 2:
+                i = 0
+                while i < len(v):
+                    x, i = conf._varint(v, i)
+                    typed.append(x)
+            else:
+                typed.append(v)
+    code = ONNX.get(dtype)
+    if code is None:
+        raise ValueError("unsupported ONNX type %d" % dtype)
+    n = 1
+    for d in dims:
+        n *= d
+    if raw is not None:
+        vals = list(struct.unpack("<%d%s" % (n, code), raw))
+    else:
+        vals = typed
+        if code in "bhiq":  # varints are two's complement 64-bit
+            vals = [x - (1 << 64) if x >= 1 << 63 else x for x in vals]
+        if code == "e" or dtype == 16:  # f16/bf16 bits in int32_data
+            vals = [struct.unpack("<e", struct.pack("<H", x & 0xFFFF))[0] if code == "e" else x for x in vals]
+    if dtype == 16:
+        vals = [struct.unpack("<f", struct.pack("<I", v << 16))[0] for v in vals]
+        code = "f"
+    return dims, vals, code
+
+
+def compare(got_path, want_path, atol, rtol):
+    gs, gv, gc = read_npy(got_path)
+    ws, wv, wc = read_pb(want_path)
+    n = 1
+    for d in ws:
+        n *= d
+    if len(gv) != n:
+        return "%d elements, expected %d" % (len(gv), n)
+    exact = wc not in "efd"
+    worst = 0.0
+    for i, (g, w) in enumerate(zip(gv, wv)):
+        if exact:
+            if int(g) != int(w):
+                return "element %d: %s, expected %s" % (i, g, w)
+            continue
+        g, w = float(g), float(w)
+        if math.isnan(w) and math.isnan(g):
+            continue
+        if math.isinf(w) and g == w:
+            continue
+        err = abs(g - w)
+        if not err <= atol + rtol * abs(w):
+            return "element %d: %r, expected %r (|err| %.3g)" % (i, g, w, err)
+        worst = max(worst, err)
+    return None
+
+
+# ---------------------------------------------------------------- one test on the C back end
+def import_model(test_dir, ds_dir, inputs, qir):
+    """onnx2qir as the conformance runner calls it; returns (rc, msg, feeds, binds)."""
+    in_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"input_\d+\.pb$", f)), key=lambda f: int(f[6:-3]))
+    feeds = {}
+    for k, f in enumerate(in_files):
+        if k < len(inputs):
+            feeds[inputs[k]] = os.path.join(ds_dir, f)
+    binds, msg, rc = [], "", 1
+    for _ in range(10):
+        cmd = [os.path.join(BIN, "onnx2qir"), "-o", qir]
+        for name, path in feeds.items():
+            if name in binds:
+                cmd += ["--bind", "%s=%s" % (name, path)]
+                continue
+            dims = conf.tensor_dims(path)
+            if dims is not None:
+                cmd += ["--shape", "%s=%s" % (name, ",".join(str(d) for d in dims))]
+        cmd.append(os.path.join(test_dir, "model.onnx"))
+        rc, msg = run(cmd)
+        if rc == 0:
+            break
+        wanted = [n for n in re.findall(r"--bind (\S+)=FILE\.pb", msg) if n in feeds and n not in binds]
+        if not wanted:
+            break
+        binds += wanted
+    return rc, msg, feeds, binds
+
+
+def c_backend(job):
+    folder, name, test_dir, wd = job
+    try:
+        inputs, outputs = conf.model_io(os.path.join(test_dir, "model.onnx"))
+    except Exception as e:  # unreadable model: the importer's business
+        return "skip", "cannot read model: %s" % e
+    atol, rtol = (1e-4, 1e-3) if folder == "models" else (1e-7, 1e-3)
+    sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
+    if not sets:
+        return "skip", "no test data"
+    for ds in sets:
+        ds_dir = os.path.join(test_dir, ds)
+        qir = os.path.join(wd, ds + ".qir")
+        rc, msg, feeds, binds = import_model(test_dir, ds_dir, inputs, qir)
+        if rc != 0:
+            return "skip", "onnx2qir: " + (msg.strip().splitlines() or ["rc=%d" % rc])[0]
+        src, exe = os.path.join(wd, ds + ".c"), os.path.join(wd, ds)
+        rc, msg = run([os.path.join(BIN, "qcodegen"), "-c", "-main", qir, "-o", src])
+        if rc != 0:
+            return "fail", "qcodegen: " + "; ".join(msg.strip().splitlines()[:1])
+        rc, msg = run([CC, "-O2", "-fopenmp", "-o", exe, src, "-lm"])
+        if rc != 0:
+            return "fail", "cc: " + "; ".join(msg.strip().splitlines()[:3])
+        out_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"output_\d+\.pb$", f)), key=lambda f: int(f[7:-3]))
+        cmd = [exe]
+        for nm, path in feeds.items():
+            if nm not in binds:
+                cmd += ["--in", "%s=%s" % (nm, path)]
+        got = []
+        for k, f in enumerate(out_files):
+            if k < len(outputs):
+                g = os.path.join(wd, "%s.out%d.npy" % (ds, k))
+                cmd += ["--out", "%s=%s" % (outputs[k], g)]
+                got.append((g, os.path.join(ds_dir, f)))
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        try:
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300, env=env)
+            rc, msg = p.returncode, p.stdout.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            rc, msg = 124, "timed out"
+        if rc != 0:
+            return "fail", "%s: run: %s" % (ds, "; ".join(msg.strip().splitlines()[-2:]))
+        for g, w in got:
+            try:
+                err = compare(g, w, atol, rtol)
+            except Exception as e:
+                err = "cannot compare: %s" % e
+            if err:
+                return "fail", "%s: %s: %s" % (ds, os.path.basename(w), err)
+    return "pass", ""
+
+
+def count(kind, label, msg=""):
+    key = {"pass": "passed", "fail": "failed", "skip": "skipped"}[kind]
+    counts[key] += 1
+    if kind == "fail" or args.verbose:
+        print("%s: %s%s" % (key.upper()[:-2] if kind != "skip" else "SKIPPED", label, (": " + msg) if msg else ""))
+
+
+def c_suite(tmp):
+    known_qrun = conf.load_known(os.path.join(top, "test", "known-failures.txt"))
+    jobs = []
+    for folder in ("node", "models"):
+        base = os.path.join(TESTS, folder)
+        if not os.path.isdir(base):
+            print("SKIPPED: %s/ not found" % base)
+            continue
+        for name in sorted(os.listdir(base)):
+            d = os.path.join(base, name)
+            if not os.path.isfile(os.path.join(d, "model.onnx")) or args.filter not in name:
+                continue
+            if name in known_qrun:  # the reference interpreter does not pass it: out of scope here
+                counts["skipped"] += 1
+                continue
+            wd = os.path.join(tmp, "c", folder, name)
+            os.makedirs(wd, exist_ok=True)
+            jobs.append((folder, name, d, wd))
+    c = {"pass": 0, "fail": 0, "skip": 0, "xfail": 0}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
+        for job, (kind, msg) in zip(jobs, ex.map(c_backend, jobs)):
+            label = "c/%s/%s" % (job[0], job[1])
+            if kind == "fail" and job[1] in KNOWN:
+                c["xfail"] += 1
+                counts["skipped"] += 1
+                if args.verbose:
+                    print("XFAIL: %s (%s): %s" % (label, KNOWN[job[1]], msg))
+                continue
+            if kind == "pass" and job[1] in KNOWN:
+                print("UNEXPECTEDLY PASSING: %s (listed: %s)" % (label, KNOWN[job[1]]))
+            c[kind] += 1
+            count(kind, label, msg)
+    print("C back end: %d passed, %d failed, %d skipped (import), %d known failures" % (c["pass"], c["fail"], c["skip"], c["xfail"]))
+
+
+# ---------------------------------------------------------------- GPU compilers
+SAMPLE = ["test_add", "test_matmul_2d", "test_conv_with_strides_padding", "test_softmax_axis_1", "test_relu",
+          "test_gemm_default_no_bias", "test_reduce_mean_default_axes_keepdims_example", "test_maxpool_2d_pads",
+          "test_cast_FLOAT_to_FLOAT16", "test_gather_0", "test_transpose_default", "test_concat_3d_axis_0"]
+
+
+def gpu_sources(tmp, be):
+    """(label, source path) for the real models and the node sample, generated with -main."""
+    out = []
+    items = [("models", n) for n in sorted(os.listdir(os.path.join(TESTS, "models")))
+             if os.path.isfile(os.path.join(TESTS, "models", n, "model.onnx"))] if os.path.isdir(os.path.join(TESTS, "models")) else []
+    items += [("node", n) for n in SAMPLE if args.filter in n and os.path.isdir(os.path.join(TESTS, "node", n))]
+    for folder, name in items:
+        if args.filter not in name:
+            continue
+        test_dir = os.path.join(TESTS, folder, name)
+        wd = os.path.join(tmp, be, folder, name)
+        os.makedirs(wd, exist_ok=True)
+        inputs, _ = conf.model_io(os.path.join(test_dir, "model.onnx"))
+        qir = os.path.join(wd, "m.qir")
+        rc, msg, _, _ = import_model(test_dir, os.path.join(test_dir, "test_data_set_0"), inputs, qir)
+        if rc != 0:
+            out.append((folder, name, None, "onnx2qir failed"))
+            continue
+        src = os.path.join(wd, "m.cu" if be == "cuda" else "m.hip.cpp")
+        rc, msg = run([os.path.join(BIN, "qcodegen"), "-" + be, "-main", qir, "-o", src])
+        out.append((folder, name, src if rc == 0 else None, "qcodegen: " + msg.strip().splitlines()[0] if rc else ""))
+    return out
+
+
+def nvcc_suite(tmp):
+    if not os.access(NVCC, os.X_OK):
+        print("SKIPPED: nvcc not found at %s" % NVCC)
+        counts["skipped"] += 1
+        return
+    ptx_log = open(os.path.join(LOG, "ptxas.log"), "w")
+    srcs = gpu_sources(tmp, "cuda")
+
+    def build(item):
+        folder, name, src, why = item
+        if not src:
+            return item, [("skip" if why.startswith("onnx2qir") else "fail", "all", why, "")]
+        res = []
+        for arch in ("sm_80", "sm_90"):
+            cmd = [NVCC, "-arch=" + arch, "-O3", "-Xptxas", "-v", "-c", "-o", src + "." + arch + ".o", src]
+            rc, msg = run(cmd, timeout=600)
+            warn = [l for l in msg.splitlines() if "warning" in l.lower()]
+            spills = [l for l in msg.splitlines() if re.search(r"[1-9]\d* bytes spill", l)]
+            if rc != 0:
+                res.append(("fail", arch, "nvcc failed: " + "; ".join(msg.strip().splitlines()[:3]), msg))
+            elif warn:
+                res.append(("fail", arch, "nvcc warnings: " + warn[0], msg))
+            elif spills and folder == "models":
+                res.append(("fail", arch, "ptxas spills: " + spills[0].strip(), msg))
+            else:
+                res.append(("pass", arch, "", msg))
+        return item, res
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
+        for (folder, name, src, _), res in ex.map(build, srcs):
+            for kind, arch, msg, out in res:
+                count(kind, "nvcc/%s/%s/%s" % (arch, folder, name), msg)
+                if folder == "models" and out:
+                    ptx_log.write("== %s %s\n" % (name, arch))
+                    kern = None
+                    for l in out.splitlines():
+                        m = re.search(r"Function properties for (\S+)", l)
+                        if m:
+                            kern = m.group(1)
+                        m = re.search(r"Used (\d+) registers.*?(?:, (\d+) bytes smem)?$", l)
+                        if m and kern:
+                            ptx_log.write("%s registers=%s smem=%s\n" % (kern, m.group(1), m.group(2) or "0"))
+                        if "spill" in l and kern:
+                            ptx_log.write("%s %s\n" % (kern, l.strip()))
+    ptx_log.close()
+
+
+def hip_suite(tmp):
+    rc, _ = run([HIPCC, "--version"])
+    if rc != 0:
+        print("SKIPPED: hipcc not usable (%s)" % HIPCC)
+        counts["skipped"] += 1
+        return
+    srcs = [s for s in gpu_sources(tmp, "hip") if s[0] == "node" or s[1] == "ch_ppocr_mobile_v2.0_cls_infer"]
+
+    def build(item):
+        folder, name, src, why = item
+        if not src:
+            return item, ("skip" if why.startswith("onnx2qir") else "fail", why)
+        rc, msg = run([HIPCC, "--offload-arch=gfx90a", "-O2", "-c", "-o", src + ".o", src], timeout=600)
+        warn = [l for l in msg.splitlines() if "warning:" in l]
+        if rc != 0:
+            return item, ("fail", "hipcc failed: " + "; ".join([l for l in msg.splitlines() if "error" in l][:2]))
+        if warn:
+            return item, ("fail", "hipcc warnings: " + warn[0])
+        return item, ("pass", "")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
+        for (folder, name, _, _), (kind, msg) in ex.map(build, srcs):
+            count(kind, "hipcc/gfx90a/%s/%s" % (folder, name), msg)
+
+
+if not os.path.isdir(TESTS):
+    print("SKIPPED: ONNX tests not found at %s (set ONNX_TESTS)" % TESTS)
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(0)
+for tool in ("onnx2qir", "qcodegen"):
+    if not os.access(os.path.join(BIN, tool), os.X_OK):
+        print("backend-check: %s not found in %s (build first, or set QIR_BIN)" % (tool, BIN))
+        sys.exit(1)
+tmp = args.keep or tempfile.mkdtemp(prefix="qir-backend-")
+try:
+    c_suite(tmp)
+    if not args.no_gpu:
+        nvcc_suite(tmp)
+        hip_suite(tmp)
+finally:
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], counts["skipped"]))
+sys.exit(1 if counts["failed"] else 0)
+PYEOF

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Checks every #tile plan in a .qir stream against the device's limits.
+
+Reads qopt output on stdin.  The limits are written down here again from the
+vendors' documentation (CUDA C++ Programming Guide, compute-capability table;
+ROCm HIP hardware documentation), independently of qir/target.c, so a planner
+that ignored a limit is caught.  Also checks the plan's own arithmetic: grid =
+ceil(extent / block), threads = prod(ceil(block / thread)) (x warp with mma),
+warp-multiple threads, vector width dividing the thread tile, mma alignment.
+Prints `checked N plans` and exits 1 listing every violation.
+"""
+import math
+import re
+import sys
+
+# target: (warp, max threads per block, max shared memory per block, max registers per thread)
+LIMITS = {
+    "h100": (32, 1024, 227 * 1024, 255),
+    "h200": (32, 1024, 227 * 1024, 255),
+    "a100": (32, 1024, 163 * 1024, 255),
+    "v100": (32, 1024, 96 * 1024, 255),
+    "rtx4090": (32, 1024, 99 * 1024, 255),
+    "mi250": (64, 1024, 64 * 1024, 512),
+    "mi300x": (64, 1024, 64 * 1024, 512),
+    "cpu": (8, 1024, 512 * 1024, 64),
+}
+
+ENTRY = re.compile(r'(\w+) = (\[[^\]]*\]|"[^"]*"|[-+\w.]+)')
+
+
+def parse_dict(text):
+    out = {}
+    for key, val in ENTRY.findall(text):
+        if val.startswith("["):
+            inner = val[1:-1].strip()
+            out[key] = [int(x) for x in inner.split(",")] if inner else []
+        elif val.startswith('"'):
+            out[key] = val[1:-1]
+        else:
+            out[key] = float(val) if any(c in val for c in ".e") else int(val)
+    return out
+
+
+def main():
+    errors, n = [], 0
+    for lineno, line in enumerate(sys.stdin, 1):
+        m = re.search(r"#tile\{([^}]*)\}", line)
+        if not m:
+            continue
+        n += 1
+        p = parse_dict(m.group(1))
+        where = f"line {lineno}"
+        rt = re.search(r":\s*\w+\[([0-9,]*)\]\s*$", line.rstrip())
+        dims = [int(x) for x in rt.group(1).split(",")] if rt and rt.group(1) else []
+
+        def bad(msg):
+            errors.append(f"{where}: {msg}: {m.group(0)}")
+
+        for key in ("block", "thread", "rstep", "grid", "threads", "smem_pad", "vec", "smem",
+                    "regs", "est_us", "target"):
+            if key not in p:
+                bad(f"missing key {key}")
+        if any(k not in p for k in ("block", "thread", "grid", "threads", "target")):
+            continue
+        if p["target"] not in LIMITS:
+            bad("unknown target")
+            continue
+        warp, max_threads, max_smem, max_regs = LIMITS[p["target"]]
+        block, thread, grid = p["block"], p["thread"], p["grid"]
+        if not (len(block) == len(thread) == len(grid) == len(dims)):
+            bad(f"rank mismatch with result dims {dims}")
+            continue
+        for i, (b, t, g, e) in enumerate(zip(block, thread, grid, dims)):
+            if t < 1 or b < t or b % t:
+                bad(f"axis {i}: block {b} is not a multiple of thread {t}")
+            if g != math.ceil(e / b):
+                bad(f"axis {i}: grid {g} != ceil({e}/{b})")
+        owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread))
+        mma = p.get("mma")
+        threads = owners * (warp if mma else 1)
+        if p["threads"] != threads:
+            bad(f"threads {p['threads']} != {threads}")
+        if p["threads"] > max_threads:
+            bad(f"threads {p['threads']} > {max_threads}")
+        if block and p["threads"] % warp:
+            bad(f"threads {p['threads']} not a multiple of the warp {warp}")
+        if p.get("smem", 0) > max_smem:
+            bad(f"smem {p['smem']} > {max_smem}")
+        if p.get("regs", 0) > max_regs:
+            bad(f"regs {p['regs']} > {max_regs}")
+        if block and not mma and thread[-1] % p.get("vec", 1):
+            bad("vec does not divide the innermost thread tile")
+        if any(r < 1 for r in p.get("rstep", [])):
+            bad("rstep < 1")
+        if mma:
+            ax = p.get("mma_axes", [])
+            if len(mma) != 3 or len(ax) != 3:
+                bad("mma needs [m, n, k] and mma_axes")
+            elif (block[ax[0]] % mma[0] or block[ax[1]] % mma[1] or thread[ax[0]] % mma[0]
+                  or thread[ax[1]] % mma[1] or p["rstep"][ax[2]] % mma[2]):
+                bad("tile not aligned to the mma shape")
+        if not p.get("est_us", 0) > 0:
+            bad("est_us must be positive")
+    for e in errors:
+        print(e)
+    print(f"checked {n} plans, {len(errors)} violations")
+    return 1 if errors or n == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

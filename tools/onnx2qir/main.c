@@ -1,0 +1,275 @@
+/* onnx2qir: ONNX model -> qir text (+ weights sidecar).
+ *
+ *   onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--bind NAME=FILE.pb]...
+ *            [--inline-weights] MODEL.onnx
+ *
+ * The IR goes to stdout unless -o is given.  Constants of more than 64
+ * elements go to the weights sidecar (raw little-endian bytes at 64-byte
+ * aligned offsets), named in the module by `weights "..."`: by default OUT.qw
+ * next to OUT.qir, or <model>.qw in the working directory when writing to
+ * stdout.  Splat constants stay splats.  Errors name the model, the node, its
+ * op type and the opset, one line each, and exit 1. */
+#include "onnx2qir.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define INLINE_MAX_ELEMS 64
+#define WEIGHT_ALIGN 64
+
+static void usage(FILE *f) {
+  fputs("usage: onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--bind NAME=FILE.pb]...\n"
+        "                [--inline-weights] MODEL.onnx\n"
+        "  -o FILE            write the IR to FILE (default: stdout)\n"
+        "  -w FILE            weights sidecar (default: OUT.qw, or <model>.qw in the cwd)\n"
+        "  --shape NAME=DIMS  fix the shape of graph input NAME (comma-separated; empty = scalar)\n"
+        "  --bind NAME=FILE   make graph input NAME a constant read from a TensorProto file\n"
+        "  --inline-weights   keep every constant in the IR text (no sidecar)\n",
+        f);
+}
+
+static bool parse_shape(const char *arg, shape_opt *s) {
+  const char *eq = strrchr(arg, '=');
+  if (!eq || eq == arg) return false;
+  s->name = strndup(arg, (size_t)(eq - arg));
+  s->rank = 0;
+  const char *p = eq + 1;
+  while (*p) {
+    if (s->rank >= QIR_MAX_RANK) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || errno || v < 0 || v > MAX_NUMEL) return false;
+    s->dims[s->rank++] = v;
+    p = end;
+    if (*p == ',') p++;
+    else if (*p) return false;
+  }
+  return true;
+}
+
+typedef struct {
+  FILE *f;
+  int64_t size;
+  bool inline_all;
+  bool failed;
+} weights_writer;
+
+static bool spill_visit(qir_op *op, void *ctx) {
+  weights_writer *w = ctx;
+  if (op->code != QIR_OP_CONST || !op->cst || op->cst->splat || op->cst->offset >= 0) return true;
+  const qir_type *t = &op->results[0]->type;
+  int64_t n = qir_type_numel(t);
+  if (w->inline_all || n <= INLINE_MAX_ELEMS) return true;
+  int64_t off = (w->size + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+  size_t nbytes = (size_t)n * (size_t)qir_dtype_size(t->dtype);
+  if (w->f) {
+    static const char zeros[WEIGHT_ALIGN] = {0};
+    if ((off > w->size && fwrite(zeros, 1, (size_t)(off - w->size), w->f) != (size_t)(off - w->size)) ||
+        fwrite(op->cst->data, 1, nbytes, w->f) != nbytes)
+      w->failed = true;
+    op->cst->offset = off;
+    op->cst->data = NULL;
+    op->cst->nbytes = 0;
+  }
+  w->size = off + (int64_t)nbytes;
+  return true;
+}
+
+static char *model_stem(const char *path) {
+  char *copy = strdup(path);
+  char *b = basename(copy);
+  char *stem = strdup(b);
+  free(copy);
+  char *dot = strrchr(stem, '.');
+  if (dot && dot != stem) *dot = 0;
+  return stem;
+}
+
+int main(int argc, char **argv) {
+  const char *out_path = NULL, *w_path = NULL, *model_path = NULL;
+  bool inline_weights = false;
+  importer imp;
+  memset(&imp, 0, sizeof imp);
+  imp.shapes = calloc((size_t)argc + 1, sizeof *imp.shapes);
+  imp.binds = calloc((size_t)argc + 1, sizeof *imp.binds);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((strcmp(a, "-o") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--bind") == 0) &&
+        i + 1 >= argc) {
+      fprintf(stderr, "onnx2qir: error: %s needs an argument\n", a);
+      return 1;
+    }
+    if (strcmp(a, "-o") == 0) out_path = argv[++i];
+    else if (strcmp(a, "-w") == 0) w_path = argv[++i];
+    else if (strcmp(a, "--inline-weights") == 0) inline_weights = true;
+    else if (strcmp(a, "--shape") == 0 || strncmp(a, "--shape=", 8) == 0) {
+      const char *v = a[7] == '=' ? a + 8 : argv[++i];
+      if (!parse_shape(v, &imp.shapes[imp.n_shapes++])) {
+        fprintf(stderr, "onnx2qir: error: bad --shape '%s' (want NAME=D0,D1,...)\n", v);
+        return 1;
+      }
+    } else if (strcmp(a, "--bind") == 0 || strncmp(a, "--bind=", 7) == 0) {
+      const char *v = a[6] == '=' ? a + 7 : argv[++i];
+      const char *eq = strrchr(v, '=');
+      if (!eq || eq == v || !eq[1]) {
+        fprintf(stderr, "onnx2qir: error: bad --bind '%s' (want NAME=FILE.pb)\n", v);
+        return 1;
+      }
+      imp.binds[imp.n_binds].name = strndup(v, (size_t)(eq - v));
+      imp.binds[imp.n_binds++].path = eq + 1;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "onnx2qir: error: unknown option '%s'\n", a);
+      usage(stderr);
+      return 1;
+    } else if (model_path) {
+      fprintf(stderr, "onnx2qir: error: more than one model given\n");
+      return 1;
+    } else {
+      model_path = a;
+    }
+  }
+  if (!model_path) {
+    usage(stderr);
+    return 1;
+  }
+  imp.model_path = model_path;
+
+  /* read and decode */
+  FILE *f = fopen(model_path, "rb");
+  if (!f) {
+    fprintf(stderr, "%s: error: cannot open: %s\n", model_path, strerror(errno));
+    return 1;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 31)) {
+    fprintf(stderr, "%s: error: not a regular file of at most 2 GiB\n", model_path);
+    fclose(f);
+    return 1;
+  }
+  size_t len = (size_t)st.st_size;
+  uint8_t *buf = malloc(len + 1);
+  if (!buf || fread(buf, 1, len, f) != len) {
+    fprintf(stderr, "%s: error: cannot read: %s\n", model_path, strerror(errno));
+    fclose(f);
+    free(buf);
+    return 1;
+  }
+  fclose(f);
+  Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, buf);
+  free(buf);
+  if (!model) {
+    fprintf(stderr, "%s: error: not a valid ONNX model (truncated or corrupt protobuf)\n", model_path);
+    return 1;
+  }
+
+  char *stem = model_stem(model_path);
+  imp.m = qir_module_new(stem);
+  imp.used_names = strmap_new();
+  imp.unsupported = strmap_new();
+  bool ok = import_model(&imp, model);
+  onnx__model_proto__free_unpacked(model, NULL);
+  int status = 0;
+  if (!ok || imp.n_errors) {
+    if (imp.n_errors > 1) fprintf(stderr, "%s: %d errors\n", model_path, imp.n_errors);
+    status = 1;
+    goto done;
+  }
+
+  /* weights sidecar */
+  {
+    weights_writer w = {.inline_all = inline_weights};
+    qir_walk(imp.m->body, spill_visit, &w); /* sizing pass: nothing written */
+    if (w.size > 0) {
+      char *wp;
+      if (w_path) wp = strdup(w_path);
+      else if (out_path) {
+        size_t n = strlen(out_path);
+        wp = malloc(n + 4);
+        strcpy(wp, out_path);
+        if (n > 4 && strcmp(wp + n - 4, ".qir") == 0) wp[n - 4] = 0;
+        strcat(wp, ".qw");
+      } else {
+        wp = malloc(strlen(stem) + 4);
+        sprintf(wp, "%s.qw", stem);
+      }
+      weights_writer ww = {.inline_all = inline_weights};
+      ww.f = fopen(wp, "wb");
+      if (!ww.f) {
+        fprintf(stderr, "%s: error: cannot write weights file '%s': %s\n", model_path, wp, strerror(errno));
+        free(wp);
+        status = 1;
+        goto done;
+      }
+      qir_walk(imp.m->body, spill_visit, &ww);
+      if (fclose(ww.f) != 0 || ww.failed) {
+        fprintf(stderr, "%s: error: writing weights file '%s' failed\n", model_path, wp);
+        free(wp);
+        status = 1;
+        goto done;
+      }
+      /* the module names the sidecar relative to the .qir (or the cwd) */
+      const char *ref = wp;
+      char *wcopy = strdup(wp), *ocopy = out_path ? strdup(out_path) : NULL;
+      char *absbuf = NULL;
+      if (out_path) {
+        if (strcmp(dirname(wcopy), dirname(ocopy)) == 0) {
+          free(wcopy);
+          wcopy = strdup(wp);
+          ref = basename(wcopy);
+        } else if (wp[0] != '/') {
+          char cwd[4096];
+          if (getcwd(cwd, sizeof cwd)) {
+            absbuf = malloc(strlen(cwd) + strlen(wp) + 2);
+            sprintf(absbuf, "%s/%s", cwd, wp);
+            ref = absbuf;
+          }
+        }
+      }
+      imp.m->weights_path = qir_strdup(imp.m, ref);
+      if (out_path) {
+        char *oc2 = strdup(out_path);
+        imp.m->base_dir = qir_strdup(imp.m, dirname(oc2));
+        free(oc2);
+      }
+      free(absbuf);
+      free(wcopy);
+      free(ocopy);
+      free(wp);
+    }
+  }
+
+  /* the IR */
+  {
+    FILE *out = stdout;
+    if (out_path && !(out = fopen(out_path, "w"))) {
+      fprintf(stderr, "%s: error: cannot write '%s': %s\n", model_path, out_path, strerror(errno));
+      status = 1;
+      goto done;
+    }
+    qir_print(out, imp.m);
+    if (ferror(out) || (out != stdout && fclose(out) != 0) || (out == stdout && fflush(out) != 0)) {
+      fprintf(stderr, "%s: error: writing the IR failed\n", model_path);
+      status = 1;
+    }
+  }
+
+done:
+  free(stem);
+  strmap_free(imp.used_names);
+  strmap_free(imp.unsupported);
+  qir_module_free(imp.m);
+  for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
+  for (int i = 0; i < imp.n_binds; i++) free((void *)imp.binds[i].name);
+  free(imp.shapes);
+  free(imp.binds);
+  return status;
+}

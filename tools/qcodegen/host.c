@@ -1,0 +1,738 @@
+/* host.c: the host side of a generated file.  Decides what each op becomes
+ * (a kernel, an alias, a constant, host control flow), plans device memory by
+ * value lifetimes, and prints the API (qir_init, qir_run, qir_free), weight
+ * loading, the launch sequence, and with -main a command-line program. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kast.h"
+
+#define ALIGN 256
+
+typedef struct {
+  int64_t bytes, offset;
+  int start, end;
+} buffer;
+
+typedef enum { VS_NONE, VS_ARENA, VS_CONST, VS_ALIAS } vstore_kind;
+
+typedef struct {
+  vstore_kind kind;
+  int buf;                      /* VS_ARENA */
+  int64_t offset;               /* VS_CONST: offset in the constant buffer */
+  qir_value *alias;             /* VS_ALIAS: same bytes as this value */
+} vstore;
+
+typedef struct {
+  qir_op *op;
+  int start, end;               /* positions; end > start only for ops with regions */
+  int n_kernels;
+  kkernel **kernels;            /* launched in order */
+  int *tmp;                     /* loop: a buffer per carried value */
+} opinfo;
+
+typedef struct {
+  qir_module *m;
+  qir_diag *d;
+  const cg_options *opt;
+  const cg_printer *pr;
+  cg_ctx cg;
+  int n_ops, cap_ops;
+  opinfo *ops;
+  int hash_cap;
+  int *hash;                    /* op pointer -> index in ops */
+  vstore *vals;                 /* by value id */
+  int n_bufs, cap_bufs;
+  buffer *bufs;
+  int64_t arena_bytes, const_bytes, tensor_bytes;
+  int n_inputs, n_outputs;
+  qir_op **inputs, **outputs;
+  int counter;
+  bool failed;
+} host;
+
+/* ---------------------------------------------------------------- op table */
+
+static size_t ptr_hash(const void *p) { return ((uintptr_t)p >> 4) * 2654435761u; }
+
+static void op_register(host *h, qir_op *op, int index) {
+  size_t i = ptr_hash(op) & (size_t)(h->hash_cap - 1);
+  while (h->hash[i] >= 0) i = (i + 1) & (size_t)(h->hash_cap - 1);
+  h->hash[i] = index;
+}
+
+static opinfo *op_info(host *h, const qir_op *op) {
+  size_t i = ptr_hash(op) & (size_t)(h->hash_cap - 1);
+  while (h->hash[i] >= 0) {
+    if (h->ops[h->hash[i]].op == op) return &h->ops[h->hash[i]];
+    i = (i + 1) & (size_t)(h->hash_cap - 1);
+  }
+  return NULL;
+}
+
+static int count_ops(qir_region *r) {
+  int n = 0;
+  for (qir_op *op = r->first; op; op = op->next) {
+    n++;
+    for (int i = 0; i < op->n_regions; i++) n += count_ops(op->regions[i]);
+  }
+  return n;
+}
+
+static void number_ops(host *h, qir_region *r, int *pos) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    int idx = h->n_ops++;
+    h->ops[idx] = (opinfo){.op = op, .start = (*pos)++};
+    op_register(h, op, idx);
+    for (int i = 0; i < op->n_regions; i++) number_ops(h, op->regions[i], pos);
+    h->ops[idx].end = op->n_regions ? (*pos)++ : h->ops[idx].start;
+  }
+}
+
+static int new_buffer(host *h, int64_t bytes) {
+  if (h->n_bufs == h->cap_bufs) {
+    h->cap_bufs = h->cap_bufs ? h->cap_bufs * 2 : 64;
+    buffer *nb = qir_alloc(h->m, sizeof *nb * (size_t)h->cap_bufs);
+    if (h->n_bufs) memcpy(nb, h->bufs, sizeof *nb * (size_t)h->n_bufs);
+    h->bufs = nb;
+  }
+  h->bufs[h->n_bufs] = (buffer){.bytes = bytes > 0 ? bytes : 1, .start = -1, .end = -1};
+  return h->n_bufs++;
+}
+
+static int64_t value_bytes(const qir_value *v) { return qir_type_numel(&v->type) * qir_dtype_size(v->type.dtype); }
+
+static qir_value *root(host *h, qir_value *v) {
+  while (h->vals[v->id].kind == VS_ALIAS) v = h->vals[v->id].alias;
+  return v;
+}
+
+static void add_kernel(host *h, opinfo *oi, kkernel *k) {
+  kkernel **ks = qir_alloc(h->m, sizeof *ks * (size_t)(oi->n_kernels + 1));
+  if (oi->n_kernels) memcpy(ks, oi->kernels, sizeof *ks * (size_t)oi->n_kernels);
+  ks[oi->n_kernels++] = k;
+  oi->kernels = ks;
+}
+
+/* ---------------------------------------------------------------- deciding */
+
+/* split: one copy kernel per result, x[.., i + offset, ..]. */
+static bool plan_split(host *h, opinfo *oi) {
+  qir_op *op = oi->op;
+  qir_value *x = op->operands[0];
+  int axis = (int)qir_op_attr_int(op, "axis", 0);
+  if (axis < 0) axis += x->type.rank;
+  int64_t offset = 0;
+  for (int r = 0; r < op->n_results; r++) {
+    qir_value *out = op->results[r];
+    int rank = out->type.rank;
+    qir_compute *c = qir_compute_new(h->m, rank, 0);
+    qir_expr *idx[QIR_MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+      c->axis_names[d] = qir_sprintf(h->m, "i%d", d);
+      c->axis_extents[d] = out->type.dims[d];
+      idx[d] = qir_expr_var(h->m, d);
+      if (d == axis && offset) idx[d] = qir_expr_binary(h->m, QIR_FN_ADD, idx[d], qir_expr_int(h->m, offset));
+    }
+    c->body = qir_expr_access(h->m, 0, rank, idx);
+    kkernel *k = cg_lower_compute(&h->cg, op, c, 1, &op->operands[0], out, qir_sprintf(h->m, "split result %d", r));
+    if (!k) return false;
+    add_kernel(h, oi, k);
+    if (axis < rank) offset += out->type.dims[axis];
+  }
+  return true;
+}
+
+static const char *op_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
+
+static bool plan_op(host *h, opinfo *oi) {
+  qir_op *op = oi->op;
+  switch (op->code) {
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_IF: return true;
+  case QIR_OP_LOOP: {
+    int n_carried = op->n_operands - 2;
+    oi->tmp = qir_alloc(h->m, sizeof(int) * (size_t)(n_carried > 0 ? n_carried : 1));
+    for (int i = 0; i < n_carried; i++) oi->tmp[i] = new_buffer(h, value_bytes(op->operands[2 + i]));
+    return true;
+  }
+  case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
+    if (op->n_results == 1 && op->results[0]->type.dtype == op->operands[0]->type.dtype &&
+        qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type)) {
+      h->vals[op->results[0]->id] = (vstore){.kind = VS_ALIAS, .alias = op->operands[0]};
+      return true;
+    }
+    break;
+  case QIR_OP_COMPUTE: {
+    kkernel *k = cg_lower_compute(&h->cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
+    if (!k) return false;
+    add_kernel(h, oi, k);
+    return true;
+  }
+  case QIR_OP_SPLIT: return plan_split(h, oi);
+  default: break;
+  }
+  qir_error(h->d, op->loc, "qcodegen: '%s' has no compute form (qir_op_expand_computes) and no dedicated kernel",
+            op_name(op));
+  return false;
+}
+
+/* Replaces every named op that has a compute form by its compute op(s), before
+ * anything is planned: a #tile plan on a named op moves to its (single) compute. */
+static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
+  bool ok = true;
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
+    for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
+    switch (op->code) {
+    case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: continue;
+    case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
+      if (op->results[0]->type.dtype == op->operands[0]->type.dtype) continue;
+      break;
+    default: break;
+    }
+    if (op->n_results != 1) continue;
+    qir_op *chain[64];
+    int errors = d->n_errors;
+    int n = qir_op_expand_computes(m, op, chain, 64, d);
+    if (d->n_errors > errors) ok = false;
+    if (n <= 0) continue;
+    for (int i = 0; i < n; i++) qir_op_insert_before(op, chain[i]);
+    const qir_attr *tile = qir_op_attr(op, "tile");
+    if (tile && n == 1) qir_op_set_attr(m, chain[0], "tile", tile->val, true);
+    qir_value_replace_uses(m, op->results[0], chain[n - 1]->results[0]);
+    qir_op_unlink(op);
+  }
+  return ok;
+}
+
+/* ---------------------------------------------------------------- lifetimes */
+
+static int def_start(host *h, qir_value *v) {
+  if (v->def) return op_info(h, v->def)->start;
+  return op_info(h, v->arg_of->parent_op)->start;
+}
+
+/* Position of a use, seen from the region where v is defined: a use inside a
+ * nested region keeps v alive until the enclosing op ends. */
+static int use_end(host *h, qir_value *v, qir_op *user) {
+  qir_region *home = v->def ? v->def->parent : v->arg_of;
+  qir_op *u = user;
+  bool climbed = false;
+  while (u->parent && u->parent != home && u->parent->parent_op) {
+    u = u->parent->parent_op;
+    climbed = true;
+  }
+  opinfo *oi = op_info(h, u);
+  return climbed ? oi->end : oi->start;
+}
+
+static void extend(host *h, qir_value *v, int start, int end) {
+  qir_value *r = root(h, v);
+  vstore *s = &h->vals[r->id];
+  if (s->kind != VS_ARENA) return;
+  buffer *b = &h->bufs[s->buf];
+  if (b->start < 0 || start < b->start) b->start = start;
+  if (end > b->end) b->end = end;
+}
+
+static void value_lifetime(host *h, qir_value *v) {
+  int start = def_start(h, v), end = start;
+  for (qir_use *u = v->uses; u; u = u->next) {
+    int e = use_end(h, v, u->user);
+    if (e > end) end = e;
+  }
+  if (!v->def) end = op_info(h, v->arg_of->parent_op)->end;   /* region arguments persist across iterations */
+  extend(h, v, start, end);
+}
+
+static void assign_values(host *h, qir_region *r) {
+  for (int i = 0; i < r->n_args; i++) {
+    qir_value *a = r->args[i];
+    h->vals[a->id] = (vstore){.kind = VS_ARENA, .buf = new_buffer(h, value_bytes(a))};
+  }
+  for (qir_op *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->n_results; i++) {
+      qir_value *v = op->results[i];
+      if (h->vals[v->id].kind != VS_NONE) continue;   /* alias decided by plan_op */
+      if (op->code == QIR_OP_CONST) {
+        h->const_bytes = (h->const_bytes + ALIGN - 1) / ALIGN * ALIGN;
+        h->vals[v->id] = (vstore){.kind = VS_CONST, .offset = h->const_bytes};
+        h->const_bytes += value_bytes(v);
+      } else {
+        h->vals[v->id] = (vstore){.kind = VS_ARENA, .buf = new_buffer(h, value_bytes(v))};
+      }
+    }
+    for (int i = 0; i < op->n_regions; i++) assign_values(h, op->regions[i]);
+  }
+}
+
+static void lifetimes(host *h, qir_region *r) {
+  for (int i = 0; i < r->n_args; i++) value_lifetime(h, r->args[i]);
+  for (qir_op *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->n_results; i++) value_lifetime(h, op->results[i]);
+    if (op->code == QIR_OP_LOOP) {
+      opinfo *oi = op_info(h, op);
+      for (int i = 0; i < op->n_operands - 2; i++) {
+        h->bufs[oi->tmp[i]].start = oi->start;
+        h->bufs[oi->tmp[i]].end = oi->end;
+      }
+      /* results are written at the end but must not share bytes with the body */
+      for (int i = 0; i < op->n_results; i++) extend(h, op->results[i], oi->start, oi->end);
+    }
+    if (op->code == QIR_OP_IF)
+      for (int i = 0; i < op->n_results; i++) extend(h, op->results[i], op_info(h, op)->start, op_info(h, op)->end);
+    for (int i = 0; i < op->n_regions; i++) lifetimes(h, op->regions[i]);
+  }
+}
+
+static int by_start(const void *a, const void *b) {
+  const buffer *x = *(buffer *const *)a, *y = *(buffer *const *)b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->bytes > y->bytes ? -1 : x->bytes < y->bytes;
+}
+
+static int by_offset(const void *a, const void *b) {
+  const buffer *x = *(buffer *const *)a, *y = *(buffer *const *)b;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* First fit by start position: a buffer takes the lowest gap among the buffers
+ * still alive. */
+static void allocate(host *h) {
+  buffer **order = calloc((size_t)h->n_bufs + 1, sizeof *order);
+  buffer **live = calloc((size_t)h->n_bufs + 1, sizeof *live);
+  int n = 0, n_live = 0;
+  for (int i = 0; i < h->n_bufs; i++)
+    if (h->bufs[i].start >= 0) order[n++] = &h->bufs[i];
+  qsort(order, (size_t)n, sizeof *order, by_start);
+  for (int i = 0; i < n; i++) {
+    buffer *b = order[i];
+    int k = 0;
+    for (int j = 0; j < n_live; j++)
+      if (live[j]->end >= b->start) live[k++] = live[j];
+    n_live = k;
+    qsort(live, (size_t)n_live, sizeof *live, by_offset);
+    int64_t size = (b->bytes + ALIGN - 1) / ALIGN * ALIGN, at = 0;
+    for (int j = 0; j < n_live; j++) {
+      if (live[j]->offset - at >= size) break;
+      int64_t e = live[j]->offset + (live[j]->bytes + ALIGN - 1) / ALIGN * ALIGN;
+      if (e > at) at = e;
+    }
+    b->offset = at;
+    live[n_live++] = b;
+    if (at + size > h->arena_bytes) h->arena_bytes = at + size;
+    h->tensor_bytes += size;
+  }
+  free(order);
+  free(live);
+}
+
+/* ---------------------------------------------------------------- printing */
+
+static const char *ptr(host *h, qir_value *v, bool mutable_) {
+  qir_value *r = root(h, v);
+  vstore *s = &h->vals[r->id];
+  const char *t = kdtype_c(v->type.dtype);
+  if (s->kind == VS_CONST) return qir_sprintf(h->m, "((%s%s *)(m->cbuf + %" PRId64 "))", mutable_ ? "" : "const ", t, s->offset);
+  if (s->kind == VS_ARENA)
+    return qir_sprintf(h->m, "((%s%s *)(m->arena + %" PRId64 "))", mutable_ ? "" : "const ", t, h->bufs[s->buf].offset);
+  return "NULL";
+}
+
+static const char *buf_ptr(host *h, int buf) { return qir_sprintf(h->m, "(m->arena + %" PRId64 ")", h->bufs[buf].offset); }
+
+static void ind(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
+
+static void launch(host *h, FILE *o, kkernel *k, int level) {
+  if (k->grid == 0) return;
+  const char **argv = qir_alloc(h->m, sizeof *argv * (size_t)k->n_params);
+  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written);
+  char pad[64];
+  snprintf(pad, sizeof pad, "%*s", 2 * level, "");
+  h->pr->launch(o, k, argv, pad);
+}
+
+static void emit_region(host *h, FILE *o, qir_region *r, int level);
+
+static void copy(FILE *o, const char *dst, const char *src, int64_t bytes, int level) {
+  if (!bytes) return;
+  ind(o, level);
+  fprintf(o, "QCHECK(q_d2d(%s, %s, %" PRId64 "));\n", dst, src, bytes);
+}
+
+static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
+  opinfo *oi = op_info(h, op);
+  qir_region *body = op->regions[0];
+  int id = h->counter++, n_carried = op->n_operands - 2;
+  qir_op *yield = body->last;
+  ind(o, level);
+  fprintf(o, "{ /* loop: trip count and condition read back, body launched per iteration */\n");
+  ind(o, level + 1);
+  fprintf(o, "int64_t trip%d; uint8_t cond%d;\n", id, id);
+  ind(o, level + 1);
+  fprintf(o, "QCHECK(q_d2h(&trip%d, %s, 8));\n", id, ptr(h, op->operands[0], false));
+  ind(o, level + 1);
+  fprintf(o, "QCHECK(q_d2h(&cond%d, %s, 1));\n", id, ptr(h, op->operands[1], false));
+  for (int i = 0; i < n_carried; i++)
+    copy(o, ptr(h, body->args[2 + i], true), ptr(h, op->operands[2 + i], false), value_bytes(op->operands[2 + i]), level + 1);
+  ind(o, level + 1);
+  fprintf(o, "for (int64_t it%d = 0; it%d < trip%d && cond%d; it%d++) {\n", id, id, id, id, id);
+  if (body->n_args > 0 && body->args[0]->uses) {
+    ind(o, level + 2);
+    fprintf(o, "QCHECK(q_h2d(%s, &it%d, 8));\n", ptr(h, body->args[0], true), id);
+  }
+  if (body->n_args > 1 && body->args[1]->uses) {
+    ind(o, level + 2);
+    fprintf(o, "QCHECK(q_h2d(%s, &cond%d, 1));\n", ptr(h, body->args[1], true), id);
+  }
+  emit_region(h, o, body, level + 2);
+  if (yield && yield->code == QIR_OP_YIELD) {
+    ind(o, level + 2);
+    fprintf(o, "QCHECK(q_d2h(&cond%d, %s, 1));\n", id, ptr(h, yield->operands[0], false));
+    for (int i = 0; i < n_carried && 1 + i < yield->n_operands; i++)
+      copy(o, buf_ptr(h, oi->tmp[i]), ptr(h, yield->operands[1 + i], false), value_bytes(yield->operands[1 + i]), level + 2);
+    for (int i = 0; i < n_carried; i++)
+      copy(o, ptr(h, body->args[2 + i], true), buf_ptr(h, oi->tmp[i]), value_bytes(body->args[2 + i]), level + 2);
+    for (int j = n_carried; j < op->n_results && 1 + j < yield->n_operands; j++) {
+      qir_value *res = op->results[j], *y = yield->operands[1 + j];
+      int64_t extent = res->type.rank ? res->type.dims[0] : 1;
+      ind(o, level + 2);
+      fprintf(o, "if (it%d < %" PRId64 ") QCHECK(q_d2d((unsigned char *)%s + it%d * %" PRId64 ", %s, %" PRId64 "));\n", id,
+              extent, ptr(h, res, true), id, value_bytes(y), ptr(h, y, false), value_bytes(y));
+    }
+  }
+  ind(o, level + 1);
+  fputs("}\n", o);
+  for (int i = 0; i < n_carried && i < op->n_results; i++)
+    copy(o, ptr(h, op->results[i], true), ptr(h, body->args[2 + i], false), value_bytes(op->results[i]), level + 1);
+  ind(o, level);
+  fputs("}\n", o);
+}
+
+static void emit_if(host *h, FILE *o, qir_op *op, int level) {
+  int id = h->counter++;
+  ind(o, level);
+  fprintf(o, "{ /* if: condition read back */\n");
+  ind(o, level + 1);
+  fprintf(o, "uint8_t cond%d;\n", id);
+  ind(o, level + 1);
+  fprintf(o, "QCHECK(q_d2h(&cond%d, %s, 1));\n", id, ptr(h, op->operands[0], false));
+  for (int br = 0; br < 2; br++) {
+    ind(o, level + 1);
+    fputs(br ? "} else {\n" : "if (cond", o);
+    if (!br) fprintf(o, "%d) {\n", id);
+    qir_region *r = op->regions[br];
+    emit_region(h, o, r, level + 2);
+    qir_op *y = r->last;
+    if (y && y->code == QIR_OP_YIELD)
+      for (int i = 0; i < op->n_results && i < y->n_operands; i++)
+        copy(o, ptr(h, op->results[i], true), ptr(h, y->operands[i], false), value_bytes(op->results[i]), level + 2);
+  }
+  ind(o, level + 1);
+  fputs("}\n", o);
+  ind(o, level);
+  fputs("}\n", o);
+}
+
+static void emit_region(host *h, FILE *o, qir_region *r, int level) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    opinfo *oi = op_info(h, op);
+    switch (op->code) {
+    case QIR_OP_INPUT: {
+      int i = 0;
+      while (h->inputs[i] != op) i++;
+      ind(o, level);
+      fprintf(o, "QCHECK(q_h2d(%s, inputs[%d], %" PRId64 "));\n", ptr(h, op->results[0], true), i, value_bytes(op->results[0]));
+      break;
+    }
+    case QIR_OP_OUTPUT: {
+      int i = 0;
+      while (h->outputs[i] != op) i++;
+      ind(o, level);
+      fprintf(o, "QCHECK(q_d2h(outputs[%d], %s, %" PRId64 "));\n", i, ptr(h, op->operands[0], false), value_bytes(op->operands[0]));
+      break;
+    }
+    case QIR_OP_LOOP: emit_loop(h, o, op, level); break;
+    case QIR_OP_IF: emit_if(h, o, op, level); break;
+    default:
+      for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
+      break;
+    }
+  }
+}
+
+static void emit_bytes(FILE *o, const char *name, const unsigned char *p, size_t n) {
+  fprintf(o, "static const unsigned char %s[%zu] = {", name, n ? n : 1);
+  for (size_t i = 0; i < n; i++) fprintf(o, "%s%u,", i % 24 ? "" : "\n  ", p[i]);
+  if (!n) fputs("0", o);
+  fputs("\n};\n", o);
+}
+
+static const char *value_name(const qir_value *v, const qir_op *io_op) {
+  const char *n = io_op ? qir_op_attr_str(io_op, "name", NULL) : NULL;
+  return n ? n : v->name ? v->name : "?";
+}
+
+static void emit_cstring(FILE *o, const char *s) {
+  fputc('"', o);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(o, "\\%c", *s);
+    else if ((unsigned char)*s < 32 || (unsigned char)*s > 126) fprintf(o, "\\%03o", (unsigned char)*s);
+    else fputc(*s, o);
+  }
+  fputc('"', o);
+}
+
+static void emit_io_table(FILE *o, const char *what, qir_op **ops, int n, bool is_input) {
+  fprintf(o, "static const q_tensor_info q_%s[%d] = {\n", what, n ? n : 1);
+  for (int i = 0; i < n; i++) {
+    qir_value *v = is_input ? ops[i]->results[0] : ops[i]->operands[0];
+    fputs("  {", o);
+    emit_cstring(o, value_name(v, ops[i]));
+    fprintf(o, ", %d, %d, {", (int)v->type.dtype, v->type.rank);
+    for (int d = 0; d < v->type.rank; d++) fprintf(o, "%s%" PRId64, d ? ", " : "", v->type.dims[d]);
+    if (!v->type.rank) fputs("0", o);
+    fputs("}},\n", o);
+  }
+  if (!n) fputs("  {\"\", 0, 0, {0}},\n", o);
+  fputs("};\n", o);
+}
+
+extern const char cg_main_text[];
+
+/* numpy's descr of each dtype (bf16 has none: its bits as u2) */
+static const char *npy_descr(qir_dtype t) {
+  switch (t) {
+  case QIR_F64: return "<f8";
+  case QIR_F32: return "<f4";
+  case QIR_F16: return "<f2";
+  case QIR_I64: return "<i8";
+  case QIR_I32: return "<i4";
+  case QIR_I16: return "<i2";
+  case QIR_I8: return "|i1";
+  case QIR_U64: return "<u8";
+  case QIR_U32: return "<u4";
+  case QIR_BF16: return "<V2";   /* as qir/tensorio.c: the bfloat16 bits */
+  case QIR_U16: return "<u2";
+  case QIR_U8: return "|u1";
+  default: return "|b1";
+  }
+}
+
+/* ONNX TensorProto.DataType of each dtype */
+static int onnx_code(qir_dtype t) {
+  switch (t) {
+  case QIR_F64: return 11;
+  case QIR_F32: return 1;
+  case QIR_F16: return 10;
+  case QIR_BF16: return 16;
+  case QIR_I64: return 7;
+  case QIR_I32: return 6;
+  case QIR_I16: return 5;
+  case QIR_I8: return 3;
+  case QIR_U64: return 13;
+  case QIR_U32: return 12;
+  case QIR_U16: return 4;
+  case QIR_U8: return 2;
+  default: return 9;
+  }
+}
+
+static void collect_io(host *h) {
+  for (qir_op *op = h->m->body->first; op; op = op->next) {
+    if (op->code == QIR_OP_INPUT) h->n_inputs++;
+    if (op->code == QIR_OP_OUTPUT) h->n_outputs++;
+  }
+  h->inputs = qir_alloc(h->m, sizeof *h->inputs * (size_t)(h->n_inputs + 1));
+  h->outputs = qir_alloc(h->m, sizeof *h->outputs * (size_t)(h->n_outputs + 1));
+  int a = 0, b = 0;
+  for (qir_op *op = h->m->body->first; op; op = op->next) {
+    if (op->code == QIR_OP_INPUT) h->inputs[a++] = op;
+    if (op->code == QIR_OP_OUTPUT) h->outputs[b++] = op;
+  }
+}
+
+static bool plan_all(host *h, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (!plan_op(h, op_info(h, op))) h->failed = true;
+    for (int i = 0; i < op->n_regions; i++) plan_all(h, op->regions[i]);
+  }
+  return !h->failed;
+}
+
+/* Splat constants become fill kernels run by qir_init. */
+static kkernel *splat_kernel(host *h, qir_op *op) {
+  qir_value *v = op->results[0];
+  qir_compute *c = qir_compute_new(h->m, v->type.rank, 0);
+  for (int d = 0; d < v->type.rank; d++) {
+    c->axis_names[d] = qir_sprintf(h->m, "i%d", d);
+    c->axis_extents[d] = v->type.dims[d];
+  }
+  double x = qir_load_elem(v->type.dtype, op->cst->data, 0);
+  qir_expr *val = qir_dtype_is_float(v->type.dtype) ? qir_expr_float(h->m, x) : qir_expr_int(h->m, (int64_t)x);
+  if (v->type.dtype == QIR_U64) val = qir_expr_int(h->m, (int64_t)*(const uint64_t *)op->cst->data);
+  if (v->type.dtype == QIR_F64) val = qir_expr_float(h->m, x);
+  c->body = qir_expr_cast(h->m, v->type.dtype, val);
+  return cg_lower_compute(&h->cg, NULL, c, 0, NULL, v, "splat constant");
+}
+
+typedef struct {
+  qir_op **ops;
+  int n, cap;
+} op_list;
+
+static bool collect_consts(qir_op *op, void *ctx) {
+  op_list *l = ctx;
+  if (op->code == QIR_OP_CONST && l->n < l->cap) l->ops[l->n++] = op;
+  return true;
+}
+
+int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *o) {
+  host h = {.m = m, .d = d, .opt = opt};
+  if (!expand_named_ops(m, m->body, d)) return 1;
+  h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
+  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP ? 64 : 32, .kb = {.m = m}};
+  int n = count_ops(m->body);
+  h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));
+  h.hash_cap = 16;
+  while (h.hash_cap < 2 * n) h.hash_cap *= 2;
+  h.hash = qir_alloc(m, sizeof *h.hash * (size_t)h.hash_cap);
+  for (int i = 0; i < h.hash_cap; i++) h.hash[i] = -1;
+  int pos = 0;
+  number_ops(&h, m->body, &pos);
+  h.vals = qir_alloc(m, sizeof *h.vals * (size_t)(m->next_value_id + 1));
+  collect_io(&h);
+  if (!plan_all(&h, m->body)) return 1;
+  assign_values(&h, m->body);
+  lifetimes(&h, m->body);
+  allocate(&h);
+
+  op_list consts = {.cap = n + 1};
+  consts.ops = qir_alloc(m, sizeof *consts.ops * (size_t)consts.cap);
+  qir_walk(m->body, collect_consts, &consts);
+  kkernel **fills = qir_alloc(m, sizeof *fills * (size_t)(consts.n + 1));
+  int64_t sidecar_max = 0, sidecar_count = 0;
+  for (int i = 0; i < consts.n; i++) {
+    qir_op *c = consts.ops[i];
+    if (c->cst->splat) {
+      if (!(fills[i] = splat_kernel(&h, c))) return 1;
+    } else if (c->cst->offset >= 0 && !c->cst->data) {
+      sidecar_count++;
+      if (value_bytes(c->results[0]) > sidecar_max) sidecar_max = value_bytes(c->results[0]);
+      if (opt->embed_weights && !qir_const_data(m, c, d)) return 1;
+    }
+  }
+
+  /* ---- header comment: the API */
+  fprintf(o, "/* Generated by qcodegen %s (%s backend) from module @%s.\n", QIR_VERSION,
+          be == CG_C ? "C" : be == CG_CUDA ? "CUDA" : "HIP", m->name ? m->name : "");
+  fputs(" *\n"
+        " * API (every function returns 0 on success, nonzero after printing the failing call):\n"
+        " *   int qir_init(qir_model **model, const char *weights_path);\n"
+        " *       allocates device memory, loads the weights (weights_path NULL: the path the\n"
+        " *       module names, or none when the weights are embedded), fills constants.\n"
+        " *       After a failure, call qir_free on what it stored in *model.\n"
+        " *   int qir_run(qir_model *model, const void *const *inputs, void *const *outputs);\n"
+        " *       inputs and outputs are host pointers to dense little-endian tensors, in\n"
+        " *       the order listed below; returns when the outputs are written.\n"
+        " *   void qir_free(qir_model *model);\n *\n",
+        o);
+  for (int i = 0; i < h.n_inputs; i++) {
+    char tb[128];
+    qir_type_format(&h.inputs[i]->results[0]->type, tb, sizeof tb);
+    fprintf(o, " * input %d: %s %s\n", i, value_name(h.inputs[i]->results[0], h.inputs[i]), tb);
+  }
+  for (int i = 0; i < h.n_outputs; i++) {
+    char tb[128];
+    qir_type_format(&h.outputs[i]->operands[0]->type, tb, sizeof tb);
+    fprintf(o, " * output %d: %s %s\n", i, value_name(h.outputs[i]->operands[0], h.outputs[i]), tb);
+  }
+  fprintf(o, " *\n * Memory plan: peak %" PRId64 " bytes of device memory for tensors (%" PRId64
+             " bytes if none were reused), %" PRId64 " bytes of constants.\n */\n",
+          h.arena_bytes, h.tensor_bytes, h.const_bytes);
+  h.pr->prelude(o);
+  for (int i = 0; i < h.cg.n_kernels; i++) h.pr->kernel(o, h.cg.kernels[i]);
+
+  /* ---- constants */
+  fputs("\n/* ---- model */\ntypedef struct qir_model { unsigned char *arena, *cbuf; } qir_model;\n", o);
+  for (int i = 0; i < consts.n; i++) {
+    qir_op *c = consts.ops[i];
+    bool embed = !c->cst->splat && (c->cst->offset < 0 || opt->embed_weights);
+    if (embed) {
+      const void *p = qir_const_data(m, c, d);
+      if (!p) return 1;
+      emit_bytes(o, qir_sprintf(m, "q_const%d", i), p, (size_t)value_bytes(c->results[0]));
+    }
+  }
+  fputs("\nQAPI void qir_free(qir_model *m) {\n  if (!m) return;\n  if (m->arena) q_free(m->arena);\n"
+        "  if (m->cbuf) q_free(m->cbuf);\n  free(m);\n}\n\n",
+        o);
+  fputs("QAPI int qir_init(qir_model **model, const char *weights_path) {\n", o);
+  fputs("  qir_model *m = (qir_model *)calloc(1, sizeof *m);\n  *model = m;\n  if (!m) return 1;\n", o);
+  fprintf(o, "  QCHECK(q_alloc((void **)&m->arena, %" PRId64 "));\n", h.arena_bytes);
+  fprintf(o, "  QCHECK(q_alloc((void **)&m->cbuf, %" PRId64 "));\n", h.const_bytes);
+  if (sidecar_count && !opt->embed_weights) {
+    fputs("  {\n", o);
+    fputs("    const char *path = weights_path ? weights_path : ", o);
+    emit_cstring(o, m->weights_path ? m->weights_path : "");
+    fputs(";\n    FILE *f = fopen(path, \"rb\");\n"
+          "    if (!f) { fprintf(stderr, \"qir_init: cannot open weights file '%s'\\n\", path); return 1; }\n",
+          o);
+    fprintf(o, "    unsigned char *tmp = (unsigned char *)malloc(%" PRId64 ");\n", sidecar_max);
+    fputs("    if (!tmp) { fclose(f); return 1; }\n", o);
+    fputs("    static const struct { long off; long dst; long n; } chunks[] = {\n", o);
+    for (int i = 0; i < consts.n; i++) {
+      qir_op *c = consts.ops[i];
+      if (c->cst->splat || c->cst->offset < 0 || c->cst->data) continue;
+      fprintf(o, "      {%" PRId64 "L, %" PRId64 "L, %" PRId64 "L},\n", c->cst->offset, h.vals[c->results[0]->id].offset,
+              value_bytes(c->results[0]));
+    }
+    fputs("    };\n"
+          "    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {\n"
+          "      if (fseek(f, chunks[i].off, SEEK_SET) || fread(tmp, 1, (size_t)chunks[i].n, f) != (size_t)chunks[i].n) {\n"
+          "        fprintf(stderr, \"qir_init: weights file '%s' is short (%ld bytes at offset %ld)\\n\", path, chunks[i].n, chunks[i].off);\n"
+          "        free(tmp); fclose(f); return 1;\n"
+          "      }\n"
+          "      int rc = q_h2d(m->cbuf + chunks[i].dst, tmp, (size_t)chunks[i].n) != 0;\n"
+          "      if (rc) { fprintf(stderr, \"qir_init: copying weights failed\\n\"); free(tmp); fclose(f); return 1; }\n"
+          "    }\n"
+          "    free(tmp);\n    fclose(f);\n  }\n",
+          o);
+  } else {
+    fputs("  (void)weights_path;\n", o);
+  }
+  for (int i = 0; i < consts.n; i++) {
+    qir_op *c = consts.ops[i];
+    if (c->cst->splat) {
+      launch(&h, o, fills[i], 1);
+    } else if (c->cst->offset < 0 || opt->embed_weights) {
+      fprintf(o, "  QCHECK(q_h2d(m->cbuf + %" PRId64 ", q_const%d, %" PRId64 "));\n", h.vals[c->results[0]->id].offset, i,
+              value_bytes(c->results[0]));
+    }
+  }
+  fputs("  QCHECK(q_sync());\n  return 0;\n}\n\n", o);
+
+  fputs("QAPI int qir_run(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
+  fputs("  (void)inputs; (void)outputs;\n", o);
+  emit_region(&h, o, m->body, 1);
+  fputs("  QCHECK(q_sync());\n  return 0;\n}\n", o);
+
+  if (opt->main_program) {
+    fputs("\n/* ---- program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N] */\n", o);
+    fputs("typedef struct { const char *name; int dtype; int rank; int64_t dims[8]; } q_tensor_info;\n", o);
+    fprintf(o, "#define Q_N_INPUTS %d\n#define Q_N_OUTPUTS %d\n", h.n_inputs, h.n_outputs);
+    fputs("static const int q_dsize[] = {", o);
+    for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", qir_dtype_size((qir_dtype)t));
+    fputs("};\nstatic const char *const q_descr[] = {", o);
+    for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s\"%s\"", t ? ", " : "", npy_descr((qir_dtype)t));
+    fputs("};\nstatic const int q_onnx[] = {", o);
+    for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", onnx_code((qir_dtype)t));
+    fputs("};\n", o);
+    emit_io_table(o, "inputs", h.inputs, h.n_inputs, true);
+    emit_io_table(o, "outputs", h.outputs, h.n_outputs, false);
+    fputs(cg_main_text, o);
+  }
+  return 0;
+}

@@ -1,0 +1,705 @@
+/* kast.c: kernel AST construction and the text every printer shares
+ * (expressions, plain statements, scalar device helpers). */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "kast.h"
+
+/* ------------------------------------------------------------ types */
+
+const char *ktype_c(ktype t) {
+  static const char *const names[] = {"int", "int32_t", "uint32_t", "int64_t", "uint64_t", "float", "double"};
+  return names[t];
+}
+
+const char *ktype_suffix(ktype t) {
+  static const char *const names[] = {"b", "i", "u", "l", "ul", "f", "d"};
+  return names[t];
+}
+
+bool ktype_is_float(ktype t) { return t == KT_F32 || t == KT_F64; }
+
+ktype ktype_of_dtype(qir_dtype dt) {
+  switch (dt) {
+  case QIR_F64: return KT_F64;
+  case QIR_F32: case QIR_F16: case QIR_BF16: return KT_F32;
+  case QIR_I64: return KT_I64;
+  case QIR_U64: return KT_U64;
+  case QIR_I32: case QIR_I16: case QIR_I8: return KT_I32;
+  case QIR_U32: case QIR_U16: case QIR_U8: return KT_U32;
+  default: return KT_BOOL;
+  }
+}
+
+const char *kdtype_c(qir_dtype dt) {
+  switch (dt) {
+  case QIR_F64: return "double";
+  case QIR_F32: return "float";
+  case QIR_F16: case QIR_BF16: case QIR_U16: return "uint16_t";
+  case QIR_I64: return "int64_t";
+  case QIR_U64: return "uint64_t";
+  case QIR_I32: return "int32_t";
+  case QIR_U32: return "uint32_t";
+  case QIR_I16: return "int16_t";
+  case QIR_I8: return "int8_t";
+  default: return "uint8_t";
+  }
+}
+
+/* ------------------------------------------------------------ construction */
+
+kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size, kvar_space sp) {
+  kvar *v = qir_alloc(b->m, sizeof *v);
+  v->name = qir_sprintf(b->m, "%s%d", stem, b->counter++);
+  v->type = t;
+  v->size = size;
+  v->space = sp;
+  if (k && (sp == KV_THREAD || sp == KV_SHARED)) {
+    kvar **vars = qir_alloc(b->m, sizeof *vars * (size_t)(k->n_vars + 1));
+    if (k->n_vars) memcpy(vars, k->vars, sizeof *vars * (size_t)k->n_vars);
+    vars[k->n_vars++] = v;
+    k->vars = vars;
+    if (sp == KV_SHARED) k->smem_bytes += size * (t == KT_F64 || t == KT_I64 || t == KT_U64 ? 8 : 4);
+  }
+  return v;
+}
+
+static kexpr *ke_new(kbuilder *b, kexpr_kind kind, ktype t) {
+  kexpr *e = qir_alloc(b->m, sizeof *e);
+  e->kind = kind;
+  e->type = t;
+  return e;
+}
+
+kexpr *ke_int(kbuilder *b, int64_t v) {
+  kexpr *e = ke_new(b, KE_INT, v >= INT32_MIN && v <= INT32_MAX ? KT_I32 : KT_I64);
+  e->ival = v;
+  return e;
+}
+
+kexpr *ke_long(kbuilder *b, int64_t v) {
+  kexpr *e = ke_new(b, KE_INT, KT_I64);
+  e->ival = v;
+  return e;
+}
+
+kexpr *ke_float(kbuilder *b, double v, ktype t) {
+  kexpr *e = ke_new(b, KE_FLOAT, t);
+  e->fval = v;
+  return e;
+}
+
+kexpr *ke_var(kbuilder *b, kvar *v) {
+  kexpr *e = ke_new(b, KE_VAR, v->type);
+  e->var = v;
+  return e;
+}
+
+kexpr *ke_elem(kbuilder *b, kvar *v, kexpr *index) {
+  kexpr *e = ke_new(b, KE_ELEM, v->type);
+  e->var = v;
+  e->a = index;
+  return e;
+}
+
+kexpr *ke_load(kbuilder *b, kkernel *k, int param, kexpr *index) {
+  kexpr *e = ke_new(b, KE_LOAD, ktype_of_dtype(k->params[param].dtype));
+  e->param = param;
+  e->a = index;
+  return e;
+}
+
+kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
+kexpr *ke_bid(kbuilder *b) { return ke_new(b, KE_BID, KT_I32); }
+
+kexpr *ke_un(kbuilder *b, qir_expr_fn fn, kexpr *a, ktype t) {
+  kexpr *e = ke_new(b, KE_UNARY, t);
+  e->fn = fn;
+  e->a = a;
+  return e;
+}
+
+kexpr *ke_bin(kbuilder *b, qir_expr_fn fn, kexpr *a, kexpr *c, ktype t) {
+  kexpr *e = ke_new(b, KE_BINARY, t);
+  e->fn = fn;
+  e->a = a;
+  e->b = c;
+  return e;
+}
+
+kexpr *ke_select(kbuilder *b, kexpr *cond, kexpr *a, kexpr *c, ktype t) {
+  kexpr *e = ke_new(b, KE_SELECT, t);
+  e->a = cond;
+  e->b = a;
+  e->c = c;
+  return e;
+}
+
+static qir_dtype dtype_of_ktype(ktype t) {
+  static const qir_dtype map[] = {QIR_BOOL, QIR_I32, QIR_U32, QIR_I64, QIR_U64, QIR_F32, QIR_F64};
+  return map[t];
+}
+
+kexpr *ke_cast(kbuilder *b, kexpr *a, ktype t) {
+  if (a->type == t) return a;
+  if (a->kind == KE_INT && (t == KT_I32 || t == KT_I64)) return t == KT_I64 ? ke_long(b, a->ival) : ke_int(b, a->ival);
+  if ((a->kind == KE_INT || a->kind == KE_FLOAT) && ktype_is_float(t))
+    return ke_float(b, a->kind == KE_INT ? (double)a->ival : a->fval, t);
+  kexpr *e = ke_new(b, KE_CAST, t);
+  e->dtype = dtype_of_ktype(t);
+  e->a = a;
+  return e;
+}
+
+kexpr *ke_cast_dtype(kbuilder *b, kexpr *a, qir_dtype dt) {
+  ktype t = ktype_of_dtype(dt);
+  if (dt == dtype_of_ktype(t)) return ke_cast(b, a, t);
+  kexpr *e = ke_new(b, KE_CAST, t);
+  e->dtype = dt;
+  e->a = a;
+  return e;
+}
+
+bool ke_is_int(const kexpr *e, int64_t v) { return e && e->kind == KE_INT && e->ival == v; }
+
+static ktype index_type(const kexpr *a, const kexpr *c) {
+  return a->type == KT_I64 || c->type == KT_I64 ? KT_I64 : KT_I32;
+}
+
+kexpr *ke_add(kbuilder *b, kexpr *a, kexpr *c) {
+  if (ke_is_int(a, 0)) return c;
+  if (ke_is_int(c, 0)) return a;
+  if (a->kind == KE_INT && c->kind == KE_INT) return ke_int(b, a->ival + c->ival);
+  return ke_bin(b, QIR_FN_ADD, a, c, index_type(a, c));
+}
+
+kexpr *ke_sub(kbuilder *b, kexpr *a, kexpr *c) {
+  if (ke_is_int(c, 0)) return a;
+  if (a->kind == KE_INT && c->kind == KE_INT) return ke_int(b, a->ival - c->ival);
+  return ke_bin(b, QIR_FN_SUB, a, c, index_type(a, c));
+}
+
+kexpr *ke_mul(kbuilder *b, kexpr *a, kexpr *c) {
+  if (ke_is_int(a, 0) || ke_is_int(c, 0)) return ke_int(b, 0);
+  if (ke_is_int(a, 1)) return c;
+  if (ke_is_int(c, 1)) return a;
+  if (a->kind == KE_INT && c->kind == KE_INT) return ke_int(b, a->ival * c->ival);
+  return ke_bin(b, QIR_FN_MUL, a, c, index_type(a, c));
+}
+
+kexpr *ke_div(kbuilder *b, kexpr *a, kexpr *c) {
+  if (ke_is_int(c, 1)) return a;
+  if (ke_is_int(a, 0)) return a;
+  return ke_bin(b, QIR_FN_DIV, a, c, index_type(a, c));
+}
+
+kexpr *ke_mod(kbuilder *b, kexpr *a, kexpr *c) {
+  if (ke_is_int(c, 1)) return ke_int(b, 0);
+  if (ke_is_int(a, 0)) return a;
+  return ke_bin(b, QIR_FN_MOD, a, c, index_type(a, c));
+}
+
+kexpr *ke_lt(kbuilder *b, kexpr *a, kexpr *c) { return ke_bin(b, QIR_FN_LT, a, c, KT_BOOL); }
+
+kexpr *ke_and(kbuilder *b, kexpr *a, kexpr *c) {
+  if (!a) return c;
+  if (!c) return a;
+  return ke_bin(b, QIR_FN_AND, a, c, KT_BOOL);
+}
+
+static kstmt *ks_new(kbuilder *b, kstmt_kind kind) {
+  kstmt *s = qir_alloc(b->m, sizeof *s);
+  s->kind = kind;
+  return s;
+}
+
+kstmt *ks_seq(kbuilder *b) { return ks_new(b, KS_SEQ); }
+
+void ks_add(kbuilder *b, kstmt *seq, kstmt *s) {
+  if (!s) return;
+  if (seq->n_items == seq->cap_items) {
+    int cap = seq->cap_items ? seq->cap_items * 2 : 8;
+    kstmt **items = qir_alloc(b->m, sizeof *items * (size_t)cap);
+    if (seq->n_items) memcpy(items, seq->items, sizeof *items * (size_t)seq->n_items);
+    seq->items = items;
+    seq->cap_items = cap;
+  }
+  seq->items[seq->n_items++] = s;
+}
+
+kstmt *ks_for(kbuilder *b, kvar *v, kexpr *lo, kexpr *hi, int64_t step, kstmt *body) {
+  kstmt *s = ks_new(b, KS_FOR);
+  s->var = v;
+  s->lo = lo;
+  s->hi = hi;
+  s->step = step;
+  s->body = body;
+  return s;
+}
+
+kstmt *ks_if(kbuilder *b, kexpr *cond, kstmt *then, kstmt *els) {
+  if (!cond) return then;
+  kstmt *s = ks_new(b, KS_IF);
+  s->cond = cond;
+  s->body = then;
+  s->els = els;
+  return s;
+}
+
+kstmt *ks_decl(kbuilder *b, kvar *v, kexpr *init) {
+  kstmt *s = ks_new(b, KS_DECL);
+  s->var = v;
+  s->init = init;
+  return s;
+}
+
+kstmt *ks_assign(kbuilder *b, kvar *v, kexpr *index, kexpr *value) {
+  kstmt *s = ks_new(b, KS_ASSIGN);
+  s->var = v;
+  s->index = index;
+  s->value = value;
+  return s;
+}
+
+kstmt *ks_store(kbuilder *b, int param, kexpr *index, kexpr *value) {
+  kstmt *s = ks_new(b, KS_STORE);
+  s->param = param;
+  s->index = index;
+  s->value = value;
+  return s;
+}
+
+kstmt *ks_barrier(kbuilder *b) { return ks_new(b, KS_BARRIER); }
+
+kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn) {
+  kstmt *s = ks_new(b, KS_WARP_REDUCE);
+  s->var = v;
+  s->red_fn = fn;
+  return s;
+}
+
+kstmt *ks_comment(kbuilder *b, const char *text) {
+  kstmt *s = ks_new(b, KS_COMMENT);
+  s->text = text;
+  return s;
+}
+
+bool ks_has_sync(const kstmt *s) {
+  if (!s) return false;
+  switch (s->kind) {
+  case KS_BARRIER: case KS_WARP_REDUCE: return true;
+  case KS_SEQ:
+    for (int i = 0; i < s->n_items; i++)
+      if (ks_has_sync(s->items[i])) return true;
+    return false;
+  case KS_FOR: return ks_has_sync(s->body);
+  case KS_IF: return ks_has_sync(s->body) || ks_has_sync(s->els);
+  default: return false;
+  }
+}
+
+bool ke_uses_var(const kexpr *e, const kvar *v) {
+  if (!e) return false;
+  if ((e->kind == KE_VAR || e->kind == KE_ELEM) && e->var == v) return true;
+  return ke_uses_var(e->a, v) || ke_uses_var(e->b, v) || ke_uses_var(e->c, v);
+}
+
+bool ks_uses_var(const kstmt *s, const kvar *v) {
+  if (!s) return false;
+  if (s->var == v && s->kind != KS_DECL) return true;
+  if (ke_uses_var(s->init, v) || ke_uses_var(s->lo, v) || ke_uses_var(s->hi, v) || ke_uses_var(s->cond, v) ||
+      ke_uses_var(s->index, v) || ke_uses_var(s->value, v))
+    return true;
+  for (int i = 0; i < s->n_items; i++)
+    if (ks_uses_var(s->items[i], v)) return true;
+  return ks_uses_var(s->body, v) || ks_uses_var(s->els, v);
+}
+
+kkernel *kkernel_new(kbuilder *b, const char *name, int n_params) {
+  kkernel *k = qir_alloc(b->m, sizeof *k);
+  k->name = name;
+  k->n_params = n_params;
+  k->params = qir_alloc(b->m, sizeof *k->params * (size_t)(n_params ? n_params : 1));
+  k->args = qir_alloc(b->m, sizeof *k->args * (size_t)(n_params ? n_params : 1));
+  k->lets = ks_seq(b);
+  k->body = ks_seq(b);
+  k->grid = 1;
+  k->threads = 1;
+  k->warp = 32;
+  return k;
+}
+
+/* ------------------------------------------------------------ text */
+
+static void print_float(FILE *o, double v, ktype t) {
+  if (isnan(v)) { fputs(t == KT_F32 ? "((float)NAN)" : "((double)NAN)", o); return; }
+  if (isinf(v)) { fprintf(o, "%s((%s)INFINITY)", v < 0 ? "-" : "", t == KT_F32 ? "float" : "double"); return; }
+  char buf[64];
+  snprintf(buf, sizeof buf, t == KT_F32 ? "%.9g" : "%.17g", v);
+  if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
+  if (v < 0) fputc('(', o);
+  fputs(buf, o);
+  if (t == KT_F32) fputc('f', o);
+  if (v < 0) fputc(')', o);
+}
+
+static void print_var_ref(FILE *o, const kvar *v, const kexpr *index, const kkernel *k,
+                          const kprint_style *st) {
+  fputs(v->name, o);
+  if (st->c_threads && v->space == KV_THREAD) fputs("[tid]", o);
+  if (index) {
+    fputc('[', o);
+    kprint_expr(o, index, k, st);
+    fputc(']', o);
+  }
+}
+
+static const char *infix(qir_expr_fn fn) {
+  switch (fn) {
+  case QIR_FN_ADD: return "+";
+  case QIR_FN_SUB: return "-";
+  case QIR_FN_MUL: return "*";
+  case QIR_FN_DIV: return "/";
+  case QIR_FN_LT: return "<";
+  case QIR_FN_LE: return "<=";
+  case QIR_FN_GT: return ">";
+  case QIR_FN_GE: return ">=";
+  case QIR_FN_EQ: return "==";
+  case QIR_FN_NE: return "!=";
+  case QIR_FN_AND: return "&&";
+  case QIR_FN_OR: return "||";
+  default: return NULL;
+  }
+}
+
+/* Conversion of a float expression to an integer or bool type: saturating,
+ * NaN gives 0 (as qir_store_elem). */
+static void print_cast(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st) {
+  ktype from = e->a->type, to = e->type;
+  if (e->dtype == QIR_F16 || e->dtype == QIR_BF16) {   /* round to the narrow float */
+    fputs(e->dtype == QIR_F16 ? "q_h2f(q_f2h((float)(" : "q_bf2f(q_f2bf((float)(", o);
+    kprint_expr(o, e->a, k, st);
+    fputs(")))", o);
+    return;
+  }
+  if (e->dtype == QIR_I8 || e->dtype == QIR_I16 || e->dtype == QIR_U8 || e->dtype == QIR_U16) {
+    static const char *const sfx[] = {[QIR_I8] = "i8", [QIR_I16] = "i16", [QIR_U8] = "u8", [QIR_U16] = "u16"};
+    if (ktype_is_float(from)) fprintf(o, "q_f2%s((double)(", sfx[e->dtype]);
+    else fprintf(o, "((%s)(%s)(", ktype_c(to), kdtype_c(e->dtype));
+    kprint_expr(o, e->a, k, st);
+    fputs("))", o);
+    return;
+  }
+  if (to == KT_BOOL) {
+    fputs("(", o);
+    kprint_expr(o, e->a, k, st);
+    fputs(" != 0)", o);
+    return;
+  }
+  if (ktype_is_float(from) && !ktype_is_float(to)) {
+    fprintf(o, "q_f2%s((double)(", ktype_suffix(to));
+    kprint_expr(o, e->a, k, st);
+    fputs("))", o);
+    return;
+  }
+  fprintf(o, "((%s)(", ktype_c(to));
+  kprint_expr(o, e->a, k, st);
+  fputs("))", o);
+}
+
+void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st) {
+  switch (e->kind) {
+  case KE_INT:
+    if (e->type == KT_I64) fprintf(o, e->ival < 0 ? "(%" PRId64 "LL)" : "%" PRId64 "LL", e->ival);
+    else fprintf(o, e->ival < 0 ? "(%" PRId64 ")" : "%" PRId64, e->ival);
+    return;
+  case KE_FLOAT: print_float(o, e->fval, e->type); return;
+  case KE_VAR: print_var_ref(o, e->var, NULL, k, st); return;
+  case KE_ELEM: print_var_ref(o, e->var, e->a, k, st); return;
+  case KE_TID: fputs(st->c_threads ? "tid" : "(int)threadIdx.x", o); return;
+  case KE_BID: fputs(st->c_threads ? "bid" : "(int)blockIdx.x", o); return;
+  case KE_LOAD: {
+    qir_dtype dt = k->params[e->param].dtype;
+    const char *pre = dt == QIR_F16 ? "q_h2f(" : dt == QIR_BF16 ? "q_bf2f(" : dt == QIR_BOOL ? "(int)(" : "";
+    fprintf(o, "%s%s[", pre, k->params[e->param].name);
+    kprint_expr(o, e->a, k, st);
+    fprintf(o, "]%s", pre[0] ? ")" : "");
+    return;
+  }
+  case KE_UNARY:
+    if (e->fn == QIR_FN_NEG) { fputs("(-", o); kprint_expr(o, e->a, k, st); fputs(")", o); return; }
+    if (e->fn == QIR_FN_NOT) { fputs("(!", o); kprint_expr(o, e->a, k, st); fputs(")", o); return; }
+    /* predicates take the operand's type, everything else the result's */
+    fprintf(o, "q_%s_%s(", qir_expr_fn_spelling(e->fn),
+            ktype_suffix(e->fn == QIR_FN_ISNAN || e->fn == QIR_FN_ISINF ? e->a->type : e->type));
+    kprint_expr(o, e->a, k, st);
+    fputs(")", o);
+    return;
+  case KE_BINARY: {
+    const char *op = infix(e->fn);
+    bool float_div = e->fn == QIR_FN_DIV && ktype_is_float(e->type);
+    if (op && (e->fn != QIR_FN_DIV || float_div || !ktype_is_float(e->type))) {
+      fputc('(', o);
+      kprint_expr(o, e->a, k, st);
+      fprintf(o, " %s ", op);
+      kprint_expr(o, e->b, k, st);
+      fputc(')', o);
+      return;
+    }
+    if (e->fn == QIR_FN_MOD && !ktype_is_float(e->type)) {
+      fputc('(', o);
+      kprint_expr(o, e->a, k, st);
+      fputs(" % ", o);
+      kprint_expr(o, e->b, k, st);
+      fputc(')', o);
+      return;
+    }
+    const char *name = e->fn == QIR_FN_MOD ? "fmod" : qir_expr_fn_spelling(e->fn);
+    fprintf(o, "q_%s_%s(", name, ktype_suffix(e->type));
+    kprint_expr(o, e->a, k, st);
+    fputs(", ", o);
+    kprint_expr(o, e->b, k, st);
+    fputs(")", o);
+    return;
+  }
+  case KE_SELECT:
+    fputc('(', o);
+    kprint_expr(o, e->a, k, st);
+    fputs(" ? ", o);
+    kprint_expr(o, e->b, k, st);
+    fputs(" : ", o);
+    kprint_expr(o, e->c, k, st);
+    fputc(')', o);
+    return;
+  case KE_CAST: print_cast(o, e, k, st); return;
+  }
+}
+
+static void indent_to(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
+
+void kprint_var_decl(FILE *o, const kvar *v, const kprint_style *st, int threads, int indent) {
+  indent_to(o, indent);
+  if (v->space == KV_SHARED && !st->c_threads) fputs("__shared__ ", o);
+  fprintf(o, "%s %s", ktype_c(v->type), v->name);
+  if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", threads);
+  if (v->size) fprintf(o, "[%" PRId64 "]", v->size);
+  fputs(";\n", o);
+}
+
+static void print_store(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
+  const kparam *p = &k->params[s->param];
+  fprintf(o, "%s[", p->name);
+  kprint_expr(o, s->index, k, st);
+  fputs("] = ", o);
+  switch (p->dtype) {
+  case QIR_F16: fputs("q_f2h(", o); break;
+  case QIR_BF16: fputs("q_f2bf(", o); break;
+  case QIR_BOOL: fputs("(uint8_t)(0 != ", o); break;
+  default: fprintf(o, "(%s)(", kdtype_c(p->dtype)); break;
+  }
+  kprint_expr(o, s->value, k, st);
+  fputs(");\n", o);
+}
+
+void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
+  switch (s->kind) {
+  case KS_SEQ:
+    for (int i = 0; i < s->n_items; i++) kprint_stmt(o, s->items[i], k, st, ind);
+    return;
+  case KS_FOR: {
+    bool gpu = !st->c_threads;
+    if (s->unroll && gpu) { indent_to(o, ind); fputs("#pragma unroll\n", o); }
+    indent_to(o, ind);
+    fprintf(o, "for (%s %s = ", ktype_c(s->var->type), s->var->name);
+    kprint_expr(o, s->lo, k, st);
+    fprintf(o, "; %s < ", s->var->name);
+    kprint_expr(o, s->hi, k, st);
+    if (s->step == 1) fprintf(o, "; %s++) {\n", s->var->name);
+    else fprintf(o, "; %s += %" PRId64 ") {\n", s->var->name, s->step);
+    kprint_stmt(o, s->body, k, st, ind + 1);
+    indent_to(o, ind);
+    fputs("}\n", o);
+    return;
+  }
+  case KS_IF:
+    indent_to(o, ind);
+    fputs("if (", o);
+    kprint_expr(o, s->cond, k, st);
+    fputs(") {\n", o);
+    kprint_stmt(o, s->body, k, st, ind + 1);
+    indent_to(o, ind);
+    if (s->els) {
+      fputs("} else {\n", o);
+      kprint_stmt(o, s->els, k, st, ind + 1);
+      indent_to(o, ind);
+    }
+    fputs("}\n", o);
+    return;
+  case KS_DECL:
+    indent_to(o, ind);
+    if (s->var->size) {
+      fprintf(o, "%s %s[%" PRId64 "];\n", ktype_c(s->var->type), s->var->name, s->var->size);
+      return;
+    }
+    fprintf(o, "%s%s %s", s->init && s->var->type == KT_I32 ? "const " : "", ktype_c(s->var->type), s->var->name);
+    if (s->init) {
+      fputs(" = ", o);
+      kprint_expr(o, s->init, k, st);
+    }
+    fputs(";\n", o);
+    return;
+  case KS_ASSIGN:
+    indent_to(o, ind);
+    print_var_ref(o, s->var, s->index, k, st);
+    fputs(" = ", o);
+    kprint_expr(o, s->value, k, st);
+    fputs(";\n", o);
+    return;
+  case KS_STORE:
+    indent_to(o, ind);
+    print_store(o, s, k, st);
+    return;
+  case KS_BARRIER:
+    indent_to(o, ind);
+    fputs("__syncthreads();\n", o);
+    return;
+  case KS_WARP_REDUCE: {
+    /* butterfly: every lane ends with the reduction of the warp/wavefront */
+    const char *v = s->var->name;
+    const char *fn = qir_expr_fn_spelling(s->red_fn);
+    indent_to(o, ind);
+    fprintf(o, "for (int q_off = %d; q_off > 0; q_off >>= 1) {\n", k->warp / 2);
+    indent_to(o, ind + 1);
+    if (st->hip) fprintf(o, "%s other = __shfl_xor(%s, q_off, %d);\n", ktype_c(s->var->type), v, k->warp);
+    else fprintf(o, "%s other = __shfl_xor_sync(0xffffffffu, %s, q_off);\n", ktype_c(s->var->type), v);
+    indent_to(o, ind + 1);
+    if (s->red_fn == QIR_FN_ADD) fprintf(o, "%s = %s + other;\n", v, v);
+    else if (s->red_fn == QIR_FN_MUL) fprintf(o, "%s = %s * other;\n", v, v);
+    else fprintf(o, "%s = q_%s_%s(%s, other);\n", v, fn, ktype_suffix(s->var->type), v);
+    indent_to(o, ind);
+    fputs("}\n", o);
+    return;
+  }
+  case KS_COMMENT:
+    indent_to(o, ind);
+    fprintf(o, "/* %s */\n", s->text);
+    return;
+  }
+}
+
+/* Per-thread lets: print those the statement (or another printed let) uses. */
+void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_style *st, int indent) {
+  int n = k->lets->n_items;
+  bool need[256] = {0};
+  if (n > 256) n = 256;
+  for (int i = n - 1; i >= 0; i--) {
+    const kstmt *let = k->lets->items[i];
+    need[i] = ks_uses_var(uses, let->var);
+    for (int j = i + 1; j < n && !need[i]; j++)
+      if (need[j] && ke_uses_var(k->lets->items[j]->init, let->var)) need[i] = true;
+  }
+  for (int i = 0; i < n; i++)
+    if (need[i]) kprint_stmt(o, k->lets->items[i], k, st, indent);
+}
+
+/* Scalar helpers every backend's kernels call.  QDEV is the backend's device
+ * function qualifier.  f16/bf16 conversions are bit-exact round to nearest even. */
+void kprint_helpers(FILE *o) {
+  fputs(
+      "QDEV float q_h2f(uint16_t h) {\n"
+      "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;\n"
+      "  if (e == 0) {\n"
+      "    if (m == 0) x = s;\n"
+      "    else { e = 113; while (!(m & 0x400u)) { m <<= 1; e--; } x = s | (e << 23) | ((m & 0x3ffu) << 13); }\n"
+      "  } else if (e == 31) x = s | 0x7f800000u | (m << 13);\n"
+      "  else x = s | ((e + 112) << 23) | (m << 13);\n"
+      "  float f; memcpy(&f, &x, 4); return f;\n"
+      "}\n"
+      "QDEV uint16_t q_f2h(float f) {\n"
+      "  uint32_t x; memcpy(&x, &f, 4);\n"
+      "  uint32_t s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;\n"
+      "  if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);\n"
+      "  if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);\n"
+      "  if (a < 0x38800000u) {\n"
+      "    if (a < 0x33000000u) return (uint16_t)s;\n"
+      "    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126 - e;\n"
+      "    uint32_t r = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);\n"
+      "    if (rem > half || (rem == half && (r & 1))) r++;\n"
+      "    return (uint16_t)(s | r);\n"
+      "  }\n"
+      "  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;\n"
+      "  return (uint16_t)(s | (r >> 13));\n"
+      "}\n"
+      "QDEV float q_bf2f(uint16_t h) { uint32_t x = (uint32_t)h << 16; float f; memcpy(&f, &x, 4); return f; }\n"
+      "QDEV uint16_t q_f2bf(float f) {\n"
+      "  uint32_t x; memcpy(&x, &f, 4);\n"
+      "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
+      "  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+      "}\n"
+      "/* float -> integer: saturating, NaN -> 0 */\n"
+      "#define Q_F2INT(S, T, LO, HI) QDEV T q_f2##S(double v) { return v != v ? (T)0 : v <= (double)(LO) ? (T)(LO) : v >= (double)(HI) ? (T)(HI) : (T)v; }\n"
+      "Q_F2INT(i, int32_t, INT32_MIN, INT32_MAX)\n"
+      "Q_F2INT(u, uint32_t, 0, UINT32_MAX)\n"
+      "Q_F2INT(l, int64_t, INT64_MIN, INT64_MAX)\n"
+      "Q_F2INT(ul, uint64_t, 0, UINT64_MAX)\n"
+      "Q_F2INT(i8, int32_t, INT8_MIN, INT8_MAX)\n"
+      "Q_F2INT(i16, int32_t, INT16_MIN, INT16_MAX)\n"
+      "Q_F2INT(u8, uint32_t, 0, UINT8_MAX)\n"
+      "Q_F2INT(u16, uint32_t, 0, UINT16_MAX)\n"
+      "#define Q_FLOAT_FNS(S, T, F) \\\n"
+      "  QDEV T q_exp_##S(T x) { return exp##F(x); } \\\n"
+      "  QDEV T q_log_##S(T x) { return log##F(x); } \\\n"
+      "  QDEV T q_sqrt_##S(T x) { return sqrt##F(x); } \\\n"
+      "  QDEV T q_rsqrt_##S(T x) { return (T)1 / sqrt##F(x); } \\\n"
+      "  QDEV T q_tanh_##S(T x) { return tanh##F(x); } \\\n"
+      "  QDEV T q_sigmoid_##S(T x) { return (T)1 / ((T)1 + exp##F(-x)); } \\\n"
+      "  QDEV T q_erf_##S(T x) { return erf##F(x); } \\\n"
+      "  QDEV T q_abs_##S(T x) { return fabs##F(x); } \\\n"
+      "  QDEV T q_floor_##S(T x) { return floor##F(x); } \\\n"
+      "  QDEV T q_ceil_##S(T x) { return ceil##F(x); } \\\n"
+      "  QDEV T q_round_##S(T x) { return rint##F(x); } \\\n"
+      "  QDEV T q_sin_##S(T x) { return sin##F(x); } \\\n"
+      "  QDEV T q_cos_##S(T x) { return cos##F(x); } \\\n"
+      "  QDEV T q_recip_##S(T x) { return (T)1 / x; } \\\n"
+      "  QDEV T q_sign_##S(T x) { return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; } \\\n"
+      "  QDEV int q_isnan_##S(T x) { return x != x; } \\\n"
+      "  QDEV int q_isinf_##S(T x) { return x == (T)INFINITY || x == -(T)INFINITY; } \\\n"
+      "  QDEV T q_max_##S(T a, T b) { return (a != a || a > b) ? a : b; } \\\n"
+      "  QDEV T q_min_##S(T a, T b) { return (a != a || a < b) ? a : b; } \\\n"
+      "  QDEV T q_pow_##S(T a, T b) { return pow##F(a, b); } \\\n"
+      "  QDEV T q_floordiv_##S(T a, T b) { return floor##F(a / b); } \\\n"
+      "  QDEV T q_fmod_##S(T a, T b) { return fmod##F(a, b); } \\\n"
+      "  QDEV T q_atan2_##S(T a, T b) { return atan2##F(a, b); }\n"
+      "Q_FLOAT_FNS(f, float, f)\n"
+      "Q_FLOAT_FNS(d, double, )\n"
+      "#define Q_INT_FNS(S, T) \\\n"
+      "  QDEV T q_abs_##S(T x) { return x < 0 ? (T)0 - x : x; } \\\n"
+      "  QDEV T q_sign_##S(T x) { return (T)((x > 0) - (x < 0)); } \\\n"
+      "  QDEV T q_max_##S(T a, T b) { return a > b ? a : b; } \\\n"
+      "  QDEV T q_min_##S(T a, T b) { return a < b ? a : b; } \\\n"
+      "  QDEV T q_recip_##S(T x) { return (T)1 / x; } \\\n"
+      "  QDEV int q_isnan_##S(T x) { (void)x; return 0; } \\\n"
+      "  QDEV int q_isinf_##S(T x) { (void)x; return 0; } \\\n"
+      "  QDEV T q_floordiv_##S(T a, T b) { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; } \\\n"
+      "  QDEV T q_fmod_##S(T a, T b) { return a % b; } \\\n"
+      "  QDEV T q_pow_##S(T a, T b) { T r = 1; if (b < 0) return (T)(a == 1 ? 1 : 0); \\\n"
+      "    while (b > 0) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }\n"
+      "#define Q_UINT_FNS(S, T) \\\n"
+      "  QDEV T q_abs_##S(T x) { return x; } \\\n"
+      "  QDEV T q_sign_##S(T x) { return (T)(x > 0); } \\\n"
+      "  QDEV T q_max_##S(T a, T b) { return a > b ? a : b; } \\\n"
+      "  QDEV T q_min_##S(T a, T b) { return a < b ? a : b; } \\\n"
+      "  QDEV T q_recip_##S(T x) { return (T)1 / x; } \\\n"
+      "  QDEV int q_isnan_##S(T x) { (void)x; return 0; } \\\n"
+      "  QDEV int q_isinf_##S(T x) { (void)x; return 0; } \\\n"
+      "  QDEV T q_floordiv_##S(T a, T b) { return a / b; } \\\n"
+      "  QDEV T q_fmod_##S(T a, T b) { return a % b; } \\\n"
+      "  QDEV T q_pow_##S(T a, T b) { T r = 1; while (b > 0) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }\n"
+      "Q_INT_FNS(b, int)\n"
+      "Q_INT_FNS(i, int32_t)\n"
+      "Q_UINT_FNS(u, uint32_t)\n"
+      "Q_INT_FNS(l, int64_t)\n"
+      "Q_UINT_FNS(ul, uint64_t)\n",
+      o);
+}

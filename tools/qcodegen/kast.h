@@ -1,0 +1,217 @@
+/* kast.h: the kernel AST of qcodegen, and everything the lowering, the three
+ * printers and the host-code generator share.
+ *
+ * A kernel is a grid of blocks of threads (CUDA's model).  Its body is a tree of
+ * statements over scalar expressions.  Barriers and warp reductions may only
+ * appear at the top level of the body or inside block-uniform loops (`uniform`:
+ * bounds that do not depend on the thread), so a printer without threads (C)
+ * can run the body as phases: each barrier-free stretch becomes a loop over the
+ * block's threads.  Values that live across a barrier are KV_THREAD variables
+ * (registers on a GPU, an array indexed by thread in C); block-uniform values
+ * (uniform loop counters, block coordinates) are KV_BLOCK.
+ *
+ * The same AST carries a Welder group (several stores, shared buffers between
+ * stages), an rProgram (a switch on the block id over task ranges) or a device
+ * loop (a uniform loop around phases): those are statements of this tree, not
+ * new kernel kinds.
+ */
+#ifndef QCODEGEN_KAST_H
+#define QCODEGEN_KAST_H
+
+#include "qir.h"
+
+/* Scalar types of expressions (compute types: f16/bf16 compute in f32, narrow
+ * integers in 32 bits, bool as int). */
+typedef enum { KT_BOOL, KT_I32, KT_U32, KT_I64, KT_U64, KT_F32, KT_F64 } ktype;
+
+const char *ktype_c(ktype t);                 /* "float", "int64_t", ... */
+const char *ktype_suffix(ktype t);            /* helper-function suffix: f, d, i, l, ... */
+ktype ktype_of_dtype(qir_dtype dt);           /* compute type of a storage type */
+bool ktype_is_float(ktype t);
+const char *kdtype_c(qir_dtype dt);           /* storage C type: uint16_t for f16, ... */
+
+typedef enum {
+  KV_LOCAL,                     /* per thread, within one phase */
+  KV_THREAD,                    /* per thread, survives barriers (registers) */
+  KV_SHARED,                    /* per block (shared memory / LDS) */
+  KV_BLOCK,                     /* block-uniform scalar */
+} kvar_space;
+
+typedef struct kvar {
+  const char *name;
+  ktype type;
+  int64_t size;                 /* 0: scalar, else array elements */
+  kvar_space space;
+} kvar;
+
+/* A kernel parameter: a global tensor. */
+typedef struct {
+  const char *name;
+  qir_dtype dtype;
+  int64_t numel;
+  bool written;
+} kparam;
+
+typedef enum {
+  KE_INT, KE_FLOAT,
+  KE_VAR,                       /* scalar variable */
+  KE_ELEM,                      /* var[a]: register or shared array element */
+  KE_LOAD,                      /* param[a], converted to the compute type */
+  KE_TID, KE_BID,               /* thread index in block, block index (flat) */
+  KE_UNARY, KE_BINARY,          /* fn from qir_expr_fn */
+  KE_SELECT,                    /* a ? b : c */
+  KE_CAST,                      /* to .type */
+} kexpr_kind;
+
+typedef struct kexpr kexpr;
+struct kexpr {
+  kexpr_kind kind;
+  ktype type;
+  int64_t ival;
+  double fval;
+  kvar *var;
+  int param;
+  qir_expr_fn fn;
+  qir_dtype dtype;              /* CAST: the exact target type (rounds to f16, wraps to i8, ...) */
+  kexpr *a, *b, *c;
+};
+
+typedef enum {
+  KS_SEQ,
+  KS_FOR,                       /* for (var = lo; var < hi; var += step) body */
+  KS_IF,                        /* if (cond) body else els */
+  KS_DECL,                      /* declare var (KV_LOCAL/KV_BLOCK), = init if any */
+  KS_ASSIGN,                    /* var = value, or var[index] = value */
+  KS_STORE,                     /* param[index] = value (converted to storage) */
+  KS_BARRIER,
+  KS_WARP_REDUCE,               /* var (KV_THREAD scalar) = reduction over the warp's lanes */
+  KS_COMMENT,
+} kstmt_kind;
+
+typedef struct kstmt kstmt;
+struct kstmt {
+  kstmt_kind kind;
+  kvar *var;
+  kexpr *init, *lo, *hi, *cond, *index, *value;
+  int64_t step;
+  bool unroll;                  /* FOR: fully unroll (constant trip count) */
+  bool uniform;                 /* FOR: same bounds in every thread of the block */
+  int param;
+  kstmt *body, *els;
+  kstmt **items;                /* SEQ */
+  int n_items, cap_items;
+  qir_expr_fn red_fn;           /* WARP_REDUCE: ADD, MAX, MIN, MUL */
+  const char *text;             /* COMMENT */
+};
+
+typedef struct {
+  const char *name;
+  const char *summary;          /* one line: op, plan, shapes (printed as a comment) */
+  int n_params;
+  kparam *params;
+  qir_value **args;             /* the tensor bound to each parameter */
+  int64_t grid;                 /* blocks */
+  int threads;                  /* threads per block */
+  int warp;                     /* lanes per warp/wavefront the body assumes */
+  int n_vars;
+  kvar **vars;                  /* KV_THREAD and KV_SHARED variables of the kernel */
+  kstmt *lets;                  /* SEQ of per-thread KS_DECLs from tid/bid, re-evaluated per phase in C */
+  kstmt *body;                  /* SEQ */
+  int64_t smem_bytes;
+} kkernel;
+
+/* ---- construction (all memory from the module's arena) */
+typedef struct {
+  qir_module *m;
+  int counter;                  /* for fresh names */
+} kbuilder;
+
+kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size, kvar_space sp);
+kexpr *ke_int(kbuilder *b, int64_t v);
+kexpr *ke_long(kbuilder *b, int64_t v);          /* i64-typed literal */
+kexpr *ke_float(kbuilder *b, double v, ktype t);
+kexpr *ke_var(kbuilder *b, kvar *v);
+kexpr *ke_elem(kbuilder *b, kvar *v, kexpr *index);
+kexpr *ke_load(kbuilder *b, kkernel *k, int param, kexpr *index);
+kexpr *ke_tid(kbuilder *b);
+kexpr *ke_bid(kbuilder *b);
+kexpr *ke_un(kbuilder *b, qir_expr_fn fn, kexpr *a, ktype t);
+kexpr *ke_bin(kbuilder *b, qir_expr_fn fn, kexpr *a, kexpr *c, ktype t);
+kexpr *ke_select(kbuilder *b, kexpr *cond, kexpr *a, kexpr *c, ktype t);
+kexpr *ke_cast(kbuilder *b, kexpr *a, ktype t);
+kexpr *ke_cast_dtype(kbuilder *b, kexpr *a, qir_dtype dt);  /* value rounded/wrapped to dt */
+/* Index arithmetic with constant folding (int32 unless an operand is i64). */
+kexpr *ke_add(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_sub(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_mul(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_div(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_mod(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_lt(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_and(kbuilder *b, kexpr *a, kexpr *c);    /* NULL operands mean true */
+bool ke_is_int(const kexpr *e, int64_t v);
+
+kstmt *ks_seq(kbuilder *b);
+void ks_add(kbuilder *b, kstmt *seq, kstmt *s);
+kstmt *ks_for(kbuilder *b, kvar *v, kexpr *lo, kexpr *hi, int64_t step, kstmt *body);
+kstmt *ks_if(kbuilder *b, kexpr *cond, kstmt *then, kstmt *els);
+kstmt *ks_decl(kbuilder *b, kvar *v, kexpr *init);
+kstmt *ks_assign(kbuilder *b, kvar *v, kexpr *index, kexpr *value);
+kstmt *ks_store(kbuilder *b, int param, kexpr *index, kexpr *value);
+kstmt *ks_barrier(kbuilder *b);
+kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn);
+kstmt *ks_comment(kbuilder *b, const char *text);
+bool ks_has_sync(const kstmt *s);             /* contains a barrier or warp reduction */
+bool ks_uses_var(const kstmt *s, const kvar *v);
+bool ke_uses_var(const kexpr *e, const kvar *v);
+
+kkernel *kkernel_new(kbuilder *b, const char *name, int n_params);
+
+/* ---- lowering (lower.c) */
+typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;
+
+typedef struct {
+  qir_module *m;
+  qir_diag *d;
+  cg_backend backend;
+  int warp;                     /* 32 (CUDA, C) or 64 (HIP) */
+  kbuilder kb;
+  int n_kernels, cap_kernels;
+  kkernel **kernels;
+} cg_ctx;
+
+/* Lowers one compute op (payload `comp`, operands `args`, result `out`) into a
+ * kernel, realising its #tile plan (attribute `tile` of `plan_op`, may be NULL)
+ * exactly.  Reports and returns NULL if the plan is invalid. */
+kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *comp, int n_args,
+                          qir_value *const *args, qir_value *out, const char *what);
+
+/* ---- printers (print_c.c, print_cuda.c, print_hip.c) */
+typedef struct cg_printer {
+  cg_backend backend;
+  void (*prelude)(FILE *o);                     /* includes, runtime macros, helpers */
+  void (*kernel)(FILE *o, const kkernel *k);    /* the kernel definition */
+  void (*launch)(FILE *o, const kkernel *k, const char *const *argv, const char *indent);
+} cg_printer;
+
+extern const cg_printer cg_printer_c, cg_printer_cuda, cg_printer_hip;
+
+/* Shared by the printers: expression and device-helper text. */
+typedef struct {
+  bool c_threads;               /* C: KV_THREAD variables are indexed by tid */
+  bool hip;
+} kprint_style;
+void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st);
+void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
+void kprint_helpers(FILE *o);                 /* q_* scalar helpers, QDEV-qualified */
+void kprint_var_decl(FILE *o, const kvar *v, const kprint_style *st, int threads, int indent);
+void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_style *st, int indent);
+void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip);   /* print_cuda.c */
+
+/* ---- host code (host.c) */
+typedef struct {
+  bool main_program;
+  bool embed_weights;
+} cg_options;
+int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *out);
+
+#endif

@@ -1,0 +1,850 @@
+/* lower.c: one compute expression -> one kernel AST.
+ *
+ * Output axes map to blocks, threads and a register tile per thread; reduction
+ * axes map to loops, stepped by `rstep` with the operand tiles of one step
+ * staged in shared memory when they are reused across the block.  A #tile plan
+ * (written by qopt -roller) is realised exactly; without one a default plan is
+ * chosen:
+ *   - no reduction: a flat kernel, consecutive threads on consecutive elements;
+ *   - a reduction with operand reuse across output points (matmul, conv): a
+ *     64x64 block tile, 4x4 register tiles, shared-memory staging;
+ *   - a reduction without reuse (reduce_*, pooling): one warp per output point
+ *     when the reduction is long (warp-shuffle reduction), else one thread.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "kast.h"
+
+#define MAX_AXES 16
+#define MAX_STAGED 8
+#define SMEM_BUDGET (40 * 1024)
+
+typedef struct {
+  int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
+  int64_t pad, vec;
+  bool stage;
+} tile_plan;
+
+typedef struct {
+  const qir_expr *access;
+  kvar *smem;
+  int rank;
+  kexpr *origin[QIR_MAX_RANK];
+  int64_t ext[QIR_MAX_RANK];     /* footprint per dimension */
+  int64_t pdims[QIR_MAX_RANK];   /* shared-array dimensions: ext, last one padded */
+} staged_access;
+
+typedef struct {
+  cg_ctx *cg;
+  kbuilder *b;
+  kkernel *k;
+  const qir_compute *comp;
+  qir_value *const *args;
+  kexpr *vars[MAX_AXES];        /* index expression of each compute variable */
+  int n_staged;
+  staged_access staged[MAX_STAGED];
+  bool failed;
+  qir_loc loc;
+} lower_env;
+
+/* ---------------------------------------------------------------- typing */
+
+typedef struct {
+  ktype t;
+  bool weak;                    /* a literal: adopts the other operand's type */
+} etype;
+
+static int rank_of(ktype t) {
+  static const int r[] = {[KT_BOOL] = 0, [KT_I32] = 1, [KT_U32] = 2, [KT_I64] = 3, [KT_U64] = 4, [KT_F32] = 5, [KT_F64] = 6};
+  return r[t];
+}
+
+static etype unify(etype a, etype b) {
+  if (a.weak && !b.weak) {
+    if (ktype_is_float(a.t) && !ktype_is_float(b.t)) return (etype){KT_F32, false};
+    return b;
+  }
+  if (b.weak && !a.weak) return unify(b, a);
+  etype r = {rank_of(a.t) >= rank_of(b.t) ? a.t : b.t, a.weak && b.weak};
+  if (r.t == KT_BOOL) r.t = KT_I32;
+  return r;
+}
+
+static bool fn_is_compare(qir_expr_fn fn) { return fn >= QIR_FN_LT && fn <= QIR_FN_NE; }
+
+static etype expr_type(lower_env *env, const qir_expr *e) {
+  switch (e->kind) {
+  case QIR_EX_INT: return (etype){KT_I64, true};
+  case QIR_EX_FLOAT: return (etype){KT_F32, true};
+  case QIR_EX_VAR: return (etype){KT_I32, false};
+  case QIR_EX_ACCESS: return (etype){ktype_of_dtype(env->args[e->operand]->type.dtype), false};
+  case QIR_EX_CAST: return (etype){ktype_of_dtype(e->cast_to), false};
+  case QIR_EX_SELECT: return unify(expr_type(env, e->args[1]), expr_type(env, e->args[2]));
+  case QIR_EX_UNARY: {
+    etype a = expr_type(env, e->args[0]);
+    switch (e->fn) {
+    case QIR_FN_NOT: case QIR_FN_ISNAN: case QIR_FN_ISINF: return (etype){KT_BOOL, false};
+    case QIR_FN_NEG: case QIR_FN_ABS: case QIR_FN_SIGN: case QIR_FN_FLOOR: case QIR_FN_CEIL:
+    case QIR_FN_ROUND: case QIR_FN_RECIP:
+      if (a.t == KT_BOOL) a.t = KT_I32;
+      return a;
+    default: return ktype_is_float(a.t) ? a : (etype){KT_F64, a.weak};
+    }
+  }
+  case QIR_EX_BINARY: {
+    if (fn_is_compare(e->fn) || e->fn == QIR_FN_AND || e->fn == QIR_FN_OR) return (etype){KT_BOOL, false};
+    etype r = unify(expr_type(env, e->args[0]), expr_type(env, e->args[1]));
+    if (e->fn == QIR_FN_ATAN2 && !ktype_is_float(r.t)) r.t = KT_F64;
+    return r;
+  }
+  }
+  return (etype){KT_F32, false};
+}
+
+/* ---------------------------------------------------------------- affine maps */
+
+/* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
+static bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c) {
+  memset(coef, 0, sizeof *coef * (size_t)n_vars);
+  *c = 0;
+  switch (e->kind) {
+  case QIR_EX_INT: *c = e->ival; return true;
+  case QIR_EX_VAR: coef[e->var] = 1; return true;
+  case QIR_EX_UNARY:
+    if (e->fn != QIR_FN_NEG || !affine(e->args[0], n_vars, coef, c)) return false;
+    for (int v = 0; v < n_vars; v++) coef[v] = -coef[v];
+    *c = -*c;
+    return true;
+  case QIR_EX_BINARY: {
+    int64_t ca[MAX_AXES], cb[MAX_AXES], ka, kb;
+    if (e->fn != QIR_FN_ADD && e->fn != QIR_FN_SUB && e->fn != QIR_FN_MUL) return false;
+    if (!affine(e->args[0], n_vars, ca, &ka) || !affine(e->args[1], n_vars, cb, &kb)) return false;
+    if (e->fn == QIR_FN_MUL) {
+      bool a_const = true, b_const = true;
+      for (int v = 0; v < n_vars; v++) a_const &= ca[v] == 0, b_const &= cb[v] == 0;
+      if (!a_const && !b_const) return false;
+      for (int v = 0; v < n_vars; v++) coef[v] = a_const ? ka * cb[v] : kb * ca[v];
+      *c = ka * kb;
+      return true;
+    }
+    for (int v = 0; v < n_vars; v++) coef[v] = e->fn == QIR_FN_ADD ? ca[v] + cb[v] : ca[v] - cb[v];
+    *c = e->fn == QIR_FN_ADD ? ka + kb : ka - kb;
+    return true;
+  }
+  default: return false;
+  }
+}
+
+static bool expr_equal(const qir_expr *a, const qir_expr *b) {
+  if (a->kind != b->kind || a->n_args != b->n_args) return false;
+  switch (a->kind) {
+  case QIR_EX_INT: if (a->ival != b->ival) return false; break;
+  case QIR_EX_FLOAT: if (a->fval != b->fval) return false; break;
+  case QIR_EX_VAR: if (a->var != b->var) return false; break;
+  case QIR_EX_ACCESS: if (a->operand != b->operand) return false; break;
+  case QIR_EX_UNARY: case QIR_EX_BINARY: if (a->fn != b->fn) return false; break;
+  case QIR_EX_CAST: if (a->cast_to != b->cast_to) return false; break;
+  default: break;
+  }
+  for (int i = 0; i < a->n_args; i++)
+    if (!expr_equal(a->args[i], b->args[i])) return false;
+  return true;
+}
+
+/* Every access of the body, pre-order. */
+static void collect_accesses(const qir_expr *e, const qir_expr **out, int *n, int cap) {
+  if (e->kind == QIR_EX_ACCESS && *n < cap) out[(*n)++] = e;
+  for (int i = 0; i < e->n_args; i++) collect_accesses(e->args[i], out, n, cap);
+}
+
+/* Which compute variables an access's indices use (bit set). */
+static uint32_t vars_used(const qir_expr *e) {
+  uint32_t r = e->kind == QIR_EX_VAR ? 1u << e->var : 0;
+  for (int i = 0; i < e->n_args; i++) r |= vars_used(e->args[i]);
+  return r;
+}
+
+/* ---------------------------------------------------------------- expressions */
+
+static kexpr *tr(lower_env *env, const qir_expr *e);
+
+static kexpr *tr_as(lower_env *env, const qir_expr *e, ktype t) { return ke_cast(env->b, tr(env, e), t); }
+
+static kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, int rank) {
+  kbuilder *b = env->b;
+  kexpr *lin = ke_int(b, 0);
+  int64_t stride = 1;
+  for (int j = rank - 1; j >= 0; j--) {
+    lin = ke_add(b, ke_mul(b, idx[j], ke_int(b, stride)), lin);
+    stride *= dims[j];
+  }
+  return lin;
+}
+
+static kexpr *tr_access(lower_env *env, const qir_expr *e) {
+  kbuilder *b = env->b;
+  for (int s = 0; s < env->n_staged; s++) {
+    staged_access *sa = &env->staged[s];
+    if (!expr_equal(sa->access, e)) continue;
+    kexpr *off[QIR_MAX_RANK];
+    for (int j = 0; j < sa->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], KT_I32), sa->origin[j]);
+    return ke_elem(b, sa->smem, strides_linear(env, off, sa->pdims, sa->rank));
+  }
+  const qir_type *t = &env->args[e->operand]->type;
+  kexpr *idx[QIR_MAX_RANK];
+  for (int j = 0; j < e->n_args && j < QIR_MAX_RANK; j++) idx[j] = tr_as(env, e->args[j], KT_I32);
+  return ke_load(b, env->k, 1 + e->operand, strides_linear(env, idx, t->dims, t->rank));
+}
+
+static kexpr *tr(lower_env *env, const qir_expr *e) {
+  kbuilder *b = env->b;
+  switch (e->kind) {
+  case QIR_EX_INT: return ke_long(b, e->ival);
+  case QIR_EX_FLOAT: return ke_float(b, e->fval, KT_F32);
+  case QIR_EX_VAR: return env->vars[e->var];
+  case QIR_EX_ACCESS: return tr_access(env, e);
+  case QIR_EX_CAST: return ke_cast_dtype(b, tr(env, e->args[0]), e->cast_to);
+  case QIR_EX_SELECT: {
+    ktype t = expr_type(env, e).t;
+    return ke_select(b, tr_as(env, e->args[0], KT_BOOL), tr_as(env, e->args[1], t), tr_as(env, e->args[2], t), t);
+  }
+  case QIR_EX_UNARY: {
+    etype a = expr_type(env, e->args[0]);
+    ktype t = expr_type(env, e).t;
+    if (a.weak && ktype_is_float(a.t)) a.t = t == KT_F64 ? KT_F64 : KT_F32;
+    switch (e->fn) {
+    case QIR_FN_NOT: return ke_un(b, e->fn, tr_as(env, e->args[0], KT_BOOL), KT_BOOL);
+    case QIR_FN_ISNAN: case QIR_FN_ISINF: return ke_un(b, e->fn, tr(env, e->args[0]), KT_BOOL);
+    case QIR_FN_FLOOR: case QIR_FN_CEIL: case QIR_FN_ROUND:
+      if (!ktype_is_float(t)) return tr_as(env, e->args[0], t);
+      return ke_un(b, e->fn, tr_as(env, e->args[0], t), t);
+    default: return ke_un(b, e->fn, tr_as(env, e->args[0], t), t);
+    }
+  }
+  case QIR_EX_BINARY: {
+    if (e->fn == QIR_FN_AND || e->fn == QIR_FN_OR)
+      return ke_bin(b, e->fn, tr_as(env, e->args[0], KT_BOOL), tr_as(env, e->args[1], KT_BOOL), KT_BOOL);
+    etype u = unify(expr_type(env, e->args[0]), expr_type(env, e->args[1]));
+    if (fn_is_compare(e->fn))
+      return ke_bin(b, e->fn, tr_as(env, e->args[0], u.t), tr_as(env, e->args[1], u.t), KT_BOOL);
+    ktype t = expr_type(env, e).t;
+    return ke_bin(b, e->fn, tr_as(env, e->args[0], t), tr_as(env, e->args[1], t), t);
+  }
+  }
+  return ke_int(b, 0);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static int64_t pow2_ceil(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+static kvar *let(lower_env *env, const char *stem, kexpr *init) {
+  kvar *v = kvar_new(env->b, env->k, stem, init->type, 0, KV_LOCAL);
+  ks_add(env->b, env->k->lets, ks_decl(env->b, v, init));
+  return v;
+}
+
+/* Decomposes `flat` (row-major over extents ext[0..n-1]) into coordinates. */
+static void decompose(lower_env *env, kexpr *flat, const int64_t *ext, int n, kexpr **out) {
+  kbuilder *b = env->b;
+  int64_t stride = 1;
+  for (int d = n - 1; d >= 0; d--) {
+    kexpr *q = ke_div(b, flat, ke_int(b, stride));
+    out[d] = d == 0 ? q : ke_mod(b, q, ke_int(b, ext[d]));
+    if (ext[d] == 1) out[d] = ke_int(b, 0);
+    stride *= ext[d];
+  }
+}
+
+static qir_expr_fn reduce_fn(qir_reduce_kind r) {
+  switch (r) {
+  case QIR_REDUCE_MAX: return QIR_FN_MAX;
+  case QIR_REDUCE_MIN: return QIR_FN_MIN;
+  case QIR_REDUCE_PROD: return QIR_FN_MUL;
+  default: return QIR_FN_ADD;
+  }
+}
+
+static kexpr *reduce_init(kbuilder *b, qir_reduce_kind r, ktype t) {
+  bool fl = ktype_is_float(t);
+  switch (r) {
+  case QIR_REDUCE_PROD: return fl ? ke_float(b, 1, t) : ke_cast(b, ke_int(b, 1), t);
+  case QIR_REDUCE_MAX:
+    if (fl) return ke_float(b, -INFINITY, t);
+    return ke_cast(b, ke_long(b, t == KT_I64 ? INT64_MIN : t == KT_I32 ? INT32_MIN : 0), t);
+  case QIR_REDUCE_MIN:
+    if (fl) return ke_float(b, INFINITY, t);
+    if (t == KT_U64) return ke_cast(b, ke_long(b, -1), t);
+    return ke_cast(b, ke_long(b, t == KT_I64 ? INT64_MAX : t == KT_I32 ? INT32_MAX : t == KT_U32 ? UINT32_MAX : 1), t);
+  default: return fl ? ke_float(b, 0, t) : ke_cast(b, ke_int(b, 0), t);
+  }
+}
+
+static kexpr *combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t) {
+  return ke_bin(b, reduce_fn(r), acc, ke_cast(b, v, t), t);
+}
+
+static kexpr *out_index(lower_env *env, kexpr *const *idx) {
+  const qir_type *t = &env->k->args[0]->type;
+  return strides_linear(env, idx, t->dims, t->rank);
+}
+
+/* Body value converted to the output's compute type. */
+static kexpr *body_value(lower_env *env, ktype t) { return tr_as(env, env->comp->body, t); }
+
+/* Nested loops over the reduction axes; *inner receives the innermost body. */
+static kstmt *reduce_loops(lower_env *env, kstmt **inner) {
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  kstmt *outer = NULL, *cur = NULL;
+  for (int a = 0; a < c->n_red; a++) {
+    kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+    env->vars[c->n_axes + a] = ke_var(b, r);
+    kstmt *body = ks_seq(b);
+    kstmt *l = ks_for(b, r, ke_int(b, 0), ke_int(b, c->axis_extents[c->n_axes + a]), 1, body);
+    if (cur) ks_add(b, cur, l);
+    else outer = l;
+    cur = body;
+  }
+  *inner = cur;
+  return outer;
+}
+
+/* ---------------------------------------------------------------- flat kernel */
+
+/* Threads over output elements; a serial reduction loop per element if any. */
+static void lower_flat(lower_env *env, int threads, int per_thread) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int64_t numel = qir_type_numel(&k->args[0]->type);
+  k->threads = threads;
+  k->grid = ceil_div(numel, (int64_t)threads * per_thread);
+  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
+  kstmt *body = ks_seq(b);
+  kvar *v = NULL;
+  kexpr *flat;
+  if (per_thread > 1) {
+    v = kvar_new(b, k, "v", KT_I32, 0, KV_LOCAL);
+    flat = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, per_thread)), ke_var(b, v)), ke_int(b, threads)), ke_tid(b));
+  } else {
+    flat = ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, threads)), ke_tid(b));
+  }
+  kvar *o = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
+  kstmt *outer = ks_seq(b);
+  ks_add(b, outer, ks_decl(b, o, flat));
+  kexpr *idx[MAX_AXES];
+  decompose(env, ke_var(b, o), c->axis_extents, c->n_axes, idx);
+  for (int d = 0; d < c->n_axes; d++) {
+    if (idx[d]->kind == KE_INT) { env->vars[d] = idx[d]; continue; }
+    kvar *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    ks_add(b, body, ks_decl(b, iv, idx[d]));
+    env->vars[d] = ke_var(b, iv);
+  }
+  if (c->n_red == 0) {
+    ks_add(b, body, ks_store(b, 0, ke_var(b, o), body_value(env, t)));
+  } else {
+    kvar *acc = kvar_new(b, k, "acc", t, 0, KV_LOCAL);
+    ks_add(b, body, ks_decl(b, acc, reduce_init(b, c->reduce, t)));
+    kstmt *inner = NULL;
+    kstmt *loops = reduce_loops(env, &inner);
+    ks_add(b, inner, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
+    ks_add(b, body, loops);
+    ks_add(b, body, ks_store(b, 0, ke_var(b, o), ke_var(b, acc)));
+  }
+  ks_add(b, outer, numel % ((int64_t)threads * per_thread) ? ks_if(b, ke_lt(b, ke_var(b, o), ke_int(b, numel)), body, NULL) : body);
+  kstmt *guarded = outer;
+  if (v) {
+    kstmt *loop = ks_for(b, v, ke_int(b, 0), ke_int(b, per_thread), 1, guarded);
+    loop->unroll = true;
+    ks_add(b, k->body, loop);
+  } else {
+    ks_add(b, k->body, guarded);
+  }
+  k->summary = qir_sprintf(b->m, "flat: %d threads x %d elements per thread", threads, per_thread);
+}
+
+/* ---------------------------------------------------------------- warp per output */
+
+static void lower_warp_reduce(lower_env *env) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int W = env->cg->warp, threads = 256, per_block = threads / W;
+  int64_t numel = qir_type_numel(&k->args[0]->type), rtot = 1;
+  for (int a = 0; a < c->n_red; a++) rtot *= c->axis_extents[c->n_axes + a];
+  k->threads = threads;
+  k->grid = ceil_div(numel, per_block);
+  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
+  kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W)));
+  kvar *o = let(env, "o", ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, per_block)), ke_div(b, ke_tid(b), ke_int(b, W))));
+  kvar *acc = kvar_new(b, k, "acc", t, 0, KV_THREAD);
+  kexpr *in_range = numel % per_block ? ke_lt(b, ke_var(b, o), ke_int(b, numel)) : NULL;
+
+  kstmt *p1 = ks_seq(b);
+  ks_add(b, p1, ks_assign(b, acc, NULL, reduce_init(b, c->reduce, t)));
+  kstmt *work = ks_seq(b);
+  kexpr *idx[MAX_AXES];
+  decompose(env, ke_var(b, o), c->axis_extents, c->n_axes, idx);
+  for (int d = 0; d < c->n_axes; d++) {
+    if (idx[d]->kind == KE_INT) { env->vars[d] = idx[d]; continue; }
+    kvar *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    ks_add(b, work, ks_decl(b, iv, idx[d]));
+    env->vars[d] = ke_var(b, iv);
+  }
+  kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+  kstmt *rbody = ks_seq(b);
+  kexpr *ridx[MAX_AXES];
+  decompose(env, ke_var(b, r), c->axis_extents + c->n_axes, c->n_red, ridx);
+  for (int a = 0; a < c->n_red; a++) {
+    if (ridx[a]->kind == KE_INT) { env->vars[c->n_axes + a] = ridx[a]; continue; }
+    kvar *rv = kvar_new(b, k, "k", KT_I32, 0, KV_LOCAL);
+    ks_add(b, rbody, ks_decl(b, rv, ridx[a]));
+    env->vars[c->n_axes + a] = ke_var(b, rv);
+  }
+  ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
+  ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), W, rbody));
+  ks_add(b, p1, ks_if(b, in_range, work, NULL));
+  ks_add(b, k->body, p1);
+  ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce)));
+  kstmt *st = ks_store(b, 0, ke_var(b, o), ke_var(b, acc));
+  ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), in_range), st, NULL));
+  k->summary = qir_sprintf(b->m, "warp per output: %d threads, %d outputs per block, reduction of %" PRId64 " by %d lanes",
+                           threads, per_block, rtot, W);
+}
+
+/* ---------------------------------------------------------------- tiled kernel */
+
+/* Chooses which accesses to stage and computes their footprints for one
+ * reduction step.  lo[v]/size[v]: range of every compute variable over a block
+ * and a step, as expressions (lo) and extents (size). */
+static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, const int64_t *size) {
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  int nv = c->n_axes + c->n_red;
+  const qir_expr *acc[64];
+  int n_acc = 0;
+  collect_accesses(c->body, acc, &n_acc, 64);
+  int64_t budget = SMEM_BUDGET;
+  for (int i = 0; i < n_acc && env->n_staged < MAX_STAGED; i++) {
+    const qir_expr *e = acc[i];
+    bool dup = false;
+    for (int s = 0; s < env->n_staged; s++) dup |= expr_equal(env->staged[s].access, e);
+    if (dup) continue;
+    uint32_t used = 0;
+    for (int j = 0; j < e->n_args; j++) used |= vars_used(e->args[j]);
+    bool has_red = false, reused = false, ok = true;
+    for (int a = 0; a < c->n_red; a++) has_red |= (used >> (c->n_axes + a)) & 1;
+    for (int d = 0; d < c->n_axes; d++) reused |= !((used >> d) & 1) && p->block[d] > 1;
+    if (!has_red || !reused) continue;
+    staged_access sa = {.access = e, .rank = e->n_args};
+    int64_t elems = 1;
+    for (int j = 0; j < e->n_args && ok; j++) {
+      int64_t coef[MAX_AXES], k0;
+      if (!affine(e->args[j], nv, coef, &k0)) { ok = false; break; }
+      kexpr *origin = ke_int(b, k0);
+      int64_t ext = 1;
+      for (int v = 0; v < nv; v++) {
+        if (!coef[v]) continue;
+        /* lowest index: coef > 0 at the range's start, coef < 0 at its end */
+        kexpr *at = coef[v] > 0 ? lo[v] : ke_add(b, lo[v], ke_int(b, size[v] - 1));
+        origin = ke_add(b, origin, ke_mul(b, ke_int(b, coef[v]), at));
+        ext += (coef[v] > 0 ? coef[v] : -coef[v]) * (size[v] - 1);
+      }
+      sa.origin[j] = origin;
+      sa.ext[j] = ext;
+      elems *= ext;
+    }
+    if (!ok) continue;
+    int64_t padded = 1;
+    for (int j = 0; j < sa.rank; j++) {
+      sa.pdims[j] = sa.ext[j] + (j == sa.rank - 1 ? p->pad : 0);
+      padded *= sa.pdims[j];
+    }
+    ktype t = ktype_of_dtype(env->args[e->operand]->type.dtype);
+    int64_t bytes = padded * (t == KT_F64 || t == KT_I64 || t == KT_U64 ? 8 : 4);
+    if (bytes > budget) continue;
+    budget -= bytes;
+    sa.smem = kvar_new(b, env->k, "s", t, padded, KV_SHARED);
+    env->staged[env->n_staged++] = sa;
+  }
+}
+
+/* Cooperative load of one staged tile: element f of the footprint by thread f % threads
+ * (groups of `vec` consecutive elements per thread). */
+static kstmt *stage_load(lower_env *env, staged_access *sa, int64_t vec) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_type *t = &env->args[sa->access->operand]->type;
+  int64_t elems = 1;
+  for (int j = 0; j < sa->rank; j++) elems *= sa->ext[j];
+  if (vec < 1 || (sa->rank && sa->ext[sa->rank - 1] % vec)) vec = 1;
+  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  kvar *fv = f;
+  kstmt *inner = body;
+  kstmt *vloop = NULL;
+  if (vec > 1) {
+    kvar *u = kvar_new(b, k, "u", KT_I32, 0, KV_LOCAL);
+    inner = ks_seq(b);
+    fv = kvar_new(b, k, "fe", KT_I32, 0, KV_LOCAL);
+    ks_add(b, inner, ks_decl(b, fv, ke_add(b, ke_var(b, f), ke_var(b, u))));
+    vloop = ks_for(b, u, ke_int(b, 0), ke_int(b, vec), 1, inner);
+    vloop->unroll = true;
+  }
+  kexpr *off[QIR_MAX_RANK], *g[QIR_MAX_RANK], *inb = NULL;
+  decompose(env, ke_var(b, fv), sa->ext, sa->rank, off);
+  for (int j = 0; j < sa->rank; j++) {
+    kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+    ks_add(b, inner, ks_decl(b, gv, ke_add(b, sa->origin[j], off[j])));
+    g[j] = ke_var(b, gv);
+    inb = ke_and(b, inb, ke_and(b, ke_bin(b, QIR_FN_GE, g[j], ke_int(b, 0), KT_BOOL), ke_lt(b, g[j], ke_int(b, t->dims[j]))));
+  }
+  kexpr *val = ke_load(b, k, 1 + sa->access->operand, strides_linear(env, g, t->dims, t->rank));
+  if (inb) val = ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), val->type), val->type);
+  ks_add(b, inner, ks_assign(b, sa->smem, strides_linear(env, off, sa->pdims, sa->rank), val));
+  if (vloop) ks_add(b, body, vloop);
+  return ks_for(b, f, ke_mul(b, ke_tid(b), ke_int(b, vec)), ke_int(b, elems), (int64_t)k->threads * vec, body);
+}
+
+static void lower_tiled(lower_env *env, const tile_plan *p) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red;
+  const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
+  int64_t nb[MAX_AXES] = {0}, thr[MAX_AXES] = {0}, grid = 1, threads = 1, regs = 1;
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(E[d], p->block[d]);
+    thr[d] = p->block[d] / p->thread[d];
+    grid *= nb[d];
+    threads *= thr[d];
+    regs *= p->thread[d];
+  }
+  k->grid = grid;
+  k->threads = (int)threads;
+  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
+
+  /* block and thread coordinates; base index of register slot 0 */
+  kexpr *bc[MAX_AXES], *tc[MAX_AXES], *base[MAX_AXES], *blo[MAX_AXES * 2];
+  decompose(env, ke_bid(b), nb, n, bc);
+  decompose(env, ke_tid(b), thr, n, tc);
+  for (int d = 0; d < n; d++) {
+    kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
+    if (start->kind != KE_INT) start = ke_var(b, let(env, "b", start));
+    blo[d] = start;
+    kexpr *bs = ke_add(b, start, tc[d]);
+    base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
+  }
+
+  /* register slots: nested unrolled loops over the thread tile */
+  kvar *slot_var[MAX_AXES];
+  for (int d = 0; d < n; d++) slot_var[d] = p->thread[d] > 1 ? kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL) : NULL;
+  kexpr *slot_index = ke_int(b, 0);
+  kexpr *guard = NULL;
+  for (int d = 0; d < n; d++) {
+    kexpr *i = base[d];
+    if (slot_var[d]) {
+      i = ke_add(b, i, ke_mul(b, ke_var(b, slot_var[d]), ke_int(b, thr[d])));
+      slot_index = ke_add(b, ke_mul(b, slot_index, ke_int(b, p->thread[d])), ke_var(b, slot_var[d]));
+    }
+    env->vars[d] = i;
+    if (E[d] % p->block[d]) guard = ke_and(b, guard, ke_lt(b, i, ke_int(b, E[d])));
+  }
+  /* wraps `s` in the slot loops; fresh loop statements each time */
+  #define SLOTS(stmt_expr, out)                                                            \
+    do {                                                                                   \
+      kstmt *s_ = (stmt_expr);                                                             \
+      for (int d_ = n - 1; d_ >= 0; d_--) {                                                \
+        if (!slot_var[d_]) continue;                                                       \
+        kstmt *l_ = ks_for(b, slot_var[d_], ke_int(b, 0), ke_int(b, p->thread[d_]), 1, s_); \
+        l_->unroll = true;                                                                 \
+        s_ = l_;                                                                           \
+      }                                                                                    \
+      (out) = s_;                                                                          \
+    } while (0)
+
+  kexpr *outidx[MAX_AXES];
+  for (int d = 0; d < n; d++) outidx[d] = env->vars[d];
+
+  if (m == 0) {
+    kstmt *s;
+    SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), body_value(env, t)), NULL), s);
+    ks_add(b, k->body, s);
+  } else {
+    kvar *acc = kvar_new(b, k, "acc", t, regs, KV_THREAD);
+    kstmt *s;
+    SLOTS(ks_assign(b, acc, slot_index, reduce_init(b, c->reduce, t)), s);
+    ks_add(b, k->body, s);
+
+    /* uniform loops over reduction steps */
+    kvar *ko[MAX_AXES];
+    kstmt *cur = k->body;
+    kexpr *lo[MAX_AXES * 2];
+    int64_t size[MAX_AXES * 2];
+    for (int d = 0; d < n; d++) lo[d] = blo[d], size[d] = p->block[d];
+    for (int a = 0; a < m; a++) {
+      ko[a] = kvar_new(b, k, "ko", KT_I32, 0, KV_BLOCK);
+      lo[n + a] = ke_var(b, ko[a]);
+      size[n + a] = p->rstep[a];
+    }
+    if (p->stage) plan_staging(env, p, lo, size);
+    for (int a = 0; a < m; a++) {
+      kstmt *body = ks_seq(b);
+      kstmt *l = ks_for(b, ko[a], ke_int(b, 0), ke_int(b, R[a]), p->rstep[a], body);
+      l->uniform = true;
+      ks_add(b, cur, l);
+      cur = body;
+    }
+    for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, cur, stage_load(env, &env->staged[s2], p->vec));
+    if (env->n_staged) ks_add(b, cur, ks_barrier(b));
+    /* inner reduction loops within the step */
+    kexpr *rguard = NULL;
+    kstmt *inner = ks_seq(b), *icur = NULL;
+    kstmt *outer_inner = NULL;
+    for (int a = 0; a < m; a++) {
+      kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
+      env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
+      if (R[a] % p->rstep[a]) rguard = ke_and(b, rguard, ke_lt(b, env->vars[n + a], ke_int(b, R[a])));
+      kstmt *body = ks_seq(b);
+      kstmt *l = ks_for(b, ki, ke_int(b, 0), ke_int(b, p->rstep[a]), 1, body);
+      l->unroll = p->rstep[a] <= 8;
+      if (icur) ks_add(b, icur, l);
+      else outer_inner = l;
+      icur = body;
+    }
+    kstmt *upd;
+    SLOTS(ks_if(b, guard, ks_assign(b, acc, slot_index,
+                                      combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), NULL), upd);
+    ks_add(b, inner, ks_if(b, rguard, upd, NULL));
+    ks_add(b, icur, inner);
+    ks_add(b, cur, outer_inner);
+    if (env->n_staged) ks_add(b, cur, ks_barrier(b));
+
+    for (int d = 0; d < n; d++) outidx[d] = env->vars[d];
+    SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), ke_elem(b, acc, slot_index)), NULL), s);
+    ks_add(b, k->body, s);
+  }
+  #undef SLOTS
+
+  char buf[512];
+  int len = snprintf(buf, sizeof buf, "tiled: block [");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);
+  len += snprintf(buf + len, sizeof buf - (size_t)len, "] thread [");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->thread[d]);
+  len += snprintf(buf + len, sizeof buf - (size_t)len, "] rstep [");
+  for (int a = 0; a < m; a++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, a ? "," : "", p->rstep[a]);
+  snprintf(buf + len, sizeof buf - (size_t)len, "] grid %" PRId64 " threads %" PRId64 " regs/thread %" PRId64 " staged %d smem %" PRId64 "B",
+           grid, threads, regs, env->n_staged, k->smem_bytes);
+  k->summary = qir_strdup(b->m, buf);
+}
+
+/* ---------------------------------------------------------------- plans */
+
+static bool read_list(lower_env *env, const qir_attr_val *dict, const char *key, int want, int64_t *out,
+                      bool required) {
+  const qir_attr_val *v = qir_attr_dict_get(dict, key);
+  if (!v) {
+    if (required) {
+      qir_error(env->cg->d, env->loc, "#tile plan has no '%s'", key);
+      return false;
+    }
+    for (int i = 0; i < want; i++) out[i] = 1;
+    return true;
+  }
+  if (v->kind != QIR_ATTR_LIST || v->n != want) {
+    qir_error(env->cg->d, env->loc, "#tile '%s' must be a list of %d integers", key, want);
+    return false;
+  }
+  for (int i = 0; i < want; i++) {
+    if (v->items[i].kind != QIR_ATTR_INT || v->items[i].i < 1) {
+      qir_error(env->cg->d, env->loc, "#tile '%s' must hold positive integers", key);
+      return false;
+    }
+    out[i] = v->items[i].i;
+  }
+  return true;
+}
+
+static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red;
+  const qir_attr_val *dict = &attr->val;
+  env->loc = attr->loc.line ? attr->loc : env->loc;
+  if (dict->kind != QIR_ATTR_DICT) {
+    qir_error(env->cg->d, env->loc, "#tile must be a dictionary");
+    return false;
+  }
+  memset(p, 0, sizeof *p);
+  if (!read_list(env, dict, "block", n, p->block, true) || !read_list(env, dict, "thread", n, p->thread, false) ||
+      !read_list(env, dict, "rstep", m, p->rstep, m > 0 && false))
+    return false;
+  if (m && !qir_attr_dict_get(dict, "rstep"))
+    for (int a = 0; a < m; a++) p->rstep[a] = c->axis_extents[n + a];
+  int64_t threads = 1;
+  for (int d = 0; d < n; d++) {
+    if (p->block[d] % p->thread[d]) {
+      qir_error(env->cg->d, env->loc, "#tile thread[%d] = %" PRId64 " does not divide block[%d] = %" PRId64, d,
+                p->thread[d], d, p->block[d]);
+      return false;
+    }
+    threads *= p->block[d] / p->thread[d];
+  }
+  for (int a = 0; a < m; a++)
+    if (p->rstep[a] > c->axis_extents[n + a]) p->rstep[a] = c->axis_extents[n + a] ? c->axis_extents[n + a] : 1;
+  const qir_attr_val *v;
+  if ((v = qir_attr_dict_get(dict, "threads")) && (v->kind != QIR_ATTR_INT || v->i != threads)) {
+    qir_error(env->cg->d, env->loc, "#tile threads = %" PRId64 " but block/thread give %" PRId64, v->i, threads);
+    return false;
+  }
+  if (threads > 1024) {
+    qir_error(env->cg->d, env->loc, "#tile needs %" PRId64 " threads per block (at most 1024)", threads);
+    return false;
+  }
+  if ((v = qir_attr_dict_get(dict, "grid"))) {
+    bool ok = v->kind == QIR_ATTR_LIST && v->n == n;
+    for (int d = 0; ok && d < n; d++)
+      ok = v->items[d].kind == QIR_ATTR_INT && v->items[d].i == ceil_div(c->axis_extents[d], p->block[d]);
+    if (!ok) {
+      qir_error(env->cg->d, env->loc, "#tile grid does not match ceil(extent / block) per axis");
+      return false;
+    }
+  }
+  p->pad = (v = qir_attr_dict_get(dict, "smem_pad")) && v->kind == QIR_ATTR_INT && v->i > 0 ? v->i : 0;
+  p->vec = (v = qir_attr_dict_get(dict, "vec")) && v->kind == QIR_ATTR_INT && v->i > 0 ? v->i : 1;
+  p->stage = m > 0 && qir_attr_dict_get(dict, "rstep") != NULL;
+  return true;
+}
+
+/* Accesses that involve a reduction variable and depend on the innermost
+ * non-trivial axis but not on axis d: reuse a block tile along d would give. */
+static int reuse_score(const qir_compute *c, int d, int inner) {
+  const qir_expr *acc[64];
+  int n_acc = 0, score = 0;
+  collect_accesses(c->body, acc, &n_acc, 64);
+  for (int i = 0; i < n_acc; i++) {
+    uint32_t used = 0;
+    for (int j = 0; j < acc[i]->n_args; j++) used |= vars_used(acc[i]->args[j]);
+    bool red = false;
+    for (int a = 0; a < c->n_red; a++) red |= (used >> (c->n_axes + a)) & 1;
+    if (!red || ((used >> d) & 1)) continue;
+    if (inner < 0 || ((used >> inner) & 1)) score++;
+  }
+  return score;
+}
+
+static void default_tiled_plan(const qir_compute *c, tile_plan *p) {
+  int n = c->n_axes, m = c->n_red;
+  memset(p, 0, sizeof *p);
+  for (int d = 0; d < n; d++) p->block[d] = p->thread[d] = 1;
+  int inner = -1, second = -1;
+  for (int d = n - 1; d >= 0 && inner < 0; d--)
+    if (c->axis_extents[d] > 1) inner = d;
+  int best = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    if (d == inner || c->axis_extents[d] <= 1) continue;
+    int s = reuse_score(c, d, inner);
+    if (s > best) best = s, second = d;
+  }
+  if (inner >= 0 && second >= 0) {
+    int axes[2] = {inner, second};
+    for (int i = 0; i < 2; i++) {
+      int d = axes[i];
+      p->block[d] = pow2_ceil(c->axis_extents[d]) < 64 ? pow2_ceil(c->axis_extents[d]) : 64;
+      p->thread[d] = p->block[d] >= 32 ? 4 : p->block[d] >= 8 ? 2 : 1;
+    }
+  } else if (inner >= 0) {
+    p->block[inner] = pow2_ceil(c->axis_extents[inner]) < 256 ? pow2_ceil(c->axis_extents[inner]) : 256;
+    int64_t t = p->block[inner];
+    for (int d = inner - 1; d >= 0 && t < 64; d--) {
+      int64_t want = 64 / t, e = pow2_ceil(c->axis_extents[d]);
+      p->block[d] = e < want ? e : want;
+      t *= p->block[d];
+    }
+  }
+  /* reduction step: about 32 reduction points, innermost axes first */
+  int64_t budget = 32;
+  for (int a = m - 1; a >= 0; a--) {
+    int64_t r = c->axis_extents[n + a];
+    int64_t s = r < budget ? r : budget;
+    p->rstep[a] = s > 0 ? s : 1;
+    budget /= p->rstep[a];
+    if (budget < 1) budget = 1;
+  }
+  p->pad = 0;
+  p->vec = 1;
+  p->stage = true;
+}
+
+/* ---------------------------------------------------------------- entry */
+
+kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *comp, int n_args,
+                          qir_value *const *args, qir_value *out, const char *what) {
+  kbuilder *b = &cg->kb;
+  kkernel *k = kkernel_new(b, qir_sprintf(cg->m, "k%d", cg->n_kernels), 1 + n_args);
+  k->warp = cg->warp;
+  lower_env env = {.cg = cg, .b = b, .k = k, .comp = comp, .args = args, .loc = plan_op ? plan_op->loc : (qir_loc){0}};
+  if (comp->n_axes + comp->n_red > MAX_AXES) {
+    qir_error(cg->d, env.loc, "compute with %d axes: qcodegen supports at most %d", comp->n_axes + comp->n_red, MAX_AXES);
+    return NULL;
+  }
+  if (comp->n_axes != out->type.rank) {
+    qir_error(cg->d, env.loc, "compute has %d output axes but its result has rank %d", comp->n_axes, out->type.rank);
+    return NULL;
+  }
+  k->params[0] = (kparam){.name = "out", .dtype = out->type.dtype, .numel = qir_type_numel(&out->type), .written = true};
+  k->args[0] = out;
+  for (int i = 0; i < n_args; i++) {
+    k->params[1 + i] = (kparam){.name = qir_sprintf(cg->m, "in%d", i), .dtype = args[i]->type.dtype,
+                                .numel = qir_type_numel(&args[i]->type)};
+    k->args[1 + i] = args[i];
+  }
+  int64_t numel = qir_type_numel(&out->type), rtot = 1;
+  for (int a = 0; a < comp->n_red; a++) rtot *= comp->axis_extents[comp->n_axes + a];
+  if (numel > INT32_MAX / 2) {
+    qir_error(cg->d, env.loc, "tensor of %" PRId64 " elements: qcodegen indexes with 32 bits", numel);
+    return NULL;
+  }
+  const qir_attr *tile = plan_op ? qir_op_attr(plan_op, "tile") : NULL;
+  tile_plan p;
+  if (tile) {
+    if (!plan_from_attr(&env, tile, &p)) return NULL;
+    lower_tiled(&env, &p);
+  } else if (comp->n_red == 0) {
+    int threads = numel >= 256 ? 256 : (int)((numel + 31) / 32 * 32);
+    if (threads < 32) threads = 32;
+    lower_flat(&env, threads, numel >= (1 << 16) ? 4 : 1);
+  } else {
+    bool reuse = false;
+    for (int d = 0; d < comp->n_axes; d++) reuse |= comp->axis_extents[d] > 1 && reuse_score(comp, d, -1) > 0;
+    if (reuse && rtot >= 16) {
+      default_tiled_plan(comp, &p);
+      lower_tiled(&env, &p);
+    } else if (rtot >= 64) {
+      lower_warp_reduce(&env);
+    } else {
+      int threads = numel >= 256 ? 256 : (int)((numel + 31) / 32 * 32);
+      if (threads < 32) threads = 32;
+      lower_flat(&env, threads, 1);
+    }
+  }
+  if (env.failed) return NULL;
+  k->summary = qir_sprintf(cg->m, "%s: %s", what, k->summary ? k->summary : "");
+  if (cg->n_kernels == cg->cap_kernels) {
+    int cap = cg->cap_kernels ? cg->cap_kernels * 2 : 16;
+    kkernel **ks = qir_alloc(cg->m, sizeof *ks * (size_t)cap);
+    if (cg->n_kernels) memcpy(ks, cg->kernels, sizeof *ks * (size_t)cg->n_kernels);
+    cg->kernels = ks;
+    cg->cap_kernels = cap;
+  }
+  cg->kernels[cg->n_kernels++] = k;
+  return k;
+}

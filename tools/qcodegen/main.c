@@ -1,0 +1,82 @@
+/* qcodegen: .qir -> one self-contained CUDA, HIP or C source file.
+ *
+ *   qcodegen -cuda|-hip|-c [-main] [-embed-weights] [-o OUT] [FILE|-]
+ *
+ * Every kernel (a compute op, or a named op through its compute form) is
+ * lowered to a kernel AST (kast.h) and printed by the backend's printer; the
+ * host code (host.c) plans memory and sequences the launches. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kast.h"
+
+static int usage(FILE *o) {
+  fputs("usage: qcodegen -cuda|-hip|-c [-main] [-embed-weights] [-o OUT] [FILE|-]\n"
+        "  -cuda           CUDA C++ (.cu) for nvcc\n"
+        "  -hip            HIP C++ for hipcc (64-lane wavefronts)\n"
+        "  -c              C for cc -O2 [-fopenmp]: blocks as an OpenMP loop, threads as loops\n"
+        "  -main           add a program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N]\n"
+        "  -embed-weights  put the weights file's bytes into the source\n"
+        "  -o OUT          write to OUT instead of stdout\n",
+        o);
+  return o == stdout ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  const char *in = "-", *out = NULL;
+  int backend = -1;
+  cg_options opt = {0};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-cuda")) backend = CG_CUDA;
+    else if (!strcmp(a, "-hip")) backend = CG_HIP;
+    else if (!strcmp(a, "-c")) backend = CG_C;
+    else if (!strcmp(a, "-main")) opt.main_program = true;
+    else if (!strcmp(a, "-embed-weights")) opt.embed_weights = true;
+    else if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
+    else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "qcodegen: unknown option '%s'\n", a);
+      return usage(stderr);
+    } else in = a;
+  }
+  if (backend < 0) {
+    fputs("qcodegen: choose a backend: -cuda, -hip or -c\n", stderr);
+    return usage(stderr);
+  }
+  qir_diag d;
+  qir_diag_init(&d, stderr, strcmp(in, "-") ? in : "<stdin>", NULL, 0);
+  qir_module *m = qir_parse_file(in, &d);
+  if (!m) return 1;
+  if (qir_verify(m, &d)) {
+    qir_module_free(m);
+    return 1;
+  }
+  /* generate into memory first: no half-written file on errors */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) {
+    perror("qcodegen");
+    qir_module_free(m);
+    return 1;
+  }
+  int rc = cg_generate(m, &d, (cg_backend)backend, &opt, mem);
+  fclose(mem);
+  if (!rc && d.n_errors == 0) {
+    FILE *o = out ? fopen(out, "w") : stdout;
+    if (!o) {
+      fprintf(stderr, "qcodegen: cannot write '%s'\n", out);
+      rc = 1;
+    } else {
+      if (fwrite(text, 1, len, o) != len) rc = 1;
+      if (out && fclose(o)) rc = 1;
+      if (rc) fprintf(stderr, "qcodegen: error writing '%s'\n", out ? out : "<stdout>");
+    }
+  } else {
+    rc = 1;
+  }
+  free(text);
+  qir_module_free(m);
+  return rc;
+}

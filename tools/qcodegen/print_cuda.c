@@ -1,0 +1,47 @@
+/* print_cuda.c: the CUDA printer (and the GPU kernel text HIP shares: HIP's
+ * printer, print_hip.c, differs in runtime calls and wavefront width). */
+#include <inttypes.h>
+
+#include "kast.h"
+
+static void prelude(FILE *o) {
+  fputs("#include <cuda_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+        "#include <string.h>\n#include <time.h>\n\n"
+        "#define QDEV __device__ __forceinline__\n"
+        "#define QAPI extern \"C\"\n",
+        o);
+  kprint_helpers(o);
+  fputs("\n/* runtime: every call's status is checked */\n"
+        "#define QCHECK(call) do { cudaError_t q_rc_ = (call); if (q_rc_ != cudaSuccess) { fprintf(stderr, \"%s:%d: %s: %s\\n\", __FILE__, __LINE__, #call, cudaGetErrorString(q_rc_)); return 1; } } while (0)\n"
+        "#define QCHECK_LAUNCH() QCHECK(cudaGetLastError())\n"
+        "#define q_alloc(p, n) cudaMalloc((p), (n) ? (n) : 1)\n"
+        "#define q_free(p) (void)cudaFree(p)\n"
+        "#define q_h2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyHostToDevice)\n"
+        "#define q_d2h(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToHost)\n"
+        "#define q_d2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToDevice)\n"
+        "#define q_sync() cudaDeviceSynchronize()\n",
+        o);
+}
+
+void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
+  kprint_style st = {.c_threads = false, .hip = hip};
+  fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
+  for (int i = 0; i < k->n_params; i++)
+    fprintf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", k->params[i].written ? "" : "const ",
+            kdtype_c(k->params[i].dtype), k->params[i].name);
+  fputs(") {\n", o);
+  for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], &st, k->threads, 1);
+  kprint_lets(o, k, k->body, &st, 1);
+  kprint_stmt(o, k->body, k, &st, 1);
+  fputs("}\n", o);
+}
+
+static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, false); }
+
+static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
+  fprintf(o, "%s%s<<<%" PRId64 ", %d>>>(", indent, k->name, k->grid, k->threads);
+  for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
+  fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
+}
+
+const cg_printer cg_printer_cuda = {CG_CUDA, prelude, kernel, launch};

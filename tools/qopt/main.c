@@ -1,0 +1,282 @@
+/* qopt: reads a .qir module, runs the passes named on the command line in that
+ * order, writes the result.  The input is verified after parsing and the
+ * output before printing; -verify-each also verifies after every pass.
+ *
+ *   qopt [options] [-PASS...] [FILE|-] [-o OUT]
+ */
+#include "qopt.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef bool (*pass_fn)(qopt_ctx *ctx, qir_module *m);
+
+typedef struct {
+  const char *flag;
+  pass_fn fn;
+  const char *help;
+} pass_info;
+
+static const pass_info passes[] = {
+#define QIR_PASS(flag, fn, help) {flag, fn, help},
+#include "passes.def"
+#undef QIR_PASS
+};
+enum { N_PASSES = sizeof passes / sizeof *passes };
+
+static const qopt_option_info options[] = {
+#define QIR_PASS(flag, fn, help)
+#define QIR_PASS_OPTION(name, kind, dflt, help) {name, QOPT_##kind, dflt, help},
+#include "passes.def"
+#undef QIR_PASS
+    {NULL, QOPT_FLAG, NULL, NULL} /* keeps the array non-empty */
+};
+enum { N_OPTIONS = sizeof options / sizeof *options - 1 };
+
+/* ---------------------------------------------------------------- options */
+
+static int option_index(const qopt_ctx *ctx, const char *name, size_t len) {
+  for (int i = 0; i < ctx->n_options; i++)
+    if (strlen(ctx->options[i].name) == len && memcmp(ctx->options[i].name, name, len) == 0) return i;
+  return -1;
+}
+
+const char *qopt_option_str(const qopt_ctx *ctx, const char *name) {
+  int i = option_index(ctx, name, strlen(name));
+  if (i < 0) return "";
+  return ctx->values[i] ? ctx->values[i] : ctx->options[i].dflt ? ctx->options[i].dflt : "";
+}
+
+int64_t qopt_option_int(const qopt_ctx *ctx, const char *name) { return strtoll(qopt_option_str(ctx, name), NULL, 0); }
+double qopt_option_float(const qopt_ctx *ctx, const char *name) { return strtod(qopt_option_str(ctx, name), NULL); }
+
+bool qopt_option_bool(const qopt_ctx *ctx, const char *name) {
+  const char *v = qopt_option_str(ctx, name);
+  return !(strcmp(v, "") == 0 || strcmp(v, "0") == 0 || strcmp(v, "false") == 0);
+}
+
+static bool option_value_ok(qopt_option_kind kind, const char *v) {
+  char *end;
+  errno = 0;
+  switch (kind) {
+  case QOPT_INT: strtoll(v, &end, 0); return *v && !*end && !errno;
+  case QOPT_FLOAT: strtod(v, &end); return *v && !*end && !errno;
+  case QOPT_FLAG: return !strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "false");
+  default: return true;
+  }
+}
+
+static const char *kind_name(qopt_option_kind k) {
+  switch (k) {
+  case QOPT_INT: return "N";
+  case QOPT_FLOAT: return "X";
+  case QOPT_FLAG: return "";
+  default: return "NAME";
+  }
+}
+
+/* ---------------------------------------------------------------- help */
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: qopt [options] [-PASS ...] [FILE|-] [-o OUT]\n"
+          "Reads a .qir module (stdin when FILE is absent or '-'), runs the passes in\n"
+          "command-line order and prints the result.  The input is verified after\n"
+          "parsing and the result before printing; any error exits with status 1.\n\n"
+          "options:\n"
+          "  -o FILE          write the result to FILE (default: stdout)\n"
+          "  -verify-each     run the verifier after every pass\n"
+          "  -print-passes    list the passes and exit\n"
+          "  --help, -h       show this help\n"
+          "  --version        show the version\n");
+  for (int i = 0; i < N_OPTIONS; i++) {
+    char lhs[64];
+    snprintf(lhs, sizeof lhs, "-%s%s%s", options[i].name, options[i].kind == QOPT_FLAG ? "" : "=",
+             kind_name(options[i].kind));
+    fprintf(out, "  %-16s %s (default %s)\n", lhs, options[i].help, options[i].dflt ? options[i].dflt : "none");
+  }
+  fprintf(out, "\npasses:\n");
+  for (int i = 0; i < N_PASSES; i++) fprintf(out, "  -%-15s %s\n", passes[i].flag, passes[i].help);
+}
+
+static void print_passes(void) {
+  for (int i = 0; i < N_PASSES; i++) printf("-%s\t%s\n", passes[i].flag, passes[i].help);
+}
+
+/* ---------------------------------------------------------------- input */
+
+/* Whole file (or stdin for "-") into a malloc'd, NUL-terminated buffer. */
+static char *read_all(const char *path, size_t *len) {
+  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (!buf) break;
+    if (n + 1 >= cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+    }
+    size_t k = fread(buf + n, 1, cap - n - 1, f);
+    n += k;
+    if (k == 0) break;
+  }
+  bool err = ferror(f);
+  if (f != stdin) fclose(f);
+  if (!buf || err) {
+    free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return NULL;
+  size_t n = slash == path ? 1 : (size_t)(slash - path);
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  memcpy(d, path, n);
+  d[n] = 0;
+  return d;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+  const char *input = NULL, *output = NULL;
+  bool verify_each = false;
+  int *pipeline = calloc((size_t)argc + 1, sizeof *pipeline), n_pipeline = 0;
+  const char *values[N_OPTIONS + 1] = {NULL};
+  qopt_ctx ctx = {NULL, NULL, N_OPTIONS, options, values};
+  int status = 1;
+  if (!pipeline) return 1;
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "-help")) {
+      usage(stdout);
+      free(pipeline);
+      return 0;
+    }
+    if (!strcmp(a, "--version") || !strcmp(a, "-version")) {
+      printf("qopt (qir) %s\n", QIR_VERSION);
+      free(pipeline);
+      return 0;
+    }
+    if (!strcmp(a, "-print-passes") || !strcmp(a, "--print-passes")) {
+      print_passes();
+      free(pipeline);
+      return 0;
+    }
+    if (!strcmp(a, "-o")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "qopt: error: -o needs a file name\n");
+        goto done;
+      }
+      output = argv[++i];
+      continue;
+    }
+    if (!strcmp(a, "-verify-each") || !strcmp(a, "--verify-each")) {
+      verify_each = true;
+      continue;
+    }
+    if (a[0] == '-' && a[1]) {
+      const char *name = a + 1 + (a[1] == '-'); /* -x and --x alike */
+      const char *eq = strchr(name, '=');
+      size_t len = eq ? (size_t)(eq - name) : strlen(name);
+      int p = -1;
+      for (int k = 0; k < N_PASSES && !eq; k++)
+        if (!strcmp(passes[k].flag, name)) p = k;
+      if (p >= 0) {
+        pipeline[n_pipeline++] = p;
+        continue;
+      }
+      int o = option_index(&ctx, name, len);
+      if (o < 0) {
+        fprintf(stderr, "qopt: error: unknown option or pass '%s' (see qopt --help)\n", a);
+        goto done;
+      }
+      const char *v = eq ? eq + 1 : NULL;
+      if (!v && options[o].kind == QOPT_FLAG) v = "1";
+      if (!v) {
+        if (i + 1 >= argc) {
+          fprintf(stderr, "qopt: error: option '-%s' needs a value\n", options[o].name);
+          goto done;
+        }
+        v = argv[++i];
+      }
+      if (!option_value_ok(options[o].kind, v)) {
+        fprintf(stderr, "qopt: error: bad value '%s' for option '-%s' (expects %s)\n", v, options[o].name,
+                options[o].kind == QOPT_INT ? "an integer" : options[o].kind == QOPT_FLOAT ? "a number" : "0 or 1");
+        goto done;
+      }
+      values[o] = v;
+      continue;
+    }
+    if (input) {
+      fprintf(stderr, "qopt: error: more than one input file ('%s' and '%s')\n", input, a);
+      goto done;
+    }
+    input = a;
+  }
+  if (!input) input = "-";
+
+  size_t len = 0;
+  char *text = read_all(input, &len);
+  if (!text) {
+    fprintf(stderr, "qopt: error: cannot read '%s': %s\n", input, strerror(errno ? errno : EIO));
+    goto done;
+  }
+  const char *file = strcmp(input, "-") ? input : "<stdin>";
+  char *base_dir = strcmp(input, "-") ? dir_of(input) : NULL;
+  qir_diag diag;
+  qir_diag_init(&diag, stderr, file, text, len);
+  ctx.diag = &diag;
+  qir_module *m = qir_parse(text, len, file, base_dir, &diag);
+  if (m && diag.n_errors == 0 && qir_verify(m, &diag) == 0) {
+    bool ok = true;
+    for (int k = 0; k < n_pipeline && ok; k++) {
+      const pass_info *p = &passes[pipeline[k]];
+      ctx.pass = p->flag;
+      int before = diag.n_errors;
+      ok = p->fn(&ctx, m) && diag.n_errors == before;
+      if (!ok) fprintf(stderr, "qopt: error: pass '-%s' failed\n", p->flag);
+      else if (verify_each && qir_verify(m, &diag)) {
+        fprintf(stderr, "qopt: error: the module is invalid after pass '-%s'\n", p->flag);
+        ok = false;
+      }
+    }
+    if (ok && !verify_each && n_pipeline && qir_verify(m, &diag)) {
+      fprintf(stderr, "qopt: error: the module is invalid after the passes\n");
+      ok = false;
+    }
+    if (ok) {
+      FILE *out = output ? fopen(output, "w") : stdout;
+      if (!out) {
+        fprintf(stderr, "qopt: error: cannot write '%s': %s\n", output, strerror(errno));
+      } else {
+        qir_print(out, m);
+        bool werr = ferror(out) != 0;
+        if (out != stdout) werr = fclose(out) != 0 || werr;
+        else werr = fflush(out) != 0 || werr;
+        if (werr) fprintf(stderr, "qopt: error: write error on '%s'\n", output ? output : "<stdout>");
+        else status = 0;
+      }
+    }
+  }
+  qir_module_free(m);
+  free(base_dir);
+  free(text);
+done:
+  free(pipeline);
+  return status;
+}

@@ -1,0 +1,37 @@
+/* qopt.h: what passes see of the qopt driver: the context (diagnostics and
+ * options) and the pass functions of passes.def. */
+#ifndef QOPT_H
+#define QOPT_H
+
+#include "qir.h"
+
+typedef enum { QOPT_STRING, QOPT_INT, QOPT_FLOAT, QOPT_FLAG } qopt_option_kind;
+
+typedef struct {
+  const char *name;
+  qopt_option_kind kind;
+  const char *dflt;
+  const char *help;
+} qopt_option_info;
+
+typedef struct qopt_ctx {
+  qir_diag *diag;
+  const char *pass;             /* flag of the running pass, for messages */
+  int n_options;
+  const qopt_option_info *options;
+  const char **values;          /* per option: the value given, or NULL */
+} qopt_ctx;
+
+/* Option values: the command line's, else the registry default.  Asking for
+ * a name passes.def does not declare is a programming error: it returns the
+ * empty string / 0. */
+const char *qopt_option_str(const qopt_ctx *ctx, const char *name);
+int64_t qopt_option_int(const qopt_ctx *ctx, const char *name);
+double qopt_option_float(const qopt_ctx *ctx, const char *name);
+bool qopt_option_bool(const qopt_ctx *ctx, const char *name);
+
+#define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
+#include "passes.def"
+#undef QIR_PASS
+
+#endif /* QOPT_H */

@@ -1,0 +1,1114 @@
+/* roller.c: -roller, tile plans constructed from a hardware model (Roller, OSDI'22).
+ *
+ * For every operator with a tensor-expression form (a `compute` op, or a named
+ * op through qir_op_to_compute, which is analysed and not replaced) this pass
+ * constructs an rTile program and writes it as `#tile{...}`:
+ *
+ *   1. Analysis, from the expression alone: the loop nest (output axes,
+ *      reduction axes), every tensor access as an affine map of the loop
+ *      variables (x[n, c, h*2+kh, w*2+kw] -> coefficients per index dim), the
+ *      arithmetic per point.  New operators need no new code here.
+ *   2. Alignment: tile sizes per axis come from a candidate list that keeps
+ *      padding waste under RL_MAX_WASTE of the real extent; the innermost
+ *      contiguous extent of staged data is grown to the global-memory
+ *      transaction width; shared-memory rows are padded against bank
+ *      conflicts; threads are a multiple of the warp / wavefront.
+ *   3. Construction, level by level: the register (thread) tile and then the
+ *      shared-memory (block) tile start from the aligned unit tile and grow
+ *      along the axis with the best reuse score (traffic saved at the level
+ *      below per byte of extra footprint), until a capacity (registers,
+ *      shared memory, threads per block) is reached or the tile is
+ *      compute-bound at that level; scale-out keeps at least one block per
+ *      compute unit where the problem allows.  The reduction step is then
+ *      enlarged while the model says it pays.
+ *   4. Micro performance model: compute at peak (tensor cores for f16/bf16
+ *      contractions) against traffic at each level's bandwidth (DRAM with L2
+ *      reuse, L2, shared memory), times waves given occupancy, plus a load
+ *      latency per reduction step.  The states on the construction path are
+ *      ranked by it; the best is the plan, the next ones (-roller-topk N)
+ *      are printed as #tile_alternatives.
+ *
+ * The #tile schema (shared with qcodegen, which realises it exactly):
+ *   block    = [b0, ..]  block tile per output axis (elements)
+ *   thread   = [t0, ..]  register tile per output axis; threads per block =
+ *                        prod(ceil(block/thread)).  With `mma` the thread
+ *                        entry is the tile of one warp, and threads per block
+ *                        = prod(block/thread) * warp size.
+ *   rstep    = [r0, ..]  reduction step per reduction axis ([] if none)
+ *   grid     = [g0, ..]  blocks per output axis = ceil(extent / block)
+ *   threads  = N         threads per block
+ *   smem_pad = N         elements added to the innermost extent of every
+ *                        tile staged in shared memory
+ *   vec      = N         vector width (elements) of loads/stores along the
+ *                        innermost output axis
+ *   smem     = BYTES     shared memory: the (block, rstep) box of every input
+ *                        that depends on a reduction axis, padded rows
+ *   regs     = N         estimated registers per thread
+ *   est_us   = F         model estimate of the kernel time
+ *   target   = "h100"
+ *   mma      = [m, n, k] (f16/bf16 contractions on targets with matrix
+ *                        units) instruction shape; the block and warp tiles
+ *                        along the M axis / N axis and the rstep along the K
+ *                        axis are multiples of it (mma_axes = [iM, iN, iK]:
+ *                        output axis of M, output axis of N, reduce axis of K)
+ * A block tile need not divide its extent: the last block is guarded.
+ */
+#include "roller.h"
+#include "qopt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RL_MAX_VARS 16          /* output + reduction axes */
+#define RL_MAX_GROUPS 16        /* distinct operands read */
+#define RL_MAX_ACC 8            /* accesses of one operand */
+#define RL_MAX_CAND 64          /* candidate sizes per axis */
+#define RL_MAX_PLANS 64
+#define RL_MAX_WASTE 0.15       /* padding waste allowed relative to the real extent */
+#define RL_LOAD_LATENCY 500.0   /* cycles: global load to use, per reduction step */
+#define RL_BARRIER 30.0         /* cycles per barrier, two per reduction step */
+
+/* ------------------------------------------------------------ analysis */
+
+typedef struct {
+  double coef[QIR_MAX_RANK][RL_MAX_VARS];
+  double cst[QIR_MAX_RANK];
+  bool affine[QIR_MAX_RANK];
+  bool vars[QIR_MAX_RANK][RL_MAX_VARS]; /* non-affine dims: the variables they mention */
+} rl_access;
+
+/* Every access of one tensor (or of the output), whose footprints are unioned. */
+typedef struct {
+  int operand;                  /* compute operand index; -1 for the output */
+  int rank;
+  int64_t dims[QIR_MAX_RANK];
+  int elem_bytes;
+  int n_acc;
+  rl_access acc[RL_MAX_ACC];
+  bool staged;                  /* depends on a reduction axis: staged through smem per step */
+} rl_group;
+
+typedef struct {
+  const qir_target *t;
+  int n_out, n_red, n_vars;
+  int64_t ext[RL_MAX_VARS];
+  int n_groups;
+  rl_group g[RL_MAX_GROUPS];
+  rl_group out;
+  double flops_per_point;
+  double peak_gflops;           /* of the unit the op runs on */
+  bool mma;
+  int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
+  double unique_in_bytes, out_bytes;
+  int vec_max;                  /* widest vector along the innermost output axis */
+} rl_problem;
+
+typedef struct {
+  int64_t tile[RL_MAX_VARS];    /* block tile (output vars), rstep (reduction vars) */
+  int64_t thr[RL_MAX_VARS];     /* thread (or warp) tile, output vars */
+  /* derived by rl_eval */
+  bool valid;
+  int64_t threads, smem, regs, blocks;
+  int smem_pad, vec;
+  double est_us;
+} rl_plan;
+
+/* Affine form of an index expression; false when it is not affine (data-
+ * dependent, modulo, ...).  Integer division by a constant scales. */
+static bool affine_of(const qir_expr *e, int n_vars, double *coef, double *cst) {
+  double ca[RL_MAX_VARS], cb[RL_MAX_VARS], ka = 0, kb = 0;
+  switch (e->kind) {
+  case QIR_EX_INT: *cst = (double)e->ival; memset(coef, 0, sizeof(double) * RL_MAX_VARS); return true;
+  case QIR_EX_FLOAT: *cst = e->fval; memset(coef, 0, sizeof(double) * RL_MAX_VARS); return true;
+  case QIR_EX_VAR:
+    if (e->var < 0 || e->var >= n_vars) return false;
+    memset(coef, 0, sizeof(double) * RL_MAX_VARS);
+    coef[e->var] = 1;
+    *cst = 0;
+    return true;
+  case QIR_EX_CAST: return e->n_args == 1 && affine_of(e->args[0], n_vars, coef, cst);
+  case QIR_EX_UNARY:
+    if (e->fn == QIR_FN_NEG && affine_of(e->args[0], n_vars, coef, cst)) {
+      for (int v = 0; v < RL_MAX_VARS; v++) coef[v] = -coef[v];
+      *cst = -*cst;
+      return true;
+    }
+    return false;
+  case QIR_EX_SELECT:
+    /* select(in_bounds, x[...], pad): the footprint is that of the taken side */
+    return affine_of(e->args[1], n_vars, coef, cst) || affine_of(e->args[2], n_vars, coef, cst);
+  case QIR_EX_BINARY: break;
+  default: return false;
+  }
+  bool a = affine_of(e->args[0], n_vars, ca, &ka), b = affine_of(e->args[1], n_vars, cb, &kb);
+  bool a_const = a, b_const = b;
+  for (int v = 0; v < RL_MAX_VARS; v++) {
+    if (ca[v] != 0) a_const = false;
+    if (cb[v] != 0) b_const = false;
+  }
+  switch (e->fn) {
+  case QIR_FN_ADD: case QIR_FN_SUB: {
+    if (!a || !b) return false;
+    double s = e->fn == QIR_FN_ADD ? 1 : -1;
+    for (int v = 0; v < RL_MAX_VARS; v++) coef[v] = ca[v] + s * cb[v];
+    *cst = ka + s * kb;
+    return true;
+  }
+  case QIR_FN_MUL:
+    if (a && b_const) { for (int v = 0; v < RL_MAX_VARS; v++) coef[v] = ca[v] * kb; *cst = ka * kb; return true; }
+    if (b && a_const) { for (int v = 0; v < RL_MAX_VARS; v++) coef[v] = cb[v] * ka; *cst = kb * ka; return true; }
+    return false;
+  case QIR_FN_DIV: case QIR_FN_FLOORDIV:
+    if (a && b_const && kb != 0) { for (int v = 0; v < RL_MAX_VARS; v++) coef[v] = ca[v] / kb; *cst = ka / kb; return true; }
+    return false;
+  case QIR_FN_MIN: case QIR_FN_MAX:
+    /* clamps (edge padding): the side with variables bounds the footprint */
+    if (a && b_const) { memcpy(coef, ca, sizeof ca); *cst = ka; return true; }
+    if (b && a_const) { memcpy(coef, cb, sizeof cb); *cst = kb; return true; }
+    return false;
+  default: return false;
+  }
+}
+
+typedef struct {
+  rl_problem *p;
+  const qir_op *op;
+  bool ok;
+} walk_ctx;
+
+/* Which loop variables an expression mentions (for non-affine indices). */
+static void vars_of(const qir_expr *e, bool *used, int n_vars) {
+  if (e->kind == QIR_EX_VAR && e->var >= 0 && e->var < n_vars) used[e->var] = true;
+  for (int i = 0; i < e->n_args; i++) vars_of(e->args[i], used, n_vars);
+}
+
+static void add_access(walk_ctx *w, const qir_expr *e) {
+  rl_problem *p = w->p;
+  const qir_op *op = w->op;
+  if (e->operand < 0 || e->operand >= op->n_operands || !op->operands[e->operand]) { w->ok = false; return; }
+  const qir_type *ty = &op->operands[e->operand]->type;
+  rl_group *g = NULL;
+  for (int i = 0; i < p->n_groups; i++)
+    if (p->g[i].operand == e->operand) g = &p->g[i];
+  if (!g) {
+    if (p->n_groups == RL_MAX_GROUPS) { w->ok = false; return; }
+    g = &p->g[p->n_groups++];
+    memset(g, 0, sizeof *g);
+    g->operand = e->operand;
+    g->rank = ty->rank;
+    for (int d = 0; d < ty->rank; d++) g->dims[d] = ty->dims[d] > 0 ? ty->dims[d] : 1;
+    g->elem_bytes = qir_dtype_size(ty->dtype);
+  }
+  if (e->n_args != g->rank) { w->ok = false; return; }
+  rl_access a;
+  memset(&a, 0, sizeof a);
+  for (int d = 0; d < g->rank; d++) {
+    a.affine[d] = affine_of(e->args[d], p->n_vars, a.coef[d], &a.cst[d]);
+    if (!a.affine[d]) {
+      memset(a.coef[d], 0, sizeof a.coef[d]);
+      vars_of(e->args[d], a.vars[d], p->n_vars);
+    }
+  }
+  for (int i = 0; i < g->n_acc; i++)
+    if (memcmp(&g->acc[i], &a, sizeof a) == 0) return;
+  if (g->n_acc == RL_MAX_ACC) { w->ok = false; return; }
+  g->acc[g->n_acc++] = a;
+}
+
+static double fn_cost(qir_expr_fn fn) {
+  switch (fn) {
+  case QIR_FN_EXP: case QIR_FN_LOG: case QIR_FN_TANH: case QIR_FN_SIGMOID: case QIR_FN_ERF:
+  case QIR_FN_SIN: case QIR_FN_COS: case QIR_FN_POW: case QIR_FN_ATAN2: return 8;
+  case QIR_FN_DIV: case QIR_FN_SQRT: case QIR_FN_RSQRT: case QIR_FN_RECIP: case QIR_FN_FMOD: return 4;
+  default: return 1;
+  }
+}
+
+/* Walks the body: collects accesses (including those nested in indices) and
+ * counts arithmetic.  Index arithmetic is not counted as work. */
+static void walk_body(walk_ctx *w, const qir_expr *e, bool in_index) {
+  if (!w->ok) return;
+  switch (e->kind) {
+  case QIR_EX_ACCESS:
+    add_access(w, e);
+    for (int i = 0; i < e->n_args; i++) walk_body(w, e->args[i], true);
+    return;
+  case QIR_EX_UNARY: case QIR_EX_BINARY:
+    if (!in_index) w->p->flops_per_point += fn_cost(e->fn);
+    break;
+  case QIR_EX_SELECT:
+    /* the condition is a bounds predicate (padding) a kernel hoists out of
+     * the inner loop: its arithmetic is not counted as work */
+    if (!in_index) w->p->flops_per_point += 1;
+    walk_body(w, e->args[0], true);
+    walk_body(w, e->args[1], in_index);
+    walk_body(w, e->args[2], in_index);
+    return;
+  default: break;
+  }
+  for (int i = 0; i < e->n_args; i++) walk_body(w, e->args[i], in_index);
+}
+
+/* A contraction sum(A[...] * B[...]) of f16/bf16 whose accesses are plain
+ * loop variables can use the matrix units: M = an output axis only A indexes,
+ * N = one only B indexes, K = a reduction axis both index; each chosen as the
+ * innermost such axis (by A's, B's layout) with extent >= the instruction. */
+static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
+  const qir_target *t = p->t;
+  if (t->mma_m <= 0 || c->reduce != QIR_REDUCE_SUM || c->n_red == 0) return;
+  const qir_expr *e = c->body;
+  while (e->kind == QIR_EX_CAST) e = e->args[0];
+  if (e->kind != QIR_EX_BINARY || e->fn != QIR_FN_MUL) return;
+  const qir_expr *ab[2];
+  for (int s = 0; s < 2; s++) {
+    ab[s] = e->args[s];
+    while (ab[s]->kind == QIR_EX_CAST) ab[s] = ab[s]->args[0];
+    if (ab[s]->kind != QIR_EX_ACCESS) return;
+    qir_dtype dt = op->operands[ab[s]->operand]->type.dtype;
+    if ((dt != QIR_F16 && dt != QIR_BF16) || qir_target_peak(t, dt, true) <= 0) return;
+    for (int i = 0; i < ab[s]->n_args; i++)
+      if (ab[s]->args[i]->kind != QIR_EX_VAR && ab[s]->args[i]->kind != QIR_EX_INT) return;
+  }
+  qir_dtype out_dt = op->results[0]->type.dtype;
+  if (out_dt != QIR_F32 && out_dt != QIR_F16 && out_dt != QIR_BF16) return;
+  int pos[2][RL_MAX_VARS];                      /* index position of each var in A, B; -1 */
+  for (int s = 0; s < 2; s++) {
+    for (int v = 0; v < RL_MAX_VARS; v++) pos[s][v] = -1;
+    for (int i = 0; i < ab[s]->n_args; i++)
+      if (ab[s]->args[i]->kind == QIR_EX_VAR) pos[s][ab[s]->args[i]->var] = i;
+  }
+  int best[3] = {-1, -1, -1}, inner[3] = {-1, -1, -1};
+  int need[3] = {t->mma_m, t->mma_n, t->mma_k};
+  for (int v = 0; v < p->n_vars; v++) {
+    int role = -1, at = 0;
+    bool red = v >= p->n_out;
+    if (!red && pos[0][v] >= 0 && pos[1][v] < 0) role = 0, at = pos[0][v];
+    else if (!red && pos[1][v] >= 0 && pos[0][v] < 0) role = 1, at = pos[1][v];
+    else if (red && pos[0][v] >= 0 && pos[1][v] >= 0) role = 2, at = pos[0][v];
+    if (role < 0 || p->ext[v] < need[role]) continue;
+    if (at > inner[role]) inner[role] = at, best[role] = v;
+  }
+  if (best[0] < 0 || best[1] < 0 || best[2] < 0) return;
+  p->mma = true;
+  memcpy(p->mma_axis, best, sizeof best);
+  p->peak_gflops = qir_target_peak(t, op->operands[ab[0]->operand]->type.dtype, true);
+}
+
+static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t) {
+  const qir_compute *c = op->comp;
+  memset(p, 0, sizeof *p);
+  p->t = t;
+  if (!c || !c->body || op->n_results != 1) return false;
+  p->n_out = c->n_axes;
+  p->n_red = c->n_red;
+  p->n_vars = c->n_axes + c->n_red;
+  if (p->n_vars > RL_MAX_VARS || c->n_axes > QIR_MAX_RANK) return false;
+  for (int v = 0; v < p->n_vars; v++) {
+    if (c->axis_extents[v] <= 0) return false;
+    p->ext[v] = c->axis_extents[v];
+  }
+  walk_ctx w = {p, op, true};
+  walk_body(&w, c->body, false);
+  if (!w.ok) return false;
+  if (p->n_red) p->flops_per_point += 1;      /* the accumulation */
+  if (p->flops_per_point < 1) p->flops_per_point = 1;
+  for (int i = 0; i < p->n_groups; i++) {
+    rl_group *g = &p->g[i];
+    for (int a = 0; a < g->n_acc; a++)
+      for (int d = 0; d < g->rank; d++)
+        for (int v = p->n_out; v < p->n_vars; v++)
+          if (g->acc[a].coef[d][v] != 0) g->staged = true;
+    /* a non-affine index that mentions a reduction variable */
+    for (int a = 0; a < g->n_acc; a++)
+      for (int d = 0; d < g->rank; d++)
+        for (int v = p->n_out; v < p->n_vars; v++)
+          if (!g->acc[a].affine[d] && g->acc[a].vars[d][v]) g->staged = true;
+    double n = 1;
+    for (int d = 0; d < g->rank; d++) n *= (double)g->dims[d];
+    p->unique_in_bytes += n * g->elem_bytes;
+  }
+  const qir_type *rt = &op->results[0]->type;
+  rl_group *o = &p->out;
+  o->operand = -1;
+  o->rank = p->n_out;
+  o->elem_bytes = qir_dtype_size(rt->dtype);
+  o->n_acc = 1;
+  double n = 1;
+  for (int d = 0; d < p->n_out; d++) {
+    o->dims[d] = p->ext[d];
+    o->acc[0].affine[d] = true;
+    o->acc[0].coef[d][d] = 1;
+    n *= (double)p->ext[d];
+  }
+  p->out_bytes = n * o->elem_bytes;
+  p->peak_gflops = qir_target_peak(t, rt->dtype == QIR_F16 || rt->dtype == QIR_BF16 ? rt->dtype : rt->dtype, false);
+  p->vec_max = 16 / (o->elem_bytes > 0 ? o->elem_bytes : 4);
+  if (p->vec_max < 1) p->vec_max = 1;
+  detect_mma(p, c, op);
+  return true;
+}
+
+/* ------------------------------------------------------------ footprints */
+
+/* Box of a group for loop extents E (per var): per index dim, the span of the
+ * union of its accesses, clipped to the tensor. */
+static double group_box(const rl_group *g, const int64_t *E, int n_vars, int64_t *ext) {
+  double total = 1;
+  for (int d = 0; d < g->rank; d++) {
+    double lo = 1e300, hi = -1e300;
+    bool full = false;
+    for (int a = 0; a < g->n_acc; a++) {
+      const rl_access *x = &g->acc[a];
+      if (!x->affine[d]) {
+        /* data-dependent or modular: at most one value per combination of
+         * the variables it mentions, at most the whole dim */
+        double n = 1;
+        for (int v = 0; v < n_vars; v++)
+          if (x->vars[d][v]) n *= (double)E[v];
+        if (n >= (double)g->dims[d]) { full = true; break; }
+        if (n - 1 > hi - lo || hi < lo) lo = 0, hi = n - 1;
+        continue;
+      }
+      double l = x->cst[d], h = x->cst[d];
+      for (int v = 0; v < n_vars; v++) {
+        double s = x->coef[d][v] * (double)(E[v] - 1);
+        if (s < 0) l += s;
+        else h += s;
+      }
+      if (l < lo) lo = l;
+      if (h > hi) hi = h;
+    }
+    int64_t e = full ? g->dims[d] : (int64_t)ceil(hi - lo - 1e-9) + 1;
+    if (e > g->dims[d]) e = g->dims[d];
+    if (e < 1) e = 1;
+    ext[d] = e;
+    total *= (double)e;
+  }
+  return total;
+}
+
+/* Bytes moved from global memory for one box, in whole transactions: rows of
+ * the contiguous run are rounded up to the transaction width. */
+static double aligned_bytes(const rl_group *g, const int64_t *ext, double total, int txn) {
+  if (g->rank == 0) return (double)txn;
+  double run = (double)ext[g->rank - 1];
+  for (int d = g->rank - 2; d >= 0 && ext[d + 1] == g->dims[d + 1]; d--) run *= (double)ext[d];
+  double rows = total / run;
+  double b = run * g->elem_bytes;
+  return rows * ceil(b / txn) * txn;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* ------------------------------------------------------------ the model */
+
+typedef struct {
+  double global_bytes;          /* all blocks, transaction-aligned */
+  double block_global_bytes;
+  double smem_bytes;            /* smem -> register traffic, all blocks */
+  double flops_block;
+  int64_t chunks;
+} rl_traffic;
+
+static int64_t owners_per_block(const rl_problem *p, const rl_plan *pl) {
+  int64_t n = 1;
+  for (int v = 0; v < p->n_out; v++) n *= ceil_div(pl->tile[v], pl->thr[v]);
+  return n;
+}
+
+static int64_t plan_threads(const rl_problem *p, const rl_plan *pl) {
+  return owners_per_block(p, pl) * (p->mma ? p->t->warp_size : 1);
+}
+
+static int64_t plan_blocks(const rl_problem *p, const rl_plan *pl) {
+  int64_t n = 1;
+  for (int v = 0; v < p->n_out; v++) n *= ceil_div(p->ext[v], pl->tile[v]);
+  return n;
+}
+
+static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
+  int64_t E[RL_MAX_VARS], Ef[RL_MAX_VARS], Et[RL_MAX_VARS], ext[QIR_MAX_RANK];
+  double R = 1;
+  tr->chunks = 1;
+  for (int v = 0; v < p->n_vars; v++) {
+    E[v] = pl->tile[v];
+    Ef[v] = v < p->n_out ? pl->tile[v] : p->ext[v];
+    Et[v] = v < p->n_out ? pl->thr[v] : 1;
+    if (v >= p->n_out) {
+      tr->chunks *= ceil_div(p->ext[v], pl->tile[v]);
+      R *= (double)round_up(p->ext[v], pl->tile[v]);
+    }
+  }
+  double blocks = (double)plan_blocks(p, pl), owners = (double)owners_per_block(p, pl);
+  int txn = p->t->transaction_bytes;
+  double per_block = 0, smem = 0;
+  for (int i = 0; i < p->n_groups; i++) {
+    const rl_group *g = &p->g[i];
+    if (g->staged) {
+      double n = group_box(g, E, p->n_vars, ext);
+      per_block += (double)tr->chunks * aligned_bytes(g, ext, n, txn);
+      smem += owners * R * group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
+    } else {
+      double n = group_box(g, Ef, p->n_vars, ext);
+      per_block += aligned_bytes(g, ext, n, txn);
+    }
+  }
+  double outn = group_box(&p->out, E, p->n_vars, ext);
+  per_block += aligned_bytes(&p->out, ext, outn, txn);
+  double pts = 1;
+  for (int v = 0; v < p->n_out; v++) pts *= (double)pl->tile[v];
+  tr->block_global_bytes = per_block;
+  tr->global_bytes = blocks * per_block;
+  tr->smem_bytes = blocks * smem;
+  tr->flops_block = pts * R * p->flops_per_point;
+}
+
+/* Shared memory of a plan: staged boxes with padded innermost rows. */
+static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
+  int64_t ext[QIR_MAX_RANK];
+  int64_t total = 0;
+  for (int i = 0; i < p->n_groups; i++) {
+    const rl_group *g = &p->g[i];
+    if (!g->staged) continue;
+    group_box(g, pl->tile, p->n_vars, ext);
+    int64_t n = 1;
+    for (int d = 0; d + 1 < g->rank; d++) n *= ext[d];
+    n *= (g->rank ? ext[g->rank - 1] : 1) + pad;
+    total += n * g->elem_bytes;
+  }
+  return total;
+}
+
+/* Padding (elements) against bank conflicts: when a staged box has several
+ * rows whose length is an even number of banks' words, threads walking a
+ * column would hit the same banks; one bank's worth of padding skews rows. */
+static int plan_pad(const rl_problem *p, const rl_plan *pl) {
+  const qir_target *t = p->t;
+  if (t->smem_banks <= 0) return 0;
+  int64_t ext[QIR_MAX_RANK];
+  int pad = 0;
+  for (int i = 0; i < p->n_groups; i++) {
+    const rl_group *g = &p->g[i];
+    if (!g->staged || g->rank < 2) continue;
+    double n = group_box(g, pl->tile, p->n_vars, ext);
+    int64_t row = ext[g->rank - 1];
+    if (n / (double)row < 2) continue;
+    int64_t words = row * g->elem_bytes / t->bank_bytes;
+    if (words > 0 && (row * g->elem_bytes) % t->bank_bytes == 0 && words % 2 == 0) {
+      int e = t->bank_bytes / g->elem_bytes;
+      if (e < 1) e = 1;
+      if (e > pad) pad = e;
+    }
+  }
+  return pad;
+}
+
+static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
+  int64_t Et[RL_MAX_VARS], ext[QIR_MAX_RANK];
+  double pts = 1;
+  for (int v = 0; v < p->n_vars; v++) Et[v] = v < p->n_out ? pl->thr[v] : 1;
+  for (int v = 0; v < p->n_out; v++) pts *= (double)pl->thr[v];
+  double words = 0;
+  if (p->mma) {
+    /* fp32 accumulators of the warp tile spread over the warp, plus one
+     * k-slice of A and B fragments */
+    int w = p->t->warp_size;
+    double mt = (double)pl->thr[p->mma_axis[0]], nt = (double)pl->thr[p->mma_axis[1]];
+    words = pts / w + (mt + nt) * p->t->mma_k * 2.0 / 4.0 / w;
+  } else {
+    words = pts * (p->out.elem_bytes > 4 ? 2 : 1);
+    for (int i = 0; i < p->n_groups; i++) {
+      const rl_group *g = &p->g[i];
+      double n = group_box(g, Et, p->n_vars, ext);
+      words += n * (g->elem_bytes > 4 ? 2.0 : g->elem_bytes / 4.0);
+    }
+  }
+  return (int64_t)ceil(words) + 16;           /* + indices and addresses */
+}
+
+static int plan_vec(const rl_problem *p, const rl_plan *pl) {
+  if (p->n_out == 0 || p->mma) return 1;
+  int last = p->n_out - 1;
+  int v = 1;
+  while (v * 2 <= p->vec_max && pl->thr[last] % (v * 2) == 0 && p->ext[last] % (v * 2) == 0) v *= 2;
+  return v;
+}
+
+/* Fills the derived fields and the estimate; valid = within every limit. */
+static void rl_eval(const rl_problem *p, rl_plan *pl) {
+  const qir_target *t = p->t;
+  pl->threads = plan_threads(p, pl);
+  pl->blocks = plan_blocks(p, pl);
+  pl->smem_pad = plan_pad(p, pl);
+  pl->smem = plan_smem(p, pl, pl->smem_pad);
+  pl->regs = plan_regs(p, pl);
+  pl->vec = plan_vec(p, pl);
+  pl->valid = pl->threads <= t->max_threads_per_block && pl->smem <= t->smem_per_block &&
+              pl->regs <= t->max_regs_per_thread;
+  if (!pl->valid) { pl->est_us = INFINITY; return; }
+  rl_traffic tr;
+  traffic(p, pl, &tr);
+  /* occupancy: resident blocks per unit */
+  int64_t bpu = t->max_blocks_per_unit;
+  int64_t by_threads = t->max_threads_per_unit / pl->threads;
+  if (by_threads < bpu) bpu = by_threads;
+  if (pl->smem > 0 && t->smem_per_unit / pl->smem < bpu) bpu = t->smem_per_unit / pl->smem;
+  int64_t regs_block = pl->regs * pl->threads;
+  if (regs_block > 0 && t->regs_per_unit / regs_block < bpu) bpu = t->regs_per_unit / regs_block;
+  if (bpu < 1) { pl->valid = false; pl->est_us = INFINITY; return; }
+  double units = (double)t->compute_units;
+  double per_unit = ceil((double)pl->blocks / units);          /* blocks each unit runs */
+  double conc = per_unit < (double)bpu ? per_unit : (double)bpu;
+  double active = (double)pl->blocks < units ? (double)pl->blocks : units;
+  double warps = conc * ceil((double)pl->threads / t->warp_size);
+  double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
+  double peak_unit = p->peak_gflops * 1e9 / units;
+  double t_compute = per_unit * tr.flops_block / (peak_unit * eff);
+  double mem_eff = (2.0 * active / units < 1 ? 2.0 * active / units : 1) * (warps / 4.0 < 1 ? warps / 4.0 : 1);
+  double extra = tr.global_bytes - (p->unique_in_bytes + p->out_bytes);
+  double dram = tr.global_bytes;
+  if (extra > 0) {
+    double miss = p->unique_in_bytes > 0 ? 1 - (double)t->l2_bytes / p->unique_in_bytes : 0;
+    dram = p->unique_in_bytes + p->out_bytes + extra * (miss > 0 ? miss : 0);
+  }
+  double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff);
+  double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
+  double t_smem = tr.smem_bytes / (t->smem_gbs * 1e9 * active / units);
+  double t_lat = per_unit / conc * (double)tr.chunks * (RL_LOAD_LATENCY + 2 * RL_BARRIER) / (t->clock_ghz * 1e9);
+  double tm = t_compute;
+  if (t_dram > tm) tm = t_dram;
+  if (t_l2 > tm) tm = t_l2;
+  if (t_smem > tm) tm = t_smem;
+  pl->est_us = (tm + t_lat) * 1e6;
+}
+
+/* ------------------------------------------------------------ construction */
+
+/* Candidate tile sizes along an axis of extent n, multiples of `mult`:
+ * powers of two and divisors (times mult) whose padding waste stays under
+ * RL_MAX_WASTE, plus the whole (rounded) extent.  Sorted, unique. */
+static int candidates(int64_t n, int64_t mult, int64_t cap, int64_t *out) {
+  int k = 0;
+  int64_t full = round_up(n, mult), q = full / mult;
+  for (int64_t c = 1; c <= q && k < RL_MAX_CAND - 2; c++) {
+    bool pow2 = (c & (c - 1)) == 0;
+    if (!pow2 && q % c != 0) {
+      if (c > 4096) c = q - 1;                /* only the extent is left */
+      continue;
+    }
+    int64_t s = c * mult;
+    if (s > cap && s != mult) break;
+    double waste = (double)(round_up(n, s) - n) / (double)n;
+    if (waste <= RL_MAX_WASTE || s == mult) out[k++] = s;
+  }
+  if (full <= cap && (k == 0 || out[k - 1] != full)) out[k++] = full;
+  if (k == 0) out[k++] = mult;
+  return k;
+}
+
+/* Next candidate above `cur`, or 0. */
+static int64_t next_size(int64_t n, int64_t mult, int64_t cap, int64_t cur) {
+  int64_t c[RL_MAX_CAND];
+  int k = candidates(n, mult, cap, c);
+  for (int i = 0; i < k; i++)
+    if (c[i] > cur) return c[i];
+  return 0;
+}
+
+static double run_sim(double a, double b) { return 2 * a * b / (a * a + b * b); }
+
+/* Coalescing score of the staged reads for the current rstep: how close each
+ * staged box's contiguous run is to whole transactions. */
+static double rstep_score(const rl_problem *p, const rl_plan *pl) {
+  int64_t ext[QIR_MAX_RANK];
+  double s = 0;
+  for (int i = 0; i < p->n_groups; i++) {
+    const rl_group *g = &p->g[i];
+    if (!g->staged || g->rank == 0) continue;
+    group_box(g, pl->tile, p->n_vars, ext);
+    double run = (double)ext[g->rank - 1];
+    for (int d = g->rank - 2; d >= 0 && ext[d + 1] == g->dims[d + 1]; d--) run *= (double)ext[d];
+    double want = (double)p->t->transaction_bytes / g->elem_bytes;
+    s += run >= want ? 1 : run_sim(run, want);
+  }
+  return s;
+}
+
+static int64_t red_mult(const rl_problem *p, int v) {
+  return p->mma && v == p->mma_axis[2] ? p->t->mma_k : 1;
+}
+
+static int64_t out_mult(const rl_problem *p, int v) {
+  if (p->mma && v == p->mma_axis[0]) return p->t->mma_m;
+  if (p->mma && v == p->mma_axis[1]) return p->t->mma_n;
+  return 1;
+}
+
+/* rstep: from the unit step, grow the reduction axis that most improves
+ * transaction coalescing of the staged reads. */
+static void align_rstep(const rl_problem *p, rl_plan *pl) {
+  for (int v = p->n_out; v < p->n_vars; v++) pl->tile[v] = red_mult(p, v) <= p->ext[v] ? red_mult(p, v) : p->ext[v];
+  double cur = rstep_score(p, pl);
+  for (int iter = 0; iter < 64; iter++) {
+    int best = -1;
+    int64_t best_size = 0;
+    double best_score = cur;
+    for (int v = p->n_vars - 1; v >= p->n_out; v--) {
+      int64_t nx = next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
+      if (!nx) continue;
+      int64_t old = pl->tile[v];
+      pl->tile[v] = nx;
+      double s = rstep_score(p, pl);
+      pl->tile[v] = old;
+      if (s > best_score + 1e-9) best = v, best_score = s, best_size = nx;
+    }
+    if (best < 0) break;
+    pl->tile[best] = best_size;
+    cur = best_score;
+  }
+}
+
+/* Register-level traffic (smem -> registers, whole op) and footprint of a
+ * thread tile; only staged data is reused across the reduction. */
+static void reg_level(const rl_problem *p, const int64_t *thr, double *q, double *f, double *flops, double *bytes) {
+  int64_t Et[RL_MAX_VARS], ext[QIR_MAX_RANK];
+  double owners = 1, pts = 1;
+  for (int v = 0; v < p->n_vars; v++) Et[v] = v < p->n_out ? thr[v] : 1;
+  for (int v = 0; v < p->n_out; v++) owners *= ceil((double)p->ext[v] / (double)thr[v]), pts *= (double)thr[v];
+  double per = 0;
+  for (int i = 0; i < p->n_groups; i++)
+    if (p->g[i].staged) per += group_box(&p->g[i], Et, p->n_vars, ext) * p->g[i].elem_bytes;
+  *q = owners * per;
+  *f = per + pts * 4;
+  *flops = pts * p->flops_per_point;
+  *bytes = per;
+}
+
+/* Registers a thread may use and still leave room for 512 threads per unit. */
+static int64_t reg_budget(const qir_target *t) {
+  int64_t b = t->regs_per_unit / 512;
+  return b < t->max_regs_per_thread ? b : t->max_regs_per_thread;
+}
+
+static int64_t smem_budget(const qir_target *t) {
+  return t->smem_per_block < t->smem_per_unit / 2 ? t->smem_per_block : t->smem_per_unit / 2;
+}
+
+static void thread_tile(const rl_problem *p, rl_plan *pl) {
+  const qir_target *t = p->t;
+  for (int v = 0; v < p->n_out; v++) pl->thr[v] = out_mult(p, v) <= p->ext[v] ? out_mult(p, v) : 1;
+  if (p->n_out > 0 && !p->mma) {
+    int last = p->n_out - 1;
+    int vec = 1;
+    while (vec * 2 <= p->vec_max && p->ext[last] % (vec * 2) == 0) vec *= 2;
+    pl->thr[last] = vec;
+  }
+  if (p->n_red == 0) return;                  /* no reuse across a reduction: vec only */
+  int64_t budget = reg_budget(t);
+  double ridge = p->peak_gflops / t->smem_gbs;
+  int64_t cap = p->mma ? 128 : 16;
+  for (int iter = 0; iter < 64; iter++) {
+    double q, f, fl, by;
+    reg_level(p, pl->thr, &q, &f, &fl, &by);
+    if (by > 0 && fl / by >= ridge) break;    /* compute-bound at the register level */
+    int best = -1;
+    int64_t best_size = 0;
+    double best_score = 0;
+    for (int v = p->n_out - 1; v >= 0; v--) {
+      int64_t nx = next_size(p->ext[v], pl->thr[v] > out_mult(p, v) ? pl->thr[v] : out_mult(p, v),
+                             cap, pl->thr[v]);
+      if (!nx || nx > cap) continue;
+      int64_t old = pl->thr[v];
+      pl->thr[v] = nx;
+      double q2, f2, fl2, by2;
+      reg_level(p, pl->thr, &q2, &f2, &fl2, &by2);
+      rl_plan probe = *pl;
+      for (int u = 0; u < p->n_out; u++) probe.tile[u] = probe.thr[u];
+      int64_t regs = plan_regs(p, &probe);
+      pl->thr[v] = old;
+      if (regs > budget || f2 <= f) continue;
+      double s = (q - q2) / (f2 - f);
+      if (s > best_score + 1e-12) best = v, best_score = s, best_size = nx;
+    }
+    if (best < 0) break;
+    pl->thr[best] = best_size;
+  }
+}
+
+typedef struct {
+  rl_plan plans[RL_MAX_PLANS];
+  int n;
+} rl_path;
+
+static double block_footprint(const rl_problem *p, const rl_plan *pl) {
+  int64_t ext[QIR_MAX_RANK];
+  double f = (double)plan_smem(p, pl, 0);
+  double outn = group_box(&p->out, pl->tile, p->n_vars, ext);
+  return f + outn * p->out.elem_bytes;
+}
+
+static double axis_waste(int64_t n, int64_t b) { return (double)(round_up(n, b) - n) / (double)n; }
+
+/* Threads must be a multiple of the warp.  In order of preference: widen the
+ * block along an axis where the padding waste stays small; shrink a thread
+ * tile (more threads, less register reuse; the innermost axis last, it holds
+ * the vector) -- or these two the other way round: the construction keeps
+ * both variants and lets the model choose; round every threads-per-axis up to a power of two (tiny
+ * shapes, where some waste is unavoidable). */
+static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
+  const qir_target *t = p->t;
+  if (p->n_out == 0) return true;
+  for (int iter = 0; iter < 64; iter++) {
+    int64_t th = plan_threads(p, pl);
+    if (th % t->warp_size == 0) return th <= t->max_threads_per_block;
+    int64_t g = th, w = t->warp_size;
+    while (w) { int64_t r = g % w; g = w; w = r; }   /* gcd(threads, warp) */
+    int64_t need = t->warp_size / g;
+    int best = -1;
+    double best_vol = 0;
+    for (int v = 0; v < p->n_out; v++) {
+      int64_t b = pl->tile[v] * need;
+      if (axis_waste(p->ext[v], b) > RL_MAX_WASTE || th * need > t->max_threads_per_block) continue;
+      double vol = (double)round_up(p->ext[v], b) / (double)round_up(p->ext[v], pl->tile[v]);
+      if (best < 0 || vol < best_vol) best = v, best_vol = vol;
+    }
+    if (best >= 0 && !shrink_first) { pl->tile[best] *= need; continue; }
+    bool changed = false;
+    for (int k = 0; k < p->n_out && !changed; k++) {
+      int v = k < p->n_out - 1 ? k : p->n_out - 1;
+      int64_t m = out_mult(p, v), h = pl->thr[v] / 2;
+      if (pl->thr[v] % 2 == 0 && h >= m && h % m == 0 && pl->tile[v] % h == 0) {
+        pl->thr[v] = h;
+        changed = true;
+      }
+    }
+    if (changed) continue;
+    if (best >= 0) { pl->tile[best] *= need; continue; }
+    for (int v = 0; v < p->n_out; v++) {
+      int64_t q = ceil_div(pl->tile[v], pl->thr[v]), q2 = 1;
+      while (q2 < q) q2 *= 2;
+      pl->tile[v] = q2 * pl->thr[v];
+    }
+    th = plan_threads(p, pl);
+    if (th < t->warp_size) pl->tile[p->n_out - 1] *= t->warp_size / th; /* both powers of two */
+  }
+  return false;
+}
+
+/* Grows the reduction step while the model improves and shared memory fits. */
+static void expand_rstep(const rl_problem *p, rl_plan *pl) {
+  rl_eval(p, pl);
+  for (int iter = 0; iter < 64 && pl->valid; iter++) {
+    rl_plan best = *pl;
+    for (int v = p->n_vars - 1; v >= p->n_out; v--) {
+      int64_t nx = next_size(p->ext[v], red_mult(p, v) > 0 ? red_mult(p, v) : 1, p->ext[v] * 2, pl->tile[v]);
+      if (!nx) continue;
+      rl_plan c = *pl;
+      c.tile[v] = nx;
+      rl_eval(p, &c);
+      if (c.valid && c.smem <= smem_budget(p->t) && c.est_us < best.est_us * 0.99) best = c;
+    }
+    if (best.est_us >= pl->est_us) break;
+    *pl = best;
+  }
+}
+
+static void add_plan(const rl_problem *p, rl_path *path, const rl_plan *state, bool shrink_first) {
+  rl_plan pl = *state;
+  if (!fix_threads(p, &pl, shrink_first)) return;
+  for (int i = 0; i < path->n; i++)
+    if (memcmp(path->plans[i].tile, pl.tile, sizeof pl.tile) == 0 &&
+        memcmp(path->plans[i].thr, pl.thr, sizeof pl.thr) == 0) return;
+  expand_rstep(p, &pl);
+  if (!pl.valid || path->n == RL_MAX_PLANS) return;
+  for (int i = 0; i < path->n; i++)
+    if (memcmp(path->plans[i].tile, pl.tile, sizeof pl.tile) == 0 &&
+        memcmp(path->plans[i].thr, pl.thr, sizeof pl.thr) == 0) return;
+  path->plans[path->n++] = pl;
+}
+
+/* A state of the construction becomes a full plan: warp-multiple threads,
+ * then the reduction step grown by the model. */
+static void finish_plan(const rl_problem *p, rl_path *path, const rl_plan *state) {
+  add_plan(p, path, state, false);
+  add_plan(p, path, state, true);
+}
+
+/* When a larger block would need more threads than a block may have, the
+ * thread tile along the same axis grows with it (within the register budget). */
+static bool grow_thread_to_fit(const rl_problem *p, rl_plan *c, int v) {
+  while (plan_threads(p, c) > p->t->max_threads_per_block) {
+    int64_t nx = next_size(p->ext[v], out_mult(p, v), p->mma ? 128 : 16, c->thr[v]);
+    while (nx && c->tile[v] % nx) nx = next_size(p->ext[v], out_mult(p, v), p->mma ? 128 : 16, nx);
+    if (!nx) return false;
+    c->thr[v] = nx;
+    if (plan_regs(p, c) > reg_budget(p->t)) return false;
+  }
+  return true;
+}
+
+static void construct(const rl_problem *p, rl_path *path) {
+  const qir_target *t = p->t;
+  rl_plan pl;
+  memset(&pl, 0, sizeof pl);
+  align_rstep(p, &pl);
+  thread_tile(p, &pl);
+  /* the block tile starts as one thread's tile, its innermost extent grown
+   * to a whole transaction of the output */
+  for (int v = 0; v < p->n_out; v++) pl.tile[v] = pl.thr[v];
+  if (p->n_out > 0) {
+    int last = p->n_out - 1;
+    int64_t want = t->transaction_bytes / p->out.elem_bytes;
+    while (pl.tile[last] < want) {
+      int64_t nx = next_size(p->ext[last], pl.thr[last], 1 << 20, pl.tile[last]);
+      if (!nx) break;
+      pl.tile[last] = nx;
+    }
+  }
+  int64_t smem_cap = smem_budget(t);
+  int64_t target_threads = 4 * t->warp_size > 128 ? 4 * t->warp_size : 128;
+  if (target_threads > t->max_threads_per_block) target_threads = t->max_threads_per_block;
+  double ridge = p->peak_gflops / t->dram_gbs;
+  bool reuse_phase = true;
+  for (int iter = 0; iter < 200; iter++) {
+    finish_plan(p, path, &pl);
+    rl_traffic tr;
+    traffic(p, &pl, &tr);
+    if (reuse_phase && tr.block_global_bytes > 0 && tr.flops_block / tr.block_global_bytes >= ridge)
+      reuse_phase = false;                    /* compute-bound: more reuse does not pay */
+    int64_t threads = plan_threads(p, &pl), blocks = plan_blocks(p, &pl);
+    double f = block_footprint(p, &pl);
+    int best = -1;
+    int64_t best_size = 0;
+    double best_score = 0;
+    for (int v = p->n_out - 1; v >= 0; v--) {
+      int64_t nx = next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
+      if (!nx) continue;
+      rl_plan c = pl;
+      c.tile[v] = nx;
+      if (!grow_thread_to_fit(p, &c, v)) continue;
+      int64_t th = plan_threads(p, &c), bl = plan_blocks(p, &c);
+      if (th > t->max_threads_per_block || plan_smem(p, &c, 0) > smem_cap) continue;
+      /* scale-out: keep a block per compute unit unless the block is still
+       * short of one warp */
+      if (bl < t->compute_units && bl < blocks && threads >= t->warp_size) continue;
+      double s;
+      if (reuse_phase) {
+        rl_traffic tc;
+        traffic(p, &c, &tc);
+        double f2 = block_footprint(p, &c);
+        s = f2 > f ? (tr.global_bytes - tc.global_bytes) / (f2 - f) : 0;
+      } else {
+        s = 0;
+      }
+      if (s > best_score + 1e-12) best = v, best_score = s, best_size = nx;
+    }
+    if (best < 0) {
+      reuse_phase = false;
+      /* parallelism: grow the innermost axis that can, until the block has
+       * enough threads to hide latency */
+      if (threads >= target_threads) break;
+      for (int v = p->n_out - 1; v >= 0 && best < 0; v--) {
+        int64_t nx = next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
+        if (!nx) continue;
+        rl_plan c = pl;
+        c.tile[v] = nx;
+        int64_t th = plan_threads(p, &c), bl = plan_blocks(p, &c);
+        if (th > t->max_threads_per_block || plan_smem(p, &c, 0) > smem_cap) continue;
+        if (bl < t->compute_units && bl < blocks && threads >= t->warp_size) continue;
+        best = v, best_size = nx;
+      }
+      if (best < 0) break;
+    }
+    pl.tile[best] = best_size;
+  }
+  finish_plan(p, path, &pl);
+}
+
+/* Three significant digits, as the nearest double to the decimal text, so
+ * the printed estimate is short and stable. */
+static double round_sig(double x) {
+  if (!(x > 0) || !isfinite(x)) return 0;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3g", x);
+  return strtod(buf, NULL);
+}
+
+/* Ranking: the estimate (to the three digits printed); on a tie, wider
+ * vectors, less padding, threads nearer 256, then the tile itself. */
+static double padded_volume(const rl_problem *p, const rl_plan *pl) {
+  double v = 1;
+  for (int i = 0; i < p->n_vars; i++) v *= (double)round_up(p->ext[i], pl->tile[i]);
+  return v;
+}
+
+static int cmp_plan_in(const rl_problem *p, const rl_plan *x, const rl_plan *y) {
+  double ex = round_sig(x->est_us), ey = round_sig(y->est_us);
+  if (ex != ey) return ex < ey ? -1 : 1;
+  if (x->vec != y->vec) return x->vec > y->vec ? -1 : 1;
+  double px = padded_volume(p, x), py = padded_volume(p, y);
+  if (px != py) return px < py ? -1 : 1;
+  double dx = fabs(log2((double)x->threads / 256)), dy = fabs(log2((double)y->threads / 256));
+  if (dx != dy) return dx < dy ? -1 : 1;
+  int c = memcmp(x->tile, y->tile, sizeof x->tile);
+  return c ? c : memcmp(x->thr, y->thr, sizeof x->thr);
+}
+
+static void sort_plans(const rl_problem *p, rl_plan *plans, int n) {
+  /* insertion sort: n is small, and no global comparator state is needed */
+  for (int i = 1; i < n; i++) {
+    rl_plan x = plans[i];
+    int j = i;
+    while (j > 0 && cmp_plan_in(p, &x, &plans[j - 1]) < 0) plans[j] = plans[j - 1], j--;
+    plans[j] = x;
+  }
+}
+
+/* ------------------------------------------------------------ output */
+
+static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan *pl, const char *target,
+                              bool full) {
+  int64_t tmp[RL_MAX_VARS];
+  qir_attr e[16];
+  int n = 0;
+  e[n++] = (qir_attr){.key = "block", .val = qir_attr_ints(m, p->n_out, pl->tile)};
+  e[n++] = (qir_attr){.key = "thread", .val = qir_attr_ints(m, p->n_out, pl->thr)};
+  e[n++] = (qir_attr){.key = "rstep", .val = qir_attr_ints(m, p->n_red, pl->tile + p->n_out)};
+  if (full) {
+    for (int v = 0; v < p->n_out; v++) tmp[v] = ceil_div(p->ext[v], pl->tile[v]);
+    e[n++] = (qir_attr){.key = "grid", .val = qir_attr_ints(m, p->n_out, tmp)};
+  }
+  e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(pl->threads)};
+  if (full) {
+    e[n++] = (qir_attr){.key = "smem_pad", .val = qir_attr_int(pl->smem_pad)};
+    e[n++] = (qir_attr){.key = "vec", .val = qir_attr_int(pl->vec)};
+    e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(pl->smem)};
+    e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(pl->regs)};
+  }
+  e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(pl->est_us))};
+  if (full) {
+    e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
+    if (p->mma) {
+      int64_t shape[3] = {p->t->mma_m, p->t->mma_n, p->t->mma_k};
+      int64_t axes[3] = {p->mma_axis[0], p->mma_axis[1], p->mma_axis[2] - p->n_out};
+      e[n++] = (qir_attr){.key = "mma", .val = qir_attr_ints(m, 3, shape)};
+      e[n++] = (qir_attr){.key = "mma_axes", .val = qir_attr_ints(m, 3, axes)};
+    }
+  }
+  for (int i = 0; i < n; i++) e[i].sched = false;
+  return qir_attr_dict(m, n, e);
+}
+
+/* Plans one op; `quiet` receives what qir_op_to_compute says about ops that
+ * have no compute form (those are simply not planned). */
+static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st,
+                    FILE *quiet) {
+  qir_op *form = op;
+  if (op->code != QIR_OP_COMPUTE) {
+    switch (op->code) {
+    case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD:
+    case QIR_OP_LOOP: case QIR_OP_IF:
+      return true;
+    default: break;
+    }
+    if (op->n_results != 1 || !quiet) return true;
+    /* analyse the op's tensor-expression form without replacing the op; the
+     * temporary is unlinked so it leaves no uses behind */
+    qir_diag qd;
+    qir_diag_init(&qd, quiet, NULL, NULL, 0);
+    form = qir_op_to_compute(m, op, &qd);
+    if (!form) return true;
+  }
+  rl_problem p;
+  bool ok = analyse(&p, form, t);
+  if (form != op) qir_op_unlink(form);
+  if (!ok) {
+    if (st) st->skipped++;
+    return true;
+  }
+  rl_path path;
+  path.n = 0;
+  construct(&p, &path);
+  if (path.n == 0) {
+    if (st) st->skipped++;
+    return true;
+  }
+  sort_plans(&p, path.plans, path.n);
+  qir_op_set_attr(m, op, "tile", plan_dict(m, &p, &path.plans[0], t->name, true), true);
+  qir_op_remove_attr(op, "tile_alternatives");
+  int alts = topk - 1 < path.n - 1 ? topk - 1 : path.n - 1;
+  if (alts > 0) {
+    qir_attr_val *items = qir_alloc(m, sizeof *items * (size_t)alts);
+    for (int i = 0; i < alts; i++) items[i] = plan_dict(m, &p, &path.plans[i + 1], t->name, false);
+    qir_op_set_attr(m, op, "tile_alternatives", qir_attr_list(m, alts, items), true);
+  }
+  if (st) st->planned++;
+  return true;
+}
+
+bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st,
+                    qir_diag *d) {
+  (void)d;
+  FILE *quiet = fopen("/dev/null", "w");
+  bool ok = plan_op(m, op, t, topk < 1 ? 1 : topk, st, quiet);
+  if (quiet) fclose(quiet);
+  return ok;
+}
+
+typedef struct {
+  qir_module *m;
+  const qir_target *t;
+  int topk;
+  roller_stats *st;
+  FILE *quiet;
+  bool ok;
+} pass_ctx;
+
+static bool visit(qir_op *op, void *vctx) {
+  pass_ctx *c = vctx;
+  c->ok &= plan_op(c->m, op, c->t, c->topk, c->st, c->quiet);
+  return true;
+}
+
+bool roller_run(qir_module *m, const qir_target *t, int topk, roller_stats *st, qir_diag *d) {
+  (void)d;
+  pass_ctx c = {m, t, topk < 1 ? 1 : topk, st, fopen("/dev/null", "w"), true};
+  qir_walk(m->body, visit, &c);
+  if (c.quiet) fclose(c.quiet);
+  return c.ok;
+}
+
+/* The -roller pass: options -target / -target-file pick the device model,
+ * -roller-topk how many plans to keep. */
+bool qopt_roller(qopt_ctx *ctx, qir_module *m) {
+  qir_target from_file;
+  const qir_target *t;
+  const char *file = qopt_option_str(ctx, "target-file");
+  if (file && *file) {
+    if (!qir_target_parse_file(file, &from_file, ctx->diag)) return false;
+    t = &from_file;
+  } else {
+    const char *name = qopt_option_str(ctx, "target");
+    t = qir_target_get(name);
+    if (!t) {
+      char known[256] = "";
+      for (int i = 0; i < qir_target_count(); i++) {
+        if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, qir_target_at(i)->name, sizeof known - strlen(known) - 1);
+      }
+      qir_loc none = {0};
+      qir_error(ctx->diag, none, "unknown target '%s' (known: %s; or -target-file FILE)", name, known);
+      return false;
+    }
+  }
+  int64_t topk = qopt_option_int(ctx, "roller-topk");
+  if (topk < 1 || topk > RL_MAX_PLANS) {
+    qir_loc none = {0};
+    qir_error(ctx->diag, none, "-roller-topk must be between 1 and %d", RL_MAX_PLANS);
+    return false;
+  }
+  return roller_run(m, t, (int)topk, NULL, ctx->diag);
+}
