@@ -1258,6 +1258,21 @@ static bool eval_matmul(ev *e, const qir_tensor *a, const qir_tensor *b, qir_ten
   if (!same_shape(&want, &r->type)) return FAIL(e, "'matmul': result shape does not match the operands");
   int64_t nb = numel(&bo);
   int64_t *ma = bcast_index(e, &ba, &bo), *mb = bcast_index(e, &bb, &bo);
+  if (!is_float(a->type.dtype) && !is_float(b->type.dtype)) { /* exact integer path (wrapping) */
+    int64_t *IA = load_i64(e, a), *IB = load_i64(e, b), *IC = xcalloc(e, (size_t)(nb * M * N), sizeof(int64_t));
+    bool ok = ma && mb && IA && IB && IC;
+    for (int64_t k = 0; ok && k < nb; k++) {
+      const int64_t *pa = IA + ma[k] * M * K, *pb = IB + mb[k] * K * N;
+      int64_t *pc = IC + k * M * N;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t kk = 0; kk < K; kk++)
+          for (int64_t j = 0; j < N; j++)
+            pc[i * N + j] = (int64_t)((uint64_t)pc[i * N + j] + (uint64_t)pa[i * K + kk] * (uint64_t)pb[kk * N + j]);
+    }
+    if (ok) store_i64(r, IC, is_uns(a->type.dtype));
+    free(ma); free(mb); free(IA); free(IB); free(IC);
+    return ok;
+  }
   double *A = load_f64(e, a), *B = load_f64(e, b), *C = xcalloc(e, (size_t)(nb * M * N), sizeof(double));
   bool ok = ma && mb && A && B && C;
   if (ok)

@@ -169,13 +169,20 @@ static void fmt_real(char *buf, size_t n, double v, qir_dtype dt) {
     snprintf(buf, n, "%s", v < 0 ? "-inf" : "inf");
     return;
   }
-  /* %.15g / %.6g already give the shortest form when it is that short. */
-  int prec = dt == QIR_F64 ? 15 : dt == QIR_F32 ? 6 : 1;
+  /* %.15g / %.6g already give the shortest digits when there are that few;
+   * a little more precision may still give a shorter text (65504 rather than
+   * 6.55e+04), so look two steps further and keep the shortest. */
+  int prec = dt == QIR_F64 ? 15 : dt == QIR_F32 ? 6 : 1, last = 17;
   uint64_t want = stored_bits(v, dt);
-  for (; prec <= 17; prec++) {
-    snprintf(buf, n, "%.*g", prec, v);
-    if (stored_bits(strtod(buf, NULL), dt) == want) return;
+  char best[64] = "";
+  for (; prec <= last; prec++) {
+    char cand[64];
+    snprintf(cand, sizeof cand, "%.*g", prec, v);
+    if (stored_bits(strtod(cand, NULL), dt) != want) continue;
+    if (!best[0]) last = prec + 2 < 17 ? prec + 2 : 17;
+    if (!best[0] || strlen(cand) < strlen(best)) memcpy(best, cand, sizeof best);
   }
+  snprintf(buf, n, "%s", best);
 }
 
 /* A float that must read back as a float, not an integer. */

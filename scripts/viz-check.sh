@@ -66,7 +66,13 @@ else
     [ -f "$dir/model.onnx" ] || continue
     name=$(basename "$dir")
     qir="$work/$name.qir"
-    if ! "$bin/onnx2qir" "$dir/model.onnx" -o "$qir" 2>"$work/import.err"; then
+    # Fix symbolic input shapes (and bind control scalars) to the test data's.
+    set --
+    if [ -d "$dir/test_data_set_0" ]; then
+      python3 "$top/bench/onnx_inputs.py" "$dir" >"$work/flags" 2>"$work/import.err" || : >"$work/flags"
+      while IFS= read -r flag; do set -- "$@" "$flag"; done <"$work/flags"
+    fi
+    if ! "$bin/onnx2qir" "$@" "$dir/model.onnx" -o "$qir" 2>"$work/import.err"; then
       # The importer's coverage is tested elsewhere; here it only feeds qviz.
       echo "SKIPPED: $name: onnx2qir failed: $(head -n 1 "$work/import.err")"
       skip=$((skip + 2))

@@ -20,6 +20,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from onnx_inputs import onnx2qir_flags  # noqa: E402  (bench/onnx_inputs.py)
+
 # Passes in pipeline order; those qopt does not list (-print-passes) are left out.
 PIPELINE = ["canonicalize", "roller", "welder", "rammer", "grinder"]
 SMOKE_MODEL = "light/light_squeezenet"
@@ -128,7 +131,7 @@ def main():
         os.makedirs(mdir, exist_ok=True)
         model = os.path.abspath(os.path.join(d, "model.onnx"))
         row = {"model": name, "ops": None, "t": {}, "error": None}
-        t, err = timed([tool["onnx2qir"], model, "-o", "m.qir"], mdir, runs, args.timeout)
+        t, err = timed([tool["onnx2qir"]] + onnx2qir_flags(d) + [model, "-o", "m.qir"], mdir, runs, args.timeout)
         row["t"]["onnx2qir"] = t
         cur = "m.qir"
         if err:

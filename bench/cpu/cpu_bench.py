@@ -21,6 +21,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from onnx_inputs import model_inputs  # noqa: E402  (bench/onnx_inputs.py)
 SMOKE_MODEL = "light/light_squeezenet"
 
 
@@ -108,18 +110,21 @@ def main():
         os.makedirs(wd, exist_ok=True)
         row = {"model": name}
         try:
-            step([os.path.join(bindir, "onnx2qir"), os.path.join(d, "model.onnx"), "-o", "m.qir"], wd, "onnx2qir")
+            inputs = model_inputs(d)
+            flags = []
+            for iname, path, dims, _, bound in inputs:
+                flags += ["--bind", "%s=%s" % (iname, path)] if bound else \
+                    ["--shape", "%s=%s" % (iname, ",".join(map(str, dims)))]
+            step([os.path.join(bindir, "onnx2qir")] + flags + [os.path.join(d, "model.onnx"), "-o", "m.qir"], wd,
+                 "onnx2qir")
             step([os.path.join(bindir, "qopt")] + passes + ["m.qir", "-o", "m.opt.qir"], wd, "qopt")
             step([os.path.join(bindir, "qcodegen"), "-c", "-main", "m.opt.qir", "-o", "m.c"], wd, "qcodegen -c -main")
             step([args.cc, "-O3", "-march=native", "-fopenmp", "-o", "m", "m.c", "-lm"], wd, "cc")
-            ds = os.path.join(d, "test_data_set_0")
-            ins = sorted((f for f in os.listdir(ds) if f.startswith("input_") and f.endswith(".pb")),
-                         key=lambda f: int(f[6:-3]))
             cmd = ["node", os.path.join(HERE, "ort_bench.js"), "--model", os.path.join(d, "model.onnx"),
                    "--prog", os.path.join(wd, "m"), "--work", wd, "--threads", str(args.threads),
                    "--rounds", str(rounds), "--seconds", str(seconds)]
-            for f in ins:
-                cmd += ["--in", os.path.join(ds, f)]
+            for iname, path, _, _, bound in inputs:
+                cmd += ["--const" if bound else "--in", "%s=%s" % (iname, path)]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
             lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
             if not lines:

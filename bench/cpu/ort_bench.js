@@ -1,7 +1,7 @@
 // ort_bench.js: ONNX Runtime (CPU) against qir's generated C program on one model.
 //
 //   node ort_bench.js --model M.onnx --threads T --rounds R --prog ./m --work DIR
-//                     --in input_0.pb ... [--atol A] [--rtol R] [--seconds S]
+//                     --in NAME=input_0.pb ... [--const NAME=FILE ...] [--atol A] [--rtol R] [--seconds S]
 //
 // 1. Runs ORT (T intra-op threads, 1 inter-op thread, sequential) and the
 //    program (OMP_NUM_THREADS=T) once on the same inputs and compares every
@@ -19,10 +19,10 @@ const { onnx } = require('onnx-proto');
 const Long = require('long');
 
 function parseArgs(argv) {
-  const a = { in: [], threads: 1, rounds: 5, atol: 1e-4, rtol: 1e-3, seconds: 1.0 };
+  const a = { in: [], const: [], threads: 1, rounds: 5, atol: 1e-4, rtol: 1e-3, seconds: 1.0 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i], v = argv[i + 1];
-    if (k === '--in') { a.in.push(v); i++; } else if (['--model', '--prog', '--work'].includes(k)) { a[k.slice(2)] = v; i++; } else if (['--threads', '--rounds', '--atol', '--rtol', '--seconds'].includes(k)) { a[k.slice(2)] = Number(v); i++; } else throw new Error(`unknown argument ${k}`);
+    if (k === '--in' || k === '--const') { a[k.slice(2)].push(v); i++; } else if (['--model', '--prog', '--work'].includes(k)) { a[k.slice(2)] = v; i++; } else if (['--threads', '--rounds', '--atol', '--rtol', '--seconds'].includes(k)) { a[k.slice(2)] = Number(v); i++; } else throw new Error(`unknown argument ${k}`);
   }
   for (const k of ['model', 'prog', 'work']) if (!a[k]) throw new Error(`--${k} is required`);
   return a;
@@ -92,15 +92,15 @@ async function main() {
   });
   const feeds = {};
   const progIn = [];
-  // input_K.pb feeds the K-th graph input, unless the TensorProto names one.
-  a.in.forEach((spec, k) => {
-    const file = path.resolve(spec);
-    const t = onnx.TensorProto.decode(fs.readFileSync(file));
-    const name = t.name && sess.inputNames.includes(t.name) ? t.name : sess.inputNames[k];
-    if (name === undefined) throw new Error(`${file}: the model has only ${sess.inputNames.length} inputs`);
+  // --in NAME=FILE feeds both; --const NAME=FILE only ORT (onnx2qir --bind
+  // made it a constant of our program).
+  for (const [spec, both] of [...a.in.map((s) => [s, true]), ...a.const.map((s) => [s, false])]) {
+    const eq = spec.indexOf('=');
+    const name = spec.slice(0, eq), file = path.resolve(spec.slice(eq + 1));
+    if (!sess.inputNames.includes(name)) throw new Error(`model has no input '${name}' (inputs: ${sess.inputNames.join(', ')})`);
     feeds[name] = readTensorProto(file);
-    progIn.push('--in', `${name}=${file}`);
-  });
+    if (both) progIn.push('--in', `${name}=${file}`);
+  }
 
   // 1. the check
   const ref = await sess.run(feeds);

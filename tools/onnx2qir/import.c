@@ -116,6 +116,7 @@ void imp_error(importer *imp, const char *fmt, ...) {
     va_end(ap);
     return;
   }
+  imp->n_printed++;
   if (imp->node)
     fprintf(stderr, "%s: error: node '%s' (%s, opset %lld): ", imp->model_path,
             imp->node->name && imp->node->name[0] ? imp->node->name
@@ -343,7 +344,9 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
     }
     dims[k] = d->dim_value;
   }
-  if (!check_dims(imp, tt->shape->n_dim, dims, "graph input")) return false;
+  char what[300];
+  snprintf(what, sizeof what, "graph input '%.200s'", name);
+  if (!check_dims(imp, tt->shape->n_dim, dims, what)) return false;
   *out = qir_type_make(dt, (int)tt->shape->n_dim, dims);
   return true;
 }
@@ -456,8 +459,16 @@ static bool try_fold(importer *imp, qir_op *op, qir_value **outs) {
     if (n > 16) return false;
     const qir_opinfo *info = qir_opinfo_get(op->code);
     if (!(info->flags & QIR_OPF_ELEMENTWISE)) {
-      /* data movement of a splat: the same value */
+      /* data movement of splats of one value: the same value */
       qir_op *c = const_def(op->operands[0]);
+      bool same = true;
+      for (int i = 1; i < n; i++) {
+        qir_op *ci = const_def(op->operands[i]);
+        if (qir_load_elem(ci->results[0]->type.dtype, ci->cst->data, 0) !=
+            qir_load_elem(c->results[0]->type.dtype, c->cst->data, 0))
+          same = false;
+      }
+      if (!same) goto dense;
       qir_op *ns = qir_const_new_splat(imp->m, rt, qir_load_elem(rt.dtype, c->cst->data, 0), (qir_loc){0});
       outs[0] = add_const_op(imp, ns);
       return true;
@@ -485,6 +496,13 @@ static bool try_fold(importer *imp, qir_op *op, qir_value **outs) {
     outs[0] = add_const_op(imp, ns);
     return true;
   }
+dense:
+  /* A splat becomes dense data only when the result is small (shape
+   * arithmetic); big splats (the light/ models' weights) stay splats. */
+  for (int i = 0; i < op->n_operands; i++)
+    if (const_def(op->operands[i])->cst->splat)
+      for (int k = 0; k < op->n_results; k++)
+        if (qir_type_numel(&op->results[k]->type) > SPLAT_DENSE_LIMIT) return false;
   for (int i = 0; i < op->n_operands; i++)
     if (qir_type_numel(&op->operands[i]->type) > FOLD_LIMIT) return false;
   for (int i = 0; i < op->n_results; i++)
@@ -870,15 +888,44 @@ static bool order_nodes(importer *imp, const Onnx__GraphProto *g, scope *sc, siz
     }
     strmap_free(reads);
   }
-  size_t head = 0, tail = 0;
+  size_t tail = 0;
   if (ok) {
+    /* ready nodes in a min-heap of their index, so a graph that is already
+     * sorted keeps its order */
+    size_t *heap = malloc((n + 1) * sizeof *heap), hn = 0;
+    if (!heap) abort();
+#define HEAP_PUSH(x)                                                                                               \
+  do {                                                                                                             \
+    size_t k_ = hn++;                                                                                              \
+    heap[k_] = (x);                                                                                                \
+    while (k_ && heap[(k_ - 1) / 2] > heap[k_]) {                                                                  \
+      size_t p_ = (k_ - 1) / 2, t_ = heap[p_];                                                                     \
+      heap[p_] = heap[k_];                                                                                         \
+      heap[k_] = t_;                                                                                               \
+      k_ = p_;                                                                                                     \
+    }                                                                                                              \
+  } while (0)
     for (size_t i = 0; i < n; i++)
-      if (!indeg[i]) order[tail++] = i;
-    while (head < tail) {
-      size_t i = order[head++];
+      if (!indeg[i]) HEAP_PUSH(i);
+    while (hn) {
+      size_t i = heap[0];
+      heap[0] = heap[--hn];
+      for (size_t k = 0;;) {
+        size_t l = 2 * k + 1, r = l + 1, m = k;
+        if (l < hn && heap[l] < heap[m]) m = l;
+        if (r < hn && heap[r] < heap[m]) m = r;
+        if (m == k) break;
+        size_t t = heap[m];
+        heap[m] = heap[k];
+        heap[k] = t;
+        k = m;
+      }
+      order[tail++] = i;
       for (size_t u = 0; u < n_users[i]; u++)
-        if (--indeg[users[i][u]] == 0) order[tail++] = users[i][u];
+        if (--indeg[users[i][u]] == 0) HEAP_PUSH(users[i][u]);
     }
+#undef HEAP_PUSH
+    free(heap);
     if (tail != n) {
       for (size_t i = 0; i < n; i++)
         if (indeg[i]) {
@@ -940,7 +987,6 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
   convert_fn fn = NULL;
   const char *allowed = NULL;
   const char *domain = nd->domain ? nd->domain : "";
-  if (poisoned) goto done;
   if ((domain[0] && strcmp(domain, "ai.onnx") != 0) || !find_converter(op_type, &fn, &allowed)) {
     char key[512];
     snprintf(key, sizeof key, "%s/%s", domain, op_type);
@@ -955,6 +1001,7 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
     }
     goto done;
   }
+  if (poisoned) goto done;
   for (size_t a = 0; a < nd->n_attribute; a++) {
     const char *an = nd->attribute[a]->name ? nd->attribute[a]->name : "";
     if (nd->attribute[a]->ref_attr_name && nd->attribute[a]->ref_attr_name[0]) {
@@ -1058,7 +1105,10 @@ bool import_graph_body(importer *imp, const Onnx__GraphProto *g, scope *sc, qir_
   if (order_nodes(imp, g, sc, order)) {
     for (size_t i = 0; i < g->n_node; i++) convert_node(imp, g->node[order[i]], sc);
   } else {
-    ok = false;
+    free(order);
+    imp->node = saved_node;
+    imp->sc = saved_sc;
+    return false;
   }
   free(order);
   if (imp->n_errors != errors_before) ok = false;

@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
   onnx__model_proto__free_unpacked(model, NULL);
   int status = 0;
   if (!ok || imp.n_errors) {
-    if (imp.n_errors > 1) fprintf(stderr, "%s: %d errors\n", model_path, imp.n_errors);
+    if (imp.n_printed > 1) fprintf(stderr, "%s: %d errors\n", model_path, imp.n_printed);
     status = 1;
     goto done;
   }

@@ -18,6 +18,8 @@
 
 /* Largest tensor the importer will fold or materialise (elements). */
 #define FOLD_LIMIT ((int64_t)1 << 20)
+/* Largest dense constant folding may make out of splat operands. */
+#define SPLAT_DENSE_LIMIT 4096
 /* Largest element count any tensor type may have: rejects absurd shapes before
  * anything is allocated. */
 #define MAX_NUMEL ((int64_t)1 << 40)
@@ -52,6 +54,7 @@ struct importer {
   int64_t opset;                /* ai.onnx opset of the model */
   int64_t ir_version;
   int n_errors;
+  int n_printed;                /* errors shown (repeats of an unsupported op are not) */
   qir_region *region;           /* where new ops go */
   scope *sc;                    /* innermost scope */
   strmap *used_names;           /* SSA names taken in the module */

@@ -305,10 +305,13 @@ static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t) {
   p->n_red = c->n_red;
   p->n_vars = c->n_axes + c->n_red;
   if (p->n_vars > RL_MAX_VARS || c->n_axes > QIR_MAX_RANK) return false;
+  double points = 1;
   for (int v = 0; v < p->n_vars; v++) {
     if (c->axis_extents[v] <= 0) return false;
     p->ext[v] = c->axis_extents[v];
+    points *= (double)p->ext[v];
   }
+  if (points > 9e15) return false;            /* beyond exact integer arithmetic */
   walk_ctx w = {p, op, true};
   walk_body(&w, c->body, false);
   if (!w.ok) return false;
@@ -343,7 +346,7 @@ static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t) {
     n *= (double)p->ext[d];
   }
   p->out_bytes = n * o->elem_bytes;
-  p->peak_gflops = qir_target_peak(t, rt->dtype == QIR_F16 || rt->dtype == QIR_BF16 ? rt->dtype : rt->dtype, false);
+  p->peak_gflops = qir_target_peak(t, rt->dtype, false);
   p->vec_max = 16 / (o->elem_bytes > 0 ? o->elem_bytes : 4);
   if (p->vec_max < 1) p->vec_max = 1;
   detect_mma(p, c, op);
@@ -804,7 +807,7 @@ static void expand_rstep(const rl_problem *p, rl_plan *pl) {
   for (int iter = 0; iter < 64 && pl->valid; iter++) {
     rl_plan best = *pl;
     for (int v = p->n_vars - 1; v >= p->n_out; v--) {
-      int64_t nx = next_size(p->ext[v], red_mult(p, v) > 0 ? red_mult(p, v) : 1, p->ext[v] * 2, pl->tile[v]);
+      int64_t nx = next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
       if (!nx) continue;
       rl_plan c = *pl;
       c.tile[v] = nx;

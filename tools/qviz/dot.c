@@ -137,14 +137,19 @@ void buf_put_clipped(qviz_buf *b, const char *s, size_t max) {
     buf_puts(b, s);
     return;
   }
-  size_t cut = max > 3 ? max - 3 : 0;
-  /* Step back to a UTF-8 lead byte so the cut leaves valid text. */
-  while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
-  buf_reserve(b, cut + 3);
-  memcpy(b->s + b->len, s, cut);
-  b->len += cut;
+  /* Keep both ends: generated names (ONNX paths, numbered temporaries) differ
+   * at the end as often as at the start.  Cuts step to UTF-8 lead bytes. */
+  size_t keep = max > 3 ? max - 3 : 0, head = (keep + 1) / 2, tail_start = n - (keep - head);
+  while (head > 0 && ((unsigned char)s[head] & 0xC0) == 0x80) head--;
+  while (tail_start < n && ((unsigned char)s[tail_start] & 0xC0) == 0x80) tail_start++;
+  buf_reserve(b, head + 3 + (n - tail_start));
+  memcpy(b->s + b->len, s, head);
+  b->len += head;
+  memcpy(b->s + b->len, "...", 3);
+  b->len += 3;
+  memcpy(b->s + b->len, s + tail_start, n - tail_start);
+  b->len += n - tail_start;
   b->s[b->len] = 0;
-  buf_puts(b, "...");
 }
 
 /* ---------------------------------------------------------------- formatting */
@@ -190,7 +195,7 @@ void fmt_dims(qviz_buf *b, const qir_attr_val *v) {
     fmt_attr_val(b, v);
     return;
   }
-  if (v->n == 0) buf_puts(b, "[]");
+  if (v->n == 0) buf_puts(b, "none");
   for (int i = 0; i < v->n; i++) {
     if (i) buf_puts(b, "x");
     fmt_attr_val(b, &v->items[i]);

@@ -1,6 +1,6 @@
 /* qviz: draws a .qir module with Graphviz.
  *
- *   qviz [-graph|-tiles|-veu] [-o OUT] [-T svg|png|pdf] [FILE|-]
+ *   qviz [-graph|-tiles [-top N]|-veu] [-o OUT] [-T svg|png|pdf] [FILE|-]
  *
  * Prints Graphviz DOT by default; -T pipes it through Graphviz's `dot` (found
  * on PATH, or at $QVIZ_DOT) and writes the picture.
@@ -19,13 +19,14 @@
 extern char **environ;
 
 static void usage(FILE *f) {
-  fputs("usage: qviz [-graph|-tiles|-veu] [-o OUT] [-T svg|png|pdf] [FILE|-]\n"
+  fputs("usage: qviz [-graph|-tiles [-top N]|-veu] [-o OUT] [-T svg|png|pdf] [FILE|-]\n"
         "Draws a .qir module (FILE, or stdin) as Graphviz DOT.\n"
         "  -graph     dataflow graph: ops with result types, edges with tensor types,\n"
         "             constants folded into their users, loop/if regions and kernel\n"
         "             groups as clusters, fused edges (#fuse=reg|smem) highlighted (default)\n"
         "  -tiles     one table per compute op: its #tile plan per memory level, grid,\n"
         "             threads, padding, estimated time and share of the total\n"
+        "  -top N     with -tiles: tables for the N most expensive ops only\n"
         "  -veu       the rProgram (qopt -rammer) as a grid of waves by vEUs\n"
         "  -o OUT     write to OUT instead of stdout\n"
         "  -T FORMAT  render with Graphviz's dot (svg, png or pdf) instead of printing DOT\n"
@@ -119,6 +120,7 @@ static int render(const char *dot_text, size_t len, const char *format, int out_
 int main(int argc, char **argv) {
   enum { VIEW_GRAPH, VIEW_TILES, VIEW_VEU } view = VIEW_GRAPH;
   const char *out_path = NULL, *format = NULL, *in_path = NULL;
+  int top = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-graph") || !strcmp(a, "--graph")) view = VIEW_GRAPH;
@@ -130,6 +132,15 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--version") || !strcmp(a, "-version")) {
       printf("qviz %s\n", QIR_VERSION);
       return 0;
+    } else if (!strcmp(a, "-top")) {
+      char *end = NULL;
+      long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+      if (i + 1 >= argc || *end || n <= 0 || n > 1000000) {
+        fprintf(stderr, "qviz: error: -top needs a positive number\n");
+        return 1;
+      }
+      top = (int)n;
+      i++;
     } else if (!strcmp(a, "-o") || !strcmp(a, "-T")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "qviz: error: %s needs an argument\n", a);
@@ -175,7 +186,7 @@ int main(int argc, char **argv) {
     qir_module_free(m);
     return 1;
   }
-  int rc = view == VIEW_TILES ? qviz_tiles(mem, m, &diag)
+  int rc = view == VIEW_TILES ? qviz_tiles(mem, m, &diag, top)
          : view == VIEW_VEU   ? qviz_veu(mem, m, &diag)
                               : qviz_graph(mem, m, &diag);
   fclose(mem);

@@ -29,7 +29,7 @@ void dot_quoted(FILE *out, const char *s);
 /* Writes s escaped for an HTML-like label (`&`, `<`, `>`, `"`, `'`), same
  * UTF-8 clean-up; newlines become <BR/>. */
 void dot_html(FILE *out, const char *s);
-/* Cuts s to at most max bytes (at a UTF-8 boundary) adding "..." if cut. */
+/* Appends s, or when longer than max bytes its start and end around "...". */
 void buf_put_clipped(qviz_buf *b, const char *s, size_t max);
 
 void fmt_type(qviz_buf *b, const qir_type *t);          /* f32[8,256] */
@@ -77,7 +77,8 @@ void map_free(qviz_map *m);
 /* The views.  Each writes a whole DOT graph; returns 0, or 1 after reporting
  * an error into d. */
 int qviz_graph(FILE *out, qir_module *m, qir_diag *d);
-int qviz_tiles(FILE *out, qir_module *m, qir_diag *d);
+/* top > 0: tables only for the `top` ops with the largest estimates. */
+int qviz_tiles(FILE *out, qir_module *m, qir_diag *d, int top);
 int qviz_veu(FILE *out, qir_module *m, qir_diag *d);
 
 #endif /* QVIZ_H */

@@ -166,7 +166,7 @@ static int by_est_desc(const void *pa, const void *pb) {
   return (a->tile.est_us < b->tile.est_us) - (a->tile.est_us > b->tile.est_us);
 }
 
-static void emit_summary(FILE *out, qir_module *m, const tile_list *l, double total) {
+static void emit_summary(FILE *out, qir_module *m, const tile_list *l, double total, int top) {
   qviz_buf b = {0};
   int planned = 0;
   const char *target = NULL;
@@ -187,6 +187,7 @@ static void emit_summary(FILE *out, qir_module *m, const tile_list *l, double to
   fputs("</B></TD></TR>", out);
   buf_clear(&b);
   buf_printf(&b, "%d of %d ops have a tile plan", planned, l->n);
+  if (top > 0 && top < l->n) buf_printf(&b, "; tables for the %d most expensive", top);
   if (target) {
     buf_puts(&b, "; target ");
     buf_put_clipped(&b, target, 24);
@@ -220,10 +221,31 @@ static void emit_summary(FILE *out, qir_module *m, const tile_list *l, double to
   buf_free(&b);
 }
 
-int qviz_tiles(FILE *out, qir_module *m, qir_diag *d) {
+/* Keeps the `top` entries with the largest estimates, in program order. */
+static void keep_top(tile_list *l, int top) {
+  if (top <= 0 || top >= l->n) return;
+  const tile_entry **ranked = malloc(sizeof *ranked * (size_t)l->n);
+  for (int i = 0; i < l->n; i++) ranked[i] = &l->items[i];
+  qsort(ranked, (size_t)l->n, sizeof *ranked, by_est_desc);
+  double cut = ranked[top - 1]->tile.est_us;
+  free(ranked);
+  int above = 0, kept = 0;
+  for (int i = 0; i < l->n; i++) above += l->items[i].tile.est_us > cut;
+  int ties = top - above;   /* room for entries equal to the cut, earliest first */
+  for (int i = 0; i < l->n; i++) {
+    double e = l->items[i].tile.est_us;
+    if (e < 0 || e < cut) continue;
+    if (e == cut && ties-- <= 0) continue;
+    l->items[kept++] = l->items[i];
+  }
+  l->n = kept;
+}
+
+int qviz_tiles(FILE *out, qir_module *m, qir_diag *d, int top) {
   (void)d;
   tile_list l = {0};
   qir_walk(m->body, collect, &l);
+  tile_list shown = l;
   double total = 0, max_us = 0;
   for (int i = 0; i < l.n; i++) {
     const tile_entry *e = &l.items[i];
@@ -238,18 +260,24 @@ int qviz_tiles(FILE *out, qir_module *m, qir_diag *d) {
         "  node [shape=plaintext, fontname=\"Helvetica\", fontsize=10];\n"
         "  edge [style=invis];\n",
         out);
-  emit_summary(out, m, &l, total);
-  for (int i = 0; i < l.n; i++) emit_table(out, i, &l.items[i], total, max_us);
+  emit_summary(out, m, &l, total, top);
+  if (top > 0) {
+    shown.items = malloc(sizeof *shown.items * (size_t)(l.n ? l.n : 1));
+    memcpy(shown.items, l.items, sizeof *shown.items * (size_t)l.n);
+    keep_top(&shown, top);
+  }
+  for (int i = 0; i < shown.n; i++) emit_table(out, i, &shown.items[i], total, max_us);
   /* Rows of TABLES_PER_ROW in program order, the summary above them. */
-  for (int start = 0; start < l.n; start += TABLES_PER_ROW) {
+  for (int start = 0; start < shown.n; start += TABLES_PER_ROW) {
     fputs("  { rank=same;", out);
-    for (int i = start; i < l.n && i < start + TABLES_PER_ROW; i++) fprintf(out, " t%d;", i);
+    for (int i = start; i < shown.n && i < start + TABLES_PER_ROW; i++) fprintf(out, " t%d;", i);
     fputs(" }\n", out);
     if (start == 0) fputs("  summary -> t0;\n", out);
     else fprintf(out, "  t%d -> t%d;\n", start - TABLES_PER_ROW, start);
-    for (int i = start + 1; i < l.n && i < start + TABLES_PER_ROW; i++) fprintf(out, "  t%d -> t%d;\n", i - 1, i);
+    for (int i = start + 1; i < shown.n && i < start + TABLES_PER_ROW; i++) fprintf(out, "  t%d -> t%d;\n", i - 1, i);
   }
   fputs("}\n", out);
+  if (shown.items != l.items) free(shown.items);
   free(l.items);
   return 0;
 }
