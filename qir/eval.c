@@ -1498,8 +1498,52 @@ static bool check_window_out(ev *e, const window *w, const int64_t *in, const in
   return true;
 }
 
-/* conv: for every (n, m, c, kernel offset) one axpy over the innermost output
- * row, over the range of output positions whose input is inside the image. */
+/* Y[M,N] = bias + A[M,K] * B[K,N] (row-major, Y with leading dimension ldy):
+ * 4x8 register blocks, the reduction innermost. */
+static void gemm_bias(int64_t M, int64_t N, int64_t K, const double *A, const double *B, double *Y, int64_t ldy,
+                      const double *bias) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) {
+    const double *a0 = A + m * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
+    int64_t j = 0;
+    for (; j + 8 <= N; j += 8) {
+      double c0[8] = {0}, c1[8] = {0}, c2[8] = {0}, c3[8] = {0};
+      for (int64_t k = 0; k < K; k++) {
+        const double *bk = B + k * N + j;
+        double x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
+        for (int t = 0; t < 8; t++) {
+          c0[t] += x0 * bk[t];
+          c1[t] += x1 * bk[t];
+          c2[t] += x2 * bk[t];
+          c3[t] += x3 * bk[t];
+        }
+      }
+      for (int t = 0; t < 8; t++) {
+        Y[m * ldy + j + t] = bias[m] + c0[t];
+        Y[(m + 1) * ldy + j + t] = bias[m + 1] + c1[t];
+        Y[(m + 2) * ldy + j + t] = bias[m + 2] + c2[t];
+        Y[(m + 3) * ldy + j + t] = bias[m + 3] + c3[t];
+      }
+    }
+    for (; j < N; j++)
+      for (int r = 0; r < 4; r++) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += A[(m + r) * K + k] * B[k * N + j];
+        Y[(m + r) * ldy + j] = bias[m + r] + acc;
+      }
+  }
+  for (; m < M; m++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; k++) acc += A[m * K + k] * B[k * N + j];
+      Y[m * ldy + j] = bias[m] + acc;
+    }
+}
+
+/* conv: per output row (all spatial axes but the innermost fixed), the input
+ * patches of that row are gathered into col[Cg*kvol][OW] (zeros where the
+ * window leaves the image); the row of every output channel of the group is
+ * then W[Mg, Cg*kvol] * col, whose rows are exactly the weights' layout. */
 static bool eval_conv(ev *e, const qir_tensor *x, const qir_tensor *wt, const qir_tensor *b, qir_tensor *r) {
   const qir_type *xt = &x->type, *wtt = &wt->type, *rt = &r->type;
   if (xt->rank < 3 || wtt->rank != xt->rank || rt->rank != xt->rank) return FAIL(e, "'conv': x, w and result must have the same rank >= 3");
@@ -1525,61 +1569,48 @@ static bool eval_conv(ev *e, const qir_tensor *x, const qir_tensor *wt, const qi
     kvol *= w.k[i];
   }
   double *X = load_f64(e, x), *W = load_f64(e, wt), *B = load_f64(e, b), *Y = xmalloc(e, (size_t)numel(rt) * sizeof *Y);
-  if (!X || !W || !B || !Y) { free(X); free(W); free(B); free(Y); return false; }
   const int64_t *id = xt->dims + 2, *od = rt->dims + 2;
   int last = ns - 1;
-  int64_t OW = od[last], IW = id[last], s = w.s[last], dl = w.d[last], p = w.pb[last];
-  int64_t outer_o = out_plane / (OW ? OW : 1), kouter = kvol / w.k[last];
+  int64_t OW = od[last], IW = id[last], Kd = Cg * kvol;
+  int64_t OWp = (OW + 7) / 8 * 8; /* col rows padded with zeros to whole 8-wide blocks */
+  int64_t outer_o = OW ? out_plane / OW : 0;
+  double *col = xcalloc(e, (size_t)(Kd * (OWp ? OWp : 1)), sizeof *col), *rowy = xmalloc(e, (size_t)(Mg * (OWp ? OWp : 1)) * sizeof *rowy);
+  if (!X || !W || !B || !Y || !col || !rowy) { free(X); free(W); free(B); free(Y); free(col); free(rowy); return false; }
   int64_t ist[QIR_MAX_RANK];
   { int64_t st = 1; for (int i = ns - 1; i >= 0; i--) { ist[i] = st; st *= id[i]; } }
-  /* valid output range of the innermost axis per kernel tap */
-  int64_t *lo = xmalloc(e, (size_t)w.k[last] * sizeof *lo), *hi = xmalloc(e, (size_t)w.k[last] * sizeof *hi);
-  if (!lo || !hi) { free(X); free(W); free(B); free(Y); free(lo); free(hi); return false; }
-  for (int64_t kw = 0; kw < w.k[last]; kw++) {
-    int64_t off = kw * dl - p; /* input = o*s + off, need 0 <= input < IW */
-    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s, h = IW - 1 - off < 0 ? 0 : (IW - 1 - off) / s + 1;
-    lo[kw] = l;
-    hi[kw] = h < OW ? h : OW;
-  }
   for (int64_t n = 0; n < N; n++)
-    for (int64_t m = 0; m < M; m++) {
-      int64_t g = m / Mg;
-      double *y = Y + (n * M + m) * out_plane;
-      for (int64_t i = 0; i < out_plane; i++) y[i] = B[m];
-      for (int64_t c = 0; c < Cg; c++) {
-        const double *xp = X + (n * C + g * Cg + c) * in_plane, *wp = W + (m * Cg + c) * kvol;
-        int64_t oidx[QIR_MAX_RANK] = {0};
-        for (int64_t oo = 0; oo < outer_o; oo++) { /* every output position but the innermost axis */
-          double *yrow = y + oo * OW;
-          int64_t kidx[QIR_MAX_RANK] = {0};
-          for (int64_t ko = 0; ko < kouter; ko++) {
-            int64_t base = 0;
-            bool inside = true;
-            for (int a = 0; a < last; a++) {
-              int64_t ii = oidx[a] * w.s[a] + kidx[a] * w.d[a] - w.pb[a];
-              if (ii < 0 || ii >= id[a]) { inside = false; break; }
-              base += ii * ist[a];
-            }
-            if (inside) {
-              const double *wk = wp + ko * w.k[last];
-              for (int64_t kw = 0; kw < w.k[last]; kw++) {
-                double wv = wk[kw];
-                const double *xr = xp + base;
-                int64_t l = lo[kw], h = hi[kw], shift = kw * dl - p;
-                if (s == 1)
-                  for (int64_t o = l; o < h; o++) yrow[o] += wv * xr[o + shift];
-                else
-                  for (int64_t o = l; o < h; o++) yrow[o] += wv * xr[o * s + shift];
-              }
-            }
-            next_index(kidx, w.k, last);
+    for (int64_t g = 0; g < G; g++) {
+      int64_t oidx[QIR_MAX_RANK] = {0};
+      for (int64_t oo = 0; oo < outer_o; oo++) {
+        /* gather col: row (c, kernel tap) holds the inputs the tap sees along the row */
+        int64_t kidx[QIR_MAX_RANK] = {0};
+        for (int64_t kk = 0; kk < kvol; kk++) {
+          int64_t base = 0;
+          bool inside = true;
+          for (int a = 0; a < last; a++) {
+            int64_t ii = oidx[a] * w.s[a] + kidx[a] * w.d[a] - w.pb[a];
+            if (ii < 0 || ii >= id[a]) { inside = false; break; }
+            base += ii * ist[a];
           }
-          next_index(oidx, od, last);
+          int64_t shift = kidx[last] * w.d[last] - w.pb[last], s = w.s[last];
+          for (int64_t c = 0; c < Cg; c++) {
+            double *dst = col + (c * kvol + kk) * OWp;
+            const double *src = X + (n * C + g * Cg + c) * in_plane + base;
+            for (int64_t o = 0; o < OW; o++) {
+              int64_t iw = o * s + shift;
+              dst[o] = (inside && iw >= 0 && iw < IW) ? src[iw] : 0;
+            }
+          }
+          next_index(kidx, w.k, ns);
         }
+        gemm_bias(Mg, OWp, Kd, W + g * Mg * Kd, col, rowy, OWp, B + g * Mg);
+        for (int64_t m = 0; m < Mg; m++)
+          memcpy(Y + ((n * M + g * Mg + m) * out_plane + oo * OW), rowy + m * OWp, (size_t)OW * sizeof *Y);
+        next_index(oidx, od, last);
       }
     }
   store_f64(r, Y);
-  free(X); free(W); free(B); free(Y); free(lo); free(hi);
+  free(X); free(W); free(B); free(Y); free(col); free(rowy);
   return true;
 }
 

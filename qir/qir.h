@@ -410,6 +410,11 @@ qir_op *qir_op_to_compute(qir_module *m, const qir_op *op, qir_diag *d);
  * unlinked compute ops to out, in order: each may read the results of earlier
  * ones, the last computes op's result 0.  Returns how many (0: no form). */
 int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_diag *d);
+/* For every op, multi-result ones included (split, max_pool with indices,
+ * layer_norm with mean/inv_std_dev): the chain as above, and results[i] (room
+ * for op->n_results) set to the value that computes op result i. */
+int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
+                          qir_diag *d);
 
 /* ------------------------------------------------------- evaluation
  * qir/eval.c: the reference semantics of every op on host buffers, in double

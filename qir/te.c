@@ -506,46 +506,69 @@ static qir_expr *taps_inside(te *t, qir_expr *st, int64_t K, int64_t d, int64_t 
   return bin(t, QIR_FN_MAX, lit(t, 0), iadd(t, sub(t, last, first), 1));
 }
 
-static qir_op *te_pool(te *t) {
-  if (t->op->n_results != 1) return NULL; /* max_pool indices: no compute form */
+/* The taps of a pooling window: output axes, one reduce axis per spatial dim,
+ * x's index per dim, the in-bounds guard, and avg's divisor. */
+typedef struct {
+  qir_window win;
+  qir_expr *ix[QIR_MAX_RANK], *guard, *count;
+  int64_t full;
+  bool all_full;
+} pool_taps;
+
+static bool pool_read(te *t, pool_taps *p) {
   const qir_type *x = operand_type(t, 0), *out = result_type(t);
   int ns = x->rank - 2;
-  qir_window win;
-  if (!qir_window_read(t->op, ns, NULL, &win, NULL)) return NULL;
+  if (!qir_window_read(t->op, ns, NULL, &p->win, NULL)) return false;
+  const qir_window *win = &p->win;
   set_axes(t, out);
-  bool is_max = t->op->code == QIR_OP_MAX_POOL;
-  if (!is_max && !qir_dtype_is_float(x->dtype)) return NULL;
-  qir_expr *ix[QIR_MAX_RANK], *guard = NULL, *count = NULL;
-  ix[0] = var(t, 0);
-  ix[1] = var(t, 1);
-  int64_t full = 1;
-  bool all_full = true;
+  p->guard = p->count = NULL;
+  p->ix[0] = var(t, 0);
+  p->ix[1] = var(t, 1);
+  p->full = 1;
+  p->all_full = true;
   for (int i = 0; i < ns; i++) {
-    int k = add_red(t, win.kernel[i]);
-    int64_t D = x->dims[2 + i], s = win.strides[i], d = win.dilations[i], K = win.kernel[i];
-    int64_t last_tap = (out->dims[2 + i] - 1) * s + (K - 1) * d - win.pads_begin[i]; /* largest index read */
-    qir_expr *st = iadd(t, imul(t, var(t, 2 + i), s), -win.pads_begin[i]);
-    qir_expr *p = add(t, st, imul(t, var(t, k), d));
-    guard = and_(t, guard, in_bounds(t, p, D, win.pads_begin[i] > 0, last_tap >= D));
-    ix[2 + i] = p;
-    full *= K;
+    int k = add_red(t, win->kernel[i]);
+    int64_t D = x->dims[2 + i], s = win->strides[i], d = win->dilations[i], K = win->kernel[i];
+    int64_t last_tap = (out->dims[2 + i] - 1) * s + (K - 1) * d - win->pads_begin[i]; /* largest index read */
+    qir_expr *st = iadd(t, imul(t, var(t, 2 + i), s), -win->pads_begin[i]);
+    qir_expr *pos = add(t, st, imul(t, var(t, k), d));
+    p->guard = and_(t, p->guard, in_bounds(t, pos, D, win->pads_begin[i] > 0, last_tap >= D));
+    p->ix[2 + i] = pos;
+    p->full *= K;
     /* avg divisor: taps inside the input, or inside the padded input */
-    int64_t lo = win.count_include_pad ? -win.pads_begin[i] : 0, hi = win.count_include_pad ? D + win.pads_end[i] : D;
-    bool always_full = -win.pads_begin[i] >= lo && last_tap < hi;
-    if (!always_full) all_full = false;
+    int64_t lo = win->count_include_pad ? -win->pads_begin[i] : 0, hi = win->count_include_pad ? D + win->pads_end[i] : D;
+    bool always_full = -win->pads_begin[i] >= lo && last_tap < hi;
+    if (!always_full) p->all_full = false;
     qir_expr *taps = always_full ? lit(t, K) : taps_inside(t, st, K, d, lo, hi);
-    count = count ? mul(t, count, taps) : taps;
+    p->count = p->count ? mul(t, p->count, taps) : taps;
   }
-  qir_expr *v = access(t, 0, x->rank, ix);
-  if (is_max) {
+  return true;
+}
+
+/* The body of max_pool / avg_pool over the taps of pool_read. */
+static qir_expr *pool_body(te *t, pool_taps *p, qir_reduce_kind *reduce) {
+  const qir_type *x = operand_type(t, 0);
+  qir_expr *v = access(t, 0, x->rank, p->ix);
+  if (t->op->code == QIR_OP_MAX_POOL) {
     qir_expr *lowest = qir_dtype_is_float(x->dtype) ? flit(t, -INFINITY)
                        : qir_dtype_is_unsigned_int(x->dtype) || x->dtype == QIR_BOOL ? lit(t, 0)
                                                                                      : lit(t, INT64_MIN);
-    return finish(t, guard ? sel(t, guard, v, lowest) : v, QIR_REDUCE_MAX);
+    *reduce = QIR_REDUCE_MAX;
+    return p->guard ? sel(t, p->guard, v, lowest) : v;
   }
-  if (guard) v = sel(t, guard, v, flit(t, 0));
-  qir_expr *divisor = all_full ? flit(t, (double)full) : count;
-  return finish(t, dv(t, v, divisor), QIR_REDUCE_SUM);
+  if (!qir_dtype_is_float(x->dtype)) return NULL;
+  *reduce = QIR_REDUCE_SUM;
+  if (p->guard) v = sel(t, p->guard, v, flit(t, 0));
+  return dv(t, v, p->all_full ? flit(t, (double)p->full) : p->count);
+}
+
+static qir_op *te_pool(te *t) {
+  if (t->op->n_results != 1) return NULL; /* max_pool with indices: qir_op_expand_results */
+  pool_taps p;
+  qir_reduce_kind reduce = QIR_REDUCE_NONE;
+  if (!pool_read(t, &p)) return NULL;
+  qir_expr *body = pool_body(t, &p, &reduce);
+  return finish(t, body, reduce);
 }
 
 /* ---------------------------------------------------------------- data movement */
@@ -978,7 +1001,6 @@ static int expand_chain(chain *c) {
     return push(c, stage_final(c, 3, ops3, body)) ? c->n : 0;
   }
   case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: {
-    if (op->n_results != 1) return 0;
     normalised_axes(op, x, reduced);
     double n = 1;
     for (int i = 0; i < x->rank; i++)
@@ -1087,7 +1109,7 @@ static int expand_chain(chain *c) {
 }
 
 int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_diag *d) {
-  if (cap < 1) return 0;
+  if (cap < 1 || op->n_results != 1) return 0;
   qir_op *one = qir_op_to_compute(m, op, d);
   if (one) {
     out[0] = one;
@@ -1107,5 +1129,99 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
   int n = expand_chain(&c);
   if (n == 0)
     for (int i = 0; i < c.n; i++) qir_op_unlink(out[i]); /* drop the uses the partial chain took */
+  return n;
+}
+
+/* ---------------------------------------------------------------- multi-result ops */
+
+/* split: one slice compute per result. */
+static int expand_split(chain *c, qir_value **results) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  int axis = (int)qir_op_attr_int(op, "axis", 0);
+  int64_t off = 0;
+  for (int r = 0; r < op->n_results; r++) {
+    const qir_type *rt = &op->results[r]->type;
+    set_axes(t, rt);
+    qir_value *v = push(c, make_compute(t, 1, op->operands, rt, at_with(t, 0, axis, iadd(t, var(t, axis), off)), QIR_REDUCE_NONE));
+    if (!v) return 0;
+    results[r] = v;
+    off += rt->dims[axis];
+  }
+  return c->n;
+}
+
+/* max_pool with indices: the max, then the smallest flat (row-major, whole
+ * tensor) index of a tap holding it. */
+static int expand_max_pool_indices(chain *c, qir_value **results) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *x = operand_type(t, 0);
+  if (qir_op_attr_int(op, "storage_order", 0) != 0) return 0;
+  pool_taps p;
+  qir_reduce_kind reduce = QIR_REDUCE_NONE;
+  if (!pool_read(t, &p)) return 0;
+  qir_expr *value = pool_body(t, &p, &reduce);
+  qir_value *mx = push(c, make_compute(t, 1, op->operands, &op->results[0]->type, value, reduce));
+  if (!mx) return 0;
+  if (!pool_read(t, &p)) return 0;
+  qir_expr *flat = NULL;
+  for (int i = 0; i < x->rank; i++) flat = flat ? add(t, imul(t, flat, x->dims[i]), p.ix[i]) : p.ix[i];
+  qir_expr *mi[QIR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) mi[i] = var(t, i);
+  qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 0, x->rank, p.ix), access(t, 1, x->rank, mi));
+  qir_value *ops2[2] = {op->operands[0], mx};
+  qir_expr *body = sel(t, and_(t, p.guard, hit), flat, lit(t, qir_type_numel(x)));
+  qir_value *idx = push(c, make_compute(t, 2, ops2, &op->results[1]->type, body, QIR_REDUCE_MIN));
+  if (!idx) return 0;
+  results[0] = mx;
+  results[1] = idx;
+  return c->n;
+}
+
+/* layer_norm with its mean and inv_std_dev results. */
+static int expand_layer_norm_stats(chain *c, qir_value **results) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  /* the single-result chain is mean, variance, y */
+  if (expand_chain(c) != 3) return 0;
+  qir_value *mean = c->out[0]->results[0], *var_ = c->out[1]->results[0], *y = c->out[2]->results[0];
+  if (!qir_type_equal(&mean->type, &op->results[1]->type)) return 0;
+  if (op->n_results > 2) {
+    if (!qir_type_equal(&var_->type, &op->results[2]->type)) return 0;
+    set_axes(t, &var_->type);
+    qir_expr *vi[QIR_MAX_RANK];
+    for (int i = 0; i < var_->type.rank; i++) vi[i] = var(t, i);
+    qir_expr *body = un(t, QIR_FN_RSQRT, add(t, access(t, 0, var_->type.rank, vi), flit(t, attr_f(t, "epsilon", 1e-5))));
+    qir_value *inv = push(c, make_compute(t, 1, &var_, &var_->type, body, QIR_REDUCE_NONE));
+    if (!inv) return 0;
+    results[2] = inv;
+  }
+  results[0] = y;
+  results[1] = mean;
+  return c->n;
+}
+
+int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results, qir_diag *d) {
+  if (op->n_results < 1 || cap < 1) return 0;
+  if (op->n_results == 1) {
+    int n = qir_op_expand_computes(m, op, out, cap, d);
+    if (n > 0) results[0] = out[n - 1]->results[0];
+    return n;
+  }
+  if (op->code != QIR_OP_SPLIT && op->code != QIR_OP_MAX_POOL && op->code != QIR_OP_LAYER_NORM) return 0;
+  qir_type *types = qir_alloc(m, sizeof *types * (size_t)(op->n_results + 1));
+  if (!qir_infer_types(m, op, types, d)) return 0;
+  for (int i = 0; i < op->n_results; i++) {
+    if (!qir_type_equal(&types[i], &op->results[i]->type)) return 0;
+    for (int k = 0; k < types[i].rank; k++)
+      if (types[i].dims[k] <= 0) return 0;
+  }
+  chain c = {{m, op, d, 0, 0, {0}}, out, 0, cap};
+  int n = op->code == QIR_OP_SPLIT ? expand_split(&c, results)
+          : op->code == QIR_OP_MAX_POOL ? expand_max_pool_indices(&c, results)
+                                        : expand_layer_norm_stats(&c, results);
+  if (n == 0)
+    for (int i = 0; i < c.n; i++) qir_op_unlink(out[i]);
   return n;
 }

@@ -2,7 +2,9 @@
  *
  * Any input must parse or be rejected with diagnostics, never crash or hang;
  * whatever parses must print, and the printed text must reach the printer's
- * fixed point: parse(print(m)) prints the same bytes.  Built by scripts/fuzz.sh. */
+ * fixed point: parse(print(m)) prints the same bytes.  Built by scripts/fuzz.sh;
+ * test/fuzz/standalone_main.c runs the same check on files without libFuzzer
+ * (test/fixedpoint.sh, reproducing crashes). */
 #include "qir.h"
 
 #include <stdlib.h>
@@ -15,13 +17,18 @@ static qir_module *parse(const char *text, size_t len, qir_diag *d) {
   return qir_parse(text, len, "<fuzz>", NULL, d);
 }
 
-int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+int qir_fuzz_roundtrip(const unsigned char *data, size_t size);
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+/* 0: parsed and reached the fixed point; 1: rejected with diagnostics;
+ * aborts on anything else. */
+int qir_fuzz_roundtrip(const unsigned char *data, size_t size) {
   if (!devnull) devnull = fopen("/dev/null", "w");
   qir_diag d;
   qir_module *m = parse((const char *)data, size, &d);
   if (!m) {
     if (d.n_errors == 0) abort(); /* rejected without saying why */
-    return 0;
+    return 1;
   }
   size_t len1, len2;
   char *text1 = qir_print_to_string(m, &len1);
@@ -41,5 +48,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   }
   free(text1);
   free(text2);
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+  qir_fuzz_roundtrip(data, size);
   return 0;
 }

@@ -44,10 +44,22 @@ for tool in ["onnx2qir", "qcodegen", "qopt", "qviz", "qrun"]:
     config.substitutions.append(
         (r"(?<![-\w/.%])" + tool + r"(?![-\w/.])", os.path.join(qir_bin, tool)))
 config.substitutions.append((r"(?<![-\w/.])FileCheck(?![-\w/.])", os.path.join(llvm_bin, "FileCheck")))
-config.substitutions.append((r"(?<![-\w/.])not(?![-\w/.])", os.path.join(llvm_bin, "not")))
+# `not` only where a command starts, so an argument spelled "not" stays.
+config.substitutions.append((r"(^\s*|[|;&(]\s*)not(?=\s)", "\\1" + os.path.join(llvm_bin, "not")))
 config.substitutions.append(("%onnx_tests", onnx_tests))
 config.substitutions.append(("%qir_bin", qir_bin))
 config.substitutions.append(("%repo", repo))
+# The library next to the tools (make's $(BUILD)/libqir.a), for tests that
+# compile a small C program against the API (feature `qir-lib`).
+qir_lib = os.path.join(os.path.dirname(qir_bin), "libqir.a")
+config.substitutions.append(("%qir_lib", qir_lib))
+cc = os.environ.get("CC", "cc")
+if os.path.exists(qir_lib):
+    config.available_features.add("qir-lib")
+    with open(qir_lib, "rb") as f:  # a SAN=1 library links only with the sanitizers
+        if b"__asan_" in f.read():
+            cc += " -fsanitize=address,undefined"
+config.substitutions.append(("%{cc}", cc))
 
 if os.path.isdir(onnx_tests):
     config.available_features.add("onnx-tests")

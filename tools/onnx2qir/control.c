@@ -15,6 +15,8 @@
 #include <string.h>
 
 #define IN(k) ((k) < nc->n_in ? nc->in[k] : NULL)
+/* Iterations the importer unrolls in all, so nested loops cannot explode. */
+#define MAX_UNROLLED 4096
 #define IMP (nc->imp)
 
 static const Onnx__GraphProto *graph_attr(node_ctx *nc, const char *name) {
@@ -231,6 +233,11 @@ static bool unroll_loop(node_ctx *nc, const Onnx__GraphProto *body, int64_t trip
       break;
     }
     if (const_elem(imp, cond, 0) == 0) break;
+    if (++imp->unrolled > MAX_UNROLLED) {
+      imp_error(imp, "unrolling the loop needs more than %d iterations in all", MAX_UNROLLED);
+      ok = false;
+      break;
+    }
     scope *sc = scope_new(imp->sc);
     int64_t itv = it;
     strmap_put(sc->vals, body->input[0]->name, const_data(imp, qir_type_make(QIR_I64, 0, NULL), &itv));
@@ -321,7 +328,7 @@ bool convert_loop(node_ctx *nc) {
     imp->n_errors = errs;
     free(outs);
     bool cond_const = !cond || const_def(cond);
-    if (trip_const && trip_n <= 1024 && cond_const) {
+    if (trip_const && trip_n <= MAX_UNROLLED && cond_const) {
       qir_value *c = cond ? cond : const_scalar(imp, QIR_BOOL, 1);
       return unroll_loop(nc, body, trip_n, c, n_carried, carried);
     }

@@ -274,9 +274,9 @@ static bool reduce_axes(node_ctx *nc, int axes_from_input_opset, int64_t *axes, 
 
 static qir_value *emit_reduce(importer *imp, qir_opcode code, qir_value *x, int n_axes, const int64_t *axes, bool all,
                               int64_t keepdims) {
+  (void)all; /* all axes are listed explicitly: the same meaning, one spelling */
   qir_op *op = op_begin(imp, code, 1, &x);
-  if (!all || x->type.rank == 0) set_ints(imp, op, "axes", n_axes, axes);
-  else set_ints(imp, op, "axes", n_axes, axes);
+  set_ints(imp, op, "axes", n_axes, axes);
   set_i(imp, op, "keepdims", keepdims);
   return op_end(imp, op, NULL);
 }

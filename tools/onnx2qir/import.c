@@ -184,6 +184,15 @@ bool onnx_dtype_to_qir(int32_t t, qir_dtype *out) {
   }
 }
 
+bool onnx_narrow_input_type(int32_t t, qir_dtype *out) {
+  switch (t) {
+  case 17: case 18: case 19: case 20: case 23: case 24: *out = QIR_F32; return true; /* FLOAT8*, FLOAT4E2M1, E8M0 */
+  case 21: case 25: *out = QIR_U8; return true;  /* UINT4, UINT2 */
+  case 22: case 26: *out = QIR_I8; return true;  /* INT4, INT2 */
+  default: return false;
+  }
+}
+
 const char *onnx_dtype_name(int32_t t) {
   static const char *const names[] = {
       "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
@@ -300,7 +309,11 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
   }
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   qir_dtype dt;
-  if (!tt->has_elem_type || !onnx_dtype_to_qir(tt->elem_type, &dt)) {
+  if (tt->has_elem_type && onnx_narrow_input_type(tt->elem_type, &dt)) {
+    /* qir has no 8/4/2-bit float or 4/2-bit int types: such inputs are
+     * widened (every value is exact in the wider type); casts from them work,
+     * casts to them do not. */
+  } else if (!tt->has_elem_type || !onnx_dtype_to_qir(tt->elem_type, &dt)) {
     imp_error(imp, "graph input '%s' has unsupported element type %s", name,
               onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
     return false;
@@ -829,12 +842,6 @@ static void subgraph_reads(const Onnx__GraphProto *g, strmap *out) {
     }
   }
 }
-
-typedef struct {
-  size_t n;
-  size_t *deps;     /* node indices this node waits for */
-  size_t n_deps;
-} node_deps;
 
 /* Topological order of g's nodes (Kahn).  Reports unknown names and cycles. */
 static bool order_nodes(importer *imp, const Onnx__GraphProto *g, scope *sc, size_t *order) {

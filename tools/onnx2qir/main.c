@@ -8,7 +8,10 @@
  * aligned offsets), named in the module by `weights "..."`: by default OUT.qw
  * next to OUT.qir, or <model>.qw in the working directory when writing to
  * stdout.  Splat constants stay splats.  Errors name the model, the node, its
- * op type and the opset, one line each, and exit 1. */
+ * op type and the opset, one line each, and exit 1.
+ *
+ * ONNX2QIR_TRACE=1 in the environment prints every node's result types (and
+ * small constant values) on stderr: a debugging aid for shape problems. */
 #include "onnx2qir.h"
 
 #include <errno.h>
@@ -92,6 +95,7 @@ static char *model_stem(const char *path) {
 }
 
 int main(int argc, char **argv) {
+  int status = 1;
   const char *out_path = NULL, *w_path = NULL, *model_path = NULL;
   bool inline_weights = false;
   importer imp;
@@ -103,7 +107,7 @@ int main(int argc, char **argv) {
     if ((strcmp(a, "-o") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--bind") == 0) &&
         i + 1 >= argc) {
       fprintf(stderr, "onnx2qir: error: %s needs an argument\n", a);
-      return 1;
+      goto fail_args;
     }
     if (strcmp(a, "-o") == 0) out_path = argv[++i];
     else if (strcmp(a, "-w") == 0) w_path = argv[++i];
@@ -112,34 +116,35 @@ int main(int argc, char **argv) {
       const char *v = a[7] == '=' ? a + 8 : argv[++i];
       if (!parse_shape(v, &imp.shapes[imp.n_shapes++])) {
         fprintf(stderr, "onnx2qir: error: bad --shape '%s' (want NAME=D0,D1,...)\n", v);
-        return 1;
+        goto fail_args;
       }
     } else if (strcmp(a, "--bind") == 0 || strncmp(a, "--bind=", 7) == 0) {
       const char *v = a[6] == '=' ? a + 7 : argv[++i];
       const char *eq = strrchr(v, '=');
       if (!eq || eq == v || !eq[1]) {
         fprintf(stderr, "onnx2qir: error: bad --bind '%s' (want NAME=FILE.pb)\n", v);
-        return 1;
+        goto fail_args;
       }
       imp.binds[imp.n_binds].name = strndup(v, (size_t)(eq - v));
       imp.binds[imp.n_binds++].path = eq + 1;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
-      return 0;
+      status = 0;
+      goto fail_args;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "onnx2qir: error: unknown option '%s'\n", a);
       usage(stderr);
-      return 1;
+      goto fail_args;
     } else if (model_path) {
       fprintf(stderr, "onnx2qir: error: more than one model given\n");
-      return 1;
+      goto fail_args;
     } else {
       model_path = a;
     }
   }
   if (!model_path) {
     usage(stderr);
-    return 1;
+    goto fail_args;
   }
   imp.model_path = model_path;
 
@@ -147,13 +152,13 @@ int main(int argc, char **argv) {
   FILE *f = fopen(model_path, "rb");
   if (!f) {
     fprintf(stderr, "%s: error: cannot open: %s\n", model_path, strerror(errno));
-    return 1;
+    goto fail_args;
   }
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 31)) {
     fprintf(stderr, "%s: error: not a regular file of at most 2 GiB\n", model_path);
     fclose(f);
-    return 1;
+    goto fail_args;
   }
   size_t len = (size_t)st.st_size;
   uint8_t *buf = malloc(len + 1);
@@ -161,14 +166,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: error: cannot read: %s\n", model_path, strerror(errno));
     fclose(f);
     free(buf);
-    return 1;
+    goto fail_args;
   }
   fclose(f);
   Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, buf);
   free(buf);
   if (!model) {
     fprintf(stderr, "%s: error: not a valid ONNX model (truncated or corrupt protobuf)\n", model_path);
-    return 1;
+    goto fail_args;
   }
 
   char *stem = model_stem(model_path);
@@ -177,11 +182,23 @@ int main(int argc, char **argv) {
   imp.unsupported = strmap_new();
   bool ok = import_model(&imp, model);
   onnx__model_proto__free_unpacked(model, NULL);
-  int status = 0;
+  status = 0;
   if (!ok || imp.n_errors) {
     if (imp.n_printed > 1) fprintf(stderr, "%s: %d errors\n", model_path, imp.n_printed);
     status = 1;
     goto done;
+  }
+
+  /* The importer's output must pass the verifier; a failure is our bug, but
+   * it is reported rather than printed as a broken module. */
+  {
+    qir_diag vd;
+    qir_diag_init(&vd, stderr, model_path, NULL, 0);
+    if (qir_verify(imp.m, &vd) > 0) {
+      fprintf(stderr, "%s: error: the imported module does not verify (an importer bug)\n", model_path);
+      status = 1;
+      goto done;
+    }
   }
 
   /* weights sidecar */
@@ -267,6 +284,12 @@ done:
   strmap_free(imp.used_names);
   strmap_free(imp.unsupported);
   qir_module_free(imp.m);
+  for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
+  for (int i = 0; i < imp.n_binds; i++) free((void *)imp.binds[i].name);
+  free(imp.shapes);
+  free(imp.binds);
+  return status;
+fail_args:
   for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
   for (int i = 0; i < imp.n_binds; i++) free((void *)imp.binds[i].name);
   free(imp.shapes);

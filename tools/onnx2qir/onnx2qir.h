@@ -67,6 +67,7 @@ struct importer {
   bind_opt *binds;
   int quiet;                    /* > 0: count errors without printing (trial imports) */
   char quiet_first[512];        /* the first error seen while quiet */
+  int64_t unrolled;             /* loop iterations unrolled so far (bounded) */
 };
 
 /* Per-node view handed to converters. */
@@ -98,6 +99,8 @@ qir_value *scope_lookup(const scope *s, const char *name);
 
 bool onnx_dtype_to_qir(int32_t onnx_type, qir_dtype *out);
 const char *onnx_dtype_name(int32_t onnx_type);
+/* Graph-input element types qir lacks that widen exactly (float8 -> f32, int4 -> i8, ...). */
+bool onnx_narrow_input_type(int32_t onnx_type, qir_dtype *out);
 /* TensorProto -> const op (not linked); NULL after an error (names `what`). */
 qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *what);
 /* Type of a graph input from its ValueInfoProto and --shape overrides. */

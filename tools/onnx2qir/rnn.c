@@ -168,8 +168,7 @@ static bool one_direction(node_ctx *nc, const rnn_info *ri, int d, bool reverse,
   }
   int64_t bh[2] = {B, H};
   qir_type tbh = qir_type_make(dt, 2, bh);
-  int hi = ri->kind == K_LSTM ? 5 : 5;
-  qir_value *h0 = IN(hi) ? take(imp, IN(hi), d) : const_splat(imp, tbh, 0);
+  qir_value *h0 = IN(5) ? take(imp, IN(5), d) : const_splat(imp, tbh, 0); /* initial_h */
   qir_value *c0 = NULL;
   if (ri->kind == K_LSTM) c0 = IN(6) ? take(imp, IN(6), d) : const_splat(imp, tbh, 0);
   if (!XW || !RT || !h0 || (ri->kind == K_LSTM && !c0)) return false;
@@ -339,8 +338,7 @@ bool convert_rnn(node_ctx *nc) {
     return false;
   }
   /* initial states in [num_dir, B, H] */
-  int hi = 5;
-  for (int k = hi; k <= (ri.kind == K_LSTM ? 6 : hi); k++)
+  for (int k = 5; k <= (ri.kind == K_LSTM ? 6 : 5); k++) /* initial_h, initial_c */
     if (IN(k) && layout) {
       int64_t perm[3] = {1, 0, 2};
       nc->in[k] = emit_transpose(imp, IN(k), 3, perm);

@@ -3,6 +3,7 @@
  * value lifetimes, and prints the API (qir_init, qir_run, qir_free), weight
  * loading, the launch sequence, and with -main a command-line program. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,9 @@ static bool plan_split(host *h, opinfo *oi) {
   return true;
 }
 
+static kkernel *fill_kernel(host *h, qir_value *v, qir_expr *val, const char *what);
+static qir_expr *scalar_expr(host *h, qir_dtype dt, double x);
+
 static const char *op_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
 static bool plan_op(host *h, opinfo *oi) {
@@ -172,9 +176,120 @@ static bool plan_op(host *h, opinfo *oi) {
   case QIR_OP_SPLIT: return plan_split(h, oi);
   default: break;
   }
+  bool empty = true;
+  for (int i = 0; i < op->n_results; i++) empty &= qir_type_numel(&op->results[i]->type) == 0;
+  if (empty) return true;   /* nothing to compute */
+  if (op->n_results == 1 && op->n_operands >= 1 && qir_type_numel(&op->operands[0]->type) == 0) {
+    /* a reduction of an empty tensor is its identity element */
+    double v;
+    bool fl = qir_dtype_is_float(op->results[0]->type.dtype);
+    switch (op->code) {
+    case QIR_OP_REDUCE_SUM: case QIR_OP_REDUCE_L2: v = 0; break;
+    case QIR_OP_REDUCE_PROD: v = 1; break;
+    case QIR_OP_REDUCE_MAX: v = fl ? -INFINITY : qir_dtype_is_unsigned_int(op->results[0]->type.dtype) ? 0 : -2147483648.0; break;
+    case QIR_OP_REDUCE_MIN: v = fl ? INFINITY : 2147483647.0; break;
+    default: v = NAN; break;
+    }
+    if (!isnan(v)) {
+      kkernel *k = fill_kernel(h, op->results[0], scalar_expr(h, op->results[0]->type.dtype, v), "reduction of an empty tensor");
+      if (!k) return false;
+      add_kernel(h, oi, k);
+      return true;
+    }
+  }
   qir_error(h->d, op->loc, "qcodegen: '%s' has no compute form (qir_op_expand_computes) and no dedicated kernel",
             op_name(op));
   return false;
+}
+
+/* A copy of `op` with only its first result (not inserted): te.c expands
+ * single-result forms only.  Its operand uses are dropped again by the caller. */
+static qir_op *first_result_clone(qir_module *m, qir_op *op) {
+  qir_op *c = qir_op_new(m, op->code, op->n_operands, op->operands, 1, &op->results[0]->type, op->loc);
+  c->n_attrs = op->n_attrs;
+  c->attrs = op->attrs;
+  return c;
+}
+
+/* An elementwise compute over `like`'s shape from `body` (variables = axes). */
+static qir_op *elementwise(qir_module *m, const qir_type *like, int n_operands, qir_value *const *operands, qir_expr *body,
+                           qir_loc loc) {
+  qir_compute *c = qir_compute_new(m, like->rank, 0);
+  for (int d = 0; d < like->rank; d++) {
+    c->axis_names[d] = qir_sprintf(m, "i%d", d);
+    c->axis_extents[d] = like->dims[d];
+  }
+  c->body = body;
+  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, n_operands, operands, 1, like, loc);
+  op->comp = c;
+  return op;
+}
+
+static qir_expr *access_all(qir_module *m, int operand, int rank) {
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int d = 0; d < rank; d++) idx[d] = qir_expr_var(m, d);
+  return qir_expr_access(m, operand, rank, idx);
+}
+
+/* layer_norm with its mean and inv_std_dev results: te.c's chain computes the
+ * mean and the variance as its first two stages (keepdims shapes, as ONNX's
+ * extra results); inv_std_dev = rsqrt(var + epsilon). */
+static int expand_layer_norm3(qir_module *m, qir_op *op, qir_op **out, int cap, qir_diag *d) {
+  qir_op *clone = first_result_clone(m, op);
+  int n = qir_op_expand_computes(m, clone, out, cap - 2, d);
+  qir_op_unlink(clone);
+  if (n != 3) return 0;
+  qir_value *mean = out[0]->results[0], *var = out[1]->results[0];
+  const qir_type *tm = &op->results[1]->type, *ti = &op->results[2]->type;
+  if (mean->type.rank != tm->rank || memcmp(mean->type.dims, tm->dims, sizeof(int64_t) * (size_t)tm->rank) ||
+      var->type.rank != ti->rank || memcmp(var->type.dims, ti->dims, sizeof(int64_t) * (size_t)ti->rank))
+    return 0;
+  double eps = qir_op_attr_float(op, "epsilon", 1e-5);
+  out[3] = elementwise(m, tm, 1, &mean, qir_expr_cast(m, tm->dtype, access_all(m, 0, tm->rank)), op->loc);
+  qir_expr *inv = qir_expr_unary(m, QIR_FN_RSQRT, qir_expr_binary(m, QIR_FN_ADD, access_all(m, 0, ti->rank), qir_expr_float(m, eps)));
+  out[4] = elementwise(m, ti, 1, &var, qir_expr_cast(m, ti->dtype, inv), op->loc);
+  return 5;
+}
+
+/* max_pool with indices: the max (te.c's compute of the one-result form), then
+ * the smallest flat index of x (storage_order 0: row-major, 1: column-major
+ * within each image) where the window's tap equals it. */
+static int expand_max_pool2(qir_module *m, qir_op *op, qir_op **out, qir_diag *d) {
+  qir_op *clone = first_result_clone(m, op);
+  qir_op *c1 = qir_op_to_compute(m, clone, d);
+  qir_op_unlink(clone);
+  if (!c1 || !c1->comp) return 0;
+  const qir_compute *pc = c1->comp;
+  const qir_expr *body = pc->body, *guard = NULL, *tap = body;
+  if (body->kind == QIR_EX_SELECT) guard = body->args[0], tap = body->args[1];
+  const qir_type *x = &op->operands[0]->type, *ti = &op->results[1]->type;
+  if (tap->kind != QIR_EX_ACCESS || tap->n_args != x->rank || pc->n_axes != ti->rank) return 0;
+  bool col = qir_op_attr_int(op, "storage_order", 0) != 0;
+  qir_expr *flat = qir_expr_int(m, 0);
+  int64_t stride = 1;
+  int order[QIR_MAX_RANK];
+  for (int j = 0; j < x->rank; j++) order[j] = x->rank - 1 - j;
+  if (col && x->rank >= 4) { order[0] = x->rank - 2; order[1] = x->rank - 1; }   /* h fastest, then w */
+  for (int k = 0; k < x->rank; k++) {
+    int j = order[k];
+    flat = qir_expr_binary(m, QIR_FN_ADD, flat, qir_expr_binary(m, QIR_FN_MUL, tap->args[j], qir_expr_int(m, stride)));
+    stride *= x->dims[j];
+  }
+  qir_value *operands[2] = {op->operands[0], c1->results[0]};
+  qir_expr *hit = qir_expr_binary(m, QIR_FN_EQ, (qir_expr *)tap, access_all(m, 1, ti->rank));
+  if (guard) hit = qir_expr_binary(m, QIR_FN_AND, (qir_expr *)guard, hit);
+  qir_compute *c = qir_compute_new(m, pc->n_axes, pc->n_red);
+  for (int v = 0; v < pc->n_axes + pc->n_red; v++) {
+    c->axis_names[v] = pc->axis_names[v];
+    c->axis_extents[v] = pc->axis_extents[v];
+  }
+  c->reduce = QIR_REDUCE_MIN;
+  c->body = qir_expr_select(m, hit, flat, qir_expr_int(m, INT64_MAX));
+  qir_op *c2 = qir_op_new(m, QIR_OP_COMPUTE, 2, operands, 1, ti, op->loc);
+  c2->comp = c;
+  out[0] = c1;
+  out[1] = c2;
+  return 2;
 }
 
 /* Replaces every named op that has a compute form by its compute op(s), before
@@ -192,16 +307,25 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
       break;
     default: break;
     }
-    if (op->n_results != 1) continue;
     qir_op *chain[64];
-    int errors = d->n_errors;
-    int n = qir_op_expand_computes(m, op, chain, 64, d);
+    qir_value *results[3] = {NULL, NULL, NULL};
+    int errors = d->n_errors, n = 0;
+    if (op->n_results == 1) {
+      n = qir_op_expand_computes(m, op, chain, 64, d);
+      if (n > 0) results[0] = chain[n - 1]->results[0];
+    } else if (op->code == QIR_OP_LAYER_NORM && op->n_results == 3) {
+      n = expand_layer_norm3(m, op, chain, 64, d);
+      if (n > 0) results[0] = chain[2]->results[0], results[1] = chain[3]->results[0], results[2] = chain[4]->results[0];
+    } else if (op->code == QIR_OP_MAX_POOL && op->n_results == 2) {
+      n = expand_max_pool2(m, op, chain, d);
+      if (n > 0) results[0] = chain[0]->results[0], results[1] = chain[1]->results[0];
+    }
     if (d->n_errors > errors) ok = false;
     if (n <= 0) continue;
     for (int i = 0; i < n; i++) qir_op_insert_before(op, chain[i]);
     const qir_attr *tile = qir_op_attr(op, "tile");
     if (tile && n == 1) qir_op_set_attr(m, chain[0], "tile", tile->val, true);
-    qir_value_replace_uses(m, op->results[0], chain[n - 1]->results[0]);
+    for (int i = 0; i < op->n_results && i < 3; i++) qir_value_replace_uses(m, op->results[i], results[i]);
     qir_op_unlink(op);
   }
   return ok;
@@ -391,10 +515,7 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   if (yield && yield->code == QIR_OP_YIELD) {
     ind(o, level + 2);
     fprintf(o, "QCHECK(q_d2h(&cond%d, %s, 1));\n", id, ptr(h, yield->operands[0], false));
-    for (int i = 0; i < n_carried && 1 + i < yield->n_operands; i++)
-      copy(o, buf_ptr(h, oi->tmp[i]), ptr(h, yield->operands[1 + i], false), value_bytes(yield->operands[1 + i]), level + 2);
-    for (int i = 0; i < n_carried; i++)
-      copy(o, ptr(h, body->args[2 + i], true), buf_ptr(h, oi->tmp[i]), value_bytes(body->args[2 + i]), level + 2);
+    /* scan outputs first: they may read a carried value before its update */
     for (int j = n_carried; j < op->n_results && 1 + j < yield->n_operands; j++) {
       qir_value *res = op->results[j], *y = yield->operands[1 + j];
       int64_t extent = res->type.rank ? res->type.dims[0] : 1;
@@ -402,6 +523,11 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
       fprintf(o, "if (it%d < %" PRId64 ") QCHECK(q_d2d((unsigned char *)%s + it%d * %" PRId64 ", %s, %" PRId64 "));\n", id,
               extent, ptr(h, res, true), id, value_bytes(y), ptr(h, y, false), value_bytes(y));
     }
+    /* carried values through temporaries: a yield may swap two arguments */
+    for (int i = 0; i < n_carried && 1 + i < yield->n_operands; i++)
+      copy(o, buf_ptr(h, oi->tmp[i]), ptr(h, yield->operands[1 + i], false), value_bytes(yield->operands[1 + i]), level + 2);
+    for (int i = 0; i < n_carried; i++)
+      copy(o, ptr(h, body->args[2 + i], true), buf_ptr(h, oi->tmp[i]), value_bytes(body->args[2 + i]), level + 2);
   }
   ind(o, level + 1);
   fputs("}\n", o);
@@ -562,20 +688,32 @@ static bool plan_all(host *h, qir_region *r) {
   return !h->failed;
 }
 
-/* Splat constants become fill kernels run by qir_init. */
-static kkernel *splat_kernel(host *h, qir_op *op) {
-  qir_value *v = op->results[0];
+/* A kernel writing one value everywhere: splat constants (run by qir_init),
+ * reductions of empty tensors. */
+static kkernel *fill_kernel(host *h, qir_value *v, qir_expr *val, const char *what) {
   qir_compute *c = qir_compute_new(h->m, v->type.rank, 0);
   for (int d = 0; d < v->type.rank; d++) {
     c->axis_names[d] = qir_sprintf(h->m, "i%d", d);
     c->axis_extents[d] = v->type.dims[d];
   }
-  double x = qir_load_elem(v->type.dtype, op->cst->data, 0);
-  qir_expr *val = qir_dtype_is_float(v->type.dtype) ? qir_expr_float(h->m, x) : qir_expr_int(h->m, (int64_t)x);
-  if (v->type.dtype == QIR_U64) val = qir_expr_int(h->m, (int64_t)*(const uint64_t *)op->cst->data);
-  if (v->type.dtype == QIR_F64) val = qir_expr_float(h->m, x);
   c->body = qir_expr_cast(h->m, v->type.dtype, val);
-  return cg_lower_compute(&h->cg, NULL, c, 0, NULL, v, "splat constant");
+  return cg_lower_compute(&h->cg, NULL, c, 0, NULL, v, what);
+}
+
+static qir_expr *scalar_expr(host *h, qir_dtype dt, double x) {
+  return qir_dtype_is_float(dt) ? qir_expr_float(h->m, x) : qir_expr_int(h->m, (int64_t)x);
+}
+
+static kkernel *splat_kernel(host *h, qir_op *op) {
+  qir_value *v = op->results[0];
+  qir_dtype dt = v->type.dtype;
+  qir_expr *val = scalar_expr(h, dt, qir_load_elem(dt, op->cst->data, 0));
+  if (dt == QIR_I64 || dt == QIR_U64) { /* exact beyond 2^53 */
+    int64_t i;
+    memcpy(&i, op->cst->data, 8);
+    val = qir_expr_int(h->m, i);
+  }
+  return fill_kernel(h, v, val, "splat constant");
 }
 
 typedef struct {
@@ -676,7 +814,10 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (sidecar_count && !opt->embed_weights) {
     fputs("  {\n", o);
     fputs("    const char *path = weights_path ? weights_path : ", o);
-    emit_cstring(o, m->weights_path ? m->weights_path : "");
+    const char *wp = m->weights_path ? m->weights_path : "";
+    if (wp[0] && wp[0] != '/' && m->base_dir && m->base_dir[0] && strcmp(m->base_dir, "."))
+      wp = qir_sprintf(m, "%s/%s", m->base_dir, wp);
+    emit_cstring(o, wp);
     fputs(";\n    FILE *f = fopen(path, \"rb\");\n"
           "    if (!f) { fprintf(stderr, \"qir_init: cannot open weights file '%s'\\n\", path); return 1; }\n",
           o);

@@ -316,6 +316,38 @@ bool ks_uses_var(const kstmt *s, const kvar *v) {
   return ks_uses_var(s->body, v) || ks_uses_var(s->els, v);
 }
 
+/* Drops declarations of local scalars nothing reads, until none is left:
+ * generated index variables the body does not need (nvcc warns on them). */
+static bool prune(kstmt *s) {
+  if (!s) return false;
+  bool changed = false;
+  if (s->kind == KS_SEQ) {
+    for (int i = 0; i < s->n_items; i++) {
+      kstmt *c = s->items[i];
+      if (c->kind == KS_DECL && !c->var->size) {
+        bool used = false;
+        for (int j = i + 1; j < s->n_items && !used; j++) used = ks_uses_var(s->items[j], c->var);
+        if (!used) {
+          memmove(&s->items[i], &s->items[i + 1], sizeof *s->items * (size_t)(s->n_items - i - 1));
+          s->n_items--;
+          i--;
+          changed = true;
+          continue;
+        }
+      }
+      changed |= prune(c);
+    }
+  }
+  changed |= prune(s->body);
+  changed |= prune(s->els);
+  return changed;
+}
+
+void kkernel_prune(kkernel *k) {
+  while (prune(k->body)) {
+  }
+}
+
 kkernel *kkernel_new(kbuilder *b, const char *name, int n_params) {
   kkernel *k = qir_alloc(b->m, sizeof *k);
   k->name = name;

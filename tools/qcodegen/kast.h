@@ -165,6 +165,7 @@ bool ks_uses_var(const kstmt *s, const kvar *v);
 bool ke_uses_var(const kexpr *e, const kvar *v);
 
 kkernel *kkernel_new(kbuilder *b, const char *name, int n_params);
+void kkernel_prune(kkernel *k);               /* drops unread local declarations */
 
 /* ---- lowering (lower.c) */
 typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;

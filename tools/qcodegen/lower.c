@@ -837,6 +837,7 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     }
   }
   if (env.failed) return NULL;
+  kkernel_prune(k);
   k->summary = qir_sprintf(cg->m, "%s: %s", what, k->summary ? k->summary : "");
   if (cg->n_kernels == cg->cap_kernels) {
     int cap = cg->cap_kernels ? cg->cap_kernels * 2 : 16;

@@ -233,25 +233,31 @@ int main(int argc, char **argv) {
   int64_t limit = 16;
   bool stats = false, verify = true;
   const char *save_dir = NULL;
-  if (!raw_in || !raw_out || !raw_exp || !positional) return 1;
+  /* Everything below is released at `done`, whatever path leads there. */
+  qir_module *m = NULL;
+  port *ins = NULL, *outs = NULL;
+  qir_tensor *in_t = NULL, *out_t = NULL;
+  const char **out_file = NULL, **exp_file = NULL, **in_file = NULL;
+  int n_in = 0, n_out = 0, status = 1;
+  if (!raw_in || !raw_out || !raw_exp || !positional) goto done;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes = true;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--version")) { printf("qrun %s\n", QIR_VERSION); return 0; }
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); status = 0; goto done; }
+    else if (!strcmp(a, "--version")) { printf("qrun %s\n", QIR_VERSION); status = 0; goto done; }
     else if (!strcmp(a, "--print-stats")) { stats = true; takes = false; }
     else if (!strcmp(a, "--no-verify")) { verify = false; takes = false; }
     else if (!strcmp(a, "--in") || !strcmp(a, "--out") || !strcmp(a, "--expect") || !strcmp(a, "--atol") ||
              !strcmp(a, "--rtol") || !strcmp(a, "--seed") || !strcmp(a, "--print-limit") || !strcmp(a, "--save-inputs")) {
-      if (!val) { fprintf(stderr, "qrun: error: %s needs a value\n", a); return 1; }
+      if (!val) { fprintf(stderr, "qrun: error: %s needs a value\n", a); goto done; }
       if (!strcmp(a, "--in")) raw_in[n_raw_in++] = val;
       else if (!strcmp(a, "--out")) raw_out[n_raw_out++] = val;
       else if (!strcmp(a, "--expect")) raw_exp[n_raw_exp++] = val;
       else if (!strcmp(a, "--save-inputs")) save_dir = val;
       else {
         double v;
-        if (!parse_double(val, &v) || v < 0) { fprintf(stderr, "qrun: error: bad value '%s' for %s\n", val, a); return 1; }
+        if (!parse_double(val, &v) || v < 0) { fprintf(stderr, "qrun: error: bad value '%s' for %s\n", val, a); goto done; }
         if (!strcmp(a, "--atol")) atol = v;
         else if (!strcmp(a, "--rtol")) rtol = v;
         else if (!strcmp(a, "--seed")) seed = (uint64_t)v;
@@ -260,7 +266,7 @@ int main(int argc, char **argv) {
       i++;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "qrun: error: unknown option '%s' (see qrun --help)\n", a);
-      return 1;
+      goto done;
     } else {
       positional[n_pos++] = a;
       takes = false;
@@ -269,26 +275,25 @@ int main(int argc, char **argv) {
   }
   if (n_pos == 0) {
     usage(stderr);
-    return 1;
+    goto done;
   }
   double t0 = now_s();
   qir_diag d;
   qir_diag_init(&d, stderr, positional[0], NULL, 0);
-  qir_module *m = qir_parse_file(positional[0], &d);
-  if (!m) return 1;
-  if (verify && qir_verify(m, &d) > 0) return 1;
+  m = qir_parse_file(positional[0], &d);
+  if (!m) goto done;
+  if (verify && qir_verify(m, &d) > 0) goto done;
   double t_parse = now_s();
 
   /* ports */
-  int n_in = 0, n_out = 0;
   for (qir_op *op = m->body->first; op; op = op->next) {
     if (op->code == QIR_OP_INPUT) n_in++;
     if (op->code == QIR_OP_OUTPUT) n_out++;
   }
-  port *ins = calloc((size_t)n_in + 1, sizeof *ins), *outs = calloc((size_t)n_out + 1, sizeof *outs);
-  qir_tensor *in_t = calloc((size_t)n_in + 1, sizeof *in_t), *out_t = calloc((size_t)n_out + 1, sizeof *out_t);
-  const char **out_file = calloc((size_t)n_out + 1, sizeof *out_file), **exp_file = calloc((size_t)n_out + 1, sizeof *exp_file);
-  if (!ins || !outs || !in_t || !out_t || !out_file || !exp_file) return 1;
+  ins = calloc((size_t)n_in + 1, sizeof *ins), outs = calloc((size_t)n_out + 1, sizeof *outs);
+  in_t = calloc((size_t)n_in + 1, sizeof *in_t), out_t = calloc((size_t)n_out + 1, sizeof *out_t);
+  out_file = calloc((size_t)n_out + 1, sizeof *out_file), exp_file = calloc((size_t)n_out + 1, sizeof *exp_file);
+  if (!ins || !outs || !in_t || !out_t || !out_file || !exp_file) goto done;
   {
     int i = 0, o = 0;
     for (qir_op *op = m->body->first; op; op = op->next) {
@@ -304,14 +309,13 @@ int main(int argc, char **argv) {
       }
     }
   }
-  int status = 0;
   /* inputs: positional files first, then --in by name, then generated */
   if (n_pos - 1 > n_in) {
     fprintf(stderr, "qrun: error: %d input files given but the module has %d inputs\n", n_pos - 1, n_in);
-    return 1;
+    goto done;
   }
-  const char **in_file = calloc((size_t)n_in + 1, sizeof *in_file);
-  if (!in_file) return 1;
+  in_file = calloc((size_t)n_in + 1, sizeof *in_file);
+  if (!in_file) goto done;
   for (int k = 1; k < n_pos; k++) in_file[k - 1] = positional[k];
   for (int k = 0; k < n_raw_in; k++) {
     bool named;
@@ -322,31 +326,31 @@ int main(int argc, char **argv) {
       fprintf(stderr, "qrun: error: --in %s: no input named '%.*s'", raw_in[k], (int)(eq ? eq - raw_in[k] : (long)strlen(raw_in[k])), raw_in[k]);
       for (int i = 0; i < n_in; i++) fprintf(stderr, "%s%s", i ? ", " : " (inputs: ", port_name(&ins[i]));
       fprintf(stderr, "%s\n", n_in ? ")" : "");
-      return 1;
+      goto done;
     }
     in_file[idx] = file;
   }
   for (int i = 0; i < n_in; i++) {
     const qir_type *want = &ins[i].op->results[0]->type;
     if (in_file[i]) {
-      if (!qir_tensor_read(in_file[i], &in_t[i], NULL, &d)) return 1;
+      if (!qir_tensor_read(in_file[i], &in_t[i], NULL, &d)) goto done;
       if (!qir_type_equal(&in_t[i].type, want)) {
         char a[160], b[160];
         qir_type_format(&in_t[i].type, a, sizeof a);
         qir_type_format(want, b, sizeof b);
         fprintf(stderr, "%s: error: tensor is %s but input '%s' is %s\n", in_file[i], a, port_name(&ins[i]), b);
-        return 1;
+        goto done;
       }
     } else if (!random_tensor(want, seed, i, &in_t[i])) {
       fprintf(stderr, "qrun: error: out of memory generating input '%s'\n", port_name(&ins[i]));
-      return 1;
+      goto done;
     }
     if (save_dir) {
       char path[4096];
       snprintf(path, sizeof path, "%s/%s.npy", save_dir, port_name(&ins[i]));
       for (char *p = path + strlen(save_dir) + 1; *p; p++)
         if (*p == '/') *p = '_';
-      if (!qir_tensor_write(path, &in_t[i], port_name(&ins[i]), &d)) return 1;
+      if (!qir_tensor_write(path, &in_t[i], port_name(&ins[i]), &d)) goto done;
     }
   }
   /* outputs to write and to check */
@@ -369,13 +373,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "qrun: error: %s %s: no output left to bind (the module has %d", pass ? "--expect" : "--out", raw[k], n_out);
         for (int i = 0; i < n_out; i++) fprintf(stderr, "%s%s", i ? ", " : ": ", port_name(&outs[i]));
         fprintf(stderr, ")\n");
-        return 1;
+        goto done;
       }
       dst[next++] = file;
     }
   }
+  status = 0;
   double t_in = now_s();
-  if (!qir_eval_module(m, in_t, n_in, out_t, n_out, &d)) return 1;
+  if (!qir_eval_module(m, in_t, n_in, out_t, n_out, &d)) {
+    status = 1;
+    goto done;
+  }
   double t_eval = now_s();
   bool any_io = n_raw_out || n_raw_exp;
   for (int o = 0; o < n_out; o++) {
@@ -393,8 +401,9 @@ int main(int argc, char **argv) {
   }
   if (stats)
     fprintf(stderr, "qrun: parse+verify %.3f s, inputs %.3f s, eval %.3f s\n", t_parse - t0, t_in - t_parse, t_eval - t_in);
-  for (int i = 0; i < n_in; i++) qir_tensor_free(&in_t[i]);
-  for (int o = 0; o < n_out; o++) qir_tensor_free(&out_t[o]);
+done:
+  for (int i = 0; in_t && i < n_in; i++) qir_tensor_free(&in_t[i]);
+  for (int o = 0; out_t && o < n_out; o++) qir_tensor_free(&out_t[o]);
   free(in_t); free(out_t); free(ins); free(outs); free(in_file); free(out_file); free(exp_file);
   free(raw_in); free(raw_out); free(raw_exp); free(positional);
   qir_module_free(m);
