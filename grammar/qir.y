@@ -83,6 +83,7 @@ qir_value *qp_use(qp_ctx *c, const char *name, qir_loc loc);
 bool qp_region_begin(qp_ctx *c);
 bool qp_region_arg(qp_ctx *c, const char *name, qir_loc loc, const qir_type *t);
 qir_region *qp_region_end(qp_ctx *c);
+bool qp_regions_allowed(qp_ctx *c, const char *op_name, qir_loc loc);
 
 bool qp_attr_add(qp_ctx *c, qp_vec *v, const char *key, qir_loc loc, qir_attr_val val, bool sched);
 qir_attr_val qp_attr_dict(qp_ctx *c, qp_vec *entries);
@@ -198,8 +199,12 @@ names
 opcore
   : IDENT operands_opt attrs_tail
       { if (!($$ = qp_op_generic(ctx, $1, LOC(@1), $2, $3, NULL, NULL))) YYABORT; }
-  | IDENT operands_opt attrs_tail ':' typelist regions_opt
-      { if (!($$ = qp_op_generic(ctx, $1, LOC(@1), $2, $3, $5, $6))) YYABORT; }
+  | IDENT operands_opt attrs_tail ':' typelist
+      { /* A region after an op that takes none is most likely an attribute
+         * dict written after the types: say so before parsing it as ops. */
+        if ((yychar == '{' || yychar == '(') && !qp_regions_allowed(ctx, $1, qp_loc(ctx, &yylloc))) YYABORT; }
+    regions_opt
+      { if (!($$ = qp_op_generic(ctx, $1, LOC(@1), $2, $3, $5, $7))) YYABORT; }
   | CONST OFFSET attrs_tail ':' typelist
       { int64_t off; if (!qp_offset(ctx, $2, LOC(@2), &off)) YYABORT;
         if (!($$ = qp_op_const(ctx, LOC(@1), off, NULL, false, $3, $5))) YYABORT; }

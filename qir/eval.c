@@ -2221,190 +2221,371 @@ static bool eval_rnn(ev *e, const qir_tensor *in, qir_tensor *res, int n_res) {
 }
 
 /* ------------------------------------------------------------ compute
- * The general form `compute [axes] reduce [axes] R(body)`: a direct recursive
- * evaluation of the body at every point, independent of te.c, so it can check
- * what -lower produces.  Values are integers (exact int64) or reals (double):
- * literals, loop variables and accesses to integer tensors are integers;
- * integer op integer stays integer (`/` truncates and `%` takes the sign of
- * the dividend, as in C; floordiv floors); anything with a real is real.
- * `select` evaluates only the side it takes, so guarded out-of-range accesses
- * are fine; an unguarded one is an error. */
+ * The general form `compute [axes] reduce [axes] R(body)`, evaluated straight
+ * from the expression tree, independent of te.c, so it can check what -lower
+ * produces.
+ *
+ * Typing is static, as in C: literals of integers, loop variables and accesses
+ * to integer or bool tensors are integers (exact int64); integer op integer
+ * stays integer (`/` truncates and `%` takes the dividend's sign, as in C;
+ * floordiv floors; comparisons and && || ! give 0/1); anything with a real is
+ * real (double); select is real when either side is; cast<T> rounds to T.
+ * `select`, `&&` and `||` evaluate only what they take, so guarded
+ * out-of-range accesses are fine; an unguarded one is an error.  A reduction
+ * accumulates in the result's kind (double for float results, int64
+ * otherwise) in the order of the reduction axes, innermost fastest.
+ *
+ * To keep the interpretation cheap the body is evaluated for a whole row of
+ * points at once: the lanes run along the last output axis (or, for scalar
+ * results, the last reduction axis); subtrees that do not depend on that axis
+ * are evaluated once per row.  Every lane sees exactly the scalar semantics. */
 
-typedef struct {
-  bool is_int;
-  int64_t i;
-  double f;
-} cval;
+typedef struct vnode vnode;
+struct vnode {
+  const qir_expr *x;
+  bool is_int;                  /* static type: int64 or double */
+  bool uniform;                 /* does not depend on the lane variable: lane 0 only */
+  int64_t *iv;                  /* lane values (int nodes) */
+  double *fv;                   /* lane values (real nodes) */
+  unsigned char *m1, *m2;       /* lane masks for select / && / || */
+  vnode *a[3];
+  int n_args;
+};
 
 typedef struct {
   ev *e;
-  const qir_tensor *operands;
-  int n_operands;
-  int64_t *vars;
-  int64_t (*ost)[QIR_MAX_RANK];   /* operand strides */
+  const qir_tensor *ops;
+  int64_t (*ost)[QIR_MAX_RANK];
+  int64_t *vars;                /* current loop variable values */
+  int lane_var;                 /* the variable that runs along the lanes */
+  int64_t L;                    /* lanes */
   bool failed;
-} cctx;
+  vnode *pool;
+  int n_nodes, cap_nodes;
+  void **bufs;                  /* every buffer, for freeing */
+  int n_bufs, cap_bufs;
+} vctx;
 
-static cval cv_int(int64_t i) { cval v = {true, i, (double)i}; return v; }
-static cval cv_real(double f) { cval v = {false, 0, f}; return v; }
-static double cv_f(cval v) { return v.is_int ? (double)v.i : v.f; }
-
-static cval cfail(cctx *c, const qir_expr *x, const char *msg, long long a, long long b) {
-  if (!c->failed) qir_error(c->e->d, x->loc.line ? x->loc : c->e->op->loc, "'compute': %s%lld%s%lld", msg, a, b >= 0 ? " / " : "", b >= 0 ? b : 0);
-  c->failed = true;
-  return cv_int(0);
+static void *vbuf(vctx *c, size_t n) {
+  if (c->n_bufs == c->cap_bufs) {
+    int cap = c->cap_bufs ? 2 * c->cap_bufs : 64;
+    void **nb = realloc(c->bufs, sizeof *nb * (size_t)cap);
+    if (!nb) return NULL;
+    c->bufs = nb;
+    c->cap_bufs = cap;
+  }
+  void *p = calloc(n ? n : 1, 1);
+  if (p) c->bufs[c->n_bufs++] = p;
+  return p;
 }
 
-/* Rounds a value to what a tensor of dtype t can hold. */
-static cval cv_to_dtype(cval v, qir_dtype t) {
-  unsigned char buf[8];
-  if (is_float(t)) {
-    qir_store_elem(t, buf, 0, cv_f(v));
-    return cv_real(qir_load_elem(t, buf, 0));
+static bool fn_keeps_int(qir_expr_fn fn) {
+  switch (fn) {
+  case QIR_FN_NEG: case QIR_FN_ABS: case QIR_FN_SIGN: case QIR_FN_FLOOR: case QIR_FN_CEIL: case QIR_FN_ROUND: return true;
+  default: return false;
   }
-  if (v.is_int) store_int(t, buf, 0, v.i, false);
-  else {
-    double f = trunc(v.f);
-    if (t == QIR_BOOL) f = v.f != 0;
-    qir_store_elem(t, buf, 0, f);
-  }
-  return cv_int(load_int(t, buf, 0));
 }
 
-static cval ceval(cctx *c, const qir_expr *x) {
-  if (c->failed) return cv_int(0);
+static bool fn_gives_int(qir_expr_fn fn) {
+  switch (fn) {
+  case QIR_FN_LT: case QIR_FN_LE: case QIR_FN_GT: case QIR_FN_GE: case QIR_FN_EQ: case QIR_FN_NE:
+  case QIR_FN_AND: case QIR_FN_OR: case QIR_FN_NOT: case QIR_FN_ISNAN: case QIR_FN_ISINF: return true;
+  default: return false;
+  }
+}
+
+/* Builds the typed lane tree of x (already checked by compute_check). */
+static vnode *vbuild(vctx *c, const qir_expr *x) {
+  if (c->n_nodes == c->cap_nodes) return NULL; /* pool sized by the caller */
+  vnode *n = &c->pool[c->n_nodes++];
+  memset(n, 0, sizeof *n);
+  n->x = x;
+  n->n_args = x->n_args > 3 || x->kind == QIR_EX_ACCESS ? 0 : x->n_args;
+  bool uniform = true, all_int = true;
+  for (int k = 0; k < n->n_args; k++) {
+    if (!(n->a[k] = vbuild(c, x->args[k]))) return NULL;
+    uniform = uniform && n->a[k]->uniform;
+    all_int = all_int && n->a[k]->is_int;
+  }
   switch (x->kind) {
-  case QIR_EX_INT: return cv_int(x->ival);
-  case QIR_EX_FLOAT: return cv_real(x->fval);
-  case QIR_EX_VAR: return cv_int(c->vars[x->var]);
+  case QIR_EX_INT: n->is_int = true; break;
+  case QIR_EX_FLOAT: n->is_int = false; break;
+  case QIR_EX_VAR: n->is_int = true; uniform = x->var != c->lane_var; break;
   case QIR_EX_ACCESS: {
-    const qir_tensor *t = &c->operands[x->operand];
-    int64_t off = 0;
+    n->is_int = !is_float(c->ops[x->operand].type.dtype);
+    /* the indices are kept apart: an access can have more than 3 */
+    vnode **idx = vbuf(c, sizeof *idx * (size_t)(x->n_args ? x->n_args : 1));
+    if (!idx) return NULL;
     for (int k = 0; k < x->n_args; k++) {
-      cval iv = ceval(c, x->args[k]);
-      if (c->failed) return iv;
-      if (!iv.is_int) return cfail(c, x, "tensor index is not an integer on axis ", k, -1);
-      if (iv.i < 0 || iv.i >= t->type.dims[k]) {
-        if (!c->failed)
-          qir_error(c->e->d, x->loc.line ? x->loc : c->e->op->loc, "'compute': index %lld out of range [0, %lld) on axis %d of operand %d",
-                    (long long)iv.i, (long long)t->type.dims[k], k, x->operand);
-        c->failed = true;
-        return cv_int(0);
-      }
-      off += iv.i * c->ost[x->operand][k];
+      if (!(idx[k] = vbuild(c, x->args[k]))) return NULL;
+      uniform = uniform && idx[k]->uniform;
     }
-    if (is_float(t->type.dtype)) return cv_real(qir_load_elem(t->type.dtype, t->data, off));
-    return cv_int(load_int(t->type.dtype, t->data, off));
+    n->a[0] = (vnode *)idx; /* see vindex() */
+    break;
   }
-  case QIR_EX_SELECT: {
-    cval cond = ceval(c, x->args[0]);
-    bool take = cond.is_int ? cond.i != 0 : cond.f != 0;
-    return ceval(c, x->args[take ? 1 : 2]);
+  case QIR_EX_UNARY: n->is_int = fn_gives_int(x->fn) || (all_int && fn_keeps_int(x->fn)); break;
+  case QIR_EX_BINARY: n->is_int = fn_gives_int(x->fn) || (all_int && x->fn != QIR_FN_ATAN2); break;
+  case QIR_EX_SELECT: n->is_int = n->a[1]->is_int && n->a[2]->is_int; break;
+  case QIR_EX_CAST: n->is_int = !is_float(x->cast_to); break;
   }
-  case QIR_EX_CAST: return cv_to_dtype(ceval(c, x->args[0]), x->cast_to);
+  n->uniform = uniform;
+  size_t lanes = (size_t)(uniform ? 1 : c->L);
+  if (n->is_int) n->iv = vbuf(c, lanes * sizeof *n->iv);
+  else n->fv = vbuf(c, lanes * sizeof *n->fv);
+  if (x->kind == QIR_EX_SELECT || x->kind == QIR_EX_BINARY) {
+    n->m1 = vbuf(c, (size_t)c->L);
+    n->m2 = vbuf(c, (size_t)c->L);
+    if (!n->m1 || !n->m2) return NULL;
+  }
+  return (n->iv || n->fv) ? n : NULL;
+}
+
+static size_t vcount(const qir_expr *x) {
+  size_t n = 1;
+  for (int k = 0; k < x->n_args; k++) n += vcount(x->args[k]);
+  return n;
+}
+
+#define LANE(n, l) ((n)->uniform ? 0 : (l))
+#define GI(n, l) ((n)->iv[LANE(n, l)])
+#define GF(n, l) ((n)->is_int ? (double)GI(n, l) : (n)->fv[LANE(n, l)])
+/* lanes of node n to compute under mask m */
+#define FOR_LANES(n, m, l)                                                                             \
+  for (int64_t l = 0, l##_end = (n)->uniform ? 1 : c->L; l < l##_end; l++)                            \
+    if ((n)->uniform || !(m) || (m)[l])
+
+static bool any_lane(const vctx *c, const unsigned char *m) {
+  if (!m) return true;
+  for (int64_t l = 0; l < c->L; l++)
+    if (m[l]) return true;
+  return false;
+}
+
+static void vfail(vctx *c, const qir_expr *x, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void vfail(vctx *c, const qir_expr *x, const char *fmt, ...) {
+  if (c->failed) return;
+  c->failed = true;
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  qir_error(c->e->d, x->loc.line ? x->loc : c->e->op->loc, "'compute': %s", msg);
+}
+
+/* Rounds a value to what dtype t holds (cast<t>). */
+static double real_to_dtype(double v, qir_dtype t) {
+  unsigned char buf[8];
+  qir_store_elem(t, buf, 0, v);
+  return qir_load_elem(t, buf, 0);
+}
+static int64_t int_to_dtype(int64_t v, qir_dtype t) {
+  unsigned char buf[8];
+  store_int(t, buf, 0, v, false);
+  return load_int(t, buf, 0);
+}
+static int64_t realcast_to_int(double v, qir_dtype t) {
+  unsigned char buf[8];
+  if (t == QIR_BOOL) return v != 0;
+  qir_store_elem(t, buf, 0, trunc(v)); /* saturates; NaN gives 0 */
+  return load_int(t, buf, 0);
+}
+
+static void veval(vctx *c, vnode *n, const unsigned char *m);
+
+static bool truthy(const vnode *n, int64_t l) { return n->is_int ? GI(n, l) != 0 : GF(n, l) != 0; }
+
+/* && / || / select: evaluate the second part only on the lanes that need it. */
+static void veval_masked(vctx *c, vnode *n, const unsigned char *m) {
+  const qir_expr *x = n->x;
+  vnode *a = n->a[0];
+  veval(c, a, m);
+  if (c->failed) return;
+  for (int64_t l = 0; l < c->L; l++) {
+    bool on = !m || m[l], t = on && truthy(a, l);
+    n->m1[l] = t;
+    n->m2[l] = on && !t;
+  }
+  if (x->kind == QIR_EX_SELECT) {
+    vnode *p = n->a[1], *q = n->a[2];
+    if (any_lane(c, n->m1)) veval(c, p, n->m1);
+    if (!c->failed && any_lane(c, n->m2)) veval(c, q, n->m2);
+    if (c->failed) return;
+    FOR_LANES(n, m, l) {
+      vnode *s = truthy(a, l) ? p : q;
+      if (n->is_int) n->iv[l] = GI(s, l);
+      else n->fv[l] = GF(s, l);
+    }
+    return;
+  }
+  /* AND needs b where a is true, OR where a is false */
+  vnode *b = n->a[1];
+  unsigned char *need = x->fn == QIR_FN_AND ? n->m1 : n->m2;
+  if (any_lane(c, need)) veval(c, b, need);
+  if (c->failed) return;
+  FOR_LANES(n, m, l) n->iv[l] = x->fn == QIR_FN_AND ? (truthy(a, l) && truthy(b, l)) : (truthy(a, l) || truthy(b, l));
+}
+
+static void veval(vctx *c, vnode *n, const unsigned char *m) {
+  const qir_expr *x = n->x;
+  if (c->failed) return;
+  if (n->uniform && !any_lane(c, m)) return;
+  switch (x->kind) {
+  case QIR_EX_INT: n->iv[0] = x->ival; if (!n->uniform) FOR_LANES(n, m, l) n->iv[l] = x->ival; return;
+  case QIR_EX_FLOAT: n->fv[0] = x->fval; if (!n->uniform) FOR_LANES(n, m, l) n->fv[l] = x->fval; return;
+  case QIR_EX_VAR:
+    if (n->uniform) n->iv[0] = c->vars[x->var];
+    else FOR_LANES(n, m, l) n->iv[l] = l;
+    return;
+  case QIR_EX_ACCESS: {
+    vnode **idx = (vnode **)n->a[0];
+    const qir_tensor *t = &c->ops[x->operand];
+    for (int k = 0; k < x->n_args; k++) veval(c, idx[k], m);
+    if (c->failed) return;
+    qir_dtype dt = t->type.dtype;
+    FOR_LANES(n, m, l) {
+      int64_t off = 0;
+      for (int k = 0; k < x->n_args; k++) {
+        vnode *ix = idx[k];
+        int64_t lane = l;
+        if (!ix->is_int) { vfail(c, x, "tensor index is not an integer on axis %d", k); return; }
+        int64_t i = GI(ix, lane);
+        if (i < 0 || i >= t->type.dims[k]) {
+          vfail(c, x, "index %lld out of range [0, %lld) on axis %d of operand %d", (long long)i, (long long)t->type.dims[k], k, x->operand);
+          return;
+        }
+        off += i * c->ost[x->operand][k];
+      }
+      if (n->is_int) n->iv[l] = load_int(dt, t->data, off);
+      else n->fv[l] = dt == QIR_F32 ? (double)((const float *)t->data)[off] : qir_load_elem(dt, t->data, off);
+    }
+    return;
+  }
+  case QIR_EX_CAST: {
+    vnode *a = n->a[0];
+    veval(c, a, m);
+    if (c->failed) return;
+    qir_dtype to = x->cast_to;
+    FOR_LANES(n, m, l) {
+      if (n->is_int) n->iv[l] = a->is_int ? int_to_dtype(GI(a, l), to) : realcast_to_int(GF(a, l), to);
+      else n->fv[l] = real_to_dtype(GF(a, l), to);
+    }
+    return;
+  }
+  case QIR_EX_SELECT: veval_masked(c, n, m); return;
   case QIR_EX_UNARY: {
-    cval a = ceval(c, x->args[0]);
-    double f = cv_f(a);
-    if (a.is_int) {
-      switch (x->fn) {
-      case QIR_FN_NEG: return cv_int((int64_t)(0 - (uint64_t)a.i));
-      case QIR_FN_NOT: return cv_int(a.i == 0);
-      case QIR_FN_ABS: return cv_int(a.i < 0 ? (int64_t)(0 - (uint64_t)a.i) : a.i);
-      case QIR_FN_SIGN: return cv_int((a.i > 0) - (a.i < 0));
-      case QIR_FN_FLOOR: case QIR_FN_CEIL: case QIR_FN_ROUND: return a;
-      case QIR_FN_ISNAN: case QIR_FN_ISINF: return cv_int(0);
-      default: break;
+    vnode *a = n->a[0];
+    veval(c, a, m);
+    if (c->failed) return;
+    if (a->is_int && (fn_keeps_int(x->fn) || fn_gives_int(x->fn))) {
+      FOR_LANES(n, m, l) {
+        int64_t v = GI(a, l);
+        switch (x->fn) {
+        case QIR_FN_NEG: v = (int64_t)(0 - (uint64_t)v); break;
+        case QIR_FN_ABS: v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
+        case QIR_FN_SIGN: v = (v > 0) - (v < 0); break;
+        case QIR_FN_NOT: v = v == 0; break;
+        case QIR_FN_ISNAN: case QIR_FN_ISINF: v = 0; break;
+        default: break; /* floor, ceil, round of an integer */
+        }
+        n->iv[l] = v;
       }
+      return;
     }
-    switch (x->fn) {
-    case QIR_FN_NEG: return cv_real(-f);
-    case QIR_FN_NOT: return cv_int(f == 0);
-    case QIR_FN_EXP: return cv_real(exp(f));
-    case QIR_FN_LOG: return cv_real(log(f));
-    case QIR_FN_SQRT: return cv_real(sqrt(f));
-    case QIR_FN_RSQRT: return cv_real(1 / sqrt(f));
-    case QIR_FN_TANH: return cv_real(tanh(f));
-    case QIR_FN_SIGMOID: return cv_real(sigmoid(f));
-    case QIR_FN_ERF: return cv_real(erf(f));
-    case QIR_FN_ABS: return cv_real(fabs(f));
-    case QIR_FN_FLOOR: return cv_real(floor(f));
-    case QIR_FN_CEIL: return cv_real(ceil(f));
-    case QIR_FN_ROUND: return cv_real(round_even(f));
-    case QIR_FN_SIN: return cv_real(sin(f));
-    case QIR_FN_COS: return cv_real(cos(f));
-    case QIR_FN_RECIP: return cv_real(1 / f);
-    case QIR_FN_SIGN: return cv_real(signum(f));
-    case QIR_FN_ISNAN: return cv_int(isnan(f) != 0);
-    case QIR_FN_ISINF: return cv_int(isinf(f) != 0);
-    default: return cfail(c, x, "bad unary function ", x->fn, -1);
+    FOR_LANES(n, m, l) {
+      double f = GF(a, l), r;
+      switch (x->fn) {
+      case QIR_FN_NEG: r = -f; break;
+      case QIR_FN_NOT: n->iv[l] = f == 0; continue;
+      case QIR_FN_ISNAN: n->iv[l] = isnan(f) != 0; continue;
+      case QIR_FN_ISINF: n->iv[l] = isinf(f) != 0; continue;
+      case QIR_FN_EXP: r = exp(f); break;
+      case QIR_FN_LOG: r = log(f); break;
+      case QIR_FN_SQRT: r = sqrt(f); break;
+      case QIR_FN_RSQRT: r = 1 / sqrt(f); break;
+      case QIR_FN_TANH: r = tanh(f); break;
+      case QIR_FN_SIGMOID: r = sigmoid(f); break;
+      case QIR_FN_ERF: r = erf(f); break;
+      case QIR_FN_ABS: r = fabs(f); break;
+      case QIR_FN_FLOOR: r = floor(f); break;
+      case QIR_FN_CEIL: r = ceil(f); break;
+      case QIR_FN_ROUND: r = round_even(f); break;
+      case QIR_FN_SIN: r = sin(f); break;
+      case QIR_FN_COS: r = cos(f); break;
+      case QIR_FN_RECIP: r = 1 / f; break;
+      case QIR_FN_SIGN: r = signum(f); break;
+      default: vfail(c, x, "bad unary function %d", (int)x->fn); return;
+      }
+      n->fv[l] = r;
     }
+    return;
   }
   case QIR_EX_BINARY: {
-    cval a = ceval(c, x->args[0]);
-    /* && and || short-circuit like C */
-    if (x->fn == QIR_FN_AND || x->fn == QIR_FN_OR) {
-      bool ta = a.is_int ? a.i != 0 : a.f != 0;
-      if (x->fn == QIR_FN_AND && !ta) return cv_int(0);
-      if (x->fn == QIR_FN_OR && ta) return cv_int(1);
-      cval b = ceval(c, x->args[1]);
-      return cv_int(b.is_int ? b.i != 0 : b.f != 0);
+    if (x->fn == QIR_FN_AND || x->fn == QIR_FN_OR) { veval_masked(c, n, m); return; }
+    vnode *a = n->a[0], *b = n->a[1];
+    veval(c, a, m);
+    veval(c, b, m);
+    if (c->failed) return;
+    if (a->is_int && b->is_int && x->fn != QIR_FN_ATAN2) {
+      FOR_LANES(n, m, l) {
+        int64_t p = GI(a, l), q = GI(b, l), r = 0;
+        uint64_t up = (uint64_t)p, uq = (uint64_t)q;
+        switch (x->fn) {
+        case QIR_FN_ADD: r = (int64_t)(up + uq); break;
+        case QIR_FN_SUB: r = (int64_t)(up - uq); break;
+        case QIR_FN_MUL: r = (int64_t)(up * uq); break;
+        case QIR_FN_DIV: case QIR_FN_MOD: case QIR_FN_FLOORDIV: case QIR_FN_FMOD:
+          if (q == 0) { vfail(c, x, "integer division by zero (%lld / 0)", (long long)p); return; }
+          if (q == -1) r = (x->fn == QIR_FN_DIV || x->fn == QIR_FN_FLOORDIV) ? (int64_t)(0 - up) : 0;
+          else if (x->fn == QIR_FN_DIV) r = p / q;
+          else if (x->fn != QIR_FN_FLOORDIV) r = p % q;
+          else {
+            r = p / q;
+            if (p % q != 0 && ((p < 0) != (q < 0))) r--;
+          }
+          break;
+        case QIR_FN_LT: r = p < q; break;
+        case QIR_FN_LE: r = p <= q; break;
+        case QIR_FN_GT: r = p > q; break;
+        case QIR_FN_GE: r = p >= q; break;
+        case QIR_FN_EQ: r = p == q; break;
+        case QIR_FN_NE: r = p != q; break;
+        case QIR_FN_MAX: r = p > q ? p : q; break;
+        case QIR_FN_MIN: r = p < q ? p : q; break;
+        case QIR_FN_POW: binary_int(QIR_OP_POW, p, q, false, 0, &r); break;
+        default: vfail(c, x, "bad binary function %d", (int)x->fn); return;
+        }
+        n->iv[l] = r;
+      }
+      return;
     }
-    cval b = ceval(c, x->args[1]);
-    if (c->failed) return cv_int(0);
-    if (a.is_int && b.is_int) {
-      int64_t p = a.i, q = b.i, r;
-      uint64_t up = (uint64_t)p, uq = (uint64_t)q;
+    FOR_LANES(n, m, l) {
+      double p = GF(a, l), q = GF(b, l), r;
       switch (x->fn) {
-      case QIR_FN_ADD: return cv_int((int64_t)(up + uq));
-      case QIR_FN_SUB: return cv_int((int64_t)(up - uq));
-      case QIR_FN_MUL: return cv_int((int64_t)(up * uq));
-      case QIR_FN_DIV: case QIR_FN_MOD: case QIR_FN_FLOORDIV: case QIR_FN_FMOD:
-        if (q == 0) return cfail(c, x, "integer division by zero: ", p, q);
-        if (q == -1) return cv_int(x->fn == QIR_FN_DIV || x->fn == QIR_FN_FLOORDIV ? (int64_t)(0 - up) : 0);
-        if (x->fn == QIR_FN_DIV) return cv_int(p / q);
-        if (x->fn == QIR_FN_MOD || x->fn == QIR_FN_FMOD) return cv_int(p % q);
-        r = p / q;
-        if ((p % q != 0) && ((p < 0) != (q < 0))) r--;
-        return cv_int(r);
-      case QIR_FN_LT: return cv_int(p < q);
-      case QIR_FN_LE: return cv_int(p <= q);
-      case QIR_FN_GT: return cv_int(p > q);
-      case QIR_FN_GE: return cv_int(p >= q);
-      case QIR_FN_EQ: return cv_int(p == q);
-      case QIR_FN_NE: return cv_int(p != q);
-      case QIR_FN_MAX: return cv_int(p > q ? p : q);
-      case QIR_FN_MIN: return cv_int(p < q ? p : q);
-      case QIR_FN_POW: {
-        int64_t out;
-        binary_int(QIR_OP_POW, p, q, false, 0, &out);
-        return cv_int(out);
+      case QIR_FN_ADD: r = p + q; break;
+      case QIR_FN_SUB: r = p - q; break;
+      case QIR_FN_MUL: r = p * q; break;
+      case QIR_FN_DIV: r = p / q; break;
+      case QIR_FN_MOD: case QIR_FN_FMOD: r = fmod(p, q); break;
+      case QIR_FN_FLOORDIV: r = floor(p / q); break;
+      case QIR_FN_LT: n->iv[l] = p < q; continue;
+      case QIR_FN_LE: n->iv[l] = p <= q; continue;
+      case QIR_FN_GT: n->iv[l] = p > q; continue;
+      case QIR_FN_GE: n->iv[l] = p >= q; continue;
+      case QIR_FN_EQ: n->iv[l] = p == q; continue;
+      case QIR_FN_NE: n->iv[l] = p != q; continue;
+      case QIR_FN_MAX: r = fmax_nan(p, q); break;
+      case QIR_FN_MIN: r = fmin_nan(p, q); break;
+      case QIR_FN_POW: r = pow(p, q); break;
+      case QIR_FN_ATAN2: r = atan2(p, q); break;
+      default: vfail(c, x, "bad binary function %d", (int)x->fn); return;
       }
-      default: break; /* atan2: real */
-      }
+      n->fv[l] = r;
     }
-    double p = cv_f(a), q = cv_f(b);
-    switch (x->fn) {
-    case QIR_FN_ADD: return cv_real(p + q);
-    case QIR_FN_SUB: return cv_real(p - q);
-    case QIR_FN_MUL: return cv_real(p * q);
-    case QIR_FN_DIV: return cv_real(p / q);
-    case QIR_FN_MOD: case QIR_FN_FMOD: return cv_real(fmod(p, q));
-    case QIR_FN_FLOORDIV: return cv_real(floor(p / q));
-    case QIR_FN_LT: return cv_int(p < q);
-    case QIR_FN_LE: return cv_int(p <= q);
-    case QIR_FN_GT: return cv_int(p > q);
-    case QIR_FN_GE: return cv_int(p >= q);
-    case QIR_FN_EQ: return cv_int(p == q);
-    case QIR_FN_NE: return cv_int(p != q);
-    case QIR_FN_MAX: return cv_real(fmax_nan(p, q));
-    case QIR_FN_MIN: return cv_real(fmin_nan(p, q));
-    case QIR_FN_POW: return cv_real(pow(p, q));
-    case QIR_FN_ATAN2: return cv_real(atan2(p, q));
-    default: return cfail(c, x, "bad binary function ", x->fn, -1);
-    }
+    return;
   }
   }
-  return cfail(c, x, "bad expression kind ", x->kind, -1);
+  vfail(c, x, "bad expression kind %d", (int)x->kind);
 }
 
 /* Checks variable numbers and access ranks of a body once, up front. */
@@ -2419,6 +2600,9 @@ static bool compute_check(ev *e, const qir_compute *cp, const qir_expr *x, const
   if ((x->kind == QIR_EX_UNARY || x->kind == QIR_EX_CAST) && x->n_args != 1) return FAIL(e, "'compute': malformed expression");
   if (x->kind == QIR_EX_BINARY && x->n_args != 2) return FAIL(e, "'compute': malformed expression");
   if (x->kind == QIR_EX_SELECT && x->n_args != 3) return FAIL(e, "'compute': malformed expression");
+  if ((x->kind == QIR_EX_INT || x->kind == QIR_EX_FLOAT || x->kind == QIR_EX_VAR) && x->n_args != 0) return FAIL(e, "'compute': malformed expression");
+  if ((unsigned)x->kind > QIR_EX_CAST) return FAIL(e, "'compute': bad expression kind");
+  if ((x->kind == QIR_EX_UNARY || x->kind == QIR_EX_BINARY) && (unsigned)x->fn >= QIR_FN_COUNT) return FAIL(e, "'compute': bad function");
   if (x->kind == QIR_EX_CAST && (unsigned)x->cast_to >= QIR_DTYPE_COUNT) return FAIL(e, "'compute': bad cast type");
   for (int k = 0; k < x->n_args; k++)
     if (!compute_check(e, cp, x->args[k], ops, n_ops)) return false;
@@ -2437,58 +2621,89 @@ static bool eval_compute(ev *e, const qir_tensor *ops, int n_ops, qir_tensor *r)
   for (int i = 0; i < cp->n_red; i++)
     if (cp->axis_extents[cp->n_axes + i] < 0) return FAIL(e, "'compute': negative extent");
   if (!compute_check(e, cp, cp->body, ops, n_ops)) return false;
-  int64_t vars[2 * QIR_MAX_RANK] = {0}, rdims[QIR_MAX_RANK], nred = 1;
-  int64_t (*ost)[QIR_MAX_RANK] = xcalloc(e, (size_t)(n_ops ? n_ops : 1), sizeof *ost);
-  if (!ost) return false;
-  for (int k = 0; k < n_ops; k++) strides_of(&ops[k].type, ost[k]);
+  int64_t n_out = numel(&r->type), nred = 1, rdims[QIR_MAX_RANK];
   for (int i = 0; i < cp->n_red; i++) {
     rdims[i] = cp->axis_extents[cp->n_axes + i];
     nred *= rdims[i];
   }
-  cctx c = {.e = e, .operands = ops, .n_operands = n_ops, .vars = vars, .ost = ost};
+  if (n_out == 0) return true;
+  /* lanes: along the last output axis, or for scalar results the last reduction axis */
+  bool lanes_out = cp->n_axes > 0;
+  int lane_var = lanes_out ? cp->n_axes - 1 : (cp->n_red > 0 ? cp->n_axes + cp->n_red - 1 : -1);
+  int64_t L = lane_var < 0 ? 1 : cp->axis_extents[lane_var];
+  if (L <= 0 || (!lanes_out && nred == 0)) L = 1, lane_var = lanes_out ? lane_var : -1;
+  int64_t vars[2 * QIR_MAX_RANK] = {0};
+  vctx c = {.e = e, .ops = ops, .vars = vars, .lane_var = lane_var, .L = L};
+  c.cap_nodes = (int)vcount(cp->body);
+  c.pool = calloc((size_t)c.cap_nodes, sizeof *c.pool);
+  c.ost = xcalloc(e, (size_t)(n_ops ? n_ops : 1), sizeof *c.ost);
+  vnode *root = c.pool && c.ost ? vbuild(&c, cp->body) : NULL;
+  bool real = is_float(r->type.dtype);
+  double *fa = xmalloc(e, (size_t)L * sizeof *fa);
+  int64_t *ia = xmalloc(e, (size_t)L * sizeof *ia);
+  if (!root || !fa || !ia) {
+    if (c.pool && c.ost && fa && ia) qir_error(e->d, e->op->loc, "'compute': out of memory");
+    goto done;
+  }
+  for (int k = 0; k < n_ops; k++) strides_of(&ops[k].type, c.ost[k]);
   qir_dtype dt = r->type.dtype;
-  bool real = is_float(dt);
-  int64_t n = numel(&r->type);
-  for (int64_t o = 0; o < n && !c.failed; o++) {
-    cval acc;
-    if (cp->n_red == 0) {
-      acc = ceval(&c, cp->body);
-    } else {
-      /* accumulate in the result's kind: double for floats, int64 otherwise */
-      double fa = cp->reduce == QIR_REDUCE_PROD ? 1 : cp->reduce == QIR_REDUCE_MAX ? -INFINITY : cp->reduce == QIR_REDUCE_MIN ? INFINITY : 0;
-      int64_t ia = cp->reduce == QIR_REDUCE_PROD ? 1 : cp->reduce == QIR_REDUCE_MAX ? INT64_MIN : cp->reduce == QIR_REDUCE_MIN ? INT64_MAX : 0;
-      int64_t *rv = vars + cp->n_axes;
-      for (int i = 0; i < cp->n_red; i++) rv[i] = 0;
-      for (int64_t k = 0; k < nred && !c.failed; k++) {
-        cval v = ceval(&c, cp->body);
+  int n_outer = lanes_out ? cp->n_axes - 1 : cp->n_axes;  /* output axes walked one by one */
+  int n_rw = lanes_out ? cp->n_red : (cp->n_red > 0 ? cp->n_red - 1 : 0); /* reduction axes walked */
+  int64_t rows = lanes_out ? n_out / L : n_out, nrw = 1;
+  for (int i = 0; i < n_rw; i++) nrw *= rdims[i];
+  if (cp->n_red == 0) nrw = 1;
+  int64_t *rv = vars + cp->n_axes;
+  double finit = cp->reduce == QIR_REDUCE_PROD ? 1 : cp->reduce == QIR_REDUCE_MAX ? -INFINITY : cp->reduce == QIR_REDUCE_MIN ? INFINITY : 0;
+  int64_t iinit = cp->reduce == QIR_REDUCE_PROD ? 1 : cp->reduce == QIR_REDUCE_MAX ? INT64_MIN : cp->reduce == QIR_REDUCE_MIN ? INT64_MAX : 0;
+  for (int64_t row = 0; row < rows && !c.failed; row++) {
+    int64_t lanes_here = lanes_out ? L : 1;
+    for (int64_t l = 0; l < lanes_here; l++) { fa[l] = finit; ia[l] = iinit; }
+    for (int i = 0; i < cp->n_red; i++) rv[i] = 0;
+    bool empty = cp->n_red > 0 && nred == 0;
+    for (int64_t k = 0; k < nrw && !c.failed && !empty; k++) {
+      veval(&c, root, NULL);
+      if (c.failed) break;
+      /* fold: with lanes on the output, lane l is output l; else lanes are the last reduction axis, in order */
+      int64_t nl = lanes_out ? L : (cp->n_red > 0 ? L : 1);
+      for (int64_t l = 0; l < nl; l++) {
+        int64_t dst = lanes_out ? l : 0;
+        if (cp->n_red == 0) {
+          if (real) fa[dst] = GF(root, l);
+          else ia[dst] = root->is_int ? GI(root, l) : realcast_to_int(GF(root, l), dt);
+          continue;
+        }
         if (real) {
-          double f = cv_f(v);
+          double f = GF(root, l), *a = &fa[dst];
           switch (cp->reduce) {
-          case QIR_REDUCE_SUM: fa += f; break;
-          case QIR_REDUCE_PROD: fa *= f; break;
-          case QIR_REDUCE_MAX: fa = fmax_nan(fa, f); break;
-          default: fa = fmin_nan(fa, f); break;
+          case QIR_REDUCE_SUM: *a += f; break;
+          case QIR_REDUCE_PROD: *a *= f; break;
+          case QIR_REDUCE_MAX: *a = fmax_nan(*a, f); break;
+          default: *a = fmin_nan(*a, f); break;
           }
         } else {
-          int64_t iv = v.is_int ? v.i : cv_to_dtype(v, QIR_I64).i;
+          int64_t v = root->is_int ? GI(root, l) : realcast_to_int(GF(root, l), QIR_I64), *a = &ia[dst];
           switch (cp->reduce) {
-          case QIR_REDUCE_SUM: ia = (int64_t)((uint64_t)ia + (uint64_t)iv); break;
-          case QIR_REDUCE_PROD: ia = (int64_t)((uint64_t)ia * (uint64_t)iv); break;
-          case QIR_REDUCE_MAX: ia = iv > ia ? iv : ia; break;
-          default: ia = iv < ia ? iv : ia; break;
+          case QIR_REDUCE_SUM: *a = (int64_t)((uint64_t)*a + (uint64_t)v); break;
+          case QIR_REDUCE_PROD: *a = (int64_t)((uint64_t)*a * (uint64_t)v); break;
+          case QIR_REDUCE_MAX: *a = v > *a ? v : *a; break;
+          default: *a = v < *a ? v : *a; break;
           }
         }
-        next_index(rv, rdims, cp->n_red);
       }
-      acc = real ? cv_real(fa) : cv_int(ia);
+      next_index(rv, rdims, n_rw);
     }
-    if (real) qir_store_elem(dt, r->data, o, cv_f(acc));
-    else if (acc.is_int) store_int(dt, r->data, o, acc.i, false);
-    else store_int(dt, r->data, o, cv_to_dtype(acc, dt).i, false);
-    next_index(vars, r->type.dims, r->type.rank);
+    if (c.failed) break;
+    int64_t base = lanes_out ? row * L : row;
+    for (int64_t l = 0; l < lanes_here; l++) {
+      if (real) qir_store_elem(dt, r->data, base + l, fa[l]);
+      else store_int(dt, r->data, base + l, int_to_dtype(ia[l], dt), false);
+    }
+    next_index(vars, r->type.dims, n_outer);
   }
-  free(ost);
-  return !c.failed;
+done:
+  for (int i = 0; i < c.n_bufs; i++) free(c.bufs[i]);
+  free(c.bufs); free(c.pool); free(c.ost); free(fa); free(ia);
+  return root && fa && ia && !c.failed;
 }
 
 /* ------------------------------------------------------------ one op */

@@ -397,6 +397,13 @@ bool qp_region_arg(qp_ctx *c, const char *name, qir_loc loc, const qir_type *t) 
   return define(c, name, loc, v);
 }
 
+bool qp_regions_allowed(qp_ctx *c, const char *op_name, qir_loc loc) {
+  qir_opcode code;
+  if (!qir_opcode_from_name(op_name, strlen(op_name), &code) || qir_opinfo_get(code)->n_regions > 0) return true;
+  qp_error(c, loc, "op '%s' takes no regions (attributes go before the ':' and the types)", op_name);
+  return false;
+}
+
 qir_region *qp_region_end(qp_ctx *c) {
   int mark = VEC_AT(&c->scope_marks, int, c->scope_marks.n - 1);
   for (int i = mark; i < c->defs.n; i++) c->syms[VEC_AT(&c->defs, size_t, i)].alive = false;

@@ -17,10 +17,11 @@
  *
  * Compute axes must have positive extents, so ops with an empty result have no
  * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
- * max_pool with indices, resize cubic / tf_crop_and_resize, layer_norm with
- * mean/inv_std results; the multi-stage ops (softmax, log_softmax, layer_norm,
- * instance_norm, lp_normalization, lrn, reduce_l2, argmax/argmin) have a chain
- * through qir_op_expand_computes only. */
+ * resize with tf_crop_and_resize or antialias.  The multi-stage ops (softmax,
+ * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
+ * argmax/argmin) have a chain through qir_op_expand_computes only; the
+ * multi-result ops (split, max_pool with indices, layer_norm with statistics)
+ * through qir_op_expand_results. */
 #include "opsutil.h"
 
 #include <math.h>
@@ -800,41 +801,88 @@ static qir_op *te_range(te *t) {
   return finish(t, add(t, scalar(t, 0), mul(t, var(t, 0), scalar(t, 2))), QIR_REDUCE_NONE);
 }
 
-/* resize, nearest mode: the source index of each output position. */
+/* resize: the input coordinate of output position o along one axis, as the
+ * reference evaluator computes it (the real-valued output extent in*scale). */
+static qir_expr *resize_source(te *t, const char *ctm, int64_t in, int64_t on, double s, qir_expr *o) {
+  double out_w = s * (double)in;
+  if (!strcmp(ctm, "align_corners"))
+    return out_w == 1 ? flit(t, 0) : mul(t, o, flit(t, (double)(in - 1) / (out_w - 1)));
+  if (!strcmp(ctm, "asymmetric")) return dv(t, o, flit(t, s));
+  if (!strcmp(ctm, "pytorch_half_pixel") && !(out_w > 1)) return flit(t, 0);
+  qir_expr *half = sub(t, dv(t, add(t, o, flit(t, 0.5)), flit(t, s)), flit(t, 0.5));
+  if (!strcmp(ctm, "half_pixel_symmetric")) {
+    double adj = (double)on / out_w, center = (double)in / 2;
+    return add(t, flit(t, center * (1 - adj)), half);
+  }
+  return half; /* half_pixel, pytorch_half_pixel */
+}
+
+/* Weight of a tap at distance d: linear 1-d, cubic with coefficient a. */
+static qir_expr *resize_kernel(te *t, bool cubic, double a, qir_expr *d) {
+  if (!cubic) return sub(t, flit(t, 1), d);
+  qir_expr *near = add(t, mul(t, mul(t, sub(t, mul(t, flit(t, a + 2), d), flit(t, a + 3)), d), d), flit(t, 1));
+  qir_expr *far = sub(t, mul(t, add(t, mul(t, sub(t, mul(t, flit(t, a), d), flit(t, 5 * a)), d), flit(t, 8 * a)), d), flit(t, 4 * a));
+  return sel(t, bin(t, QIR_FN_LE, d, flit(t, 1)), near, sel(t, bin(t, QIR_FN_LT, d, flit(t, 2)), far, flit(t, 0)));
+}
+
+static qir_expr *clamp_index(te *t, qir_expr *i, int64_t in) {
+  return bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, i, lit(t, 0)), lit(t, in - 1));
+}
+
+/* resize: nearest reads one source index per axis; linear and cubic sum 2 or
+ * 4 edge-clamped taps per resized axis (one reduce axis each), weighted by
+ * the kernel of their distance to the source coordinate. */
 static qir_op *te_resize(te *t) {
   const qir_type *x = operand_type(t, 0), *out = result_type(t);
   const char *mode = qir_op_attr_str(t->op, "mode", "nearest");
   const char *ctm = qir_op_attr_str(t->op, "coordinate_transformation_mode", "half_pixel");
   const char *nm = qir_op_attr_str(t->op, "nearest_mode", "round_prefer_floor");
-  if (strcmp(mode, "nearest") || !strcmp(ctm, "tf_crop_and_resize")) return NULL;
+  bool nearest = !strcmp(mode, "nearest"), cubic = !strcmp(mode, "cubic");
+  bool exclude = qir_op_attr_int(t->op, "exclude_outside", 0) != 0;
+  double a = attr_f(t, "cubic_coeff_a", -0.75);
+  if (!strcmp(ctm, "tf_crop_and_resize") || qir_op_attr_int(t->op, "antialias", 0)) return NULL;
   double scales[QIR_MAX_RANK];
   if (qir_op_attr_floats(t->op, "scales", scales, QIR_MAX_RANK) != x->rank) return NULL;
   set_axes(t, out);
-  qir_expr *idx[QIR_MAX_RANK];
+  qir_expr *idx[QIR_MAX_RANK], *weight = NULL;
   for (int i = 0; i < x->rank; i++) {
-    int64_t in = x->dims[i], on = out->dims[i];
-    if (in == on && scales[i] == 1) {
+    int64_t in = x->dims[i];
+    if (in == out->dims[i] && scales[i] == 1) {
       idx[i] = var(t, i);
       continue;
     }
-    qir_expr *o = var(t, i), *src;
-    double s = scales[i];
-    if (!strcmp(ctm, "align_corners")) src = on == 1 ? flit(t, 0) : mul(t, o, flit(t, (double)(in - 1) / (double)(on - 1)));
-    else if (!strcmp(ctm, "asymmetric")) src = dv(t, o, flit(t, s));
-    else if (!strcmp(ctm, "pytorch_half_pixel") && on == 1) src = flit(t, 0);
-    else if (!strcmp(ctm, "half_pixel_symmetric")) {
-      double adj = (double)on / ((double)in * s), center = (double)in / 2;
-      src = sub(t, add(t, flit(t, center * (1 - adj)), dv(t, add(t, o, flit(t, 0.5)), flit(t, s))), flit(t, 0.5));
-    } else src = sub(t, dv(t, add(t, o, flit(t, 0.5)), flit(t, s)), flit(t, 0.5)); /* half_pixel */
-    qir_expr *r;
-    if (!strcmp(nm, "floor")) r = un(t, QIR_FN_FLOOR, src);
-    else if (!strcmp(nm, "ceil")) r = un(t, QIR_FN_CEIL, src);
-    else if (!strcmp(nm, "round_prefer_ceil")) r = un(t, QIR_FN_FLOOR, add(t, src, flit(t, 0.5)));
-    else r = un(t, QIR_FN_CEIL, sub(t, src, flit(t, 0.5))); /* round_prefer_floor */
-    qir_expr *ri = qir_expr_cast(t->m, QIR_I64, r);
-    idx[i] = bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, ri, lit(t, 0)), lit(t, in - 1));
+    qir_expr *src = resize_source(t, ctm, in, out->dims[i], scales[i], var(t, i));
+    if (nearest) {
+      qir_expr *r;
+      if (!strcmp(nm, "floor")) r = un(t, QIR_FN_FLOOR, src);
+      else if (!strcmp(nm, "ceil")) r = un(t, QIR_FN_CEIL, src);
+      else if (!strcmp(nm, "round_prefer_ceil")) r = un(t, QIR_FN_FLOOR, add(t, src, flit(t, 0.5)));
+      else r = un(t, QIR_FN_CEIL, sub(t, src, flit(t, 0.5))); /* round_prefer_floor */
+      idx[i] = clamp_index(t, qir_expr_cast(t->m, QIR_I64, r), in);
+      continue;
+    }
+    int n_taps = cubic ? 4 : 2;
+    int tau = add_red(t, n_taps);
+    /* taps floor(src) - 1 .. + 2 (cubic) or floor(src) .. + 1 (linear) */
+    qir_expr *base = iadd(t, qir_expr_cast(t->m, QIR_I64, un(t, QIR_FN_FLOOR, src)), cubic ? -1 : 0);
+    qir_expr *tap = add(t, base, var(t, tau));
+    qir_expr *w = resize_kernel(t, cubic, a, un(t, QIR_FN_ABS, sub(t, src, tap)));
+    if (exclude) {
+      /* taps outside the input weigh 0; the rest are renormalised */
+      qir_expr *sum = NULL;
+      for (int k = 0; k < n_taps; k++) {
+        qir_expr *tk = iadd(t, base, k);
+        qir_expr *wk = sel(t, in_bounds(t, tk, in, true, true), resize_kernel(t, cubic, a, un(t, QIR_FN_ABS, sub(t, src, tk))), flit(t, 0));
+        sum = sum ? add(t, sum, wk) : wk;
+      }
+      w = dv(t, sel(t, in_bounds(t, tap, in, true, true), w, flit(t, 0)), sum);
+    }
+    weight = weight ? mul(t, weight, w) : w;
+    idx[i] = clamp_index(t, tap, in);
   }
-  return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
+  qir_expr *v = access(t, 0, x->rank, idx);
+  if (nearest || !weight) return finish(t, v, QIR_REDUCE_NONE);
+  return finish(t, mul(t, weight, v), QIR_REDUCE_SUM);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -1151,13 +1199,13 @@ static int expand_split(chain *c, qir_value **results) {
   return c->n;
 }
 
-/* max_pool with indices: the max, then the smallest flat (row-major, whole
- * tensor) index of a tap holding it. */
+/* max_pool with indices: the max, then the smallest flat index (over the
+ * whole tensor, spatial dims row- or column-major) of a tap holding it. */
 static int expand_max_pool_indices(chain *c, qir_value **results) {
   te *t = &c->t;
   const qir_op *op = t->op;
   const qir_type *x = operand_type(t, 0);
-  if (qir_op_attr_int(op, "storage_order", 0) != 0) return 0;
+  bool column_major = qir_op_attr_int(op, "storage_order", 0) != 0;
   pool_taps p;
   qir_reduce_kind reduce = QIR_REDUCE_NONE;
   if (!pool_read(t, &p)) return 0;
@@ -1165,8 +1213,12 @@ static int expand_max_pool_indices(chain *c, qir_value **results) {
   qir_value *mx = push(c, make_compute(t, 1, op->operands, &op->results[0]->type, value, reduce));
   if (!mx) return 0;
   if (!pool_read(t, &p)) return 0;
-  qir_expr *flat = NULL;
-  for (int i = 0; i < x->rank; i++) flat = flat ? add(t, imul(t, flat, x->dims[i]), p.ix[i]) : p.ix[i];
+  /* (n*C + c) * plane + the spatial offset, row- or column-major (storage_order) */
+  int64_t plane = 1, stride[QIR_MAX_RANK];
+  for (int i = column_major ? 2 : x->rank - 1; column_major ? i < x->rank : i >= 2; i += column_major ? 1 : -1)
+    stride[i] = plane, plane *= x->dims[i];
+  qir_expr *flat = imul(t, add(t, imul(t, p.ix[0], x->dims[1]), p.ix[1]), plane);
+  for (int i = 2; i < x->rank; i++) flat = add(t, flat, imul(t, p.ix[i], stride[i]));
   qir_expr *mi[QIR_MAX_RANK];
   for (int i = 0; i < x->rank; i++) mi[i] = var(t, i);
   qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 0, x->rank, p.ix), access(t, 1, x->rank, mi));

@@ -1024,7 +1024,11 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
     const char *stem = nd->n_output && nd->output[0][0] ? nd->output[0] : op_type;
     imp->base = stem;
     qir_op *before = imp->region->last;
+    int errors_before = imp->n_errors;
     ok = fn(&nc);
+    /* a converter that fails must say why; this catches one that does not */
+    if (!ok && imp->n_errors == errors_before)
+      imp_error(imp, "cannot convert this node (%d input(s) given: missing or invalid inputs or attributes)", nc.n_in);
     if (ok) {
       for (int k = 0; k < nc.n_out; k++) {
         if (!nd->output[k][0]) continue;

@@ -330,6 +330,10 @@ bool convert_rnn(node_ctx *nc) {
     imp_error(imp, "empty sequence or hidden size");
     return false;
   }
+  if (ri.H > (1 << 24)) { /* G * H below must not overflow */
+    imp_error(imp, "hidden_size %lld is out of range", (long long)ri.H);
+    return false;
+  }
   int64_t G = ri.gates, H = ri.H;
   if (IN(1)->type.rank != 3 || IN(1)->type.dims[0] != nd || IN(1)->type.dims[1] != G * H ||
       IN(1)->type.dims[2] != ri.I || IN(2)->type.rank != 3 || IN(2)->type.dims[0] != nd ||
