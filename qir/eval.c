@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ helpers */
 
@@ -58,6 +59,15 @@ static bool numel_checked(const qir_type *t, int64_t *out) {
   return n * qir_dtype_size(t->dtype) <= MAX_TENSOR_BYTES;
 }
 
+/* Whether n bytes may be asked of malloc: more than the machine's memory fails
+ * with a message instead (an ASan build aborts on such requests, and a
+ * release build would be killed by the OOM killer when it touches them). */
+static bool fits_in_memory(size_t n) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return n <= (size_t)MAX_TENSOR_BYTES;
+  return n <= (size_t)MAX_TENSOR_BYTES && n / (size_t)page <= (size_t)pages;
+}
+
 static bool tensor_alloc(ev *e, qir_tensor *t, const qir_type *ty) {
   int64_t n;
   char buf[128];
@@ -66,7 +76,7 @@ static bool tensor_alloc(ev *e, qir_tensor *t, const qir_type *ty) {
   if ((unsigned)ty->dtype >= QIR_DTYPE_COUNT || !numel_checked(ty, &n))
     return FAIL(e, "'%s': tensor type %s is too large or invalid", opname(e->op), type_str(ty, buf, sizeof buf));
   size_t bytes = (size_t)n * (size_t)qir_dtype_size(ty->dtype);
-  t->data = calloc(bytes ? bytes : 1, 1);
+  t->data = fits_in_memory(bytes) ? calloc(bytes ? bytes : 1, 1) : NULL;
   if (!t->data) return FAIL(e, "'%s': out of memory allocating %zu bytes", opname(e->op), bytes);
   return true;
 }
@@ -77,12 +87,12 @@ static bool is_float(qir_dtype t) { return qir_dtype_is_float(t); }
 static bool is_uns(qir_dtype t) { return qir_dtype_is_unsigned_int(t); }
 
 static void *xmalloc(ev *e, size_t n) {
-  void *p = malloc(n ? n : 1);
+  void *p = fits_in_memory(n) ? malloc(n ? n : 1) : NULL;
   if (!p) qir_error(e->d, e->op->loc, "'%s': out of memory allocating %zu bytes", opname(e->op), n);
   return p;
 }
 static void *xcalloc(ev *e, size_t count, size_t size) {
-  void *p = calloc(count ? count : 1, size ? size : 1);
+  void *p = size && count > SIZE_MAX / size ? NULL : fits_in_memory(count * size) ? calloc(count ? count : 1, size ? size : 1) : NULL;
   if (!p) qir_error(e->d, e->op->loc, "'%s': out of memory", opname(e->op));
   return p;
 }
@@ -2248,6 +2258,7 @@ struct vnode {
   int64_t *iv;                  /* lane values (int nodes) */
   double *fv;                   /* lane values (real nodes) */
   unsigned char *m1, *m2;       /* lane masks for select / && / || */
+  int64_t *off;                 /* lane offsets (accesses) */
   vnode *a[3];
   int n_args;
 };
@@ -2257,7 +2268,8 @@ typedef struct {
   const qir_tensor *ops;
   int64_t (*ost)[QIR_MAX_RANK];
   int64_t *vars;                /* current loop variable values */
-  int lane_var;                 /* the variable that runs along the lanes */
+  int lane_lo, lane_hi;         /* variables [lane_lo, lane_hi) run along the lanes */
+  int64_t **lane_tab;           /* per variable: its value in each lane (lane variables only) */
   int64_t L;                    /* lanes */
   bool failed;
   vnode *pool;
@@ -2274,7 +2286,7 @@ static void *vbuf(vctx *c, size_t n) {
     c->bufs = nb;
     c->cap_bufs = cap;
   }
-  void *p = calloc(n ? n : 1, 1);
+  void *p = fits_in_memory(n) ? calloc(n ? n : 1, 1) : NULL;
   if (p) c->bufs[c->n_bufs++] = p;
   return p;
 }
@@ -2310,7 +2322,7 @@ static vnode *vbuild(vctx *c, const qir_expr *x) {
   switch (x->kind) {
   case QIR_EX_INT: n->is_int = true; break;
   case QIR_EX_FLOAT: n->is_int = false; break;
-  case QIR_EX_VAR: n->is_int = true; uniform = x->var != c->lane_var; break;
+  case QIR_EX_VAR: n->is_int = true; uniform = x->var < c->lane_lo || x->var >= c->lane_hi; break;
   case QIR_EX_ACCESS: {
     n->is_int = !is_float(c->ops[x->operand].type.dtype);
     /* the indices are kept apart: an access can have more than 3 */
@@ -2320,7 +2332,9 @@ static vnode *vbuild(vctx *c, const qir_expr *x) {
       if (!(idx[k] = vbuild(c, x->args[k]))) return NULL;
       uniform = uniform && idx[k]->uniform;
     }
-    n->a[0] = (vnode *)idx; /* see vindex() */
+    n->a[0] = (vnode *)idx; /* the index nodes (n_args stays 0) */
+    n->off = vbuf(c, (size_t)c->L * sizeof *n->off);
+    if (!n->off) return NULL;
     break;
   }
   case QIR_EX_UNARY: n->is_int = fn_gives_int(x->fn) || (all_int && fn_keeps_int(x->fn)); break;
@@ -2435,7 +2449,7 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
   case QIR_EX_FLOAT: n->fv[0] = x->fval; if (!n->uniform) FOR_LANES(n, m, l) n->fv[l] = x->fval; return;
   case QIR_EX_VAR:
     if (n->uniform) n->iv[0] = c->vars[x->var];
-    else FOR_LANES(n, m, l) n->iv[l] = l;
+    else memcpy(n->iv, c->lane_tab[x->var], (size_t)c->L * sizeof *n->iv);
     return;
   case QIR_EX_ACCESS: {
     vnode **idx = (vnode **)n->a[0];
@@ -2443,21 +2457,44 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
     for (int k = 0; k < x->n_args; k++) veval(c, idx[k], m);
     if (c->failed) return;
     qir_dtype dt = t->type.dtype;
-    FOR_LANES(n, m, l) {
-      int64_t off = 0;
-      for (int k = 0; k < x->n_args; k++) {
-        vnode *ix = idx[k];
-        int64_t lane = l;
-        if (!ix->is_int) { vfail(c, x, "tensor index is not an integer on axis %d", k); return; }
-        int64_t i = GI(ix, lane);
-        if (i < 0 || i >= t->type.dims[k]) {
-          vfail(c, x, "index %lld out of range [0, %lld) on axis %d of operand %d", (long long)i, (long long)t->type.dims[k], k, x->operand);
+    int64_t nl = n->uniform ? 1 : c->L, *off = n->off;
+    /* offsets axis by axis (tight loops), checking every active lane's index */
+    for (int64_t l = 0; l < nl; l++) off[l] = 0;
+    for (int k = 0; k < x->n_args; k++) {
+      vnode *ix = idx[k];
+      int64_t st = c->ost[x->operand][k], ext = t->type.dims[k];
+      if (!ix->is_int) { vfail(c, x, "tensor index is not an integer on axis %d", k); return; }
+      if (ix->uniform) {
+        int64_t i = ix->iv[0];
+        if (i < 0 || i >= ext) {
+          vfail(c, x, "index %lld out of range [0, %lld) on axis %d of operand %d", (long long)i, (long long)ext, k, x->operand);
           return;
         }
-        off += i * c->ost[x->operand][k];
+        for (int64_t l = 0; l < nl; l++) off[l] += i * st;
+        continue;
       }
-      if (n->is_int) n->iv[l] = load_int(dt, t->data, off);
-      else n->fv[l] = dt == QIR_F32 ? (double)((const float *)t->data)[off] : qir_load_elem(dt, t->data, off);
+      const int64_t *iv = ix->iv;
+      bool bad = false;
+      for (int64_t l = 0; l < nl; l++) {
+        bool on = !m || m[l];
+        bad |= on && (iv[l] < 0 || iv[l] >= ext);
+        off[l] = (int64_t)((uint64_t)off[l] + (uint64_t)iv[l] * (uint64_t)st); /* idle lanes may hold stale values */
+      }
+      if (bad)
+        for (int64_t l = 0; l < nl; l++)
+          if ((!m || m[l]) && (iv[l] < 0 || iv[l] >= ext)) {
+            vfail(c, x, "index %lld out of range [0, %lld) on axis %d of operand %d", (long long)iv[l], (long long)ext, k, x->operand);
+            return;
+          }
+    }
+    if (n->is_int) {
+      FOR_LANES(n, m, l) n->iv[l] = load_int(dt, t->data, off[l]);
+    } else if (dt == QIR_F32) {
+      const float *src = t->data;
+      if (!m || n->uniform) for (int64_t l = 0; l < nl; l++) n->fv[l] = src[off[l]];
+      else for (int64_t l = 0; l < nl; l++) n->fv[l] = m[l] ? src[off[l]] : 0;
+    } else {
+      FOR_LANES(n, m, l) n->fv[l] = qir_load_elem(dt, t->data, off[l]);
     }
     return;
   }
@@ -2627,17 +2664,36 @@ static bool eval_compute(ev *e, const qir_tensor *ops, int n_ops, qir_tensor *r)
     nred *= rdims[i];
   }
   if (n_out == 0) return true;
-  /* lanes: along the last output axis, or for scalar results the last reduction axis */
+  /* lanes: along the trailing output axes (up to a few thousand points), or
+   * for scalar results along the last reduction axis */
   bool lanes_out = cp->n_axes > 0;
-  int lane_var = lanes_out ? cp->n_axes - 1 : (cp->n_red > 0 ? cp->n_axes + cp->n_red - 1 : -1);
-  int64_t L = lane_var < 0 ? 1 : cp->axis_extents[lane_var];
-  if (L <= 0 || (!lanes_out && nred == 0)) L = 1, lane_var = lanes_out ? lane_var : -1;
+  int lane_lo = cp->n_axes, lane_hi = cp->n_axes;
+  int64_t L = 1;
+  if (lanes_out) {
+    lane_hi = cp->n_axes;
+    lane_lo = cp->n_axes - 1;
+    L = cp->axis_extents[lane_lo];
+    while (lane_lo > 0 && L * cp->axis_extents[lane_lo - 1] <= 4096) L *= cp->axis_extents[--lane_lo];
+  } else if (cp->n_red > 0 && nred > 0) {
+    lane_lo = cp->n_axes + cp->n_red - 1;
+    lane_hi = lane_lo + 1;
+    L = cp->axis_extents[lane_lo];
+  }
   int64_t vars[2 * QIR_MAX_RANK] = {0};
-  vctx c = {.e = e, .ops = ops, .vars = vars, .lane_var = lane_var, .L = L};
+  int64_t *lane_tab[2 * QIR_MAX_RANK] = {NULL};
+  vctx c = {.e = e, .ops = ops, .vars = vars, .lane_lo = lane_lo, .lane_hi = lane_hi, .lane_tab = lane_tab, .L = L};
+  bool tabs_ok = true;
+  for (int v = lane_lo; v < lane_hi; v++) { /* lane -> value of each lane variable */
+    int64_t inner_prod = 1;
+    for (int u = v + 1; u < lane_hi; u++) inner_prod *= cp->axis_extents[u];
+    lane_tab[v] = vbuf(&c, (size_t)L * sizeof(int64_t));
+    if (!lane_tab[v]) { tabs_ok = false; break; }
+    for (int64_t l = 0; l < L; l++) lane_tab[v][l] = (l / inner_prod) % cp->axis_extents[v];
+  }
   c.cap_nodes = (int)vcount(cp->body);
   c.pool = calloc((size_t)c.cap_nodes, sizeof *c.pool);
   c.ost = xcalloc(e, (size_t)(n_ops ? n_ops : 1), sizeof *c.ost);
-  vnode *root = c.pool && c.ost ? vbuild(&c, cp->body) : NULL;
+  vnode *root = tabs_ok && c.pool && c.ost ? vbuild(&c, cp->body) : NULL;
   bool real = is_float(r->type.dtype);
   double *fa = xmalloc(e, (size_t)L * sizeof *fa);
   int64_t *ia = xmalloc(e, (size_t)L * sizeof *ia);
@@ -2647,7 +2703,7 @@ static bool eval_compute(ev *e, const qir_tensor *ops, int n_ops, qir_tensor *r)
   }
   for (int k = 0; k < n_ops; k++) strides_of(&ops[k].type, c.ost[k]);
   qir_dtype dt = r->type.dtype;
-  int n_outer = lanes_out ? cp->n_axes - 1 : cp->n_axes;  /* output axes walked one by one */
+  int n_outer = lanes_out ? lane_lo : cp->n_axes;  /* output axes walked one by one */
   int n_rw = lanes_out ? cp->n_red : (cp->n_red > 0 ? cp->n_red - 1 : 0); /* reduction axes walked */
   int64_t rows = lanes_out ? n_out / L : n_out, nrw = 1;
   for (int i = 0; i < n_rw; i++) nrw *= rdims[i];
@@ -3015,6 +3071,11 @@ static bool eval_if(mctx *c, const qir_op *op) {
   if (!scalar_of(c, op, op->operands[0], &cond)) return false;
   const qir_region *r = op->regions[cond ? 0 : 1];
   if (r->n_args) return mfail(c, op, "'if' regions take no arguments");
+  /* The importer keeps a branch it could not type for these shapes as a
+   * placeholder: taking it would give made-up numbers, so it is an error. */
+  const char *dead = qir_op_attr_str(op, "onnx_dead_branch", NULL);
+  if (dead && strcmp(dead, cond ? "then" : "else") == 0)
+    return mfail(c, op, "'if' takes its %s branch, which was not imported for these input shapes", dead);
   qir_tensor *ys = calloc((size_t)op->n_results + 1, sizeof *ys);
   if (!ys) return mfail(c, op, "out of memory");
   bool ok = eval_region(c, r, NULL, ys, op->n_results);

@@ -202,6 +202,59 @@ def run(cmd, timeout):
         return 127, str(e)
 
 
+def data_sets(test_dir):
+    """Names of the test_data_set_N folders of a test, in order."""
+    return sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
+
+
+def read_data_set(ds_dir, inputs, outputs, workdir, tag):
+    """The files of one test_data_set: (feeds, shapes, expected).  feeds maps
+    a graph input name to its tensor file (narrow types widened to .npy under
+    workdir, named after tag), shapes maps it to its dims (None if unknown),
+    expected lists (graph output name, reference file)."""
+    in_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"input_\d+\.pb$", f)),
+                      key=lambda f: int(f[6:-3]))
+    out_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"output_\d+\.pb$", f)),
+                       key=lambda f: int(f[7:-3]))
+    feeds, shapes = {}, {}
+    for k, f in enumerate(in_files):
+        if k < len(inputs):
+            path = os.path.join(ds_dir, f)
+            shapes[inputs[k]] = tensor_dims(path)
+            wide = os.path.join(workdir, "%s_%s.npy" % (tag, f[:-3]))
+            feeds[inputs[k]] = wide if widen_narrow(path, wide) else path
+    expected = [(outputs[k], os.path.join(ds_dir, f)) for k, f in enumerate(out_files) if k < len(outputs)]
+    return feeds, shapes, expected
+
+
+def import_model(onnx2qir, model, feeds, shapes, qir, timeout):
+    """Runs onnx2qir on model, writing qir, with --shape for every input; when
+    onnx2qir asks for `--bind NAME=FILE.pb` it binds that input to its feed and
+    tries again.  Returns (rc, message, names of the bound inputs); bound inputs
+    are constants of the module, so qrun must not be given them."""
+    binds = []
+    msg = ""
+    rc = 1
+    for _attempt in range(10):
+        cmd = [onnx2qir, "-o", qir]
+        for name, path in feeds.items():
+            if name in binds:
+                cmd += ["--bind", "%s=%s" % (name, path)]
+                continue
+            dims = shapes[name]
+            if dims is not None:
+                cmd += ["--shape", "%s=%s" % (name, ",".join(str(d) for d in dims))]
+        cmd.append(model)
+        rc, msg = run(cmd, timeout)
+        if rc == 0:
+            break
+        wanted = [n for n in re.findall(r"--bind (\S+)=FILE\.pb", msg) if n in feeds and n not in binds]
+        if not wanted:
+            break
+        binds += wanted
+    return rc, msg, binds
+
+
 def run_test(test_dir, folder, args, workdir):
     """Returns (ok, message)."""
     model = os.path.join(test_dir, "model.onnx")
@@ -209,7 +262,7 @@ def run_test(test_dir, folder, args, workdir):
         inputs, outputs = model_io(model)
     except (OSError, ValueError, IndexError) as e:
         return False, "cannot read model: %s" % e
-    sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
+    sets = data_sets(test_dir)
     if not sets:
         return False, "no test_data_set"
     atol, rtol = ("1e-4", "1e-3") if folder == "models" else ("1e-7", "1e-3")
@@ -217,46 +270,17 @@ def run_test(test_dir, folder, args, workdir):
     qrun = os.path.join(args.bin, "qrun")
     for ds in sets:
         ds_dir = os.path.join(test_dir, ds)
-        in_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"input_\d+\.pb$", f)),
-                          key=lambda f: int(f[6:-3]))
-        out_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"output_\d+\.pb$", f)),
-                           key=lambda f: int(f[7:-3]))
-        feeds, shapes = {}, {}
-        for k, f in enumerate(in_files):
-            if k < len(inputs):
-                path = os.path.join(ds_dir, f)
-                shapes[inputs[k]] = tensor_dims(path)
-                wide = os.path.join(workdir, "%s_%s.npy" % (ds, f[:-3]))
-                feeds[inputs[k]] = wide if widen_narrow(path, wide) else path
+        feeds, shapes, expected = read_data_set(ds_dir, inputs, outputs, workdir, ds)
         qir = os.path.join(workdir, "%s.qir" % ds)
-        binds = []
-        msg = ""
-        for _attempt in range(10):
-            cmd = [onnx2qir, "-o", qir]
-            for name, path in feeds.items():
-                if name in binds:
-                    cmd += ["--bind", "%s=%s" % (name, path)]
-                    continue
-                dims = shapes[name]
-                if dims is not None:
-                    cmd += ["--shape", "%s=%s" % (name, ",".join(str(d) for d in dims))]
-            cmd.append(model)
-            rc, msg = run(cmd, args.timeout)
-            if rc == 0:
-                break
-            wanted = [n for n in re.findall(r"--bind (\S+)=FILE\.pb", msg) if n in feeds and n not in binds]
-            if not wanted:
-                break
-            binds += wanted
+        rc, msg, binds = import_model(onnx2qir, model, feeds, shapes, qir, args.timeout)
         if rc != 0:
             return False, "%s: onnx2qir: %s" % (ds, msg.strip().splitlines()[0] if msg.strip() else "rc=%d" % rc)
         cmd = [qrun, "--atol", atol, "--rtol", rtol]
         for name, path in feeds.items():
             if name not in binds:
                 cmd += ["--in", "%s=%s" % (name, path)]
-        for k, f in enumerate(out_files):
-            if k < len(outputs):
-                cmd += ["--expect", "%s=%s" % (outputs[k], os.path.join(ds_dir, f))]
+        for name, path in expected:
+            cmd += ["--expect", "%s=%s" % (name, path)]
         cmd.append(qir)
         rc, msg = run(cmd, args.timeout)
         if rc != 0:

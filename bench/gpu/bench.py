@@ -258,13 +258,13 @@ def available_passes(qopt, wanted):
     return [p for p in wanted if p in listed]
 
 
-def prepare(name, out_dir, bindir, passes, arch, threads):
+def prepare(name, work_dir, bindir, passes, arch, threads):
     """Worker process: build + export (on the CPU: the GPU stays free) + our
     pipeline + nvcc.  Returns a dict; errors are reported, not raised."""
     torch.set_num_threads(threads)
     res = {"name": name, "times": {}}
     sp = spec(name)
-    wd = os.path.join(out_dir, "work", name)
+    wd = os.path.join(work_dir, name)
     os.makedirs(wd, exist_ok=True)
     try:
         t0 = time.time()
@@ -375,6 +375,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--bin", required=True, help="directory with onnx2qir, qopt, qcodegen")
+    ap.add_argument("--work", default="", help="where models and generated code go (default: a temporary "
+                    "folder, removed at the end; OUT only gets the log and tables)")
     ap.add_argument("--budget", type=float, default=540, help="seconds for the whole run (default 540)")
     ap.add_argument("--passes", default="canonicalize,roller,welder,rammer,grinder",
                     help="qopt passes to run when qopt has them (comma list)")
@@ -387,6 +389,9 @@ def main():
     left = lambda: deadline - time.time()
     os.makedirs(args.out, exist_ok=True)
     bindir = os.path.abspath(args.bin)
+    import tempfile
+    work_dir = args.work or tempfile.mkdtemp(prefix="qir-gpu-bench.")
+    os.makedirs(work_dir, exist_ok=True)
 
     dry = args.cpu_dry_run
     if not dry and not torch.cuda.is_available():
@@ -437,7 +442,7 @@ def main():
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
         # Longest builds first (nvcc on a large generated file is the long pole).
         order = sorted(names, key=lambda n: -BUILD_COST.get(spec(n)["kind"], 0))
-        futures = {pool.submit(prepare, n, args.out, bindir, passes, arch, threads): n for n in order}
+        futures = {pool.submit(prepare, n, work_dir, bindir, passes, arch, threads): n for n in order}
         log("preparing %d models/ops in %d worker processes" % (len(names), jobs))
 
         # 2. meanwhile: every PyTorch model on the device, its reference output and
@@ -584,6 +589,8 @@ def main():
         f.write(table)
     print()
     print(table, flush=True)
+    if not args.work:
+        shutil.rmtree(work_dir, ignore_errors=True)
     bad = [n for n in names if results[n].get("check") == "MISMATCH"]
     return 1 if bad else 0
 

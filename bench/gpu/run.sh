@@ -13,9 +13,10 @@
 #
 # Our tools must run there without Debian's libraries: build them statically
 # here and carry the build folder, e.g.
-#   make BUILD=build/static STATIC=1 -j2        (or LDLIBS='-static -lprotobuf-c -lm')
+#   make BUILD=build/static LDLIBS='-static -lprotobuf-c -lm' -j2   (or STATIC=1 once the Makefile has it)
 #   run: sh bench/gpu/run.sh bench/out/gpu      carry: build/static
-# QIR_BIN overrides where the tools are (default build/static/bin, then build/bin).
+# QIR_BIN overrides where the tools are (default build/static/bin, then build/bin);
+# PYTHON the interpreter that has torch (default python3).
 set -u
 if [ $# -lt 1 ]; then
   echo "usage: bench/gpu/run.sh OUTDIR [bench.py options]" >&2
@@ -38,11 +39,11 @@ if [ -z "$bin" ]; then
 fi
 if [ -z "$bin" ]; then
   say "run.sh: no tools found (build/static/bin or build/bin); build them statically and carry them:"
-  say "  make BUILD=build/static STATIC=1 -j2"
+  say "  make BUILD=build/static LDLIBS='-static -lprotobuf-c -lm' -j2"
   exit 2
 fi
 for t in onnx2qir qopt qcodegen; do
-  if ! "$bin/$t" --version >/dev/null 2>>"$log"; then
+  if ! "$bin/$t" --help >/dev/null 2>>"$log"; then
     say "run.sh: $bin/$t does not run here (see $log): link it statically (make STATIC=1)"
     exit 2
   fi
@@ -62,7 +63,7 @@ export PATH
 # that still leaves it time to print the table (SIGINT first).
 rm -f "$out/.rc"
 {
-  timeout --signal=INT --kill-after=15 575 python3 -u "$top/bench/gpu/bench.py" --out "$out" --bin "$bin" "$@"
+  timeout --signal=INT --kill-after=15 575 "${PYTHON:-python3}" -u "$top/bench/gpu/bench.py" --out "$out" --bin "$bin" "$@"
   echo $? >"$out/.rc"
 } 2>&1 | tee -a "$log"
 rc=$(cat "$out/.rc" 2>/dev/null || echo 1)

@@ -193,6 +193,72 @@ def mutate(rng, data, mutators, ctx, rounds):
     return data, "+".join(names)
 
 
+# Mutations meant to keep a module valid once the declared result types are
+# repaired from the verifier's messages: these reach the passes, the
+# interpreter and the code generators instead of stopping in the parser.
+def m_input_dim(rng, b, ctx):
+    ls = _lines(b)
+    idx = [i for i, l in enumerate(ls) if re.search(rb"= input : ", l)]
+    if not idx:
+        return None
+    i = rng.choice(idx)
+    l2 = _sub_match(rng, ls[i], rb"(?<=[\[,])\d+(?=[\],])", lambda m: rng.choice(
+        [b"0", b"1", b"2", b"3", b"5", b"17", b"64", b"1000", b"65536", b"2147483648", b"4611686018427387904"]))
+    if l2 is None:
+        return None
+    ls[i] = l2
+    return b"\n".join(ls)
+
+
+def m_input_dtype(rng, b, ctx):
+    ls = _lines(b)
+    idx = [i for i, l in enumerate(ls) if re.search(rb"= input : ", l)]
+    if not idx:
+        return None
+    i = rng.choice(idx)
+    l2 = m_dtype(rng, ls[i], ctx)
+    if l2 is None:
+        return None
+    ls[i] = l2
+    return b"\n".join(ls)
+
+
+def m_attr_int(rng, b, ctx):  # an integer inside an attribute dict or list
+    return _sub_match(rng, b, rb"(?<=[=\[,] )-?\d+(?=[,\]}])|(?<=\[)-?\d+(?=[,\]])", lambda m: rng.choice(
+        [b"0", b"-1", b"-2", b"1", b"2", b"3", b"7", b"100", b"-100", b"65536", b"2147483647",
+         b"9223372036854775807", b"-9223372036854775808"]))
+
+
+SEMANTIC_MUTATORS = [m_input_dim, m_input_dim, m_input_dtype, m_attr_int, m_attr_int, m_attr_value]
+DECLARED_RE = re.compile(rb"^(.*?):(\d+):\d+: error: .*?is declared (\S+) but the op computes (\S+)$", re.M)
+
+
+def repair(runner, work, tag, data, rounds=12):
+    """Rewrites declared result types to what the verifier computes.  Returns
+    (module or None if it still does not verify, failure of a qopt run or None)."""
+    path = os.path.join(work, "r%s.qir" % tag)
+    for _ in range(rounds):
+        with open(path, "wb") as f:
+            f.write(data)
+        rc, out, err, _ = runner.run(["qopt", path], cwd=work)
+        why = check_common(rc, err) or (located_error_ok(err, path) if rc == 1 else None)
+        if why:
+            return None, "qopt (repairing): " + why
+        if rc == 0:
+            return data, None
+        m = DECLARED_RE.search(err)
+        if not m:
+            return None, None
+        line, old, new = int(m.group(2)), m.group(3), m.group(4)
+        ls = _lines(data)
+        head, sep, tail = ls[line - 1].rpartition(b" : ")
+        if old not in tail:
+            return None
+        ls[line - 1] = head + sep + tail.replace(old, new, 1)
+        data = b"\n".join(ls)
+    return None, None
+
+
 # ------------------------------------------------------------------ checks
 def located_error_ok(stderr, path):
     """First error line is PATH:LINE:COL: error: ..., then the source line and a caret."""
@@ -282,7 +348,7 @@ def qir_case(runner, work, case_id, data, tool):
     with open(path, "wb") as f:
         f.write(data)
     if tool[0] == "qrun" and work_estimate(data) > HEAVY:
-        return "SKIP", 0.0  # a legitimately huge computation: slow, not hung
+        return "SKIP", 0.0, None  # a legitimately huge computation: slow, not hung
     rc, out, err, dt = runner.run(tool + [path], cwd=work)
     why = check_common(rc, err)
     if why is None and rc == 1:
@@ -295,7 +361,14 @@ def qir_case(runner, work, case_id, data, tool):
             why = "qopt output rejected by qopt: " + err2.decode("utf-8", "replace").split("\n")[0][:200]
         elif why is None and out2 != out:
             why = "qopt output is not a fixed point of parse+print"
-    return why, dt
+    return why, dt, rc
+
+
+def semantic_case(runner, work, case_id, data, tool):
+    fixed, why = repair(runner, work, "%05d" % case_id, data)
+    if why or fixed is None:
+        return why, 0.0, 1 if fixed is None else 0
+    return qir_case(runner, work, case_id, fixed, tool)
 
 
 def onnx_case(runner, work, case_id, data, tool):
@@ -312,7 +385,7 @@ def onnx_case(runner, work, case_id, data, tool):
         why = check_common(rc2, err2)
         if why is None and rc2 != 0:
             why = "onnx2qir output rejected by qopt: " + err2.decode("utf-8", "replace").split("\n")[0][:200]
-    return why, dt
+    return why, dt, rc
 
 
 def tensor_case(runner, work, case_id, data, tool):
@@ -325,7 +398,7 @@ def tensor_case(runner, work, case_id, data, tool):
     why = check_common(rc, err)
     if why is None and rc == 1:
         why = named_error_ok(err, path)
-    return why, dt
+    return why, dt, rc
 
 
 # ------------------------------------------------------------------ .npy / .pb mutators
@@ -413,6 +486,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cases", type=int, default=600, help="mutated .qir cases")
+    ap.add_argument("--semantic-cases", type=int, default=150,
+                    help="valid modules with damaged shapes / attributes (repaired to verify)")
     ap.add_argument("--onnx-cases", type=int, default=150)
     ap.add_argument("--tensor-cases", type=int, default=80)
     ap.add_argument("--timeout", type=float, default=20.0)
@@ -452,6 +527,15 @@ def main():
         if tool == ["qviz", "-veu"] and b"rprogram" not in data:
             tool = ["qviz", "-graph"]  # -veu rightly refuses a module that has no rProgram
         cases.append(("qir", "%s [%s] %s" % (os.path.relpath(seeds[k], REPO), how, " ".join(tool)), data, tool))
+
+    # Semantic cases: valid modules with damaged shapes and attributes.
+    DEEP_TOOLS = [t for t in QIR_TOOLS if t[0] != "qviz"] + [["qrun", "--print-limit", "2"]] * 3
+    for i in range(args.semantic_cases):
+        k = rng.randrange(len(corpus))
+        data, how = mutate(rng, corpus[k], SEMANTIC_MUTATORS, ctx, rng.choice([1, 1, 2]))
+        tool = rng.choice(DEEP_TOOLS)
+        cases.append(("sem", "%s [semantic %s] %s" % (os.path.relpath(seeds[k], REPO), how, " ".join(tool)),
+                      data, tool))
 
     skipped = 0
     models = sorted(glob.glob(os.path.join(onnx_tests, "node", "*", "model.onnx")))
@@ -522,16 +606,19 @@ def main():
 
     passed = failed = 0
     fails = []
+    accepted, total = {}, {}
 
     def one(idx):
         kind, label, data, tool = cases[idx]
-        fn = {"qir": qir_case, "onnx": onnx_case, "tensor": tensor_case}[kind]
-        why, dt = fn(runner, work, idx, data, tool)
-        return idx, why, dt
+        fn = {"qir": qir_case, "sem": semantic_case, "onnx": onnx_case, "tensor": tensor_case}[kind]
+        why, dt, rc = fn(runner, work, idx, data, tool)
+        return idx, why, dt, rc
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
-        for idx, why, dt in ex.map(one, range(len(cases))):
+        for idx, why, dt, rc in ex.map(one, range(len(cases))):
             kind, label, data, tool = cases[idx]
+            accepted[kind] = accepted.get(kind, 0) + (rc == 0)
+            total[kind] = total.get(kind, 0) + 1
             if why == "SKIP":
                 skipped += 1
             elif why is None:
@@ -541,14 +628,16 @@ def main():
             else:
                 failed += 1
                 os.makedirs(args.keep, exist_ok=True)
-                ext = {"qir": ".qir", "onnx": ".onnx", "tensor": tool[1] if tool else ".bin"}[kind]
+                ext = {"qir": ".qir", "sem": ".qir", "onnx": ".onnx", "tensor": tool[1] if tool else ".bin"}[kind]
                 kept = os.path.join(args.keep, "case%05d%s" % (idx, ext))
                 with open(kept, "wb") as f:
                     f.write(data)
                 fails.append("FAIL %d %s: %s\n  input: %s" % (idx, label, why, kept))
                 print(fails[-1])
     shutil.rmtree(work, ignore_errors=True)
-    print("mutate: %d cases (seed %d) in %.1fs" % (len(cases), args.seed, time.time() - t_start))
+    print("mutate: %d cases (seed %d) in %.1fs; accepted (exit 0): %s" % (
+        len(cases), args.seed, time.time() - t_start,
+        ", ".join("%s %d/%d" % (k, accepted[k], total[k]) for k in sorted(total))))
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed else 0
 

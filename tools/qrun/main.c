@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "qir.h"
 #include "tensorio.h"
@@ -63,6 +64,16 @@ static uint64_t next_rand(uint64_t *s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+/* Whether a tensor of type t fits in this machine's memory (asking malloc for
+ * more aborts an ASan build and gets a release build OOM-killed). */
+static bool fits_in_memory(const qir_type *t) {
+  int64_t n = qir_type_numel(t);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (n < 0) return false;
+  double bytes = (double)n * qir_dtype_size(t->dtype);
+  return pages <= 0 || page <= 0 || bytes <= (double)pages * (double)page;
 }
 
 static bool random_tensor(const qir_type *t, uint64_t seed, int index, qir_tensor *out) {
@@ -341,8 +352,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: error: tensor is %s but input '%s' is %s\n", in_file[i], a, port_name(&ins[i]), b);
         goto done;
       }
-    } else if (!random_tensor(want, seed, i, &in_t[i])) {
-      fprintf(stderr, "qrun: error: out of memory generating input '%s'\n", port_name(&ins[i]));
+    } else if (!fits_in_memory(want) || !random_tensor(want, seed, i, &in_t[i])) {
+      char tb[160];
+      qir_type_format(want, tb, sizeof tb);
+      qir_error(&d, ins[i].op->loc, "input '%s' is %s: too large to generate in memory", port_name(&ins[i]), tb);
       goto done;
     }
     if (save_dir) {
