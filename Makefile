@@ -30,11 +30,11 @@ LIB     = $(BUILD)/libqir.a
 
 all: $(TOOLS:%=$(BUILD)/bin/%)
 
-$(GEN)/qir.tab.c $(GEN)/qir.tab.h: grammar/qir.y
+$(GEN)/qir.tab.c $(GEN)/qir.tab.h &: grammar/qir.y
 	@mkdir -p $(GEN)
 	bison -Wall -Werror -d -o $(GEN)/qir.tab.c $<
 
-$(GEN)/lex.yy.c $(GEN)/lex.yy.h: grammar/qir.l $(GEN)/qir.tab.h
+$(GEN)/lex.yy.c $(GEN)/lex.yy.h &: grammar/qir.l $(GEN)/qir.tab.h
 	@mkdir -p $(GEN)
 	flex --header-file=$(GEN)/lex.yy.h -o $(GEN)/lex.yy.c $<
 
@@ -62,7 +62,7 @@ endef
 
 # ONNX protobuf-c code, generated at build time from Debian's onnx.proto: the
 # importer reads models with it and qir/tensorio.c reads TensorProto files.
-$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(GEN)/proto
 	cp $(ONNX_PROTO) $(GEN)/proto/onnx.proto
 	cd $(GEN)/proto && protoc-c --c_out=.. onnx.proto

@@ -2368,6 +2368,21 @@ static size_t vcount(const qir_expr *x) {
   for (int64_t l = 0, l##_end = (n)->uniform ? 1 : c->L; l < l##_end; l++)                            \
     if ((n)->uniform || !(m) || (m)[l])
 
+/* Runs BODY (using lane l) on the lanes node n computes under mask m, with
+ * the dispatch outside the loop. */
+#define LANES_DO(n, m, ...)                                                                            \
+  do {                                                                                                 \
+    if ((n)->uniform) {                                                                                \
+      int64_t l = 0;                                                                                   \
+      __VA_ARGS__;                                                                                     \
+    } else if (!(m)) {                                                                                 \
+      for (int64_t l = 0; l < c->L; l++) { __VA_ARGS__; }                                              \
+    } else {                                                                                           \
+      for (int64_t l = 0; l < c->L; l++)                                                               \
+        if ((m)[l]) { __VA_ARGS__; }                                                                   \
+    }                                                                                                  \
+  } while (0)
+
 static bool any_lane(const vctx *c, const unsigned char *m) {
   if (!m) return true;
   for (int64_t l = 0; l < c->L; l++)
@@ -2529,32 +2544,32 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
       }
       return;
     }
-    FOR_LANES(n, m, l) {
-      double f = GF(a, l), r;
-      switch (x->fn) {
-      case QIR_FN_NEG: r = -f; break;
-      case QIR_FN_NOT: n->iv[l] = f == 0; continue;
-      case QIR_FN_ISNAN: n->iv[l] = isnan(f) != 0; continue;
-      case QIR_FN_ISINF: n->iv[l] = isinf(f) != 0; continue;
-      case QIR_FN_EXP: r = exp(f); break;
-      case QIR_FN_LOG: r = log(f); break;
-      case QIR_FN_SQRT: r = sqrt(f); break;
-      case QIR_FN_RSQRT: r = 1 / sqrt(f); break;
-      case QIR_FN_TANH: r = tanh(f); break;
-      case QIR_FN_SIGMOID: r = sigmoid(f); break;
-      case QIR_FN_ERF: r = erf(f); break;
-      case QIR_FN_ABS: r = fabs(f); break;
-      case QIR_FN_FLOOR: r = floor(f); break;
-      case QIR_FN_CEIL: r = ceil(f); break;
-      case QIR_FN_ROUND: r = round_even(f); break;
-      case QIR_FN_SIN: r = sin(f); break;
-      case QIR_FN_COS: r = cos(f); break;
-      case QIR_FN_RECIP: r = 1 / f; break;
-      case QIR_FN_SIGN: r = signum(f); break;
-      default: vfail(c, x, "bad unary function %d", (int)x->fn); return;
-      }
-      n->fv[l] = r;
+#define FU(EXPR) LANES_DO(n, m, { double f = GF(a, l); n->fv[l] = (EXPR); })
+#define CU(EXPR) LANES_DO(n, m, { double f = GF(a, l); n->iv[l] = (EXPR); })
+    switch (x->fn) {
+    case QIR_FN_NEG: FU(-f); break;
+    case QIR_FN_NOT: CU(f == 0); break;
+    case QIR_FN_ISNAN: CU(isnan(f) != 0); break;
+    case QIR_FN_ISINF: CU(isinf(f) != 0); break;
+    case QIR_FN_EXP: FU(exp(f)); break;
+    case QIR_FN_LOG: FU(log(f)); break;
+    case QIR_FN_SQRT: FU(sqrt(f)); break;
+    case QIR_FN_RSQRT: FU(1 / sqrt(f)); break;
+    case QIR_FN_TANH: FU(tanh(f)); break;
+    case QIR_FN_SIGMOID: FU(sigmoid(f)); break;
+    case QIR_FN_ERF: FU(erf(f)); break;
+    case QIR_FN_ABS: FU(fabs(f)); break;
+    case QIR_FN_FLOOR: FU(floor(f)); break;
+    case QIR_FN_CEIL: FU(ceil(f)); break;
+    case QIR_FN_ROUND: FU(round_even(f)); break;
+    case QIR_FN_SIN: FU(sin(f)); break;
+    case QIR_FN_COS: FU(cos(f)); break;
+    case QIR_FN_RECIP: FU(1 / f); break;
+    case QIR_FN_SIGN: FU(signum(f)); break;
+    default: vfail(c, x, "bad unary function %d", (int)x->fn); return;
     }
+#undef FU
+#undef CU
     return;
   }
   case QIR_EX_BINARY: {
@@ -2564,61 +2579,70 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
     veval(c, b, m);
     if (c->failed) return;
     if (a->is_int && b->is_int && x->fn != QIR_FN_ATAN2) {
-      FOR_LANES(n, m, l) {
-        int64_t p = GI(a, l), q = GI(b, l), r = 0;
-        uint64_t up = (uint64_t)p, uq = (uint64_t)q;
-        switch (x->fn) {
-        case QIR_FN_ADD: r = (int64_t)(up + uq); break;
-        case QIR_FN_SUB: r = (int64_t)(up - uq); break;
-        case QIR_FN_MUL: r = (int64_t)(up * uq); break;
-        case QIR_FN_DIV: case QIR_FN_MOD: case QIR_FN_FLOORDIV: case QIR_FN_FMOD:
-          if (q == 0) { vfail(c, x, "integer division by zero (%lld / 0)", (long long)p); return; }
-          if (q == -1) r = (x->fn == QIR_FN_DIV || x->fn == QIR_FN_FLOORDIV) ? (int64_t)(0 - up) : 0;
-          else if (x->fn == QIR_FN_DIV) r = p / q;
-          else if (x->fn != QIR_FN_FLOORDIV) r = p % q;
-          else {
+      int64_t *o = n->iv;
+#define IB(EXPR) LANES_DO(n, m, { int64_t p = GI(a, l), q = GI(b, l); o[l] = (EXPR); })
+      switch (x->fn) {
+      case QIR_FN_ADD: IB((int64_t)((uint64_t)p + (uint64_t)q)); break;
+      case QIR_FN_SUB: IB((int64_t)((uint64_t)p - (uint64_t)q)); break;
+      case QIR_FN_MUL: IB((int64_t)((uint64_t)p * (uint64_t)q)); break;
+      case QIR_FN_LT: IB(p < q); break;
+      case QIR_FN_LE: IB(p <= q); break;
+      case QIR_FN_GT: IB(p > q); break;
+      case QIR_FN_GE: IB(p >= q); break;
+      case QIR_FN_EQ: IB(p == q); break;
+      case QIR_FN_NE: IB(p != q); break;
+      case QIR_FN_MAX: IB(p > q ? p : q); break;
+      case QIR_FN_MIN: IB(p < q ? p : q); break;
+      case QIR_FN_DIV: case QIR_FN_MOD: case QIR_FN_FLOORDIV: case QIR_FN_FMOD: case QIR_FN_POW:
+        FOR_LANES(n, m, l) {
+          int64_t p = GI(a, l), q = GI(b, l), r = 0;
+          uint64_t up = (uint64_t)p;
+          if (x->fn == QIR_FN_POW) {
+            binary_int(QIR_OP_POW, p, q, false, 0, &r);
+          } else if (q == 0) {
+            vfail(c, x, "integer division by zero (%lld / 0)", (long long)p);
+            return;
+          } else if (q == -1) {
+            r = (x->fn == QIR_FN_DIV || x->fn == QIR_FN_FLOORDIV) ? (int64_t)(0 - up) : 0;
+          } else if (x->fn == QIR_FN_DIV) {
+            r = p / q;
+          } else if (x->fn != QIR_FN_FLOORDIV) {
+            r = p % q;
+          } else {
             r = p / q;
             if (p % q != 0 && ((p < 0) != (q < 0))) r--;
           }
-          break;
-        case QIR_FN_LT: r = p < q; break;
-        case QIR_FN_LE: r = p <= q; break;
-        case QIR_FN_GT: r = p > q; break;
-        case QIR_FN_GE: r = p >= q; break;
-        case QIR_FN_EQ: r = p == q; break;
-        case QIR_FN_NE: r = p != q; break;
-        case QIR_FN_MAX: r = p > q ? p : q; break;
-        case QIR_FN_MIN: r = p < q ? p : q; break;
-        case QIR_FN_POW: binary_int(QIR_OP_POW, p, q, false, 0, &r); break;
-        default: vfail(c, x, "bad binary function %d", (int)x->fn); return;
+          o[l] = r;
         }
-        n->iv[l] = r;
-      }
-      return;
-    }
-    FOR_LANES(n, m, l) {
-      double p = GF(a, l), q = GF(b, l), r;
-      switch (x->fn) {
-      case QIR_FN_ADD: r = p + q; break;
-      case QIR_FN_SUB: r = p - q; break;
-      case QIR_FN_MUL: r = p * q; break;
-      case QIR_FN_DIV: r = p / q; break;
-      case QIR_FN_MOD: case QIR_FN_FMOD: r = fmod(p, q); break;
-      case QIR_FN_FLOORDIV: r = floor(p / q); break;
-      case QIR_FN_LT: n->iv[l] = p < q; continue;
-      case QIR_FN_LE: n->iv[l] = p <= q; continue;
-      case QIR_FN_GT: n->iv[l] = p > q; continue;
-      case QIR_FN_GE: n->iv[l] = p >= q; continue;
-      case QIR_FN_EQ: n->iv[l] = p == q; continue;
-      case QIR_FN_NE: n->iv[l] = p != q; continue;
-      case QIR_FN_MAX: r = fmax_nan(p, q); break;
-      case QIR_FN_MIN: r = fmin_nan(p, q); break;
-      case QIR_FN_POW: r = pow(p, q); break;
-      case QIR_FN_ATAN2: r = atan2(p, q); break;
+        break;
       default: vfail(c, x, "bad binary function %d", (int)x->fn); return;
       }
-      n->fv[l] = r;
+#undef IB
+      return;
     }
+#define FB(EXPR) LANES_DO(n, m, { double p = GF(a, l), q = GF(b, l); n->fv[l] = (EXPR); })
+#define CB(EXPR) LANES_DO(n, m, { double p = GF(a, l), q = GF(b, l); n->iv[l] = (EXPR); })
+    switch (x->fn) {
+    case QIR_FN_ADD: FB(p + q); break;
+    case QIR_FN_SUB: FB(p - q); break;
+    case QIR_FN_MUL: FB(p * q); break;
+    case QIR_FN_DIV: FB(p / q); break;
+    case QIR_FN_MOD: case QIR_FN_FMOD: FB(fmod(p, q)); break;
+    case QIR_FN_FLOORDIV: FB(floor(p / q)); break;
+    case QIR_FN_LT: CB(p < q); break;
+    case QIR_FN_LE: CB(p <= q); break;
+    case QIR_FN_GT: CB(p > q); break;
+    case QIR_FN_GE: CB(p >= q); break;
+    case QIR_FN_EQ: CB(p == q); break;
+    case QIR_FN_NE: CB(p != q); break;
+    case QIR_FN_MAX: FB(fmax_nan(p, q)); break;
+    case QIR_FN_MIN: FB(fmin_nan(p, q)); break;
+    case QIR_FN_POW: FB(pow(p, q)); break;
+    case QIR_FN_ATAN2: FB(atan2(p, q)); break;
+    default: vfail(c, x, "bad binary function %d", (int)x->fn); return;
+    }
+#undef FB
+#undef CB
     return;
   }
   }
