@@ -2430,6 +2430,26 @@ static void veval_masked(vctx *c, vnode *n, const unsigned char *m) {
   vnode *a = n->a[0];
   veval(c, a, m);
   if (c->failed) return;
+  if (a->uniform) { /* one decision for every lane: no masks needed */
+    bool t = truthy(a, 0);
+    if (x->kind == QIR_EX_SELECT) {
+      vnode *s = n->a[t ? 1 : 2];
+      veval(c, s, m);
+      if (c->failed) return;
+      if (n->is_int) LANES_DO(n, m, n->iv[l] = GI(s, l));
+      else LANES_DO(n, m, n->fv[l] = GF(s, l));
+      return;
+    }
+    vnode *b = n->a[1];
+    if (t == (x->fn == QIR_FN_OR)) { /* true || _, false && _ */
+      LANES_DO(n, m, n->iv[l] = t);
+      return;
+    }
+    veval(c, b, m);
+    if (c->failed) return;
+    LANES_DO(n, m, n->iv[l] = truthy(b, l));
+    return;
+  }
   for (int64_t l = 0; l < c->L; l++) {
     bool on = !m || m[l], t = on && truthy(a, l);
     n->m1[l] = t;
