@@ -953,7 +953,8 @@ static int src_expand(ev *e, const int64_t *o, const void *vc, int64_t *src) {
   return 1;
 }
 
-/* expand (broadcast) and tile (repeat) share the index rule o mod extent. */
+/* expand (broadcast) and tile (repeat) share the index rule: source index =
+ * result index mod operand extent. */
 static bool eval_expand_tile(ev *e, const qir_tensor *x, qir_tensor *r) {
   int rank = r->type.rank, off = rank - x->type.rank;
   int64_t xst[QIR_MAX_RANK];
@@ -968,9 +969,6 @@ static bool eval_expand_tile(ev *e, const qir_tensor *x, qir_tensor *r) {
     bool ok = tile ? (d == 0 ? o == 0 : o % d == 0) : (d == o || d == 1);
     if (!ok) return FAIL(e, "'%s': operand extent %lld does not fit result extent %lld on axis %d", opname(e->op), (long long)d, (long long)o, i);
   }
-  if (tile) /* tile repeats whole copies: o mod d, d never 1-special */
-    for (int i = 0; i < rank; i++)
-      if (c.dims[i] == 1) c.st[i] = 0;
   return copy_by_index(e, x, r, src_expand, &c, NULL);
 }
 

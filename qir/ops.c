@@ -383,8 +383,10 @@ static bool rule_slice(rule_ctx *c) {
     if (!ok && !(st < 0 && d == 0))
       return fail(c, "start %lld / end %lld out of range for dimension %d of extent %lld", (long long)s,
                   (long long)e, i, (long long)d);
-    int64_t n = st > 0 ? (e - s + st - 1) / st : (s - e + (-st) - 1) / (-st);
-    t.dims[i] = n > 0 ? n : 0;
+    /* s and e are within [-1, d] here; the step may be anything but 0 */
+    int64_t span = st > 0 ? e - s : s - e;
+    uint64_t ust = st > 0 ? (uint64_t)st : -(uint64_t)st;
+    t.dims[i] = span > 0 ? (int64_t)(((uint64_t)span - 1) / ust + 1) : 0;
   }
   c->out[0] = t;
   return true;
@@ -403,7 +405,9 @@ static bool rule_pad(rule_ctx *c) {
   if (!same_dtype(c, 0, 1)) return false;
   qir_type t = *x;
   for (int i = 0; i < x->rank; i++) {
-    t.dims[i] = x->dims[i] + pads[i] + pads[i + x->rank];
+    if (__builtin_add_overflow(x->dims[i], pads[i], &t.dims[i]) ||
+        __builtin_add_overflow(t.dims[i], pads[i + x->rank], &t.dims[i]))
+      return fail(c, "pads of dimension %d are out of range", i);
     if (t.dims[i] < 0) return fail(c, "pads make dimension %d negative", i);
     if (!strcmp(mode, "reflect") && (pads[i] >= x->dims[i] || pads[i + x->rank] >= x->dims[i]) &&
         (pads[i] > 0 || pads[i + x->rank] > 0))
@@ -478,15 +482,20 @@ static bool rule_depth_space(rule_ctx *c) {
   if (x->rank != 4) return fail(c, "operand must be 4-D [N,C,H,W], not %s", tstr(x).s);
   if (!attr_int(c, "blocksize", 0, &b)) return false;
   if (b <= 0) return fail(c, "needs a positive 'blocksize'");
+  if (b > (1 << 20)) return fail(c, "'blocksize' %lld is out of range", (long long)b);
   const char *mode = qir_op_attr_str(c->op, "mode", "DCR");
   if (strcmp(mode, "DCR") && strcmp(mode, "CRD")) return fail(c, "mode must be DCR or CRD, not '%s'", mode);
   qir_type t = *x;
   if (c->op->code == QIR_OP_DEPTH_TO_SPACE) {
     if (x->dims[1] % (b * b)) return fail(c, "channels %lld not divisible by blocksize^2", (long long)x->dims[1]);
-    t.dims[1] /= b * b, t.dims[2] *= b, t.dims[3] *= b;
+    t.dims[1] /= b * b;
+    if (__builtin_mul_overflow(t.dims[2], b, &t.dims[2]) || __builtin_mul_overflow(t.dims[3], b, &t.dims[3]))
+      return fail(c, "blocksize %lld makes the spatial dims of %s too large", (long long)b, tstr(x).s);
   } else {
     if (x->dims[2] % b || x->dims[3] % b) return fail(c, "spatial dims of %s not divisible by blocksize", tstr(x).s);
-    t.dims[1] *= b * b, t.dims[2] /= b, t.dims[3] /= b;
+    if (__builtin_mul_overflow(t.dims[1], b * b, &t.dims[1]))
+      return fail(c, "blocksize %lld makes the channels of %s too many", (long long)b, tstr(x).s);
+    t.dims[2] /= b, t.dims[3] /= b;
   }
   c->out[0] = t;
   return true;
@@ -635,6 +644,9 @@ static bool window_attrs(rule_ctx *c, const char *key, int n, int64_t *v, int64_
     return true;
   }
   if (k != n) return fail(c, "'%s' needs %d entries, not %d", key, n, k);
+  /* bounded so that the extent arithmetic below cannot overflow */
+  for (int i = 0; i < n; i++)
+    if (v[i] > INT32_MAX || v[i] < -INT32_MAX) return fail(c, "'%s' entry %lld is out of range", key, (long long)v[i]);
   return true;
 }
 
@@ -652,6 +664,7 @@ bool qir_window_read(const qir_op *op, int n_spatial, const int64_t *kernel_from
     if (kernel_from && nk >= 0 && tmp[i] != kernel_from[i])
       return fail(c, "kernel_shape disagrees with the weight's spatial dims");
     if (w->kernel[i] <= 0) return fail(c, "kernel extents must be positive");
+    if (w->kernel[i] > INT32_MAX) return fail(c, "kernel extent %lld is out of range", (long long)w->kernel[i]);
   }
   if (!window_attrs(c, "strides", n_spatial, w->strides, 1) || !window_attrs(c, "dilations", n_spatial, w->dilations, 1) ||
       !window_attrs(c, "pads", 2 * n_spatial, pads, 0) ||
@@ -798,6 +811,7 @@ static bool rule_rnn(rule_ctx *c) {
   if (X->rank != 3) return fail(c, "X must be 3-D, not %s", tstr(X).s);
   if (!require_class(c, 0, DT_FLOAT)) return false;
   int64_t T = layout ? X->dims[1] : X->dims[0], B = layout ? X->dims[0] : X->dims[1], I = X->dims[2];
+  if (hidden < 0 || hidden > (1 << 24)) return fail(c, "hidden_size %lld is out of range", (long long)hidden);
   int64_t G = qir_rnn_gates(c->op->code), H = hidden;
   int64_t w[3] = {D, G * H, I}, r[3] = {D, G * H, H}, bias[2] = {D, 2 * G * H}, seq[1] = {B};
   int64_t h0[3] = {D, B, H}, p[2] = {D, 3 * H};

@@ -545,6 +545,7 @@ def main():
 
     skipped = 0
     models = sorted(glob.glob(os.path.join(onnx_tests, "node", "*", "model.onnx")))
+    light = sorted(glob.glob(os.path.join(onnx_tests, "light", "*", "model.onnx")))
     if not models:
         print("SKIPPED: onnx mutations (no $ONNX_TESTS/node; set ONNX_TESTS)")
         skipped += args.onnx_cases
@@ -553,7 +554,7 @@ def main():
         have_protoc = shutil.which("protoc") and os.path.exists(proto)
         omuts = onnx_text_mutators()
         for i in range(args.onnx_cases):
-            mpath = rng.choice(models)
+            mpath = rng.choice(light) if light and rng.random() < 0.15 else rng.choice(models)
             raw = open(mpath, "rb").read()
             label = os.path.relpath(mpath, onnx_tests)
             if have_protoc and rng.random() < 0.5:

@@ -610,26 +610,37 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     kexpr *rguard = NULL;
     kstmt *inner = ks_seq(b), *icur = NULL;
     kstmt *outer_inner = NULL;
+    /* unroll the innermost step loops while the unrolled body stays small
+     * (register tile x taps <= 128): more would spill registers */
+    bool unroll[MAX_AXES] = {0};
+    int64_t budget = 128 / regs;
+    for (int a = m - 1; a >= 0 && p->rstep[a] <= budget; a--) {
+      unroll[a] = true;
+      budget /= p->rstep[a];
+    }
     for (int a = 0; a < m; a++) {
       kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
       env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
       if (R[a] % p->rstep[a]) rguard = ke_and(b, rguard, ke_lt(b, env->vars[n + a], ke_int(b, R[a])));
       kstmt *body = ks_seq(b);
       kstmt *l = ks_for(b, ki, ke_int(b, 0), ke_int(b, p->rstep[a]), 1, body);
-      l->unroll = p->rstep[a] <= 8;
+      l->unroll = unroll[a];
       if (icur) ks_add(b, icur, l);
       else outer_inner = l;
       icur = body;
     }
+    /* Out-of-range slots compute on the last valid index (clamped) instead of
+     * a guard inside the loop: safe reads, no branch per tap (a guard there
+     * makes ptxas spill); their results are never stored. */
+    for (int d = 0; d < n; d++)
+      if (E[d] % p->block[d]) env->vars[d] = ke_bin(b, QIR_FN_MIN, outidx[d], ke_int(b, E[d] - 1), KT_I32);
     kstmt *upd;
-    SLOTS(ks_if(b, guard, ks_assign(b, acc, slot_index,
-                                      combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), NULL), upd);
+    SLOTS(ks_assign(b, acc, slot_index, combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), upd);
     ks_add(b, inner, ks_if(b, rguard, upd, NULL));
     ks_add(b, icur, inner);
     ks_add(b, cur, outer_inner);
     if (env->n_staged) ks_add(b, cur, ks_barrier(b));
 
-    for (int d = 0; d < n; d++) outidx[d] = env->vars[d];
     SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), ke_elem(b, acc, slot_index)), NULL), s);
     ks_add(b, k->body, s);
   }
@@ -786,6 +797,39 @@ static void default_tiled_plan(const qir_compute *c, tile_plan *p) {
 
 /* ---------------------------------------------------------------- entry */
 
+/* The body refers only to existing variables and operands, with their ranks
+ * (the verifier checks this too; lowering must never index past them). */
+static bool body_ok(cg_ctx *cg, const qir_compute *c, const qir_expr *e, int n_args, qir_value *const *args, qir_loc loc) {
+  if (!e) {
+    qir_error(cg->d, loc, "compute without a body");
+    return false;
+  }
+  qir_loc at = e->loc.line ? e->loc : loc;
+  if (e->kind == QIR_EX_VAR && (e->var < 0 || e->var >= c->n_axes + c->n_red)) {
+    qir_error(cg->d, at, "compute uses loop variable %d of %d", e->var, c->n_axes + c->n_red);
+    return false;
+  }
+  if (e->kind == QIR_EX_ACCESS) {
+    if (e->operand < 0 || e->operand >= n_args) {
+      qir_error(cg->d, at, "compute reads operand %d of %d", e->operand, n_args);
+      return false;
+    }
+    if (e->n_args != args[e->operand]->type.rank) {
+      qir_error(cg->d, at, "operand %d has rank %d but is indexed with %d subscripts", e->operand,
+                args[e->operand]->type.rank, e->n_args);
+      return false;
+    }
+  }
+  int want = e->kind == QIR_EX_SELECT ? 3 : e->kind == QIR_EX_BINARY ? 2 : e->kind == QIR_EX_UNARY || e->kind == QIR_EX_CAST ? 1 : -1;
+  if (want >= 0 && e->n_args != want) {
+    qir_error(cg->d, at, "malformed compute expression");
+    return false;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!body_ok(cg, c, e->args[i], n_args, args, loc)) return false;
+  return true;
+}
+
 kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *comp, int n_args,
                           qir_value *const *args, qir_value *out, const char *what) {
   kbuilder *b = &cg->kb;
@@ -794,6 +838,11 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   lower_env env = {.cg = cg, .b = b, .k = k, .comp = comp, .args = args, .loc = plan_op ? plan_op->loc : (qir_loc){0}};
   if (comp->n_axes + comp->n_red > MAX_AXES) {
     qir_error(cg->d, env.loc, "compute with %d axes: qcodegen supports at most %d", comp->n_axes + comp->n_red, MAX_AXES);
+    return NULL;
+  }
+  if (!body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
+  if ((comp->n_red > 0) != (comp->reduce != QIR_REDUCE_NONE)) {
+    qir_error(cg->d, env.loc, "compute: reduction axes and reduction kind disagree");
     return NULL;
   }
   if (comp->n_axes != out->type.rank) {
