@@ -52,13 +52,11 @@ if ! make -s -j"$JOBS" BUILD=build/asan SAN=1 all >"$log/build-asan.log" 2>&1; t
 fi
 
 lit_suite() {
-  QIR_BIN="$top/build/asan/bin" python3 /usr/lib/llvm-14/build/utils/lit/lit.py -sv -j"$JOBS" test/lit
+  QIR_BIN="$top/build/asan/bin" python3 /usr/lib/llvm-14/build/utils/lit/lit.py -v --no-progress-bar -j"$JOBS" test/lit
   rc=$?
-  # lit's own summary, restated in the common form
-  p=$(grep -E '^ *Passed *:' "$log/lit.log" | awk '{print $3}')
-  f=$(grep -E '^ *(Failed|Unresolved|Timed Out|Unexpectedly Passed) *:' "$log/lit.log" | awk -F: '{s+=$2} END{print s+0}')
-  s=$(grep -E '^ *(Unsupported|Expectedly Failed) *:' "$log/lit.log" | awk -F: '{s+=$2} END{print s+0}')
-  echo "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
+  # lit's own summary ("  Passed: N", ...), restated in the common form
+  count() { grep -E "^ *($1) *: *[0-9]+" "$log/lit.log" | sed -E 's/.*: *([0-9]+).*/\1/' | awk '{s+=$1} END{print s+0}'; }
+  echo "$(count 'Passed') passed, $(count 'Failed|Unresolved|Timed Out|Unexpectedly Passed') failed, $(count 'Unsupported|Expectedly Failed') skipped"
   return $rc
 }
 run_suite lit lit_suite

@@ -229,6 +229,24 @@ def m_attr_int(rng, b, ctx):  # an integer inside an attribute dict or list
          b"9223372036854775807", b"-9223372036854775808"]))
 
 
+EXTREMES = [b"-9223372036854775808", b"9223372036854775807", b"4611686018427387904", b"2147483648",
+            b"-2147483649", b"-1", b"0", b"-3"]
+
+
+def attr_int_sites(b):
+    """Offsets (start, end) of every integer inside an op's attribute dict."""
+    sites = []
+    for lm in re.finditer(rb"[^\n]*\n?", b):
+        line = lm.group(0)
+        brace = line.find(b"{")
+        if brace < 0:
+            continue
+        for m in re.finditer(rb"(?<=[=\[,:] )-?\d+(?=[,\]}])|(?<=\[)-?\d+(?=[,\]])", line):
+            if m.start() > brace:
+                sites.append((lm.start() + m.start(), lm.start() + m.end()))
+    return sites
+
+
 SEMANTIC_MUTATORS = [m_input_dim, m_input_dim, m_input_dtype, m_attr_int, m_attr_int, m_attr_value]
 DECLARED_RE = re.compile(rb"^(.*?):(\d+):\d+: error: .*?is declared (\S+) but the op computes (\S+)$", re.M)
 
@@ -377,6 +395,29 @@ def semantic_case(runner, work, case_id, data, tool):
     return qir_case(runner, work, case_id, fixed, tool)
 
 
+def extreme_case(runner, work, case_id, data, tool):
+    why, dt, rc = qir_case(runner, work, case_id, data, ["qopt"])
+    if why or rc != 0 or tool == ["qopt"]:
+        return why, dt, rc
+    return qir_case(runner, work, case_id, data, tool)
+
+
+def onnx_error_ok(stderr, path):
+    """One line per problem, each naming the model; a node's also names its op
+    type and opset: `M.onnx: error: node 'n' (Conv, opset 13): ...`."""
+    why = named_error_ok(stderr, path)
+    if why:
+        return why
+    for line in stderr.decode("utf-8", "replace").split("\n"):
+        if not line:
+            continue
+        if not line.startswith(path + ": "):
+            return "message line does not start with the model's name: " + line[:200]
+        if " node " in line and not re.search(r": error: node '[^']*' \([^,()]+, opset \d+\): ", line):
+            return "node error without node name, op type and opset: " + line[:200]
+    return None
+
+
 def onnx_case(runner, work, case_id, data, tool):
     path = os.path.join(work, "c%05d.onnx" % case_id)
     with open(path, "wb") as f:
@@ -385,7 +426,7 @@ def onnx_case(runner, work, case_id, data, tool):
     rc, out, err, dt = runner.run(["onnx2qir", "--inline-weights", "-o", outq, path], cwd=work)
     why = check_common(rc, err)
     if why is None and rc == 1:
-        why = named_error_ok(err, path)
+        why = onnx_error_ok(err, path)
     if why is None and rc == 0:
         rc2, out2, err2, _ = runner.run(["qopt", outq], cwd=work)
         why = check_common(rc2, err2)
@@ -494,6 +535,8 @@ def main():
     ap.add_argument("--cases", type=int, default=600, help="mutated .qir cases")
     ap.add_argument("--semantic-cases", type=int, default=150,
                     help="valid modules with damaged shapes / attributes (repaired to verify)")
+    ap.add_argument("--extreme-cases", type=int, default=150,
+                    help="one attribute integer set to an extreme value")
     ap.add_argument("--onnx-cases", type=int, default=150)
     ap.add_argument("--tensor-cases", type=int, default=80)
     ap.add_argument("--timeout", type=float, default=20.0)
@@ -542,6 +585,18 @@ def main():
         tool = rng.choice(DEEP_TOOLS)
         cases.append(("sem", "%s [semantic %s] %s" % (os.path.relpath(seeds[k], REPO), how, " ".join(tool)),
                       data, tool))
+
+    # Extreme values in one attribute integer at a time (INT64_MIN/MAX, 2^31,
+    # -1, 0, ...): the shape rules, passes, interpreter and emitters must not
+    # overflow.  Whatever qopt accepts also goes through one deeper tool.
+    sites = [(k, a, e) for k, c in enumerate(corpus) for a, e in attr_int_sites(c)]
+    for i in range(args.extreme_cases if sites else 0):
+        k, a, e = rng.choice(sites)
+        val = rng.choice(EXTREMES)
+        data = corpus[k][:a] + val + corpus[k][e:]
+        tool = rng.choice(DEEP_TOOLS + [["qviz", "-tiles"]])
+        cases.append(("extreme", "%s [attribute int @%d -> %s] %s" % (
+            os.path.relpath(seeds[k], REPO), a, val.decode(), " ".join(tool)), data, tool))
 
     skipped = 0
     models = sorted(glob.glob(os.path.join(onnx_tests, "node", "*", "model.onnx")))
@@ -617,7 +672,7 @@ def main():
 
     def one(idx):
         kind, label, data, tool = cases[idx]
-        fn = {"qir": qir_case, "sem": semantic_case, "onnx": onnx_case, "tensor": tensor_case}[kind]
+        fn = {"qir": qir_case, "sem": semantic_case, "extreme": extreme_case, "onnx": onnx_case, "tensor": tensor_case}[kind]
         why, dt, rc = fn(runner, work, idx, data, tool)
         return idx, why, dt, rc
 
@@ -635,7 +690,7 @@ def main():
             else:
                 failed += 1
                 os.makedirs(args.keep, exist_ok=True)
-                ext = {"qir": ".qir", "sem": ".qir", "onnx": ".onnx", "tensor": tool[1] if tool else ".bin"}[kind]
+                ext = {"qir": ".qir", "sem": ".qir", "extreme": ".qir", "onnx": ".onnx", "tensor": tool[1] if tool else ".bin"}[kind]
                 kept = os.path.join(args.keep, "case%05d%s" % (idx, ext))
                 with open(kept, "wb") as f:
                     f.write(data)

@@ -443,7 +443,8 @@ static void print_cast(FILE *o, const kexpr *e, const kkernel *k, const kprint_s
 void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st) {
   switch (e->kind) {
   case KE_INT:
-    if (e->type == KT_I64) fprintf(o, e->ival < 0 ? "(%" PRId64 "LL)" : "%" PRId64 "LL", e->ival);
+    if (e->ival == INT64_MIN) fputs("(-9223372036854775807LL - 1)", o); /* no C literal for INT64_MIN */
+    else if (e->type == KT_I64) fprintf(o, e->ival < 0 ? "(%" PRId64 "LL)" : "%" PRId64 "LL", e->ival);
     else fprintf(o, e->ival < 0 ? "(%" PRId64 ")" : "%" PRId64, e->ival);
     return;
   case KE_FLOAT: print_float(o, e->fval, e->type); return;

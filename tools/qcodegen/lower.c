@@ -849,6 +849,13 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     qir_error(cg->d, env.loc, "compute has %d output axes but its result has rank %d", comp->n_axes, out->type.rank);
     return NULL;
   }
+  for (int v = 0; v < comp->n_axes + comp->n_red; v++) {
+    if (comp->axis_extents[v] < 0 || (v < comp->n_axes && comp->axis_extents[v] != out->type.dims[v])) {
+      qir_error(cg->d, env.loc, "compute axis %d has extent %" PRId64 " but the result's dimension is %" PRId64, v,
+                comp->axis_extents[v], v < comp->n_axes ? out->type.dims[v] : 0);
+      return NULL;
+    }
+  }
   k->params[0] = (kparam){.name = "out", .dtype = out->type.dtype, .numel = qir_type_numel(&out->type), .written = true};
   k->args[0] = out;
   for (int i = 0; i < n_args; i++) {
