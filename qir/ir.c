@@ -1,5 +1,7 @@
 /* ir.c: the module arena, values, ops, use lists, attributes, constants and
  * expressions.  Everything a module owns comes from its arena. */
+/* realpath() is an XSI function. */
+#define _XOPEN_SOURCE 700
 #include "qir.h"
 
 #include <errno.h>
@@ -240,6 +242,21 @@ void qir_module_free(qir_module *m) {
   }
   free(m->arena);
   free(m);
+}
+
+void qir_module_rebase_weights(qir_module *m, const char *out_dir) {
+  if (!m->weights_path || m->weights_path[0] == '/') return;
+  char *from = realpath(m->base_dir && m->base_dir[0] ? m->base_dir : ".", NULL);
+  char *to = realpath(out_dir && out_dir[0] ? out_dir : ".", NULL);
+  if (from && to && strcmp(from, to) != 0) {
+    const char *joined = qir_sprintf(m, "%s/%s", from, m->weights_path);
+    char *canonical = realpath(joined, NULL);
+    m->weights_path = canonical ? qir_strdup(m, canonical) : joined;
+    m->base_dir = qir_strdup(m, to);
+    free(canonical);
+  }
+  free(from);
+  free(to);
 }
 
 qir_region *qir_region_new(qir_module *m, qir_op *parent_op) {

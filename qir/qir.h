@@ -277,6 +277,12 @@ const char *qir_strndup(qir_module *m, const char *s, size_t n);
 const char *qir_sprintf(qir_module *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Before writing a module into directory out_dir (NULL = the working
+ * directory): if its relative weights path would resolve elsewhere from there,
+ * rewrite it as an absolute path, so `qopt a/m.qir -o b/m.qir` and pipes run
+ * from other directories still find the sidecar. */
+void qir_module_rebase_weights(qir_module *m, const char *out_dir);
+
 qir_region *qir_region_new(qir_module *m, qir_op *parent_op);
 qir_value *qir_region_add_arg(qir_module *m, qir_region *r, qir_type t, const char *name);
 

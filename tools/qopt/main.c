@@ -260,6 +260,9 @@ int main(int argc, char **argv) {
       ok = false;
     }
     if (ok) {
+      char *out_dir = output ? dir_of(output) : NULL;
+      qir_module_rebase_weights(m, out_dir);
+      free(out_dir);
       FILE *out = output ? fopen(output, "w") : stdout;
       if (!out) {
         fprintf(stderr, "qopt: error: cannot write '%s': %s\n", output, strerror(errno));
