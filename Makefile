@@ -16,6 +16,11 @@ ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS_SAN  = -fsanitize=address,undefined
 endif
+# Static tools for machines without our Debian libraries (bench/gpu/run.sh):
+#   make BUILD=build/static STATIC=1
+ifneq ($(STATIC),)
+LDFLAGS_SAN += -static
+endif
 CFLAGS  += $(CFLAGS_BASE)
 LDLIBS  += -lprotobuf-c -lm
 
@@ -92,7 +97,11 @@ install: all
 fuzz:
 	@sh scripts/fuzz.sh
 
+# Redraws the pictures in docs/img shown in README.md.
+docs-pictures: all
+	@QIR_BIN=$(abspath $(BUILD))/bin sh scripts/docs-pictures.sh
+
 clean:
 	rm -rf build
 
-.PHONY: all check demo install fuzz clean deps
+.PHONY: all check demo install fuzz clean deps docs-pictures

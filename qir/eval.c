@@ -545,8 +545,11 @@ static double binary_float(qir_opcode c, double a, double b, int64_t fmod_attr) 
   case QIR_OP_MUL: return a * b;
   case QIR_OP_DIV: return a / b;
   case QIR_OP_MOD: {
+    /* fmod=0 is numpy's np.mod (ONNX's reference): the divisor's sign, zero included */
     double r = fmod(a, b);
-    if (!fmod_attr && r != 0 && ((r < 0) != (b < 0))) r += b;
+    if (fmod_attr) return r;
+    if (r == 0) return b < 0 ? -0.0 : 0.0;
+    if ((r < 0) != (b < 0)) r += b;
     return r;
   }
   case QIR_OP_POW: return pow(a, b);
@@ -1217,8 +1220,9 @@ static bool eval_one_hot(ev *e, const qir_tensor *ind, const qir_tensor *vals, q
   size_t es = esize(&r->type);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
-      double v = qir_load_elem(ind->type.dtype, ind->data, o * inner + in);
-      int64_t hot = (int64_t)v;
+      /* ONNX: cast to int (truncating; saturating here, NaN 0), then negatives wrap */
+      double v = trunc(qir_load_elem(ind->type.dtype, ind->data, o * inner + in));
+      int64_t hot = isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX : v < -0x1p63 ? INT64_MIN : (int64_t)v;
       if (hot < 0) hot += depth;
       for (int64_t k = 0; k < depth; k++)
         memcpy((char *)r->data + (size_t)((o * len + k) * inner + in) * es, (const char *)vals->data + (k == hot ? es : 0), es);
@@ -1878,7 +1882,9 @@ static bool eval_lrn(ev *e, const qir_tensor *x, qir_tensor *r) {
     for (int64_t c = 0; c < C; c++)
       for (int64_t i = 0; i < inner; i++) {
         double sq = 0;
-        for (int64_t cc = c - lo; cc <= c + hi; cc++)
+        /* the window clipped to the channels first: size may be near INT64_MAX */
+        int64_t from = c - lo < 0 ? 0 : c - lo, to = hi > C - 1 - c ? C - 1 : c + hi;
+        for (int64_t cc = from; cc <= to; cc++)
           if (cc >= 0 && cc < C) {
             double v = X[(o * C + cc) * inner + i];
             sq += v * v;
@@ -2688,6 +2694,9 @@ static bool compute_check(ev *e, const qir_compute *cp, const qir_expr *x, const
   return true;
 }
 
+/* Most (output x reduction) points one compute op may take: about an hour. */
+#define MAX_COMPUTE_POINTS ((int64_t)1 << 40)
+
 static bool eval_compute(ev *e, const qir_tensor *ops, int n_ops, qir_tensor *r) {
   const qir_compute *cp = e->op->comp;
   if (!cp) return FAIL(e, "'compute' op without a body");
@@ -2700,12 +2709,18 @@ static bool eval_compute(ev *e, const qir_tensor *ops, int n_ops, qir_tensor *r)
   for (int i = 0; i < cp->n_red; i++)
     if (cp->axis_extents[cp->n_axes + i] < 0) return FAIL(e, "'compute': negative extent");
   if (!compute_check(e, cp, cp->body, ops, n_ops)) return false;
-  int64_t n_out = numel(&r->type), nred = 1, rdims[QIR_MAX_RANK];
+  int64_t n_out = numel(&r->type), nred = 1, rdims[QIR_MAX_RANK], points;
+  bool too_many = false;
   for (int i = 0; i < cp->n_red; i++) {
     rdims[i] = cp->axis_extents[cp->n_axes + i];
-    nred *= rdims[i];
+    too_many |= __builtin_mul_overflow(nred, rdims[i], &nred);
   }
   if (n_out == 0) return true;
+  /* a reduction of 2^63 steps is not an error in the IR, but no run would end */
+  too_many |= __builtin_mul_overflow(n_out, nred, &points);
+  if (too_many || points > MAX_COMPUTE_POINTS)
+    return FAIL(e, "'compute': %s iteration points, more than the interpreter runs (at most 2^40)",
+                too_many ? "over 2^63" : "too many");
   /* lanes: along the trailing output axes (up to a few thousand points), or
    * for scalar results along the last reduction axis */
   bool lanes_out = cp->n_axes > 0;

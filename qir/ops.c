@@ -536,7 +536,8 @@ static bool rule_same_shape(rule_ctx *c) {
   if ((code == QIR_OP_CUMSUM || code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX ||
        code == QIR_OP_LP_NORMALIZATION)) {
     if (x->rank == 0) return fail(c, "operand must have rank >= 1");
-    if (!attr_axis(c, "axis", x->rank - 1, x->rank, &axis)) return false;
+    /* cumsum's axis is required (verify.c); 0 as eval.c and te.c if absent */
+    if (!attr_axis(c, "axis", code == QIR_OP_CUMSUM ? 0 : x->rank - 1, x->rank, &axis)) return false;
   }
   if (code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX || code == QIR_OP_LRN) {
     if (!require_class(c, 0, DT_FLOAT)) return false;

@@ -239,7 +239,14 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_MUL: return mul(t, x, a[1]);
   case QIR_OP_DIV: return dv(t, x, a[1]);
   case QIR_OP_MOD:
-    if (attr_i(t, "fmod", 0) || qir_dtype_is_float(dt)) return bin(t, QIR_FN_FMOD, x, a[1]);
+    if (attr_i(t, "fmod", 0)) return bin(t, QIR_FN_FMOD, x, a[1]);
+    if (qir_dtype_is_float(dt)) {
+      /* numpy's np.mod (ONNX's reference): the divisor's sign, a zero included */
+      qir_expr *r = bin(t, QIR_FN_FMOD, x, a[1]), *b_neg = bin(t, QIR_FN_LT, a[1], flit(t, 0));
+      qir_expr *fix = bin(t, QIR_FN_NE, bin(t, QIR_FN_LT, r, flit(t, 0)), b_neg);
+      return sel(t, bin(t, QIR_FN_EQ, r, flit(t, 0)), sel(t, b_neg, flit(t, -0.0), flit(t, 0)),
+                 sel(t, fix, add(t, r, a[1]), r));
+    }
     /* integer mod takes the divisor's sign: fix up C's remainder */
     {
       qir_expr *r = bin(t, QIR_FN_MOD, x, a[1]);
@@ -718,6 +725,9 @@ static qir_expr *read_index(te *t, void *ctx) {
   return access(t, r->operand, r->n, idx);
 }
 
+/* A float index tensor read as i64, truncated toward zero. */
+static qir_expr *read_index_trunc(te *t, void *ctx) { return qir_expr_cast(t->m, QIR_I64, read_index(t, ctx)); }
+
 static qir_op *te_gather(te *t) {
   const qir_type *x = operand_type(t, 0), *ind = operand_type(t, 1);
   int axis = (int)attr_i(t, "axis", 0);
@@ -788,8 +798,11 @@ static qir_op *te_one_hot(te *t) {
   index_read r = {0, ind->rank, {0}};
   for (int k = 0, o = 0; k < out->rank; k++)
     if (k != axis) r.vars[o++] = k;
-  qir_expr *i = wrapped(t, read_index, &r, depth);
-  if (qir_dtype_is_float(ind->dtype)) i = qir_expr_cast(t->m, QIR_I64, i);
+  /* ONNX: indices are cast to int (truncating) before negatives wrap;
+   * unsigned ones never wrap (a u64 above INT64_MAX reads negative as i64) */
+  qir_expr *i = qir_dtype_is_float(ind->dtype) ? wrapped(t, read_index_trunc, &r, depth)
+                : qir_dtype_is_unsigned_int(ind->dtype) ? read_index(t, &r)
+                : wrapped(t, read_index, &r, depth);
   qir_expr *on = lit(t, 1), *off = lit(t, 0);
   on = access(t, 1, 1, &on);
   off = access(t, 1, 1, &off);

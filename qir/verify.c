@@ -120,7 +120,7 @@ static const attr_spec attr_specs[] = {
   {QIR_OP_DEPTH_TO_SPACE, "mode", A_WORD, false, "DCR|CRD"},
   {QIR_OP_SPACE_TO_DEPTH, "blocksize", A_INT, true, NULL},
   {QIR_OP_TRILU, "upper", A_FLAG, false, NULL}, {QIR_OP_TRILU, "k", A_INT, false, NULL},
-  {QIR_OP_CUMSUM, "axis", A_INT, false, NULL}, {QIR_OP_CUMSUM, "exclusive", A_FLAG, false, NULL},
+  {QIR_OP_CUMSUM, "axis", A_INT, true, NULL}, {QIR_OP_CUMSUM, "exclusive", A_FLAG, false, NULL},
   {QIR_OP_CUMSUM, "reverse", A_FLAG, false, NULL},
   {QIR_OP_ONE_HOT, "axis", A_INT, false, NULL},
   {QIR_OP_GEMM, "alpha", A_FLOAT, false, NULL}, {QIR_OP_GEMM, "beta", A_FLOAT, false, NULL},

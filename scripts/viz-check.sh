@@ -50,7 +50,7 @@ if [ -x "$bin/qopt" ] && "$bin/qopt" -print-passes 2>/dev/null | grep -q '^-roll
 
 for f in "$top"/test/lit/qviz/*.qir; do
   [ -e "$f" ] || continue
-  grep -q '#rprogram' "$f" && draw "lit/$(basename "$f")" -veu "$f"
+  grep -q 'RUN: qviz -veu' "$f" && draw "lit/$(basename "$f")" -veu "$f"
   draw "lit/$(basename "$f")" -graph "$f"
   draw "lit/$(basename "$f")" -tiles "$f"
 done

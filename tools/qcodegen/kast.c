@@ -305,6 +305,23 @@ bool ke_uses_var(const kexpr *e, const kvar *v) {
   return ke_uses_var(e->a, v) || ke_uses_var(e->b, v) || ke_uses_var(e->c, v);
 }
 
+static bool ke_uses_param(const kexpr *e, int p) {
+  if (!e) return false;
+  if (e->kind == KE_LOAD && e->param == p) return true;
+  return ke_uses_param(e->a, p) || ke_uses_param(e->b, p) || ke_uses_param(e->c, p);
+}
+
+bool ks_uses_param(const kstmt *s, int p) {
+  if (!s) return false;
+  if (s->kind == KS_STORE && s->param == p) return true;
+  if (ke_uses_param(s->init, p) || ke_uses_param(s->lo, p) || ke_uses_param(s->hi, p) || ke_uses_param(s->cond, p) ||
+      ke_uses_param(s->index, p) || ke_uses_param(s->value, p))
+    return true;
+  for (int i = 0; i < s->n_items; i++)
+    if (ks_uses_param(s->items[i], p)) return true;
+  return ks_uses_param(s->body, p) || ks_uses_param(s->els, p);
+}
+
 bool ks_uses_var(const kstmt *s, const kvar *v) {
   if (!s) return false;
   if (s->var == v && s->kind != KS_DECL) return true;

@@ -162,6 +162,7 @@ kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn);
 kstmt *ks_comment(kbuilder *b, const char *text);
 bool ks_has_sync(const kstmt *s);             /* contains a barrier or warp reduction */
 bool ks_uses_var(const kstmt *s, const kvar *v);
+bool ks_uses_param(const kstmt *s, int param);  /* loads or stores tensor parameter `param` */
 bool ke_uses_var(const kexpr *e, const kvar *v);
 
 kkernel *kkernel_new(kbuilder *b, const char *name, int n_params);

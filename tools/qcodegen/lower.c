@@ -43,6 +43,7 @@ typedef struct {
   const qir_compute *comp;
   qir_value *const *args;
   kexpr *vars[MAX_AXES];        /* index expression of each compute variable */
+  kexpr **raw_vars;             /* unclamped ones, for staged (shared) tiles; NULL = vars */
   int n_staged;
   staged_access staged[MAX_STAGED];
   bool failed;
@@ -188,8 +189,12 @@ static kexpr *tr_access(lower_env *env, const qir_expr *e) {
   for (int s = 0; s < env->n_staged; s++) {
     staged_access *sa = &env->staged[s];
     if (!expr_equal(sa->access, e)) continue;
-    kexpr *off[QIR_MAX_RANK];
+    /* the tile covers the whole block, so the unclamped indices stay inside it */
+    kexpr *saved[MAX_AXES], *off[QIR_MAX_RANK];
+    memcpy(saved, env->vars, sizeof saved);
+    if (env->raw_vars) memcpy(env->vars, env->raw_vars, sizeof(kexpr *) * (size_t)env->comp->n_axes);
     for (int j = 0; j < sa->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], KT_I32), sa->origin[j]);
+    memcpy(env->vars, saved, sizeof saved);
     return ke_elem(b, sa->smem, strides_linear(env, off, sa->pdims, sa->rank));
   }
   const qir_type *t = &env->args[e->operand]->type;
@@ -632,6 +637,7 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     /* Out-of-range slots compute on the last valid index (clamped) instead of
      * a guard inside the loop: safe reads, no branch per tap (a guard there
      * makes ptxas spill); their results are never stored. */
+    env->raw_vars = outidx;
     for (int d = 0; d < n; d++)
       if (E[d] % p->block[d]) env->vars[d] = ke_bin(b, QIR_FN_MIN, outidx[d], ke_int(b, E[d] - 1), KT_I32);
     kstmt *upd;
@@ -660,6 +666,9 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
 
 /* ---------------------------------------------------------------- plans */
 
+/* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
+#define TILE_MAX (1 << 24)
+
 static bool read_list(lower_env *env, const qir_attr_val *dict, const char *key, int want, int64_t *out,
                       bool required) {
   const qir_attr_val *v = qir_attr_dict_get(dict, key);
@@ -678,6 +687,11 @@ static bool read_list(lower_env *env, const qir_attr_val *dict, const char *key,
   for (int i = 0; i < want; i++) {
     if (v->items[i].kind != QIR_ATTR_INT || v->items[i].i < 1) {
       qir_error(env->cg->d, env->loc, "#tile '%s' must hold positive integers", key);
+      return false;
+    }
+    if (v->items[i].i > TILE_MAX) { /* keeps the tile arithmetic below from overflowing */
+      qir_error(env->cg->d, env->loc, "#tile '%s' entry %" PRId64 " is out of range (at most %d)", key, v->items[i].i,
+                TILE_MAX);
       return false;
     }
     out[i] = v->items[i].i;
@@ -700,6 +714,14 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
     return false;
   if (m && !qir_attr_dict_get(dict, "rstep"))
     for (int a = 0; a < m; a++) p->rstep[a] = c->axis_extents[n + a];
+  int64_t tile_elems = 1; /* bounded so that staging sizes cannot overflow */
+  for (int d = 0; d < n + m; d++) {
+    tile_elems *= d < n ? p->block[d] : p->rstep[d - n] < TILE_MAX ? p->rstep[d - n] : TILE_MAX;
+    if (tile_elems > TILE_MAX) {
+      qir_error(env->cg->d, env->loc, "#tile block and rstep span more than %d elements", TILE_MAX);
+      return false;
+    }
+  }
   int64_t threads = 1;
   for (int d = 0; d < n; d++) {
     if (p->block[d] % p->thread[d]) {
@@ -708,6 +730,7 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
       return false;
     }
     threads *= p->block[d] / p->thread[d];
+    if (threads > 1024) break; /* reported below; more factors could overflow */
   }
   for (int a = 0; a < m; a++)
     if (p->rstep[a] > c->axis_extents[n + a]) p->rstep[a] = c->axis_extents[n + a] ? c->axis_extents[n + a] : 1;
@@ -731,6 +754,10 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   }
   p->pad = (v = qir_attr_dict_get(dict, "smem_pad")) && v->kind == QIR_ATTR_INT && v->i > 0 ? v->i : 0;
   p->vec = (v = qir_attr_dict_get(dict, "vec")) && v->kind == QIR_ATTR_INT && v->i > 0 ? v->i : 1;
+  if (p->pad > TILE_MAX || p->vec > TILE_MAX) {
+    qir_error(env->cg->d, env->loc, "#tile smem_pad / vec out of range (at most %d)", TILE_MAX);
+    return false;
+  }
   p->stage = m > 0 && qir_attr_dict_get(dict, "rstep") != NULL;
   return true;
 }

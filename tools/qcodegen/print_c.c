@@ -111,6 +111,8 @@ static void kernel(FILE *o, const kkernel *k) {
   fprintf(o, "\n/* %s */\nstatic void %s(", k->summary, k->name);
   print_params(o, k);
   fputs(") {\n", o);
+  for (int i = 0; i < k->n_params; i++)   /* operands the expression never reads */
+    if (!ks_uses_param(k->body, i) && !ks_uses_param(k->lets, i)) fprintf(o, "  (void)%s;\n", k->params[i].name);
   fprintf(o, "#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
   for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], &st, k->threads, 2);
   print_block_level(o, k, k->body, &st, 2);

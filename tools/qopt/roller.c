@@ -569,7 +569,9 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double warps = conc * ceil((double)pl->threads / t->warp_size);
   double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
   double peak_unit = p->peak_gflops * 1e9 / units;
-  double t_compute = per_unit * tr.flops_block / (peak_unit * eff);
+  /* a partial last warp still takes whole issue slots */
+  double lanes = ceil((double)pl->threads / t->warp_size) * t->warp_size / (double)pl->threads;
+  double t_compute = per_unit * tr.flops_block * lanes / (peak_unit * eff);
   double mem_eff = (2.0 * active / units < 1 ? 2.0 * active / units : 1) * (warps / 4.0 < 1 ? warps / 4.0 : 1);
   double extra = tr.global_bytes - (p->unique_in_bytes + p->out_bytes);
   double dram = tr.global_bytes;
@@ -755,12 +757,53 @@ static double block_footprint(const rl_problem *p, const rl_plan *pl) {
 
 static double axis_waste(int64_t n, int64_t b) { return (double)(round_up(n, b) - n) / (double)n; }
 
-/* Threads must be a multiple of the warp.  In order of preference: widen the
- * block along an axis where the padding waste stays small; shrink a thread
- * tile (more threads, less register reuse; the innermost axis last, it holds
- * the vector) -- or these two the other way round: the construction keeps
- * both variants and lets the model choose; round every threads-per-axis up to a power of two (tiny
- * shapes, where some waste is unavoidable). */
+/* Can the block along v grow to b?  Never past the extent rounded up to the
+ * thread tile, and with the padding waste under RL_MAX_WASTE. */
+static bool block_fits(const rl_problem *p, const rl_plan *pl, int v, int64_t b) {
+  double unit_waste = axis_waste(p->ext[v], pl->thr[v]);   /* a thread tile's own padding is allowed */
+  return b <= round_up(p->ext[v], pl->thr[v]) &&
+         axis_waste(p->ext[v], b) <= (unit_waste > RL_MAX_WASTE ? unit_waste : RL_MAX_WASTE) + 1e-9;
+}
+
+/* Any block size along one axis (a multiple of its thread tile, block_fits)
+ * that makes the threads a whole number of warps; the smallest change of
+ * the block wins.  False if there is none. */
+static bool resize_to_warp(const rl_problem *p, rl_plan *pl) {
+  const qir_target *t = p->t;
+  int64_t th = plan_threads(p, pl), best_b = 0;
+  int best = -1;
+  double best_d = 0;
+  for (int v = 0; v < p->n_out; v++) {
+    int64_t rest = th / ceil_div(pl->tile[v], pl->thr[v]);
+    for (int64_t k = 1; k * rest <= t->max_threads_per_block && k * pl->thr[v] <= round_up(p->ext[v], pl->thr[v]); k++) {
+      int64_t b = k * pl->thr[v];
+      if ((k * rest) % t->warp_size || b == pl->tile[v] || !block_fits(p, pl, v, b)) continue;
+      double d = fabs(log((double)b / (double)pl->tile[v]));
+      if (best < 0 || d < best_d - 1e-12) best = v, best_b = b, best_d = d;
+    }
+  }
+  if (best < 0) return false;
+  pl->tile[best] = best_b;
+  return true;
+}
+
+/* A smaller thread tile t along v; the block is trimmed to the extent rounded
+ * up to t, so no thread along v is left without a point of its own. */
+static void shrink_thread(const rl_problem *p, rl_plan *pl, int v, int64_t t) {
+  pl->thr[v] = t;
+  if (pl->tile[v] > round_up(p->ext[v], t)) pl->tile[v] = round_up(p->ext[v], t);
+}
+
+/* Threads should be a multiple of the warp.  In order of preference: widen
+ * the block along an axis where it stays within its extent (block_fits);
+ * halve a thread tile (more threads, less register reuse; the innermost axis
+ * last, it holds the vector) -- or these two the other way round: the
+ * construction keeps both variants and lets the model choose; resize the
+ * block along one axis to any size that fits and gives whole warps; shrink a
+ * thread tile to its unit (tiny shapes: every point its own thread).  When none of
+ * these helps the shape is smaller than the warp allows: the last warp stays
+ * partial rather than the block being padded past its extent, where whole
+ * threads would have nothing to do. */
 static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
   const qir_target *t = p->t;
   if (p->n_out == 0) return true;
@@ -774,7 +817,7 @@ static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
     double best_vol = 0;
     for (int v = 0; v < p->n_out; v++) {
       int64_t b = pl->tile[v] * need;
-      if (axis_waste(p->ext[v], b) > RL_MAX_WASTE || th * need > t->max_threads_per_block) continue;
+      if (!block_fits(p, pl, v, b) || th * need > t->max_threads_per_block) continue;
       double vol = (double)round_up(p->ext[v], b) / (double)round_up(p->ext[v], pl->tile[v]);
       if (best < 0 || vol < best_vol) best = v, best_vol = vol;
     }
@@ -784,19 +827,21 @@ static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
       int v = k < p->n_out - 1 ? k : p->n_out - 1;
       int64_t m = out_mult(p, v), h = pl->thr[v] / 2;
       if (pl->thr[v] % 2 == 0 && h >= m && h % m == 0 && pl->tile[v] % h == 0) {
-        pl->thr[v] = h;
+        shrink_thread(p, pl, v, h);
         changed = true;
       }
     }
     if (changed) continue;
     if (best >= 0) { pl->tile[best] *= need; continue; }
-    for (int v = 0; v < p->n_out; v++) {
-      int64_t q = ceil_div(pl->tile[v], pl->thr[v]), q2 = 1;
-      while (q2 < q) q2 *= 2;
-      pl->tile[v] = q2 * pl->thr[v];
+    if (resize_to_warp(p, pl)) continue;
+    for (int k = 0; k < p->n_out && !changed; k++) {
+      int64_t m = out_mult(p, k), b = pl->tile[k] < round_up(p->ext[k], m) ? pl->tile[k] : round_up(p->ext[k], m);
+      if (pl->thr[k] > m && b % m == 0 && th / ceil_div(pl->tile[k], pl->thr[k]) * (b / m) <= t->max_threads_per_block) {
+        shrink_thread(p, pl, k, m);
+        changed = true;
+      }
     }
-    th = plan_threads(p, pl);
-    if (th < t->warp_size) pl->tile[p->n_out - 1] *= t->warp_size / th; /* both powers of two */
+    if (!changed) return th <= t->max_threads_per_block; /* a partial last warp */
   }
   return false;
 }

@@ -263,7 +263,7 @@ int qviz_tiles(FILE *out, qir_module *m, qir_diag *d, int top) {
   emit_summary(out, m, &l, total, top);
   if (top > 0) {
     shown.items = malloc(sizeof *shown.items * (size_t)(l.n ? l.n : 1));
-    memcpy(shown.items, l.items, sizeof *shown.items * (size_t)l.n);
+    if (l.n) memcpy(shown.items, l.items, sizeof *shown.items * (size_t)l.n);
     keep_top(&shown, top);
   }
   for (int i = 0; i < shown.n; i++) emit_table(out, i, &shown.items[i], total, max_us);

@@ -7,6 +7,11 @@ ROCm HIP hardware documentation), independently of qir/target.c, so a planner
 that ignored a limit is caught.  Also checks the plan's own arithmetic: grid =
 ceil(extent / block), threads = prod(ceil(block / thread)) (x warp with mma),
 warp-multiple threads, vector width dividing the thread tile, mma alignment.
+Block tiles stay within their extent: never past the extent rounded up to the
+thread tile, and the padding of the last block at most MAX_WASTE of the extent
+(or no more than the thread tile's own).  A block whose threads are not a
+whole number of warps is accepted only where no axis could be widened to make
+them whole within those two limits (shapes smaller than a warp).
 Prints `checked N plans` and exits 1 listing every violation.
 """
 import math
@@ -24,6 +29,19 @@ LIMITS = {
     "mi300x": (64, 1024, 64 * 1024, 512),
     "cpu": (8, 1024, 512 * 1024, 64),
 }
+
+MAX_WASTE = 0.15  # padding of an axis relative to its extent (tools/qopt/roller.c)
+
+
+def waste(extent, size):
+    return (math.ceil(extent / size) * size - extent) / extent
+
+
+def fits(extent, block, thread):
+    """A block size within the extent rounded up to the thread tile, padding under the limit."""
+    return (block <= math.ceil(extent / thread) * thread
+            and waste(extent, block) <= max(MAX_WASTE, waste(extent, thread)) + 1e-9)
+
 
 ENTRY = re.compile(r'(\w+) = (\[[^\]]*\]|"[^"]*"|[-+\w.]+)')
 
@@ -75,6 +93,8 @@ def main():
                 bad(f"axis {i}: block {b} is not a multiple of thread {t}")
             if g != math.ceil(e / b):
                 bad(f"axis {i}: grid {g} != ceil({e}/{b})")
+            if t >= 1 and not fits(e, b, t):
+                bad(f"axis {i}: block {b} oversized for extent {e} (thread {t})")
         owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread))
         mma = p.get("mma")
         threads = owners * (warp if mma else 1)
@@ -82,8 +102,16 @@ def main():
             bad(f"threads {p['threads']} != {threads}")
         if p["threads"] > max_threads:
             bad(f"threads {p['threads']} > {max_threads}")
-        if block and p["threads"] % warp:
-            bad(f"threads {p['threads']} not a multiple of the warp {warp}")
+        if block and p["threads"] % warp and not mma:
+            # a partial warp only where no block size along any one axis gives whole warps
+            for i, (b, t, e) in enumerate(zip(block, thread, dims)):
+                rest = p["threads"] // math.ceil(b / t)
+                ok = [k * t for k in range(1, math.ceil(e / t) + 1)
+                      if k * rest <= max_threads and (k * rest) % warp == 0 and fits(e, k * t, t)]
+                if ok:
+                    bad(f"threads {p['threads']} not a multiple of the warp {warp} "
+                        f"(block axis {i} could be {ok[0]})")
+                    break
         if p.get("smem", 0) > max_smem:
             bad(f"smem {p['smem']} > {max_smem}")
         if p.get("regs", 0) > max_regs:
