@@ -367,11 +367,11 @@ static bool unary_float(ev *e, double *v, int64_t n) {
   }
   case QIR_OP_HARD_SIGMOID: {
     double a = attr_f(e, "alpha", 0.2), b = attr_f(e, "beta", 0.5);
-    for (int64_t i = 0; i < n; i++) v[i] = fmax(0, fmin(1, a * v[i] + b));
+    for (int64_t i = 0; i < n; i++) v[i] = fmax_nan(0, fmin_nan(1, a * v[i] + b)); /* NaN stays NaN */
     break;
   }
   case QIR_OP_HARD_SWISH:
-    for (int64_t i = 0; i < n; i++) v[i] = v[i] * fmax(0, fmin(1, v[i] / 6 + 0.5));
+    for (int64_t i = 0; i < n; i++) v[i] = v[i] * fmax_nan(0, fmin_nan(1, v[i] / 6 + 0.5));
     break;
   case QIR_OP_SOFTPLUS: for (int64_t i = 0; i < n; i++) v[i] = softplus(v[i]); break;
   case QIR_OP_GELU: {
@@ -430,14 +430,9 @@ static bool eval_unary(ev *e, const qir_tensor *a, qir_tensor *r) {
       bool u = is_uns(dt);
       for (int64_t i = 0; i < n; i++) store_int(to, r->data, i, load_int(dt, a->data, i), u);
     } else if (!is_float(to) && to != QIR_BOOL) {
-      /* float -> integer truncates toward zero; out-of-range saturates (ONNX leaves it undefined) */
-      for (int64_t i = 0; i < n; i++) {
-        double x = trunc(qir_load_elem(dt, a->data, i));
-        if (is_uns(to) && to != QIR_U64 && x < 0 && x > -9.2e18) /* wrap like C's conversion through int64 */
-          store_int(to, r->data, i, (int64_t)x, false);
-        else
-          qir_store_elem(to, r->data, i, x);
-      }
+      /* float -> integer truncates toward zero; out-of-range saturates, negatives
+       * into unsigned types too (ONNX leaves it undefined), as compute casts do */
+      for (int64_t i = 0; i < n; i++) qir_store_elem(to, r->data, i, trunc(qir_load_elem(dt, a->data, i)));
     } else {
       for (int64_t i = 0; i < n; i++) qir_store_elem(to, r->data, i, qir_load_elem(dt, a->data, i));
     }
@@ -479,10 +474,7 @@ static bool eval_clip(ev *e, const qir_tensor *x, const qir_tensor *lo, const qi
   double l = qir_load_elem(lo->type.dtype, lo->data, 0), h = qir_load_elem(hi->type.dtype, hi->data, 0);
   double *v = load_f64(e, x);
   if (!v) return false;
-  for (int64_t i = 0; i < n; i++) {
-    if (v[i] < l) v[i] = l;
-    if (v[i] > h) v[i] = h;
-  }
+  for (int64_t i = 0; i < n; i++) v[i] = fmin_nan(fmax_nan(v[i], l), h); /* np.clip: NaN bounds give NaN */
   store_f64(r, v);
   free(v);
   return true;
@@ -509,9 +501,11 @@ static bool binary_int(qir_opcode c, int64_t a, int64_t b, bool u, int64_t fmod_
     if (!fmod_attr && *out != 0 && ((*out < 0) != (b < 0))) *out += b; /* sign of the divisor */
     return true;
   case QIR_OP_POW: {
-    /* exact for non-negative exponents; negative ones go through double */
+    /* exact for non-negative exponents; negative ones (u: the exponent's type
+     * is unsigned) go through double, saturating (0^-1 is inf) */
     if (!u && b < 0) {
-      *out = (int64_t)pow((double)a, (double)b);
+      double p = pow((double)a, (double)b);
+      *out = isnan(p) ? 0 : p >= 0x1p63 ? INT64_MAX : p < -0x1p63 ? INT64_MIN : (int64_t)p;
       return true;
     }
     uint64_t r = 1, base = ua, ex = ub;
@@ -581,12 +575,14 @@ static bool eval_nary(ev *e, const qir_tensor *in, int n_in, qir_tensor *r) {
   /* Integer path when every operand is an integer or bool (pow: when the base is). */
   bool int_mode = true;
   for (int k = 0; k < n_in; k++) int_mode = int_mode && !is_float(in[k].type.dtype);
-  if (c == QIR_OP_MEAN) int_mode = false;
   if (int_mode) {
-    bool u = is_uns(in[0].type.dtype);
+    /* integer mean: the wrapping sum divided by the count, truncating (as ONNX's
+     * reference: integer adds, then the division cast back) */
+    bool u = is_uns(in[0].type.dtype), ub = c == QIR_OP_POW ? is_uns(in[1].type.dtype) : u;
+    qir_opcode cc = c == QIR_OP_MEAN ? QIR_OP_ADD : c;
     int64_t *acc = expand_i64(e, &in[0], out);
     if (!acc) return false;
-    if (n_in == 1 && c != QIR_OP_MAX && c != QIR_OP_MIN && c != QIR_OP_SUM) {
+    if (n_in == 1 && c != QIR_OP_MAX && c != QIR_OP_MIN && c != QIR_OP_SUM && c != QIR_OP_MEAN) {
       free(acc);
       return FAIL(e, "'%s' needs two operands", opname(e->op));
     }
@@ -594,13 +590,15 @@ static bool eval_nary(ev *e, const qir_tensor *in, int n_in, qir_tensor *r) {
       int64_t *b = expand_i64(e, &in[k], out);
       if (!b) { free(acc); return false; }
       for (int64_t i = 0; i < n; i++)
-        if (!binary_int(c, acc[i], b[i], u, fm, &acc[i])) {
+        if (!binary_int(cc, acc[i], b[i], ub, fm, &acc[i])) {
           free(b);
           free(acc);
           return FAIL(e, "'%s': integer division by zero", opname(e->op));
         }
       free(b);
     }
+    if (c == QIR_OP_MEAN)
+      for (int64_t i = 0; i < n; i++) acc[i] = u ? (int64_t)((uint64_t)acc[i] / (uint64_t)n_in) : acc[i] / n_in;
     store_i64(r, acc, u);
     free(acc);
     return true;
@@ -791,10 +789,14 @@ static bool eval_argmax(ev *e, const qir_tensor *x, qir_tensor *r) {
           int64_t a = load_int(x->type.dtype, x->data, pk), b = load_int(x->type.dtype, x->data, pb);
           bool u = is_uns(x->type.dtype);
           cmp = (u ? (uint64_t)a > (uint64_t)b : a > b) ? 1 : a == b ? 0 : -1;
+          if (!is_max) cmp = -cmp;
+        } else if (isnan(v[pk]) || isnan(v[pb])) {
+          /* NaN is the extreme of both, as numpy's argmax/argmin (ONNX's reference) */
+          cmp = isnan(v[pk]) && isnan(v[pb]) ? 0 : isnan(v[pk]) ? 1 : -1;
         } else {
           cmp = v[pk] > v[pb] ? 1 : v[pk] == v[pb] ? 0 : -1;
+          if (!is_max) cmp = -cmp;
         }
-        if (!is_max) cmp = -cmp;
         if (cmp > 0 || (cmp == 0 && last)) best = k;
       }
       res[o * inner + in] = best;
@@ -1748,7 +1750,8 @@ static bool eval_pool(ev *e, const qir_tensor *x, qir_tensor *res, int n_res) {
           double v = xp[off];
           valid++;
           if (is_max) {
-            if (best < 0 || v > acc) { acc = v; best = storage ? coff : off; }
+            /* a NaN wins (and the first one stays), as reduce_max and np.max */
+            if (best < 0 || v > acc || (isnan(v) && !isnan(acc))) { acc = v; best = storage ? coff : off; }
           } else {
             acc += v;
           }

@@ -28,7 +28,6 @@
 #include <string.h>
 
 #define PI 3.14159265358979323846
-#define SQRT1_2 0.70710678118654752440
 
 typedef struct {
   qir_module *m;
@@ -176,11 +175,50 @@ static qir_op *finish(te *t, qir_expr *body, qir_reduce_kind reduce) {
 
 /* ---------------------------------------------------------------- elementwise */
 
+/* u64 values read as i64 (those >= 2^63 negative): unsigned a < b, and a as
+ * a double. */
+static qir_expr *u64_less(te *t, qir_expr *a, qir_expr *b) {
+  qir_expr *a_hi = bin(t, QIR_FN_LT, a, lit(t, 0)), *b_hi = bin(t, QIR_FN_LT, b, lit(t, 0));
+  return sel(t, bin(t, QIR_FN_EQ, a_hi, b_hi), bin(t, QIR_FN_LT, a, b), b_hi);
+}
+static qir_expr *u64_real(te *t, qir_expr *a) {
+  qir_expr *f = qir_expr_cast(t->m, QIR_F64, a);
+  return sel(t, bin(t, QIR_FN_LT, a, lit(t, 0)), add(t, f, flit(t, 18446744073709551616.0)), f);
+}
+
+/* The ops whose u64 form differs from the i64 one. */
+static qir_expr *elementwise_u64(te *t, qir_expr **a, int n) {
+  qir_expr *x = a[0], *acc = x;
+  switch (t->op->code) {
+  case QIR_OP_ABS: case QIR_OP_RELU: return x;
+  case QIR_OP_SIGN: return sel(t, bin(t, QIR_FN_NE, x, lit(t, 0)), lit(t, 1), lit(t, 0));
+  case QIR_OP_LESS: return u64_less(t, x, a[1]);
+  case QIR_OP_GREATER: return u64_less(t, a[1], x);
+  case QIR_OP_LESS_EQUAL: return un(t, QIR_FN_NOT, u64_less(t, a[1], x));
+  case QIR_OP_GREATER_EQUAL: return un(t, QIR_FN_NOT, u64_less(t, x, a[1]));
+  case QIR_OP_MAX: case QIR_OP_MIN:
+    for (int i = 1; i < n; i++)
+      acc = t->op->code == QIR_OP_MAX ? sel(t, u64_less(t, acc, a[i]), a[i], acc) : sel(t, u64_less(t, a[i], acc), a[i], acc);
+    return acc;
+  case QIR_OP_CLIP:
+    acc = sel(t, u64_less(t, x, a[1]), a[1], x);
+    return sel(t, u64_less(t, a[2], acc), a[2], acc);
+  case QIR_OP_CAST:
+    if (qir_dtype_is_float(result_type(t)->dtype)) return qir_expr_cast(t->m, result_type(t)->dtype, u64_real(t, x));
+    return NULL;
+  default: return NULL;
+  }
+}
+
 /* The scalar function of an elementwise op applied to its operand values. */
 static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   const qir_op *op = t->op;
   qir_dtype dt = operand_type(t, op->code == QIR_OP_WHERE ? 1 : 0)->dtype;
   qir_expr *x = a[0];
+  if (dt == QIR_U64) {
+    qir_expr *u = elementwise_u64(t, a, n);
+    if (u) return u;
+  }
 #define ZERO lit_like(t, dt, 0)
 #define ONE lit_like(t, dt, 1)
   switch (op->code) {
@@ -221,15 +259,22 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
     qir_expr *lin = add(t, dv(t, x, flit(t, 6)), flit(t, 0.5));
     return mul(t, x, bin(t, QIR_FN_MAX, flit(t, 0), bin(t, QIR_FN_MIN, flit(t, 1), lin)));
   }
-  case QIR_OP_SOFTPLUS: return un(t, QIR_FN_LOG, add(t, un(t, QIR_FN_EXP, x), flit(t, 1)));
+  case QIR_OP_SOFTPLUS: {
+    /* max(x, 0) + log1p(exp(-|x|)): no overflow for large x (log(exp(x) + 1)
+     * is inf at x = 1e30), log1p as Kahan's log(w) * u / (w - 1), w = 1 + u */
+    qir_expr *u = un(t, QIR_FN_EXP, un(t, QIR_FN_NEG, un(t, QIR_FN_ABS, x))), *w = add(t, flit(t, 1), u);
+    qir_expr *log1p = sel(t, bin(t, QIR_FN_EQ, w, flit(t, 1)), u, dv(t, mul(t, un(t, QIR_FN_LOG, w), u), sub(t, w, flit(t, 1))));
+    return add(t, bin(t, QIR_FN_MAX, x, flit(t, 0)), log1p);
+  }
   case QIR_OP_GELU: {
     const char *approx = qir_op_attr_str(t->op, "approximate", "none");
     qir_expr *inner;
+    /* the reference evaluator's order of operations, so f64 agrees to the bit */
     if (!strcmp(approx, "tanh")) {
-      qir_expr *cube = mul(t, x, mul(t, x, x));
-      inner = un(t, QIR_FN_TANH, mul(t, flit(t, sqrt(2 / PI)), add(t, x, mul(t, flit(t, 0.044715), cube))));
+      qir_expr *cube = mul(t, mul(t, mul(t, flit(t, 0.044715), x), x), x);
+      inner = un(t, QIR_FN_TANH, mul(t, flit(t, sqrt(2 / PI)), add(t, x, cube)));
     } else {
-      inner = un(t, QIR_FN_ERF, mul(t, x, flit(t, SQRT1_2)));
+      inner = un(t, QIR_FN_ERF, dv(t, x, flit(t, sqrt(2.0))));
     }
     return mul(t, mul(t, flit(t, 0.5), x), add(t, flit(t, 1), inner));
   }
@@ -254,7 +299,14 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
                            bin(t, QIR_FN_NE, bin(t, QIR_FN_LT, r, lit(t, 0)), bin(t, QIR_FN_LT, a[1], lit(t, 0))));
       return sel(t, fix, add(t, r, a[1]), r);
     }
-  case QIR_OP_POW: return bin(t, QIR_FN_POW, x, a[1]);
+  case QIR_OP_POW: {
+    /* a u64 against a float goes through its real value */
+    bool fb = qir_dtype_is_float(dt), fe = qir_dtype_is_float(operand_type(t, 1)->dtype);
+    qir_expr *b = a[1];
+    if (dt == QIR_U64 && fe) x = u64_real(t, x);
+    if (operand_type(t, 1)->dtype == QIR_U64 && fb) b = u64_real(t, b);
+    return bin(t, QIR_FN_POW, x, b);
+  }
   case QIR_OP_MAX: case QIR_OP_MIN: case QIR_OP_SUM: case QIR_OP_MEAN: {
     qir_expr_fn fn = op->code == QIR_OP_MAX ? QIR_FN_MAX : op->code == QIR_OP_MIN ? QIR_FN_MIN : QIR_FN_ADD;
     qir_expr *acc = x;
@@ -948,7 +1000,8 @@ qir_op *qir_op_to_compute(qir_module *m, const qir_op *op, qir_diag *d) {
 /* ---------------------------------------------------------------- multi-stage ops */
 
 /* Element type of intermediate results: at least f32. */
-static qir_dtype stage_dtype(qir_dtype dt) { return dt == QIR_F64 ? QIR_F64 : QIR_F32; }
+/* Statistics of narrow floats in f32; of f64 and integers (reduce_l2) in f64. */
+static qir_dtype stage_dtype(qir_dtype dt) { return qir_dtype_is_float(dt) && dt != QIR_F64 ? QIR_F32 : QIR_F64; }
 
 typedef struct {
   te t;
@@ -993,6 +1046,8 @@ static qir_expr *el_id(te *t, qir_expr *x, void *ctx) {
 }
 static qir_expr *el_square(te *t, qir_expr *x, void *ctx) {
   (void)ctx;
+  qir_dtype dt = operand_type(t, 0)->dtype;
+  if (!qir_dtype_is_float(dt)) x = dt == QIR_U64 ? u64_real(t, x) : qir_expr_cast(t->m, QIR_F64, x); /* no i64 overflow */
   return mul(t, x, x);
 }
 static qir_expr *el_abs(te *t, qir_expr *x, void *ctx) {
@@ -1141,6 +1196,9 @@ static int expand_chain(chain *c) {
       }
     }
     qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 0, x->rank, xi), access(t, 1, x->rank, ei));
+    /* a NaN extreme (max/min propagate NaN): the first (last) NaN, as numpy */
+    if (qir_dtype_is_float(x->dtype))
+      hit = sel(t, un(t, QIR_FN_ISNAN, access(t, 1, x->rank, ei)), un(t, QIR_FN_ISNAN, access(t, 0, x->rank, xi)), hit);
     qir_expr *body = sel(t, hit, var(t, j), lit(t, last ? -1 : x->dims[axis]));
     qir_value *ops2[2] = {xv, ext};
     return push(c, make_compute(t, 2, ops2, result_type(t), body, last ? QIR_REDUCE_MAX : QIR_REDUCE_MIN)) ? c->n : 0;
@@ -1151,11 +1209,21 @@ static int expand_chain(chain *c) {
     qir_type st = *x;
     st.dtype = stage_dtype(x->dtype);
     set_axes(t, &st);
-    int j = add_red(t, size);
-    /* channel c - floor((size-1)/2) + j, inside [0, C) */
-    qir_expr *ch = iadd(t, add(t, var(t, 1), var(t, j)), -((size - 1) / 2));
-    qir_expr *a = at_with(t, 0, 1, ch);
-    qir_expr *body = sel(t, in_bounds(t, ch, C, true, true), mul(t, a, a), flit(t, 0));
+    qir_expr *body;
+    if (size <= C) {
+      int j = add_red(t, size);
+      /* channel c - floor((size-1)/2) + j, inside [0, C) */
+      qir_expr *ch = iadd(t, add(t, var(t, 1), var(t, j)), -((size - 1) / 2));
+      qir_expr *a = at_with(t, 0, 1, ch);
+      body = sel(t, in_bounds(t, ch, C, true, true), mul(t, a, a), flit(t, 0));
+    } else {
+      /* a window wider than the channels (size may be near INT64_MAX): reduce
+       * over the C channels, those inside the window: 0 <= j - c + lo < size */
+      int j = add_red(t, C);
+      qir_expr *a = at_with(t, 0, 1, var(t, j));
+      qir_expr *off = iadd(t, sub(t, var(t, j), var(t, 1)), (size - 1) / 2);
+      body = sel(t, in_bounds(t, off, size, true, true), mul(t, a, a), flit(t, 0));
+    }
     qir_value *sq = push(c, make_compute(t, 1, &xv, &st, body, QIR_REDUCE_SUM));
     if (!sq) return 0;
     set_axes(t, result_type(t));
@@ -1235,6 +1303,8 @@ static int expand_max_pool_indices(chain *c, qir_value **results) {
   qir_expr *mi[QIR_MAX_RANK];
   for (int i = 0; i < x->rank; i++) mi[i] = var(t, i);
   qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 0, x->rank, p.ix), access(t, 1, x->rank, mi));
+  if (qir_dtype_is_float(x->dtype)) /* a NaN max: the first NaN tap */
+    hit = sel(t, un(t, QIR_FN_ISNAN, access(t, 1, x->rank, mi)), un(t, QIR_FN_ISNAN, access(t, 0, x->rank, p.ix)), hit);
   qir_value *ops2[2] = {op->operands[0], mx};
   qir_expr *body = sel(t, and_(t, p.guard, hit), flat, lit(t, qir_type_numel(x)));
   qir_value *idx = push(c, make_compute(t, 2, ops2, &op->results[1]->type, body, QIR_REDUCE_MIN));

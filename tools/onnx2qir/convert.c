@@ -876,6 +876,8 @@ static bool window_attrs(node_ctx *nc, qir_value *x, const int64_t *kernel_from_
     return fail(nc, "pads has the wrong length");
   for (int i = 0; i < n; i++)
     if (w->strides[i] < 1 || w->dilations[i] < 1 || w->kernel[i] < 1) return fail(nc, "invalid kernel, stride or dilation");
+    else if (w->strides[i] > INT32_MAX || w->dilations[i] > INT32_MAX || w->kernel[i] > INT32_MAX)
+      return fail(nc, "kernel, stride or dilation out of range"); /* the auto_pad arithmetic must not overflow */
   const char *ap = attr_str(nc, "auto_pad", "NOTSET");
   if (strcmp(ap, "NOTSET") == 0) return true;
   if (strcmp(ap, "VALID") == 0) {

@@ -626,9 +626,11 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     for (int a = 0; a < m; a++) {
       kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
       env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
-      if (R[a] % p->rstep[a]) rguard = ke_and(b, rguard, ke_lt(b, env->vars[n + a], ke_int(b, R[a])));
+      /* a partial last step shortens the loop (a guard per tap makes ptxas spill) */
+      kexpr *hi = ke_int(b, p->rstep[a]);
+      if (R[a] % p->rstep[a]) hi = ke_bin(b, QIR_FN_MIN, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])), KT_I32);
       kstmt *body = ks_seq(b);
-      kstmt *l = ks_for(b, ki, ke_int(b, 0), ke_int(b, p->rstep[a]), 1, body);
+      kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
       l->unroll = unroll[a];
       if (icur) ks_add(b, icur, l);
       else outer_inner = l;

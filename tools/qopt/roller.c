@@ -51,7 +51,10 @@
  *                        along the M axis / N axis and the rstep along the K
  *                        axis are multiples of it (mma_axes = [iM, iN, iK]:
  *                        output axis of M, output axis of N, reduce axis of K)
- * A block tile need not divide its extent: the last block is guarded.
+ * A block tile need not divide its extent: the last block is guarded.  It
+ * never exceeds the extent rounded up to the thread tile, nor pads the last
+ * block by more than RL_MAX_WASTE (block_fits); threads are a whole number of
+ * warps where such a block allows it, else the last warp is partial.
  */
 #include "roller.h"
 #include "qopt.h"
@@ -569,8 +572,9 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double warps = conc * ceil((double)pl->threads / t->warp_size);
   double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
   double peak_unit = p->peak_gflops * 1e9 / units;
-  /* a partial last warp still takes whole issue slots */
-  double lanes = ceil((double)pl->threads / t->warp_size) * t->warp_size / (double)pl->threads;
+  /* a partial last warp still takes whole issue slots (scalar results have
+   * their one thread by construction) */
+  double lanes = p->n_out == 0 ? 1 : ceil((double)pl->threads / t->warp_size) * t->warp_size / (double)pl->threads;
   double t_compute = per_unit * tr.flops_block * lanes / (peak_unit * eff);
   double mem_eff = (2.0 * active / units < 1 ? 2.0 * active / units : 1) * (warps / 4.0 < 1 ? warps / 4.0 : 1);
   double extra = tr.global_bytes - (p->unique_in_bytes + p->out_bytes);
