@@ -13,7 +13,7 @@
 #
 # Our tools must run there without Debian's libraries: build them statically
 # here and carry the build folder, e.g.
-#   make BUILD=build/static LDLIBS='-static -lprotobuf-c -lm' -j2   (or STATIC=1 once the Makefile has it)
+#   make BUILD=build/static STATIC=1 -j2
 #   run: sh bench/gpu/run.sh bench/out/gpu      carry: build/static
 # QIR_BIN overrides where the tools are (default build/static/bin, then build/bin);
 # PYTHON the interpreter that has torch (default python3).
@@ -39,7 +39,7 @@ if [ -z "$bin" ]; then
 fi
 if [ -z "$bin" ]; then
   say "run.sh: no tools found (build/static/bin or build/bin); build them statically and carry them:"
-  say "  make BUILD=build/static LDLIBS='-static -lprotobuf-c -lm' -j2"
+  say "  make BUILD=build/static STATIC=1 -j2"
   exit 2
 fi
 for t in onnx2qir qopt qcodegen; do

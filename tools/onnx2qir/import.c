@@ -109,7 +109,7 @@ void imp_error(importer *imp, const char *fmt, ...) {
       if (imp->node)
         w = snprintf(imp->quiet_first, sizeof imp->quiet_first, "node '%s' (%s): ",
                      imp->node->name && imp->node->name[0] ? imp->node->name : imp->node->n_output ? imp->node->output[0] : "",
-                     imp->node->op_type ? imp->node->op_type : "?");
+                     imp->node->op_type && imp->node->op_type[0] ? imp->node->op_type : "no op_type");
       if (w >= 0 && (size_t)w < sizeof imp->quiet_first)
         vsnprintf(imp->quiet_first + w, sizeof imp->quiet_first - (size_t)w, fmt, ap);
     }
@@ -121,7 +121,7 @@ void imp_error(importer *imp, const char *fmt, ...) {
     fprintf(stderr, "%s: error: node '%s' (%s, opset %lld): ", imp->model_path,
             imp->node->name && imp->node->name[0] ? imp->node->name
             : imp->node->n_output ? imp->node->output[0] : "",
-            imp->node->op_type ? imp->node->op_type : "?", (long long)imp->opset);
+            imp->node->op_type && imp->node->op_type[0] ? imp->node->op_type : "no op_type", (long long)imp->opset);
   else
     fprintf(stderr, "%s: error: ", imp->model_path);
   vfprintf(stderr, fmt, ap);
@@ -1001,6 +1001,8 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
       if (!imp->quiet) strmap_put(imp->unsupported, key, (void *)1);
       if (domain[0] && strcmp(domain, "ai.onnx") != 0)
         imp_error(imp, "unsupported operator %s (domain '%s')", op_type, domain);
+      else if (!op_type[0])
+        imp_error(imp, "the node has no op_type");
       else
         imp_error(imp, "unsupported operator %s", op_type);
     } else {
