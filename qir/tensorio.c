@@ -104,6 +104,8 @@ bool qir_npy_decode(const void *buf, size_t len, const char *what, qir_tensor *o
   char quote = *p++;
   while (p < h + hlen && *p != quote && k + 1 < sizeof descr) descr[k++] = *p++;
   descr[k] = 0;
+  for (size_t i = 0; i < k; i++) /* it is quoted in messages: keep them one line */
+    if ((unsigned char)descr[i] < 32 || (unsigned char)descr[i] >= 127) descr[i] = '?';
   if (p >= h + hlen || *p != quote) return fail(d, what, "unsupported .npy descr (structured or too long)");
   if (k < 2) return fail(d, what, "bad .npy descr '%s'", descr);
   char order = descr[0];

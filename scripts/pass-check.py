@@ -183,11 +183,11 @@ def main():
     ap.add_argument("--pipeline", action="append", help="a qopt pipeline, e.g. \"-canonicalize -lower\" "
                     "(repeatable; default: %s)" % ", ".join(PIPELINES))
     ap.add_argument("--quick", action="store_true", help="the bounded run of `make check`")
-    ap.add_argument("--quick-mb", type=float, default=60,
-                    help="--quick: skip light/ models with more MB of tensors than this (default 60)")
+    ap.add_argument("--quick-mb", type=float, default=40,
+                    help="--quick: skip light/ models with more MB of tensors than this (default 40)")
     ap.add_argument("--node-sample", type=int, default=120,
                     help="--quick: node tests checked, evenly spaced (default 120)")
-    ap.add_argument("--timeout", type=int, default=300, help="seconds per tool run (default 300)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per tool run (default 1800)")
     ap.add_argument("--keep", help="keep the work files (imported and optimised modules) under this directory")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every result")
     args = ap.parse_args()
@@ -229,6 +229,8 @@ def main():
                 else:
                     ok, msg = fut.result()
                     results.append((fut.model, pipeline, "passed" if ok else "failed", msg))
+                    if not ok:  # at once: a full run takes long
+                        print("FAIL: %s/%s [%s]: %s" % (fut.model.folder, fut.model.name, pipeline, msg), flush=True)
     if not args.keep:
         shutil.rmtree(tmp_root, ignore_errors=True)
 
@@ -238,9 +240,7 @@ def main():
     for m, p, status, msg in results:
         total[status] += 1
         table.setdefault((m.folder, p), {"passed": 0, "failed": 0, "skipped": 0})[status] += 1
-        if status == "failed":
-            print("FAIL: %s/%s [%s]: %s" % (m.folder, m.name, p, msg))
-        elif args.verbose:
+        if args.verbose and status != "failed":
             print("%s: %s/%s [%s]%s" % (status.upper(), m.folder, m.name, p, ": " + msg if msg else ""))
     skipped_models = {}
     for m, p, status, msg in results:

@@ -23,5 +23,5 @@ if ! command -v python3 >/dev/null 2>&1; then
   echo "0 passed, 0 failed, 1 skipped"
   exit 0
 fi
-exec python3 "$here/mutate.py" --seed 1 --cases 500 --semantic-cases 120 --extreme-cases 150 \
-  --onnx-cases 150 --tensor-cases 80 -j "${JOBS:-2}" "$@"
+exec python3 "$here/mutate.py" --seed 1 --cases 800 --semantic-cases 200 --extreme-cases 300 \
+  --onnx-cases 250 --tensor-cases 120 -j "${JOBS:-2}" "$@"

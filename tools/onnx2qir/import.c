@@ -117,16 +117,21 @@ void imp_error(importer *imp, const char *fmt, ...) {
     return;
   }
   imp->n_printed++;
+  char line[2048];
+  int w = 0;
   if (imp->node)
-    fprintf(stderr, "%s: error: node '%s' (%s, opset %lld): ", imp->model_path,
-            imp->node->name && imp->node->name[0] ? imp->node->name
-            : imp->node->n_output ? imp->node->output[0] : "",
-            imp->node->op_type && imp->node->op_type[0] ? imp->node->op_type : "no op_type", (long long)imp->opset);
+    w = snprintf(line, sizeof line, "%s: error: node '%s' (%s, opset %lld): ", imp->model_path,
+                 imp->node->name && imp->node->name[0] ? imp->node->name
+                 : imp->node->n_output ? imp->node->output[0] : "",
+                 imp->node->op_type && imp->node->op_type[0] ? imp->node->op_type : "no op_type", (long long)imp->opset);
   else
-    fprintf(stderr, "%s: error: ", imp->model_path);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+    w = snprintf(line, sizeof line, "%s: error: ", imp->model_path);
+  if (w >= 0 && (size_t)w < sizeof line) vsnprintf(line + w, sizeof line - (size_t)w, fmt, ap);
   va_end(ap);
+  /* names and strings come from the untrusted model: one line, no control bytes */
+  for (char *q = line; *q; q++)
+    if ((unsigned char)*q < 32 || *q == 127) *q = '?';
+  fprintf(stderr, "%s\n", line);
 }
 
 /* Runs a library call with a diag that captures its messages, and turns the

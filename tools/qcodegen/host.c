@@ -51,6 +51,7 @@ typedef struct {
   qir_op **inputs, **outputs;
   int counter;
   bool failed;
+  const char **dev_ptr;         /* qir_run_device: value id -> caller's device pointer, or NULL */
 } host;
 
 /* ---------------------------------------------------------------- op table */
@@ -459,6 +460,7 @@ static const char *ptr(host *h, qir_value *v, bool mutable_) {
   qir_value *r = root(h, v);
   vstore *s = &h->vals[r->id];
   const char *t = kdtype_c(v->type.dtype);
+  if (h->dev_ptr && h->dev_ptr[r->id]) return qir_sprintf(h->m, "((%s%s *)%s)", mutable_ ? "" : "const ", t, h->dev_ptr[r->id]);
   if (s->kind == VS_CONST) return qir_sprintf(h->m, "((%s%s *)(m->cbuf + %" PRId64 "))", mutable_ ? "" : "const ", t, s->offset);
   if (s->kind == VS_ARENA)
     return qir_sprintf(h->m, "((%s%s *)(m->arena + %" PRId64 "))", mutable_ ? "" : "const ", t, h->bufs[s->buf].offset);
@@ -569,6 +571,7 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     case QIR_OP_INPUT: {
       int i = 0;
       while (h->inputs[i] != op) i++;
+      if (h->dev_ptr) break; /* qir_run_device: the kernels read the caller's buffer */
       ind(o, level);
       fprintf(o, "QCHECK(q_h2d(%s, inputs[%d], %" PRId64 "));\n", ptr(h, op->results[0], true), i, value_bytes(op->results[0]));
       break;
@@ -576,6 +579,16 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     case QIR_OP_OUTPUT: {
       int i = 0;
       while (h->outputs[i] != op) i++;
+      if (h->dev_ptr) {
+        /* qir_run_device: written in place unless this output shares its bytes
+         * with an input, a constant or an earlier output */
+        const char *dst = qir_sprintf(h->m, "outputs[%d]", i), *at = h->dev_ptr[root(h, op->operands[0])->id];
+        if ((at && !strcmp(at, dst)) || !value_bytes(op->operands[0])) break;
+        ind(o, level);
+        fprintf(o, "QCHECK(q_d2d_async(outputs[%d], %s, %" PRId64 "));\n", i, ptr(h, op->operands[0], false),
+                value_bytes(op->operands[0]));
+        break;
+      }
       ind(o, level);
       fprintf(o, "QCHECK(q_d2h(outputs[%d], %s, %" PRId64 "));\n", i, ptr(h, op->operands[0], false), value_bytes(op->operands[0]));
       break;
@@ -774,9 +787,17 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
         " *       After a failure, call qir_free on what it stored in *model.\n"
         " *   int qir_run(qir_model *model, const void *const *inputs, void *const *outputs);\n"
         " *       inputs and outputs are host pointers to dense little-endian tensors, in\n"
-        " *       the order listed below; returns when the outputs are written.\n"
-        " *   void qir_free(qir_model *model);\n *\n",
+        " *       the order listed below; returns when the outputs are written.\n",
         o);
+  if (be != CG_C)
+    fputs(" *   int qir_run_device(qir_model *model, const void *const *inputs, void *const *outputs);\n"
+          " *       the same with device pointers: no copies to or from the host and no\n"
+          " *       synchronisation; the work is queued on the default stream (synchronise\n"
+          " *       before reading the outputs).  Inputs are read in place and must stay\n"
+          " *       unchanged until then; control flow (loop/if) reads its trip counts\n"
+          " *       and conditions back to the host.\n",
+          o);
+  fputs(" *   void qir_free(qir_model *model);\n *\n", o);
   for (int i = 0; i < h.n_inputs; i++) {
     char tb[128];
     qir_type_format(&h.inputs[i]->results[0]->type, tb, sizeof tb);
@@ -859,6 +880,24 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("  (void)inputs; (void)outputs;\n", o);
   emit_region(&h, o, m->body, 1);
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n", o);
+
+  if (be != CG_C) {
+    /* Inputs are read where the caller keeps them; an output computed into the
+     * arena is computed into the caller's buffer instead. */
+    h.dev_ptr = qir_alloc(m, sizeof *h.dev_ptr * (size_t)(m->next_value_id + 1));
+    memset(h.dev_ptr, 0, sizeof *h.dev_ptr * (size_t)(m->next_value_id + 1));
+    for (int i = 0; i < h.n_inputs; i++)
+      h.dev_ptr[root(&h, h.inputs[i]->results[0])->id] = qir_sprintf(m, "inputs[%d]", i);
+    for (int i = 0; i < h.n_outputs; i++) {
+      qir_value *r = root(&h, h.outputs[i]->operands[0]);
+      if (h.vals[r->id].kind == VS_ARENA && !h.dev_ptr[r->id]) h.dev_ptr[r->id] = qir_sprintf(m, "outputs[%d]", i);
+    }
+    fputs("\nQAPI int qir_run_device(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
+    fputs("  (void)inputs; (void)outputs;\n", o);
+    emit_region(&h, o, m->body, 1);
+    fputs("  QCHECK_LAUNCH();\n  return 0;\n}\n", o);
+    h.dev_ptr = NULL;
+  }
 
   if (opt->main_program) {
     fputs("\n/* ---- program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N] */\n", o);

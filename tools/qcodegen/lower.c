@@ -611,10 +611,6 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     }
     for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, cur, stage_load(env, &env->staged[s2], p->vec));
     if (env->n_staged) ks_add(b, cur, ks_barrier(b));
-    /* inner reduction loops within the step */
-    kexpr *rguard = NULL;
-    kstmt *inner = ks_seq(b), *icur = NULL;
-    kstmt *outer_inner = NULL;
     /* unroll the innermost step loops while the unrolled body stays small
      * (register tile x taps <= 128): more would spill registers */
     bool unroll[MAX_AXES] = {0};
@@ -623,30 +619,41 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
       unroll[a] = true;
       budget /= p->rstep[a];
     }
-    for (int a = 0; a < m; a++) {
-      kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
-      env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
-      /* a partial last step shortens the loop (a guard per tap makes ptxas spill) */
-      kexpr *hi = ke_int(b, p->rstep[a]);
-      if (R[a] % p->rstep[a]) hi = ke_bin(b, QIR_FN_MIN, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])), KT_I32);
-      kstmt *body = ks_seq(b);
-      kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
-      l->unroll = unroll[a];
-      if (icur) ks_add(b, icur, l);
-      else outer_inner = l;
-      icur = body;
-    }
     /* Out-of-range slots compute on the last valid index (clamped) instead of
      * a guard inside the loop: safe reads, no branch per tap (a guard there
      * makes ptxas spill); their results are never stored. */
     env->raw_vars = outidx;
     for (int d = 0; d < n; d++)
       if (E[d] % p->block[d]) env->vars[d] = ke_bin(b, QIR_FN_MIN, outidx[d], ke_int(b, E[d] - 1), KT_I32);
-    kstmt *upd;
-    SLOTS(ks_assign(b, acc, slot_index, combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), upd);
-    ks_add(b, inner, ks_if(b, rguard, upd, NULL));
-    ks_add(b, icur, inner);
-    ks_add(b, cur, outer_inner);
+    /* A partial last step (R % rstep) gets its own copy of the step loops with
+     * shortened bounds, so the full steps keep constant trip counts: a runtime
+     * bound there makes nvcc unroll with a remainder loop, and ptxas spill. */
+    kexpr *full_step = NULL;
+    for (int a = 0; a < m; a++)
+      if (R[a] % p->rstep[a])
+        full_step = ke_and(b, full_step, ke_bin(b, QIR_FN_LE, ke_add(b, ke_var(b, ko[a]), ke_int(b, p->rstep[a])),
+                                                ke_int(b, R[a]), KT_BOOL));
+    kstmt *nests[2] = {NULL, NULL};
+    for (int partial = 0; partial < (full_step ? 2 : 1); partial++) {
+      kstmt *icur = NULL;
+      for (int a = 0; a < m; a++) {
+        kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
+        env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
+        kexpr *hi = ke_int(b, p->rstep[a]);
+        if (partial && R[a] % p->rstep[a])
+          hi = ke_bin(b, QIR_FN_MIN, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])), KT_I32);
+        kstmt *body = ks_seq(b);
+        kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
+        l->unroll = unroll[a] && hi->kind == KE_INT;
+        if (icur) ks_add(b, icur, l);
+        else nests[partial] = l;
+        icur = body;
+      }
+      kstmt *upd;
+      SLOTS(ks_assign(b, acc, slot_index, combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), upd);
+      ks_add(b, icur, upd);
+    }
+    ks_add(b, cur, full_step ? ks_if(b, full_step, nests[0], nests[1]) : nests[0]);
     if (env->n_staged) ks_add(b, cur, ks_barrier(b));
 
     SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), ke_elem(b, acc, slot_index)), NULL), s);

@@ -19,6 +19,7 @@ static void prelude(FILE *o) {
         "#define q_h2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyHostToDevice)\n"
         "#define q_d2h(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToDevice)\n"
+        "#define q_d2d_async(d, s, n) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToDevice, 0)\n"
         "#define q_sync() cudaDeviceSynchronize()\n",
         o);
 }

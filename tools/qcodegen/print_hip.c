@@ -20,6 +20,7 @@ static void prelude(FILE *o) {
         "#define q_h2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyHostToDevice)\n"
         "#define q_d2h(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToDevice)\n"
+        "#define q_d2d_async(d, s, n) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToDevice, 0)\n"
         "#define q_sync() hipDeviceSynchronize()\n",
         o);
 }
