@@ -62,7 +62,9 @@ lit_suite() {
 run_suite lit lit_suite
 [ -x test/fixedpoint.sh ] && run_suite fixedpoint env QIR_BIN="$top/build/asan/bin" test/fixedpoint.sh
 [ -f scripts/conformance.py ] && run_suite conformance env QIR_BIN="$top/build/bin" python3 scripts/conformance.py -j "$JOBS"
-[ -f scripts/backend-check.sh ] && run_suite backends env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh
+[ -f scripts/backend-check.sh ] && run_suite backends env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --passes "-canonicalize -roller"
+# The same tests without plans: qcodegen's default schedules.
+[ -f scripts/backend-check.sh ] && run_suite backends-default env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu
 [ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh
 [ -f bench/compile/run.sh ] && run_suite bench-compile env QIR_BIN="$top/build/bin" sh bench/compile/run.sh --smoke
 [ -f bench/cpu/run.sh ] && run_suite bench-cpu env QIR_BIN="$top/build/bin" sh bench/cpu/run.sh --smoke
