@@ -21,16 +21,6 @@ typedef struct {
 
 typedef bool (*rule_fn)(rule_ctx *c);
 
-typedef struct {
-  char s[128];
-} type_str;
-
-static type_str tstr(const qir_type *t) {
-  type_str r;
-  qir_type_format(t, r.s, sizeof r.s);
-  return r;
-}
-
 __attribute__((format(printf, 2, 3))) static bool fail(rule_ctx *c, const char *fmt, ...) {
   if (!c->d) return false;
   char msg[512];

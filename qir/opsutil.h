@@ -55,4 +55,16 @@ bool qir_broadcast_shape(const qir_type *a, const qir_type *b, qir_type *out);
 /* Number of recurrent gates per op: lstm 4, gru 3, rnn 1. */
 int qir_rnn_gates(qir_opcode code);
 
+/* A type's text form by value, so a diagnostic can format several inline:
+ * tstr(a).s, tstr(b).s. */
+typedef struct {
+  char s[128];
+} type_str;
+
+static inline type_str tstr(const qir_type *t) {
+  type_str r;
+  qir_type_format(t, r.s, sizeof r.s);
+  return r;
+}
+
 #endif /* QIR_OPSUTIL_H */

@@ -20,16 +20,6 @@ typedef struct {
   int n_values;
 } verifier;
 
-typedef struct {
-  char s[128];
-} type_str;
-
-static type_str tstr(const qir_type *t) {
-  type_str r;
-  qir_type_format(t, r.s, sizeof r.s);
-  return r;
-}
-
 static const char *op_name(const qir_op *op) {
   const qir_opinfo *info = qir_opinfo_get(op->code);
   return info ? info->name : "?";
