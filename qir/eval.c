@@ -984,19 +984,29 @@ static bool eval_reshape(ev *e, const qir_tensor *x, qir_tensor *r) {
   return true;
 }
 
-/* concat along axis: every operand matches the result except on the axis. */
+/* concat and split: every part matches the whole except on the axis, where
+ * the parts' extents add up to the whole's.  part/whole name them in errors. */
+static bool check_axis_parts(ev *e, const char *opname, int64_t axis, const qir_type *whole, const qir_tensor *parts,
+                             int n_parts, const char *part, const char *whole_name) {
+  int64_t total = 0;
+  for (int k = 0; k < n_parts; k++) {
+    const qir_type *t = &parts[k].type;
+    if (t->rank != whole->rank || t->dtype != whole->dtype)
+      return FAIL(e, "'%s': %s %d has another rank or element type", opname, part, k);
+    for (int i = 0; i < t->rank; i++)
+      if (i != axis && t->dims[i] != whole->dims[i])
+        return FAIL(e, "'%s': %s %d differs from the %s off the axis", opname, part, k, whole_name);
+    total += t->dims[axis];
+  }
+  if (total != whole->dims[axis])
+    return FAIL(e, "'%s': %s extents on the axis do not add up to the %s's", opname, part, whole_name);
+  return true;
+}
+
 static bool eval_concat(ev *e, const qir_tensor *in, int n_in, qir_tensor *r) {
   int64_t axis;
   if (!get_axis(e, "axis", 0, r->type.rank, &axis)) return false;
-  int64_t total = 0;
-  for (int k = 0; k < n_in; k++) {
-    const qir_type *t = &in[k].type;
-    if (t->rank != r->type.rank || t->dtype != r->type.dtype) return FAIL(e, "'concat': operand %d has another rank or element type", k);
-    for (int i = 0; i < t->rank; i++)
-      if (i != axis && t->dims[i] != r->type.dims[i]) return FAIL(e, "'concat': operand %d differs from the result off the axis", k);
-    total += t->dims[axis];
-  }
-  if (total != r->type.dims[axis]) return FAIL(e, "'concat': operand extents on the axis do not add up to the result's");
+  if (!check_axis_parts(e, "concat", axis, &r->type, in, n_in, "operand", "result")) return false;
   int64_t outer, len, inner;
   around_axis(&r->type, (int)axis, &outer, &len, &inner);
   size_t es = esize(&r->type);
@@ -1014,15 +1024,7 @@ static bool eval_concat(ev *e, const qir_tensor *in, int n_in, qir_tensor *r) {
 static bool eval_split(ev *e, const qir_tensor *x, qir_tensor *res, int n_res) {
   int64_t axis;
   if (!get_axis(e, "axis", 0, x->type.rank, &axis)) return false;
-  int64_t total = 0;
-  for (int k = 0; k < n_res; k++) {
-    const qir_type *t = &res[k].type;
-    if (t->rank != x->type.rank || t->dtype != x->type.dtype) return FAIL(e, "'split': result %d has another rank or element type", k);
-    for (int i = 0; i < t->rank; i++)
-      if (i != axis && t->dims[i] != x->type.dims[i]) return FAIL(e, "'split': result %d differs from the operand off the axis", k);
-    total += t->dims[axis];
-  }
-  if (total != x->type.dims[axis]) return FAIL(e, "'split': result extents on the axis do not add up to the operand's");
+  if (!check_axis_parts(e, "split", axis, &x->type, res, n_res, "result", "operand")) return false;
   int64_t outer, len, inner;
   around_axis(&x->type, (int)axis, &outer, &len, &inner);
   size_t es = esize(&x->type);

@@ -89,23 +89,35 @@ def model_io(path):
     return [n for n in inputs if n not in inits], outputs
 
 
+def tensor_header(b):
+    """(name, dims, data_type, raw_data or None) of a TensorProto message;
+    ValueError or IndexError when it is malformed."""
+    name, dims, dtype, raw = "", [], 0, None
+    for f, w, v in _fields(b):
+        if f == 1 and w == 0:
+            dims.append(v)
+        elif f == 1 and w == 2:           # packed dims
+            i = 0
+            while i < len(v):
+                d, i = _varint(v, i)
+                dims.append(d)
+        elif f == 2 and w == 0:
+            dtype = v
+        elif f == 8 and w == 2:
+            name = bytes(v).decode("utf-8", "replace")
+        elif f == 9 and w == 2:
+            raw = v
+    return name, dims, dtype, raw
+
+
 def tensor_dims(path):
     """Dims of a TensorProto file, or None if it is not a plain tensor."""
     with open(path, "rb") as fh:
         b = fh.read()
-    dims = []
     try:
-        for f, w, v in _fields(b):
-            if f == 1 and w == 0:
-                dims.append(v)
-            elif f == 1 and w == 2:
-                i = 0
-                while i < len(v):
-                    d, i = _varint(v, i)
-                    dims.append(d)
+        return tensor_header(b)[1]
     except (ValueError, IndexError):
         return None
-    return dims
 
 
 # ---------------------------------------------------------------- narrow element types
@@ -158,19 +170,7 @@ def widen_narrow(path, out_path):
     file is not of such a type."""
     with open(path, "rb") as fh:
         b = fh.read()
-    dims, dtype, raw = [], 0, None
-    for f, w, v in _fields(b):
-        if f == 1 and w == 0:
-            dims.append(v)
-        elif f == 1 and w == 2:
-            i = 0
-            while i < len(v):
-                d, i = _varint(v, i)
-                dims.append(d)
-        elif f == 2 and w == 0:
-            dtype = v
-        elif f == 9 and w == 2:
-            raw = v
+    _, dims, dtype, raw = tensor_header(b)
     if dtype not in NARROW or raw is None:
         return False
     bits, dec, descr = NARROW[dtype]

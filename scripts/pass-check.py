@@ -2,7 +2,7 @@
 """Pass check: every qopt pass pipeline keeps the numbers of every ONNX test model.
 
     scripts/pass-check.py [--quick] [-j N] [--bin DIR] [--tests DIR]
-                          [--folder node|light|models]... [--filter SUBSTR]
+                          [--folder light|models|node|lit]... [--filter SUBSTR]
                           [--pipeline "-pass -pass"]... [-v] [--keep DIR]
 
 Each model under $ONNX_TESTS (default ../shared/onnx-tests next to the repo)
@@ -18,12 +18,16 @@ the optimised module must
     the same bytes (the printer's fixed point),
   - run under qrun on the same inputs to the reference outputs, within
     1e-7 + 1e-3*|want| (models/: 1e-4 + 1e-3*|want|; integers exactly).
+The folder `lit` adds the hand-written modules of test/lit (all but errors/)
+on random inputs (qrun --seed 3 for both runs: a pass must keep the module's
+inputs and outputs, in order); it needs no ONNX data.
 One check is one (model, pipeline); a model that does not import or whose
 unoptimised module does not run is skipped (that is scripts/conformance.py's
-business).  --quick (for `make check`) skips light/ models whose tensors
-exceed --quick-mb MB in all and checks an evenly spaced sample of
---node-sample node tests.  Ends with `N passed, N failed, N skipped`; exit 1
-on any failure.  Standard library only.
+business).  --quick (for `make check`, a few minutes) skips light/ models
+whose tensors exceed --quick-mb MB in all (qrun of a lowered network is
+slow: minutes for vgg19) and checks evenly spaced samples of --node-sample
+node tests and --lit-sample lit modules.  Ends with
+`N passed, N failed, N skipped`; exit 1 on any failure.  Standard library only.
 """
 import argparse
 import concurrent.futures
@@ -41,7 +45,7 @@ import conformance  # noqa: E402  (the importer driver shared with conformance.p
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINES = ["-canonicalize", "-lower", "-canonicalize -lower", "-roller", "-lower -roller"]
-FOLDERS = ["light", "models", "node"]
+FOLDERS = ["light", "models", "node", "lit"]
 
 TYPE_RE = re.compile(r"\b(f64|f32|f16|bf16|i64|i32|i16|i8|u64|u32|u16|u8|bool)\[([0-9,]*)\]")
 DTYPE_BYTES = {"f64": 8, "i64": 8, "u64": 8, "f32": 4, "i32": 4, "u32": 4,
@@ -80,14 +84,17 @@ class Model:
         self.refs = []            # (output name, reference .npy)
         self.tol = ("1e-4", "1e-3") if folder == "models" else ("1e-7", "1e-3")
         self.skip = None          # why the model is not checked
+        self.seed = None          # qrun --seed for inputs not fed from files
 
 
 def prepare(model, args, tmp_root):
     """Imports the model and computes its reference outputs; sets model.skip
     when it cannot be checked."""
-    wd = os.path.join(tmp_root, model.folder, model.name)
+    wd = os.path.join(tmp_root, model.folder, model.name.replace("/", "_"))
     os.makedirs(wd, exist_ok=True)
     model.workdir = wd
+    if model.folder == "lit":
+        return prepare_lit(model, args)
     onnx = os.path.join(model.test_dir, "model.onnx")
     try:
         inputs, outputs = conformance.model_io(onnx)
@@ -115,7 +122,7 @@ def prepare(model, args, tmp_root):
     model.refs = [(o, os.path.join(wd, "ref%d.npy" % k)) for k, o in enumerate(outputs)]
     cmd = [os.path.join(args.bin, "qrun")] + in_args(model)
     for o, path in model.refs:
-        cmd += ["--out", "%s=%s" % (o, path)]
+        cmd += ["--out", bind(o, path)]
     cmd.append(model.base)
     rc, msg = conformance.run(cmd, args.timeout)
     if rc != 0:
@@ -123,8 +130,42 @@ def prepare(model, args, tmp_root):
     return model
 
 
+def prepare_lit(model, args):
+    """A hand-written module of test/lit, on random inputs (qrun --seed): the
+    passes must keep the module's interface, so the same seed gives the
+    optimised module the same inputs."""
+    with open(model.test_dir, encoding="utf-8", errors="replace") as fh:
+        if re.search(r"^\s*weights\s", fh.read(), re.M):
+            model.skip = "has a weights file"
+            return model
+    model.base = os.path.join(model.workdir, "base.qir")
+    rc, msg = conformance.run([os.path.join(args.bin, "qopt"), model.test_dir, "-o", model.base], args.timeout)
+    if rc != 0:
+        model.skip = "not a valid module"
+        return model
+    with open(model.base, encoding="utf-8", errors="replace") as fh:
+        n_out = len(re.findall(r"^  output ", fh.read(), re.M))
+    if n_out == 0:
+        model.skip = "no outputs"
+        return model
+    model.seed = "3"
+    model.refs = [(None, os.path.join(model.workdir, "ref%d.npy" % k)) for k in range(n_out)]
+    cmd = [os.path.join(args.bin, "qrun"), "--seed", model.seed, model.base]
+    for _, path in model.refs:
+        cmd += ["--out", path]
+    rc, msg = conformance.run(cmd, args.timeout)
+    if rc != 0:
+        model.skip = "the unoptimised module does not run: %s" % last_lines(msg, 1)
+    return model
+
+
+def bind(name, path):
+    """qrun's NAME=FILE, or FILE alone for the next one in order."""
+    return path if name is None else "%s=%s" % (name, path)
+
+
 def in_args(model):
-    a = []
+    a = ["--seed", model.seed] if model.seed else []
     for name, path in model.feeds.items():
         a += ["--in", "%s=%s" % (name, path)]
     return a
@@ -149,7 +190,7 @@ def check(model, pipeline, args):
     atol, rtol = model.tol
     cmd = [os.path.join(args.bin, "qrun"), "--atol", atol, "--rtol", rtol] + in_args(model)
     for o, path in model.refs:
-        cmd += ["--expect", "%s=%s" % (o, path)]
+        cmd += ["--expect", bind(o, path)]
     cmd.append(opt)
     rc, msg = conformance.run(cmd, args.timeout)
     if rc != 0:
@@ -159,7 +200,17 @@ def check(model, pipeline, args):
 
 def collect(args):
     models = []
-    for folder in args.folder or FOLDERS:
+    for folder in args.folder:
+        if folder == "lit":
+            root = os.path.join(REPO, "test", "lit")
+            names = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root)
+                           for f in fs if f.endswith(".qir"))
+            names = [n for n in names if args.filter in n and not n.startswith("errors" + os.sep)]
+            if args.quick and len(names) > args.lit_sample > 0:
+                step = len(names) / args.lit_sample
+                names = [names[int(i * step)] for i in range(args.lit_sample)]
+            models += [Model(folder, n, os.path.join(root, n)) for n in names]
+            continue
         base = os.path.join(args.tests, folder)
         if not os.path.isdir(base):
             print("SKIPPED: %s/ not found" % folder)
@@ -187,6 +238,8 @@ def main():
                     help="--quick: skip light/ models with more MB of tensors than this (default 40)")
     ap.add_argument("--node-sample", type=int, default=120,
                     help="--quick: node tests checked, evenly spaced (default 120)")
+    ap.add_argument("--lit-sample", type=int, default=100,
+                    help="--quick: test/lit modules checked, evenly spaced (default 100)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per tool run (default 1800)")
     ap.add_argument("--keep", help="keep the work files (imported and optimised modules) under this directory")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every result")
@@ -194,10 +247,12 @@ def main():
     args.bin = os.path.abspath(args.bin)
     pipelines = args.pipeline or PIPELINES
 
+    args.folder = args.folder or FOLDERS
+    missing_tests = 0
     if not os.path.isdir(args.tests):
         print("SKIPPED: ONNX tests not found at %s (set ONNX_TESTS)" % args.tests)
-        print("0 passed, 0 failed, 1 skipped")
-        return 0
+        args.folder = [f for f in args.folder if f == "lit"]
+        missing_tests = 1
     for tool in ("onnx2qir", "qopt", "qrun"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             print("pass-check: error: %s not found in %s (build first, or set QIR_BIN)" % (tool, args.bin))
@@ -235,7 +290,7 @@ def main():
         shutil.rmtree(tmp_root, ignore_errors=True)
 
     results.sort(key=lambda r: (FOLDERS.index(r[0].folder), r[0].name, pipelines.index(r[1])))
-    total = {"passed": 0, "failed": 0, "skipped": 0}
+    total = {"passed": 0, "failed": 0, "skipped": missing_tests}
     table = {}
     for m, p, status, msg in results:
         total[status] += 1
@@ -251,7 +306,7 @@ def main():
             c = table.get((folder, p))
             if c:
                 print("%-7s %-22s %d passed, %d failed, %d skipped" % (folder, p, c["passed"], c["failed"], c["skipped"]))
-    print("models skipped: %d (-v lists them); time %.0f s" % (len(skipped_models), time.time() - start))
+    print("models not checked: %d (-v says why); time %.0f s" % (len(skipped_models), time.time() - start))
     print("%d passed, %d failed, %d skipped" % (total["passed"], total["failed"], total["skipped"]))
     return 1 if total["failed"] else 0
 

@@ -21,27 +21,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from onnx_inputs import onnx2qir_flags  # noqa: E402  (bench/onnx_inputs.py)
+from onnx_inputs import bench_models, onnx2qir_flags  # noqa: E402  (bench/onnx_inputs.py)
 
 # Passes in pipeline order; those qopt does not list (-print-passes) are left out.
 PIPELINE = ["canonicalize", "roller", "welder", "rammer", "grinder"]
 SMOKE_MODEL = "light/light_squeezenet"
-
-
-def find_models(onnx_tests, smoke):
-    if smoke:
-        d = os.path.join(onnx_tests, SMOKE_MODEL)
-        return [d] if os.path.isfile(os.path.join(d, "model.onnx")) else []
-    out = []
-    for group in ("light", "models"):
-        root = os.path.join(onnx_tests, group)
-        if not os.path.isdir(root):
-            continue
-        for name in sorted(os.listdir(root)):
-            d = os.path.join(root, name)
-            if os.path.isfile(os.path.join(d, "model.onnx")):
-                out.append(d)
-    return out
 
 
 def available_passes(qopt):
@@ -110,7 +94,7 @@ def main():
         print("FAIL: missing tools in %s: %s (build first: make)" % (bindir, " ".join(missing)))
         print("0 passed, 1 failed, 0 skipped")
         return 1
-    models = find_models(onnx_tests, args.smoke)
+    models = bench_models(onnx_tests, SMOKE_MODEL if args.smoke else None)
     if not models:
         print("SKIPPED: no models under %s" % onnx_tests)
         print("0 passed, 0 failed, 1 skipped")

@@ -22,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from onnx_inputs import model_inputs  # noqa: E402  (bench/onnx_inputs.py)
+from onnx_inputs import bench_models, model_inputs  # noqa: E402  (bench/onnx_inputs.py)
 SMOKE_MODEL = "node/test_conv_with_strides_padding"   # tiny: make check runs it
 
 
@@ -39,19 +39,6 @@ def npm_install():
     if p.returncode != 0:
         return "npm install failed: " + (p.stderr.strip().splitlines() or ["?"])[-1]
     return None
-
-
-def models(onnx_tests, smoke):
-    if smoke:
-        d = os.path.join(onnx_tests, SMOKE_MODEL)
-        return [d] if os.path.isfile(os.path.join(d, "model.onnx")) else []
-    out = []
-    for group in ("light", "models"):
-        root = os.path.join(onnx_tests, group)
-        for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-            if os.path.isfile(os.path.join(root, name, "model.onnx")):
-                out.append(os.path.join(root, name))
-    return out
 
 
 def step(cmd, cwd, what, timeout=900):
@@ -96,7 +83,7 @@ def main():
     why = npm_install()
     if why:
         return skipped("ONNX Runtime unavailable: " + why)
-    todo = models(onnx_tests, args.smoke)
+    todo = bench_models(onnx_tests, SMOKE_MODEL if args.smoke else None)
     if not todo:
         return skipped("no models under %s" % onnx_tests)
 

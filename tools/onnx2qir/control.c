@@ -260,11 +260,7 @@ static bool unroll_loop(node_ctx *nc, const Onnx__GraphProto *body, int64_t trip
     }
     qir_value **parts = calloc((size_t)done + 1, sizeof *parts);
     for (int64_t k = 0; k < done && ok; k++) {
-      qir_value *v = scans[s][k];
-      int64_t d[QIR_MAX_RANK];
-      d[0] = 1;
-      for (int j = 0; j < v->type.rank; j++) d[1 + j] = v->type.dims[j];
-      parts[k] = emit_reshape(imp, v, v->type.rank + 1, d);
+      parts[k] = emit_insert_unit_axis(imp, scans[s][k], 0);
       if (!parts[k]) ok = false;
     }
     if (ok) {
@@ -528,15 +524,7 @@ bool convert_scan(node_ctx *nc) {
   ok = op_end(imp, op, res) != NULL;
   for (int s = 0; ok && s < n_sout; s++) {
     qir_value *v = res[n_state + s];
-    if (out_dirs[s]) {
-      int64_t *idx = malloc(sizeof *idx * (size_t)(trip + 1));
-      for (int64_t k = 0; k < trip; k++) idx[k] = trip - 1 - k;
-      qir_value *in2[2] = {v, const_i64s(imp, (int)trip, idx)};
-      free(idx);
-      qir_op *g = op_begin(imp, QIR_OP_GATHER, 2, in2);
-      set_i(imp, g, "axis", 0);
-      v = op_end(imp, g, NULL);
-    }
+    if (out_dirs[s]) v = emit_reverse_axis0(imp, v, trip);
     int rank = v ? v->type.rank : 0;
     int64_t ax = batched ? 0 : norm_axis(out_axes[s], rank);
     if (v && ax > 0) {
@@ -548,13 +536,7 @@ bool convert_scan(node_ctx *nc) {
     if (!v) ok = false;
   }
   if (ok && batched)
-    for (int i = 0; i < n_res; i++) {
-      qir_value *v = res[i];
-      int64_t d[QIR_MAX_RANK];
-      d[0] = 1;
-      for (int j = 0; j < v->type.rank; j++) d[1 + j] = v->type.dims[j];
-      res[i] = emit_reshape(imp, v, v->type.rank + 1, d);
-    }
+    for (int i = 0; i < n_res; i++) res[i] = emit_insert_unit_axis(imp, res[i], 0);
   for (int i = 0; ok && i < nc->n_out; i++) nc->out[i] = res[i];
   free(res);
   free(ops_in);

@@ -652,6 +652,23 @@ qir_value *emit_transpose(importer *imp, qir_value *x, int n, const int64_t *per
   return op_end(imp, op, NULL);
 }
 
+qir_value *emit_insert_unit_axis(importer *imp, qir_value *v, int axis) {
+  if (!v) return NULL;
+  int64_t d[QIR_MAX_RANK];
+  for (int i = 0, k = 0; i <= v->type.rank; i++) d[i] = i == axis ? 1 : v->type.dims[k++];
+  return emit_reshape(imp, v, v->type.rank + 1, d);
+}
+
+qir_value *emit_reverse_axis0(importer *imp, qir_value *x, int64_t n) {
+  int64_t *idx = malloc(sizeof *idx * (size_t)(n + 1));
+  for (int64_t k = 0; k < n; k++) idx[k] = n - 1 - k;
+  qir_value *in[2] = {x, const_i64s(imp, (int)n, idx)};
+  free(idx);
+  qir_op *op = op_begin(imp, QIR_OP_GATHER, 2, in);
+  set_i(imp, op, "axis", 0);
+  return op_end(imp, op, NULL);
+}
+
 qir_value *const_splat(importer *imp, qir_type t, double v) {
   return add_const_op(imp, qir_const_new_splat(imp->m, t, v, (qir_loc){0}));
 }
@@ -744,31 +761,32 @@ static bool need_const(node_ctx *nc, int input) {
   return false;
 }
 
-bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n) {
-  if (!need_const(nc, input)) return false;
+/* The constant at `input` when it has at most cap elements (count in *n);
+ * NULL after reporting otherwise. */
+static qir_value *need_const_at_most(node_ctx *nc, int input, int cap, int *n) {
+  if (!need_const(nc, input)) return NULL;
   qir_value *v = nc->in[input];
   int64_t numel = qir_type_numel(&v->type);
   if (numel > cap) {
     imp_error(nc->imp, "input %d ('%s') has %lld elements (at most %d expected)", input, nc->node->input[input],
               (long long)numel, cap);
-    return false;
+    return NULL;
   }
-  for (int64_t i = 0; i < numel; i++) out[i] = const_int(nc->imp, v, i);
   *n = (int)numel;
+  return v;
+}
+
+bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n) {
+  qir_value *v = need_const_at_most(nc, input, cap, n);
+  if (!v) return false;
+  for (int i = 0; i < *n; i++) out[i] = const_int(nc->imp, v, i);
   return true;
 }
 
 bool need_const_floats(node_ctx *nc, int input, double *out, int cap, int *n) {
-  if (!need_const(nc, input)) return false;
-  qir_value *v = nc->in[input];
-  int64_t numel = qir_type_numel(&v->type);
-  if (numel > cap) {
-    imp_error(nc->imp, "input %d ('%s') has %lld elements (at most %d expected)", input, nc->node->input[input],
-              (long long)numel, cap);
-    return false;
-  }
-  for (int64_t i = 0; i < numel; i++) out[i] = const_elem(nc->imp, v, i);
-  *n = (int)numel;
+  qir_value *v = need_const_at_most(nc, input, cap, n);
+  if (!v) return false;
+  for (int i = 0; i < *n; i++) out[i] = const_elem(nc->imp, v, i);
   return true;
 }
 

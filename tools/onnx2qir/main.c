@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     if ((strcmp(a, "-o") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--bind") == 0) &&
         i + 1 >= argc) {
       fprintf(stderr, "onnx2qir: error: %s needs an argument\n", a);
-      goto fail_args;
+      goto free_args;
     }
     if (strcmp(a, "-o") == 0) out_path = argv[++i];
     else if (strcmp(a, "-w") == 0) w_path = argv[++i];
@@ -116,35 +116,35 @@ int main(int argc, char **argv) {
       const char *v = a[7] == '=' ? a + 8 : argv[++i];
       if (!parse_shape(v, &imp.shapes[imp.n_shapes++])) {
         fprintf(stderr, "onnx2qir: error: bad --shape '%s' (want NAME=D0,D1,...)\n", v);
-        goto fail_args;
+        goto free_args;
       }
     } else if (strcmp(a, "--bind") == 0 || strncmp(a, "--bind=", 7) == 0) {
       const char *v = a[6] == '=' ? a + 7 : argv[++i];
       const char *eq = strrchr(v, '=');
       if (!eq || eq == v || !eq[1]) {
         fprintf(stderr, "onnx2qir: error: bad --bind '%s' (want NAME=FILE.pb)\n", v);
-        goto fail_args;
+        goto free_args;
       }
       imp.binds[imp.n_binds].name = strndup(v, (size_t)(eq - v));
       imp.binds[imp.n_binds++].path = eq + 1;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       status = 0;
-      goto fail_args;
+      goto free_args;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "onnx2qir: error: unknown option '%s'\n", a);
       usage(stderr);
-      goto fail_args;
+      goto free_args;
     } else if (model_path) {
       fprintf(stderr, "onnx2qir: error: more than one model given\n");
-      goto fail_args;
+      goto free_args;
     } else {
       model_path = a;
     }
   }
   if (!model_path) {
     usage(stderr);
-    goto fail_args;
+    goto free_args;
   }
   imp.model_path = model_path;
 
@@ -152,13 +152,13 @@ int main(int argc, char **argv) {
   FILE *f = fopen(model_path, "rb");
   if (!f) {
     fprintf(stderr, "%s: error: cannot open: %s\n", model_path, strerror(errno));
-    goto fail_args;
+    goto free_args;
   }
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 31)) {
     fprintf(stderr, "%s: error: not a regular file of at most 2 GiB\n", model_path);
     fclose(f);
-    goto fail_args;
+    goto free_args;
   }
   size_t len = (size_t)st.st_size;
   uint8_t *buf = malloc(len + 1);
@@ -166,14 +166,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: error: cannot read: %s\n", model_path, strerror(errno));
     fclose(f);
     free(buf);
-    goto fail_args;
+    goto free_args;
   }
   fclose(f);
   Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, buf);
   free(buf);
   if (!model) {
     fprintf(stderr, "%s: error: not a valid ONNX model (truncated or corrupt protobuf)\n", model_path);
-    goto fail_args;
+    goto free_args;
   }
 
   char *stem = model_stem(model_path);
@@ -284,12 +284,7 @@ done:
   strmap_free(imp.used_names);
   strmap_free(imp.unsupported);
   qir_module_free(imp.m);
-  for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
-  for (int i = 0; i < imp.n_binds; i++) free((void *)imp.binds[i].name);
-  free(imp.shapes);
-  free(imp.binds);
-  return status;
-fail_args:
+free_args: /* every path, after an import or before one started */
   for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
   for (int i = 0; i < imp.n_binds; i++) free((void *)imp.binds[i].name);
   free(imp.shapes);

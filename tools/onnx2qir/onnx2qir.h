@@ -128,6 +128,10 @@ qir_value *emit3(importer *imp, qir_opcode code, qir_value *a, qir_value *b, qir
 qir_value *emit_reshape(importer *imp, qir_value *x, int rank, const int64_t *dims);
 qir_value *emit_cast(importer *imp, qir_value *x, qir_dtype to);
 qir_value *emit_transpose(importer *imp, qir_value *x, int n, const int64_t *perm);
+/* v reshaped with a new axis of extent 1 at `axis` (NULL stays NULL). */
+qir_value *emit_insert_unit_axis(importer *imp, qir_value *v, int axis);
+/* x with its first axis (of extent n) in reverse order: a gather. */
+qir_value *emit_reverse_axis0(importer *imp, qir_value *x, int64_t n);
 /* Constants, appended to imp->region. */
 qir_value *const_scalar(importer *imp, qir_dtype dt, double v);
 qir_value *const_splat(importer *imp, qir_type t, double v);

@@ -263,15 +263,7 @@ static bool one_direction(node_ctx *nc, const rnn_info *ri, int d, bool reverse,
   *Yh = res[0];
   *Yc = cn ? res[1] : NULL;
   qir_value *yall = res[cn ? 2 : 1];
-  if (reverse) {
-    int64_t *idx = malloc(sizeof *idx * (size_t)(T + 1));
-    for (int64_t k = 0; k < T; k++) idx[k] = T - 1 - k;
-    qir_value *gi[2] = {yall, const_i64s(imp, (int)T, idx)};
-    free(idx);
-    qir_op *g2 = op_begin(imp, QIR_OP_GATHER, 2, gi);
-    set_i(imp, g2, "axis", 0);
-    yall = op_end(imp, g2, NULL);
-  }
+  if (reverse) yall = emit_reverse_axis0(imp, yall, T);
   *Y = yall;
   return yall != NULL;
 }
@@ -281,13 +273,6 @@ static qir_value *concat_axis(importer *imp, int n, qir_value **v, int axis) {
   qir_op *op = op_begin(imp, QIR_OP_CONCAT, n, v);
   set_i(imp, op, "axis", axis);
   return op_end(imp, op, NULL);
-}
-
-static qir_value *insert_unit_axis(importer *imp, qir_value *v, int axis) {
-  if (!v) return NULL;
-  int64_t d[QIR_MAX_RANK];
-  for (int i = 0, k = 0; i <= v->type.rank; i++) d[i] = i == axis ? 1 : v->type.dims[k++];
-  return emit_reshape(imp, v, v->type.rank + 1, d);
 }
 
 bool convert_rnn(node_ctx *nc) {
@@ -396,9 +381,9 @@ bool convert_rnn(node_ctx *nc) {
   /* Y [T, nd, B, H], Y_h and Y_c [nd, B, H] */
   qir_value *ys[2], *hs[2], *cs[2];
   for (int d = 0; d < nd; d++) {
-    ys[d] = insert_unit_axis(imp, Y[d], 1);
-    hs[d] = insert_unit_axis(imp, Yh[d], 0);
-    cs[d] = ri.kind == K_LSTM ? insert_unit_axis(imp, Yc[d], 0) : NULL;
+    ys[d] = emit_insert_unit_axis(imp, Y[d], 1);
+    hs[d] = emit_insert_unit_axis(imp, Yh[d], 0);
+    cs[d] = ri.kind == K_LSTM ? emit_insert_unit_axis(imp, Yc[d], 0) : NULL;
   }
   qir_value *y = concat_axis(imp, nd, ys, 1), *yh = concat_axis(imp, nd, hs, 0);
   qir_value *yc = ri.kind == K_LSTM ? concat_axis(imp, nd, cs, 0) : NULL;

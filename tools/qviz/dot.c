@@ -71,65 +71,59 @@ static size_t utf8_len(const unsigned char *p) {
   return n;
 }
 
-void dot_quoted(FILE *out, const char *s) {
-  fputc('"', out);
+/* Writes s with valid multi-byte UTF-8 kept as is, invalid bytes as '?', and
+ * each ASCII byte through escape_ascii. */
+static void put_escaped(FILE *out, const char *s, void (*escape_ascii)(FILE *out, unsigned char c)) {
   const unsigned char *p = (const unsigned char *)(s ? s : "");
   while (*p) {
     size_t n = utf8_len(p);
     if (n == 0) {
       fputc('?', out);
       p++;
-      continue;
-    }
-    if (n > 1) {
+    } else if (n > 1) {
       fwrite(p, 1, n, out);
       p += n;
-      continue;
-    }
-    unsigned char c = *p++;
-    if (c == '"' || c == '\\') {
-      fputc('\\', out);
-      fputc(c, out);
-    } else if (c == '\n') {
-      fputs("\\n", out);
-    } else if (c == '\t') {
-      fputc(' ', out);
-    } else if (c < 32 || c == 127) {
-      fputc('?', out);
     } else {
-      fputc(c, out);
+      escape_ascii(out, *p++);
     }
   }
+}
+
+static void escape_dot_ascii(FILE *out, unsigned char c) {
+  if (c == '"' || c == '\\') {
+    fputc('\\', out);
+    fputc(c, out);
+  } else if (c == '\n') {
+    fputs("\\n", out);
+  } else if (c == '\t') {
+    fputc(' ', out);
+  } else if (c < 32 || c == 127) {
+    fputc('?', out);
+  } else {
+    fputc(c, out);
+  }
+}
+
+void dot_quoted(FILE *out, const char *s) {
+  fputc('"', out);
+  put_escaped(out, s, escape_dot_ascii);
   fputc('"', out);
 }
 
-void dot_html(FILE *out, const char *s) {
-  const unsigned char *p = (const unsigned char *)(s ? s : "");
-  while (*p) {
-    size_t n = utf8_len(p);
-    if (n == 0) {
-      fputc('?', out);
-      p++;
-      continue;
-    }
-    if (n > 1) {
-      fwrite(p, 1, n, out);
-      p += n;
-      continue;
-    }
-    unsigned char c = *p++;
-    switch (c) {
-    case '&': fputs("&amp;", out); break;
-    case '<': fputs("&lt;", out); break;
-    case '>': fputs("&gt;", out); break;
-    case '"': fputs("&quot;", out); break;
-    case '\'': fputs("&#39;", out); break;
-    case '\n': fputs("<BR/>", out); break;
-    case '\t': fputc(' ', out); break;
-    default: fputc(c < 32 || c == 127 ? '?' : c, out);
-    }
+static void escape_html_ascii(FILE *out, unsigned char c) {
+  switch (c) {
+  case '&': fputs("&amp;", out); break;
+  case '<': fputs("&lt;", out); break;
+  case '>': fputs("&gt;", out); break;
+  case '"': fputs("&quot;", out); break;
+  case '\'': fputs("&#39;", out); break;
+  case '\n': fputs("<BR/>", out); break;
+  case '\t': fputc(' ', out); break;
+  default: fputc(c < 32 || c == 127 ? '?' : c, out);
   }
 }
+
+void dot_html(FILE *out, const char *s) { put_escaped(out, s, escape_html_ascii); }
 
 void buf_put_clipped(qviz_buf *b, const char *s, size_t max) {
   size_t n = strlen(s);
