@@ -1,9 +1,11 @@
 #!/bin/sh
 # `make check`: every test qir has, in one run, ending in one summary line
 #   N passed, N failed, N skipped
-# Suites: lit (tools built with ASan+UBSan), printer fixed point, ONNX
-# conformance (onnx2qir + qrun), the C back end on the same tests, nvcc/hipcc
-# compile checks (skipped where absent), qviz rendering, benchmark smoke runs.
+# Suites: lit (tools built with ASan+UBSan), printer fixed point, mutated bad
+# inputs (ASan+UBSan), ONNX conformance (onnx2qir + qrun), passes checked
+# numerically against their input, the C back end on the same tests with roller
+# plans and with default schedules, nvcc/hipcc compile checks (skipped where
+# absent), qviz rendering, benchmark smoke runs.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -14,16 +14,22 @@ for p in $optional; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || want_optional="$want_optional $p"
 done
 [ -z "$missing$want_optional" ] && exit 0
-if [ "$(id -u)" = 0 ]; then
+# As root, or with password-less sudo, install; otherwise say exactly what to run.
+if [ "$(id -u)" = 0 ]; then as_root=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then as_root="sudo -n"
+else as_root="none"
+fi
+if [ "$as_root" != none ]; then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null 2>&1 || true
+  $as_root apt-get update -qq >/dev/null 2>&1 || true
   if [ -n "$missing" ]; then
     echo "deps: installing$missing"
-    apt-get install -y -qq $missing >/dev/null
+    $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   fi
   if [ -n "$want_optional" ]; then
     echo "deps: installing optional$want_optional (HIP compile checks)"
-    apt-get install -y -qq $want_optional >/dev/null 2>&1 || echo "deps: optional$want_optional not installed; HIP checks will be skipped"
+    $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $want_optional >/dev/null 2>&1 ||
+      echo "deps: optional$want_optional not installed; HIP checks will be skipped"
   fi
 elif [ -n "$missing" ]; then
   echo "qir needs these Debian packages. Run:"
