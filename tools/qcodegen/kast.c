@@ -396,12 +396,14 @@ static void print_float(FILE *o, double v, ktype t) {
 static void print_var_ref(FILE *o, const kvar *v, const kexpr *index, const kkernel *k,
                           const kprint_style *st) {
   fputs(v->name, o);
-  if (st->c_threads && v->space == KV_THREAD) fputs("[tid]", o);
   if (index) {
     fputc('[', o);
     kprint_expr(o, index, k, st);
     fputc(']', o);
   }
+  /* C: the thread index is the last (contiguous) one, so a loop over the
+   * threads innermost reads consecutive elements and vectorises. */
+  if (st->c_threads && v->space == KV_THREAD) fputs("[tid]", o);
 }
 
 static const char *infix(qir_expr_fn fn) {
@@ -487,6 +489,11 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
     fputs(")", o);
     return;
   case KE_BINARY: {
+    if (st->c_tid_split && (e->fn == QIR_FN_MOD || e->fn == QIR_FN_DIV) && e->a->kind == KE_TID &&
+        e->b->kind == KE_INT && e->b->ival == st->c_tid_split) {
+      fputs(e->fn == QIR_FN_MOD ? "tx" : "ty", o);
+      return;
+    }
     const char *op = infix(e->fn);
     bool float_div = e->fn == QIR_FN_DIV && ktype_is_float(e->type);
     if (op && (e->fn != QIR_FN_DIV || float_div || !ktype_is_float(e->type))) {
@@ -532,8 +539,8 @@ void kprint_var_decl(FILE *o, const kvar *v, const kprint_style *st, int threads
   indent_to(o, indent);
   if (v->space == KV_SHARED && !st->c_threads) fputs("__shared__ ", o);
   fprintf(o, "%s %s", ktype_c(v->type), v->name);
-  if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", threads);
   if (v->size) fprintf(o, "[%" PRId64 "]", v->size);
+  if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", threads);
   fputs(";\n", o);
 }
 

@@ -201,6 +201,8 @@ extern const cg_printer cg_printer_c, cg_printer_cuda, cg_printer_hip;
 typedef struct {
   bool c_threads;               /* C: KV_THREAD variables are indexed by tid */
   bool hip;
+  int c_tid_split;              /* C: > 0: the thread loop is split as tid = ty * this + tx,
+                                 * and tid % this prints as tx, tid / this as ty */
 } kprint_style;
 void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st);
 void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
