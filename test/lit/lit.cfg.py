@@ -63,7 +63,9 @@ config.substitutions.append(("%{cc}", cc))
 
 if os.path.isdir(onnx_tests):
     config.available_features.add("onnx-tests")
-if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+if nvcc:
     config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
 if shutil.which("hipcc"):
     config.available_features.add("hipcc")

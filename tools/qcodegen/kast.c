@@ -55,14 +55,55 @@ kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size,
   v->type = t;
   v->size = size;
   v->space = sp;
-  if (k && (sp == KV_THREAD || sp == KV_SHARED)) {
+  if (k && (sp == KV_THREAD || sp == KV_SHARED || sp == KV_FRAG)) {
     kvar **vars = qir_alloc(b->m, sizeof *vars * (size_t)(k->n_vars + 1));
     if (k->n_vars) memcpy(vars, k->vars, sizeof *vars * (size_t)k->n_vars);
     vars[k->n_vars++] = v;
     k->vars = vars;
-    if (sp == KV_SHARED) k->smem_bytes += size * (t == KT_F64 || t == KT_I64 || t == KT_U64 ? 8 : 4);
+    if (sp == KV_SHARED) k->smem_bytes += kvar_bytes(v);
   }
   return v;
+}
+
+int64_t kvar_bytes(const kvar *v) {
+  if (v->space != KV_SHARED) return 0;
+  int64_t elem = v->raw ? 2 : v->type == KT_F64 || v->type == KT_I64 || v->type == KT_U64 ? 8 : 4;
+  return v->size * elem;
+}
+
+kvar *kvar_new_raw_shared(kbuilder *b, kkernel *k, const char *stem, qir_dtype dt, int64_t size) {
+  kvar *v = kvar_new(b, NULL, stem, KT_U32, size, KV_SHARED);
+  v->raw = dt;
+  kvar **vars = qir_alloc(b->m, sizeof *vars * (size_t)(k->n_vars + 1));
+  if (k->n_vars) memcpy(vars, k->vars, sizeof *vars * (size_t)k->n_vars);
+  vars[k->n_vars++] = v;
+  k->vars = vars;
+  k->smem_bytes += kvar_bytes(v);
+  return v;
+}
+
+kvar *kvar_new_frag(kbuilder *b, kkernel *k, const char *stem, kfrag_role role, qir_dtype dt, bool col_major, int64_t count) {
+  kvar *v = kvar_new(b, k, stem, KT_F32, count, KV_FRAG);
+  v->frag = role;
+  v->frag_dtype = dt;
+  v->col_major = col_major;
+  return v;
+}
+
+/* Shared variables in one dynamic buffer, each at a 128-byte boundary. */
+int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit) {
+  if (k->smem_bytes <= static_limit) return 0;
+  int64_t total = 0;
+  for (int i = 0; i < k->n_vars; i++)
+    if (k->vars[i]->space == KV_SHARED) total += (kvar_bytes(k->vars[i]) + 127) / 128 * 128;
+  return total;
+}
+
+int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v) {
+  int64_t off = 0;
+  for (int i = 0; i < k->n_vars && k->vars[i] != v; i++)
+    if (k->vars[i]->space == KV_SHARED) off += (kvar_bytes(k->vars[i]) + 127) / 128 * 128;
+  return off;
 }
 
 static kexpr *ke_new(kbuilder *b, kexpr_kind kind, ktype t) {
@@ -110,6 +151,15 @@ kexpr *ke_load(kbuilder *b, kkernel *k, int param, kexpr *index) {
   return e;
 }
 
+kexpr *ke_load_raw(kbuilder *b, int param, kexpr *index) {
+  kexpr *e = ke_new(b, KE_LOAD, KT_U32);
+  e->param = param;
+  e->a = index;
+  e->raw = true;
+  return e;
+}
+
+kexpr *ke_warp(kbuilder *b) { return ke_new(b, KE_WARP, KT_I32); }
 kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
 kexpr *ke_bid(kbuilder *b) { return ke_new(b, KE_BID, KT_I32); }
 
@@ -285,8 +335,55 @@ kstmt *ks_comment(kbuilder *b, const char *text) {
   return s;
 }
 
+kstmt *ks_warp_barrier(kbuilder *b) {
+  kstmt *s = ks_new(b, KS_BARRIER);
+  s->warp_only = true;
+  return s;
+}
+
+kstmt *ks_mma_fill(kbuilder *b, kvar *acc, kexpr *index) {
+  kstmt *s = ks_new(b, KS_MMA_FILL);
+  s->var = acc;
+  s->index = index;
+  return s;
+}
+
+kstmt *ks_mma_load(kbuilder *b, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld) {
+  kstmt *s = ks_new(b, KS_MMA_LOAD);
+  s->var = frag;
+  s->index = index;
+  s->mem = mem;
+  s->lo = offset;
+  s->step = ld;
+  return s;
+}
+
+kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib) {
+  kstmt *s = ks_new(b, KS_MMA_SYNC);
+  s->var = acc;
+  s->index = index;
+  s->fa = fa;
+  s->ia = ia;
+  s->fb = fb;
+  s->ib = ib;
+  return s;
+}
+
+kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc, kexpr *index) {
+  kstmt *s = ks_new(b, KS_MMA_STORE);
+  s->var = acc;
+  s->index = index;
+  s->mem = mem;
+  s->lo = offset;
+  s->step = ld;
+  return s;
+}
+
+bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA_STORE; }
+
 bool ks_has_sync(const kstmt *s) {
   if (!s) return false;
+  if (ks_is_mma(s)) return true;
   switch (s->kind) {
   case KS_BARRIER: case KS_WARP_REDUCE: return true;
   case KS_SEQ:
@@ -325,6 +422,7 @@ bool ks_uses_param(const kstmt *s, int p) {
 bool ks_uses_var(const kstmt *s, const kvar *v) {
   if (!s) return false;
   if (s->var == v && s->kind != KS_DECL) return true;
+  if (s->mem == v || s->fa == v || s->fb == v || ke_uses_var(s->ia, v) || ke_uses_var(s->ib, v)) return true;
   if (ke_uses_var(s->init, v) || ke_uses_var(s->lo, v) || ke_uses_var(s->hi, v) || ke_uses_var(s->cond, v) ||
       ke_uses_var(s->index, v) || ke_uses_var(s->value, v))
     return true;
@@ -471,8 +569,12 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
   case KE_ELEM: print_var_ref(o, e->var, e->a, k, st); return;
   case KE_TID: fputs(st->c_threads ? "tid" : "(int)threadIdx.x", o); return;
   case KE_BID: fputs(st->c_threads ? "bid" : "(int)blockIdx.x", o); return;
+  case KE_WARP:
+    if (st->c_threads) fputs("q_w", o);
+    else fprintf(o, "((int)threadIdx.x / %d)", k->warp);
+    return;
   case KE_LOAD: {
-    qir_dtype dt = k->params[e->param].dtype;
+    qir_dtype dt = e->raw ? QIR_U16 : k->params[e->param].dtype;
     const char *pre = dt == QIR_F16 ? "q_h2f(" : dt == QIR_BF16 ? "q_bf2f(" : dt == QIR_BOOL ? "(int)(" : "";
     fprintf(o, "%s%s[", pre, k->params[e->param].name);
     kprint_expr(o, e->a, k, st);
@@ -535,13 +637,89 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
 
 static void indent_to(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
 
-void kprint_var_decl(FILE *o, const kvar *v, const kprint_style *st, int threads, int indent) {
+static const char *frag_role_cuda(kfrag_role r) {
+  return r == KF_A ? "matrix_a" : r == KF_B ? "matrix_b" : "accumulator";
+}
+
+void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_style *st, int indent) {
   indent_to(o, indent);
-  if (v->space == KV_SHARED && !st->c_threads) fputs("__shared__ ", o);
-  fprintf(o, "%s %s", ktype_c(v->type), v->name);
+  if (v->space == KV_FRAG) {
+    if (st->c_threads)            /* C: each warp's fragments as 16x16 floats */
+      fprintf(o, "float %s[%d][%" PRId64 "][%d];\n", v->name, k->threads / k->warp, v->size, Q_MMA * Q_MMA);
+    else if (st->hip)             /* MFMA: 4 values per lane of a 64-lane wavefront */
+      fprintf(o, "%s %s[%" PRId64 "];\n", v->frag == KF_ACC ? "q_f4" : "q_s4", v->name, v->size);
+    else if (v->frag == KF_ACC)
+      fprintf(o, "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, %d, %d, %d, float> %s[%" PRId64 "];\n", Q_MMA, Q_MMA,
+              Q_MMA, v->name, v->size);
+    else
+      fprintf(o, "nvcuda::wmma::fragment<nvcuda::wmma::%s, %d, %d, %d, %s, nvcuda::wmma::%s> %s[%" PRId64 "];\n",
+              frag_role_cuda(v->frag), Q_MMA, Q_MMA, Q_MMA, v->frag_dtype == QIR_BF16 ? "__nv_bfloat16" : "__half",
+              v->col_major ? "col_major" : "row_major", v->name, v->size);
+    return;
+  }
+  /* matrix-unit loads need 32-byte aligned tiles */
+  if (v->space == KV_SHARED && !st->c_threads) fputs(v->raw ? "__shared__ __align__(32) " : "__shared__ ", o);
+  fprintf(o, "%s %s", v->raw ? "uint16_t" : ktype_c(v->type), v->name);
   if (v->size) fprintf(o, "[%" PRId64 "]", v->size);
-  if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", threads);
+  if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", k->threads);
   fputs(";\n", o);
+}
+
+/* A fragment element reference: C keeps one set of fragments per warp. */
+static void print_frag(FILE *o, const kvar *v, const kexpr *index, const kkernel *k, const kprint_style *st) {
+  fprintf(o, "%s%s[", v->name, st->c_threads ? "[q_w]" : "");
+  kprint_expr(o, index, k, st);
+  fputc(']', o);
+}
+
+void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
+  const char *ns = "nvcuda::wmma::";
+  bool c = st->c_threads, hip = st->hip;
+  switch (s->kind) {
+  case KS_MMA_FILL:
+    fputs(c ? "memset(" : hip ? "" : "nvcuda::wmma::fill_fragment(", o);
+    print_frag(o, s->var, s->index, k, st);
+    fputs(c ? ", 0, sizeof(float) * 256);\n" : hip ? " = q_mfma_zero();\n" : ", 0.0f);\n", o);
+    return;
+  case KS_MMA_LOAD: {
+    bool bf = s->var->frag_dtype == QIR_BF16;
+    if (c) fputs("q_mma_load(", o);
+    else if (hip) fprintf(o, "q_mfma_load_%s(", s->var->frag == KF_A ? "a" : "b");
+    else fprintf(o, "%sload_matrix_sync(", ns);
+    print_frag(o, s->var, s->index, k, st);
+    fprintf(o, ", %s&%s[", c || hip ? "" : bf ? "(const __nv_bfloat16 *)" : "(const __half *)", s->mem->name);
+    kprint_expr(o, s->lo, k, st);
+    fprintf(o, "], %" PRId64, s->step);
+    if (c) fprintf(o, ", %d, %d);\n", s->var->col_major, bf);
+    else if (hip) fprintf(o, ", %d);\n", s->var->col_major);
+    else fputs(");\n", o);
+    return;
+  }
+  case KS_MMA_SYNC:
+    if (hip) {
+      print_frag(o, s->var, s->index, k, st);
+      fprintf(o, " = q_mfma_%s(", s->fa->frag_dtype == QIR_BF16 ? "bf16" : "f16");
+    } else {
+      fputs(c ? "q_mma_sync(" : "nvcuda::wmma::mma_sync(", o);
+      print_frag(o, s->var, s->index, k, st);
+      fputs(", ", o);
+    }
+    print_frag(o, s->fa, s->ia, k, st);
+    fputs(", ", o);
+    print_frag(o, s->fb, s->ib, k, st);
+    fputs(", ", o);
+    print_frag(o, s->var, s->index, k, st);
+    fputs(");\n", o);
+    return;
+  case KS_MMA_STORE:
+    fprintf(o, "%s(&%s[", c ? "q_mma_store" : hip ? "q_mfma_store" : "nvcuda::wmma::store_matrix_sync", s->mem->name);
+    kprint_expr(o, s->lo, k, st);
+    fputs("], ", o);
+    print_frag(o, s->var, s->index, k, st);
+    fprintf(o, ", %" PRId64 "%s);\n", s->step, c || hip ? "" : ", nvcuda::wmma::mem_row_major");
+    return;
+  default: return;
+  }
 }
 
 static void print_store(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
@@ -619,7 +797,12 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     return;
   case KS_BARRIER:
     indent_to(o, ind);
-    fputs("__syncthreads();\n", o);
+    /* a wavefront's lanes run in lock step, but LDS traffic needs the full barrier's waits */
+    fputs(s->warp_only && !st->hip ? "__syncwarp();\n" : "__syncthreads();\n", o);
+    return;
+  case KS_MMA_FILL: case KS_MMA_LOAD: case KS_MMA_SYNC: case KS_MMA_STORE:
+    indent_to(o, ind);
+    kprint_mma_stmt(o, s, k, st);
     return;
   case KS_WARP_REDUCE: {
     /* butterfly: every lane ends with the reduction of the warp/wavefront */

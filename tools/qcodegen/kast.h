@@ -35,13 +35,23 @@ typedef enum {
   KV_THREAD,                    /* per thread, survives barriers (registers) */
   KV_SHARED,                    /* per block (shared memory / LDS) */
   KV_BLOCK,                     /* block-uniform scalar */
+  KV_FRAG,                      /* matrix-unit fragments of a warp (size = fragment count) */
 } kvar_space;
+
+/* Matrix-unit (tensor core / MFMA) fragments: Q_MMA x Q_MMA x Q_MMA, operands
+ * of 16-bit floats, f32 accumulators.  Every target of qir/target.c has this shape. */
+#define Q_MMA 16
+typedef enum { KF_A, KF_B, KF_ACC } kfrag_role;
 
 typedef struct kvar {
   const char *name;
   ktype type;
   int64_t size;                 /* 0: scalar, else array elements */
   kvar_space space;
+  qir_dtype raw;                /* KV_SHARED: QIR_F16/QIR_BF16 = holds raw 16-bit values, else 0 */
+  kfrag_role frag;              /* KV_FRAG: which operand */
+  qir_dtype frag_dtype;         /* KV_FRAG A/B: QIR_F16 or QIR_BF16 */
+  bool col_major;               /* KV_FRAG A/B: layout of the shared tile it loads from */
 } kvar;
 
 /* A kernel parameter: a global tensor. */
@@ -58,6 +68,7 @@ typedef enum {
   KE_ELEM,                      /* var[a]: register or shared array element */
   KE_LOAD,                      /* param[a], converted to the compute type */
   KE_TID, KE_BID,               /* thread index in block, block index (flat) */
+  KE_WARP,                      /* warp index in block (in matrix-unit statements only) */
   KE_UNARY, KE_BINARY,          /* fn from qir_expr_fn */
   KE_SELECT,                    /* a ? b : c */
   KE_CAST,                      /* to .type */
@@ -73,6 +84,7 @@ struct kexpr {
   int param;
   qir_expr_fn fn;
   qir_dtype dtype;              /* CAST: the exact target type (rounds to f16, wraps to i8, ...) */
+  bool raw;                     /* LOAD: the stored bits, unconverted (16-bit types into raw shared tiles) */
   kexpr *a, *b, *c;
 };
 
@@ -83,9 +95,15 @@ typedef enum {
   KS_DECL,                      /* declare var (KV_LOCAL/KV_BLOCK), = init if any */
   KS_ASSIGN,                    /* var = value, or var[index] = value */
   KS_STORE,                     /* param[index] = value (converted to storage) */
-  KS_BARRIER,
+  KS_BARRIER,                   /* warp_only: the lanes of a warp (a full barrier in C) */
   KS_WARP_REDUCE,               /* var (KV_THREAD scalar) = reduction over the warp's lanes */
   KS_COMMENT,
+  /* Matrix-unit statements: collective over a warp, at block level only
+   * (like barriers); offsets use KE_WARP, uniform counters and constants. */
+  KS_MMA_FILL,                  /* var[index] = 0 (accumulator fragment) */
+  KS_MMA_LOAD,                  /* var[index] = tile of shared `mem` at offset `lo`, leading dimension `step` */
+  KS_MMA_SYNC,                  /* var[index] += fa[ia] * fb[ib] */
+  KS_MMA_STORE,                 /* f32 shared `mem` at `lo`, row-major, leading dimension `step` = var[index] */
 } kstmt_kind;
 
 typedef struct kstmt kstmt;
@@ -102,6 +120,9 @@ struct kstmt {
   int n_items, cap_items;
   qir_expr_fn red_fn;           /* WARP_REDUCE: ADD, MAX, MIN, MUL */
   const char *text;             /* COMMENT */
+  bool warp_only;               /* BARRIER */
+  kvar *mem, *fa, *fb;          /* MMA: shared tile; operand fragments of SYNC */
+  kexpr *ia, *ib;               /* MMA_SYNC: operand fragment indices */
 };
 
 typedef struct {
@@ -127,12 +148,17 @@ typedef struct {
 } kbuilder;
 
 kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size, kvar_space sp);
+kvar *kvar_new_raw_shared(kbuilder *b, kkernel *k, const char *stem, qir_dtype dt, int64_t size);
+kvar *kvar_new_frag(kbuilder *b, kkernel *k, const char *stem, kfrag_role role, qir_dtype dt, bool col_major, int64_t count);
+int64_t kvar_bytes(const kvar *v);            /* shared-memory bytes of a KV_SHARED variable */
 kexpr *ke_int(kbuilder *b, int64_t v);
 kexpr *ke_long(kbuilder *b, int64_t v);          /* i64-typed literal */
 kexpr *ke_float(kbuilder *b, double v, ktype t);
 kexpr *ke_var(kbuilder *b, kvar *v);
 kexpr *ke_elem(kbuilder *b, kvar *v, kexpr *index);
 kexpr *ke_load(kbuilder *b, kkernel *k, int param, kexpr *index);
+kexpr *ke_load_raw(kbuilder *b, int param, kexpr *index);  /* 16-bit bits, as KT_U32 */
+kexpr *ke_warp(kbuilder *b);
 kexpr *ke_tid(kbuilder *b);
 kexpr *ke_bid(kbuilder *b);
 kexpr *ke_un(kbuilder *b, qir_expr_fn fn, kexpr *a, ktype t);
@@ -159,6 +185,12 @@ kstmt *ks_assign(kbuilder *b, kvar *v, kexpr *index, kexpr *value);
 kstmt *ks_store(kbuilder *b, int param, kexpr *index, kexpr *value);
 kstmt *ks_barrier(kbuilder *b);
 kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn);
+kstmt *ks_warp_barrier(kbuilder *b);
+kstmt *ks_mma_fill(kbuilder *b, kvar *acc, kexpr *index);
+kstmt *ks_mma_load(kbuilder *b, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld);
+kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib);
+kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc, kexpr *index);
+bool ks_is_mma(const kstmt *s);
 kstmt *ks_comment(kbuilder *b, const char *text);
 bool ks_has_sync(const kstmt *s);             /* contains a barrier or warp reduction */
 bool ks_uses_var(const kstmt *s, const kvar *v);
@@ -207,9 +239,12 @@ typedef struct {
 void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st);
 void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
 void kprint_helpers(FILE *o);                 /* q_* scalar helpers, QDEV-qualified */
-void kprint_var_decl(FILE *o, const kvar *v, const kprint_style *st, int threads, int indent);
+void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_style *st, int indent);
 void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_style *st, int indent);
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip);   /* print_cuda.c */
+void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st);  /* one line, no indent */
+int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit);  /* bytes, 0 if static fits */
+int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a shared var in that buffer */
 
 /* ---- host code (host.c) */
 typedef struct {

@@ -15,40 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kast.h"
-
-#define MAX_AXES 16
-#define MAX_STAGED 8
-#define SMEM_BUDGET (40 * 1024)
-
-typedef struct {
-  int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
-  int64_t pad, vec;
-  bool stage;
-} tile_plan;
-
-typedef struct {
-  const qir_expr *access;
-  kvar *smem;
-  int rank;
-  kexpr *origin[QIR_MAX_RANK];
-  int64_t ext[QIR_MAX_RANK];     /* footprint per dimension */
-  int64_t pdims[QIR_MAX_RANK];   /* shared-array dimensions: ext, last one padded */
-} staged_access;
-
-typedef struct {
-  cg_ctx *cg;
-  kbuilder *b;
-  kkernel *k;
-  const qir_compute *comp;
-  qir_value *const *args;
-  kexpr *vars[MAX_AXES];        /* index expression of each compute variable */
-  kexpr **raw_vars;             /* unclamped ones, for staged (shared) tiles; NULL = vars */
-  int n_staged;
-  staged_access staged[MAX_STAGED];
-  bool failed;
-  qir_loc loc;
-} lower_env;
+#include "lower.h"
 
 /* ---------------------------------------------------------------- typing */
 
@@ -107,7 +74,7 @@ static etype expr_type(lower_env *env, const qir_expr *e) {
 /* ---------------------------------------------------------------- affine maps */
 
 /* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
-static bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c) {
+bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c) {
   memset(coef, 0, sizeof *coef * (size_t)n_vars);
   *c = 0;
   switch (e->kind) {
@@ -169,11 +136,9 @@ static uint32_t vars_used(const qir_expr *e) {
 
 /* ---------------------------------------------------------------- expressions */
 
-static kexpr *tr(lower_env *env, const qir_expr *e);
+kexpr *tr_as(lower_env *env, const qir_expr *e, ktype t) { return ke_cast(env->b, tr(env, e), t); }
 
-static kexpr *tr_as(lower_env *env, const qir_expr *e, ktype t) { return ke_cast(env->b, tr(env, e), t); }
-
-static kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, int rank) {
+kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, int rank) {
   kbuilder *b = env->b;
   kexpr *lin = ke_int(b, 0);
   int64_t stride = 1;
@@ -203,7 +168,7 @@ static kexpr *tr_access(lower_env *env, const qir_expr *e) {
   return ke_load(b, env->k, 1 + e->operand, strides_linear(env, idx, t->dims, t->rank));
 }
 
-static kexpr *tr(lower_env *env, const qir_expr *e) {
+kexpr *tr(lower_env *env, const qir_expr *e) {
   kbuilder *b = env->b;
   switch (e->kind) {
   case QIR_EX_INT: return ke_long(b, e->ival);
@@ -243,7 +208,7 @@ static kexpr *tr(lower_env *env, const qir_expr *e) {
 
 /* ---------------------------------------------------------------- helpers */
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int64_t pow2_ceil(int64_t x) {
   int64_t p = 1;
@@ -251,14 +216,14 @@ static int64_t pow2_ceil(int64_t x) {
   return p;
 }
 
-static kvar *let(lower_env *env, const char *stem, kexpr *init) {
+kvar *let(lower_env *env, const char *stem, kexpr *init) {
   kvar *v = kvar_new(env->b, env->k, stem, init->type, 0, KV_LOCAL);
   ks_add(env->b, env->k->lets, ks_decl(env->b, v, init));
   return v;
 }
 
 /* Decomposes `flat` (row-major over extents ext[0..n-1]) into coordinates. */
-static void decompose(lower_env *env, kexpr *flat, const int64_t *ext, int n, kexpr **out) {
+void decompose(lower_env *env, kexpr *flat, const int64_t *ext, int n, kexpr **out) {
   kbuilder *b = env->b;
   int64_t stride = 1;
   for (int d = n - 1; d >= 0; d--) {
@@ -297,7 +262,7 @@ static kexpr *combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktyp
   return ke_bin(b, reduce_fn(r), acc, ke_cast(b, v, t), t);
 }
 
-static kexpr *out_index(lower_env *env, kexpr *const *idx) {
+kexpr *out_index(lower_env *env, kexpr *const *idx) {
   const qir_type *t = &env->k->args[0]->type;
   return strides_linear(env, idx, t->dims, t->rank);
 }
@@ -708,6 +673,51 @@ static bool read_list(lower_env *env, const qir_attr_val *dict, const char *key,
   return true;
 }
 
+/* `mma` and `mma_axes` of a plan: the matrix-unit shape and the M, N, K axes;
+ * the warp tiles along M and N are whole fragments, every other axis is 1. */
+static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red;
+  const qir_attr_val *shape = qir_attr_dict_get(dict, "mma"), *axes = qir_attr_dict_get(dict, "mma_axes");
+  if (!shape && !axes) return true;
+  int64_t sh[3], ax[3];
+  if (!read_list(env, dict, "mma", 3, sh, true)) return false;
+  if (sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA) {
+    qir_error(env->cg->d, env->loc, "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits %dx%dx%d only",
+              sh[0], sh[1], sh[2], Q_MMA, Q_MMA, Q_MMA);
+    return false;
+  }
+  bool ok = axes && axes->kind == QIR_ATTR_LIST && axes->n == 3;
+  for (int i = 0; ok && i < 3; i++) {
+    ok = axes->items[i].kind == QIR_ATTR_INT && axes->items[i].i >= 0 && axes->items[i].i < (i < 2 ? n : m);
+    if (ok) ax[i] = axes->items[i].i;
+  }
+  if (!ok || ax[0] == ax[1]) {
+    qir_error(env->cg->d, env->loc, "#tile mma_axes must be [M, N, K]: two distinct output axes and a reduction axis");
+    return false;
+  }
+  p->mma = true;
+  p->mma_m = (int)ax[0];
+  p->mma_n = (int)ax[1];
+  p->mma_k = (int)ax[2];
+  for (int d = 0; d < n; d++) {
+    bool frag = d == p->mma_m || d == p->mma_n;
+    if (frag ? p->thread[d] % Q_MMA != 0 : p->block[d] != 1) {
+      qir_error(env->cg->d, env->loc,
+                frag ? "#tile mma: thread[%d] (the warp tile) must be a multiple of %d"
+                     : "#tile mma: block[%d] must be 1 (only the M and N axes are tiled)",
+                d, Q_MMA);
+      return false;
+    }
+  }
+  for (int a = 0; a < m; a++)
+    if (a != p->mma_k && p->rstep[a] != 1) {
+      qir_error(env->cg->d, env->loc, "#tile mma: rstep[%d] must be 1 (only the K axis is stepped)", a);
+      return false;
+    }
+  return true;
+}
+
 static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   const qir_compute *c = env->comp;
   int n = c->n_axes, m = c->n_red;
@@ -731,6 +741,7 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
       return false;
     }
   }
+  if (!mma_from_attr(env, dict, p)) return false;
   int64_t threads = 1;
   for (int d = 0; d < n; d++) {
     if (p->block[d] % p->thread[d]) {
@@ -743,11 +754,17 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   }
   for (int a = 0; a < m; a++)
     if (p->rstep[a] > c->axis_extents[n + a]) p->rstep[a] = c->axis_extents[n + a] ? c->axis_extents[n + a] : 1;
+  if (p->mma) /* whole instructions along K: the staged tail is zero */
+    p->rstep[p->mma_k] = (p->rstep[p->mma_k] + Q_MMA - 1) / Q_MMA * Q_MMA;
   const qir_attr_val *v;
-  if ((v = qir_attr_dict_get(dict, "threads")) && (v->kind != QIR_ATTR_INT || v->i != threads)) {
-    qir_error(env->cg->d, env->loc, "#tile threads = %" PRId64 " but block/thread give %" PRId64, v->i, threads);
+  /* mma plans count warps: the plan's target may have 32- or 64-lane warps */
+  if ((v = qir_attr_dict_get(dict, "threads")) &&
+      (v->kind != QIR_ATTR_INT || (p->mma ? v->i != threads * 32 && v->i != threads * 64 : v->i != threads))) {
+    qir_error(env->cg->d, env->loc, "#tile threads = %" PRId64 " but block/thread give %" PRId64 "%s", v->i, threads,
+              p->mma ? " warps" : "");
     return false;
   }
+  if (p->mma) threads *= env->cg->warp;
   if (threads > 1024) {
     qir_error(env->cg->d, env->loc, "#tile needs %" PRId64 " threads per block (at most 1024)", threads);
     return false;
@@ -909,7 +926,8 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   tile_plan p;
   if (tile) {
     if (!plan_from_attr(&env, tile, &p)) return NULL;
-    lower_tiled(&env, &p);
+    if (p.mma) lower_mma(&env, &p);
+    else lower_tiled(&env, &p);
   } else if (comp->n_red == 0) {
     int threads = numel >= 256 ? 256 : (int)((numel + 31) / 32 * 32);
     if (threads < 32) threads = 32;

@@ -25,7 +25,27 @@ static void prelude(FILE *o) {
         "static inline int q_h2d(void *d, const void *s, size_t n) { if (n) memcpy(d, s, n); return 0; }\n"
         "static inline int q_d2h(void *d, const void *s, size_t n) { if (n) memcpy(d, s, n); return 0; }\n"
         "static inline int q_d2d(void *d, const void *s, size_t n) { if (n && d != s) memmove(d, s, n); return 0; }\n"
-        "static inline int q_sync(void) { return 0; }\n",
+        "static inline int q_sync(void) { return 0; }\n"
+        "\n/* matrix units, emulated: a warp's 16x16 fragment as floats, row-major\n"
+        " * (A: [i][k], B: [k][j], accumulator: [i][j]); 16-bit operands are exact in float */\n"
+        "static inline void q_mma_load(float *f, const uint16_t *p, int ld, int col_major, int bf16) {\n"
+        "  for (int r = 0; r < 16; r++)\n"
+        "    for (int c = 0; c < 16; c++) {\n"
+        "      uint16_t h = col_major ? p[c * ld + r] : p[r * ld + c];\n"
+        "      f[r * 16 + c] = bf16 ? q_bf2f(h) : q_h2f(h);\n"
+        "    }\n"
+        "}\n"
+        "static inline void q_mma_sync(float *d, const float *a, const float *b, const float *c) {\n"
+        "  for (int i = 0; i < 16; i++)\n"
+        "    for (int j = 0; j < 16; j++) {\n"
+        "      float s = c[i * 16 + j];\n"
+        "      for (int k = 0; k < 16; k++) s += a[i * 16 + k] * b[k * 16 + j];\n"
+        "      d[i * 16 + j] = s;\n"
+        "    }\n"
+        "}\n"
+        "static inline void q_mma_store(float *p, const float *d, int ld) {\n"
+        "  for (int r = 0; r < 16; r++) memcpy(p + r * ld, d + r * 16, sizeof(float) * 16);\n"
+        "}\n",
         o);
 }
 
@@ -258,6 +278,13 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       flush_phase(o, k, &phase, st, ind);
       continue;
     }
+    if (ks_is_mma(c)) {                      /* collective: once per warp */
+      flush_phase(o, k, &phase, st, ind);
+      indent_to(o, ind);
+      fprintf(o, "for (int q_w = 0; q_w < %d; q_w++) ", k->threads / k->warp);
+      kprint_mma_stmt(o, c, k, st);
+      continue;
+    }
     if (c->kind == KS_WARP_REDUCE) {
       flush_phase(o, k, &phase, st, ind);
       const char *v = c->var->name;
@@ -314,7 +341,7 @@ static void kernel(FILE *o, const kkernel *k) {
   for (int i = 0; i < k->n_params; i++)   /* operands the expression never reads */
     if (!ks_uses_param(k->body, i) && !ks_uses_param(k->lets, i)) fprintf(o, "  (void)%s;\n", k->params[i].name);
   fprintf(o, "#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
-  for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], &st, k->threads, 2);
+  for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], k, &st, 2);
   print_block_level(o, k, k->body, &st, 2);
   fputs("  }\n}\n", o);
 }

@@ -4,8 +4,10 @@
 
 #include "kast.h"
 
+#define CUDA_STATIC_SMEM (48 * 1024)
+
 static void prelude(FILE *o) {
-  fputs("#include <cuda_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+  fputs("#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
         "#include <string.h>\n#include <time.h>\n\n"
         "#define QDEV __device__ __forceinline__\n"
         "#define QAPI extern \"C\"\n",
@@ -31,7 +33,16 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
     fprintf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", k->params[i].written ? "" : "const ",
             kdtype_c(k->params[i].dtype), k->params[i].name);
   fputs(") {\n", o);
-  for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], &st, k->threads, 1);
+  /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
+  int64_t dyn = hip ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
+  if (dyn) fputs("  extern __shared__ __align__(128) unsigned char q_smem[];\n", o);
+  for (int i = 0; i < k->n_vars; i++) {
+    const kvar *v = k->vars[i];
+    if (dyn && v->space == KV_SHARED)
+      fprintf(o, "  %s *const %s = (%s *)(q_smem + %" PRId64 ");\n", v->raw ? "uint16_t" : ktype_c(v->type), v->name,
+              v->raw ? "uint16_t" : ktype_c(v->type), kvar_dynamic_offset(k, v));
+    else kprint_var_decl(o, v, k, &st, 1);
+  }
   kprint_lets(o, k, k->body, &st, 1);
   kprint_stmt(o, k->body, k, &st, 1);
   fputs("}\n", o);
@@ -40,7 +51,12 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
 static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, false); }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
-  fprintf(o, "%s%s<<<%" PRId64 ", %d>>>(", indent, k->name, k->grid, k->threads);
+  int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
+  if (dyn)
+    fprintf(o, "%sQCHECK(cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 "));\n", indent,
+            k->name, dyn);
+  if (dyn) fprintf(o, "%s%s<<<%" PRId64 ", %d, %" PRId64 ">>>(", indent, k->name, k->grid, k->threads, dyn);
+  else fprintf(o, "%s%s<<<%" PRId64 ", %d>>>(", indent, k->name, k->grid, k->threads);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }

@@ -476,6 +476,15 @@ static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
 static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   int64_t ext[QIR_MAX_RANK];
   int64_t total = 0;
+  if (p->mma) {
+    /* qcodegen's mma kernel: A (M x K) and B (K x N) tiles of 16-bit values,
+     * inner extent padded to a multiple of 8 (16-byte rows for the matrix
+     * loads), plus a 16x16 f32 epilogue buffer per warp */
+    int64_t bm = pl->tile[p->mma_axis[0]], bn = pl->tile[p->mma_axis[1]], rk = pl->tile[p->mma_axis[2]];
+    int64_t warps = plan_threads(p, pl) / p->t->warp_size;
+    int64_t la = (rk + pad + 7) / 8 * 8, lb = (bn + pad + 7) / 8 * 8;
+    return (bm * la + rk * lb) * 2 + warps * 256 * 4;
+  }
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
     if (!g->staged) continue;
@@ -493,6 +502,7 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
  * column would hit the same banks; one bank's worth of padding skews rows. */
 static int plan_pad(const rl_problem *p, const rl_plan *pl) {
   const qir_target *t = p->t;
+  if (p->mma) return 8;                       /* rows of 16 bytes more: aligned and skewed */
   if (t->smem_banks <= 0) return 0;
   int64_t ext[QIR_MAX_RANK];
   int pad = 0;
@@ -532,7 +542,9 @@ static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
       words += n * (g->elem_bytes > 4 ? 2.0 : g->elem_bytes / 4.0);
     }
   }
-  return (int64_t)ceil(words) + 16;           /* + indices and addresses */
+  /* + indices and addresses; an mma kernel also keeps fragment addresses and
+   * the staging loop live (ptxas: 80-132 registers where the fragments need 40-88) */
+  return (int64_t)ceil(words) + (p->mma ? 48 : 16);
 }
 
 static int plan_vec(const rl_problem *p, const rl_plan *pl) {
@@ -646,6 +658,12 @@ static double rstep_score(const rl_problem *p, const rl_plan *pl) {
   return s;
 }
 
+/* With matrix units only M, N and K are tiled: qcodegen's mma kernels keep
+ * every other output axis at block 1 and every other reduction axis at step 1. */
+static bool mma_pinned(const rl_problem *p, int v) {
+  return p->mma && v != p->mma_axis[0] && v != p->mma_axis[1] && v != p->mma_axis[2];
+}
+
 static int64_t red_mult(const rl_problem *p, int v) {
   return p->mma && v == p->mma_axis[2] ? p->t->mma_k : 1;
 }
@@ -666,7 +684,7 @@ static void align_rstep(const rl_problem *p, rl_plan *pl) {
     int64_t best_size = 0;
     double best_score = cur;
     for (int v = p->n_vars - 1; v >= p->n_out; v--) {
-      int64_t nx = next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
+      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
       if (!nx) continue;
       int64_t old = pl->tile[v];
       pl->tile[v] = nx;
@@ -727,7 +745,7 @@ static void thread_tile(const rl_problem *p, rl_plan *pl) {
     int64_t best_size = 0;
     double best_score = 0;
     for (int v = p->n_out - 1; v >= 0; v--) {
-      int64_t nx = next_size(p->ext[v], pl->thr[v] > out_mult(p, v) ? pl->thr[v] : out_mult(p, v),
+      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], pl->thr[v] > out_mult(p, v) ? pl->thr[v] : out_mult(p, v),
                              cap, pl->thr[v]);
       if (!nx || nx > cap) continue;
       int64_t old = pl->thr[v];
@@ -856,7 +874,7 @@ static void expand_rstep(const rl_problem *p, rl_plan *pl) {
   for (int iter = 0; iter < 64 && pl->valid; iter++) {
     rl_plan best = *pl;
     for (int v = p->n_vars - 1; v >= p->n_out; v--) {
-      int64_t nx = next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
+      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
       if (!nx) continue;
       rl_plan c = *pl;
       c.tile[v] = nx;
@@ -911,7 +929,7 @@ static void construct(const rl_problem *p, rl_path *path) {
   /* the block tile starts as one thread's tile, its innermost extent grown
    * to a whole transaction of the output */
   for (int v = 0; v < p->n_out; v++) pl.tile[v] = pl.thr[v];
-  if (p->n_out > 0) {
+  if (p->n_out > 0 && !mma_pinned(p, p->n_out - 1)) {
     int last = p->n_out - 1;
     int64_t want = t->transaction_bytes / p->out.elem_bytes;
     while (pl.tile[last] < want) {
@@ -937,7 +955,7 @@ static void construct(const rl_problem *p, rl_path *path) {
     int64_t best_size = 0;
     double best_score = 0;
     for (int v = p->n_out - 1; v >= 0; v--) {
-      int64_t nx = next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
+      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
       if (!nx) continue;
       rl_plan c = pl;
       c.tile[v] = nx;
@@ -964,7 +982,7 @@ static void construct(const rl_problem *p, rl_path *path) {
        * enough threads to hide latency */
       if (threads >= target_threads) break;
       for (int v = p->n_out - 1; v >= 0 && best < 0; v--) {
-        int64_t nx = next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
+        int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
         if (!nx) continue;
         rl_plan c = pl;
         c.tile[v] = nx;

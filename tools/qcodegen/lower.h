@@ -1,0 +1,56 @@
+/* lower.h: what lower.c shares with lower_mma.c (internal to qcodegen's lowering). */
+#ifndef QCODEGEN_LOWER_H
+#define QCODEGEN_LOWER_H
+
+#include "kast.h"
+
+#define MAX_AXES 16
+#define MAX_STAGED 8
+#define SMEM_BUDGET (40 * 1024)
+
+typedef struct {
+  int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
+  int64_t pad, vec;
+  bool stage;
+  bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
+  int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
+} tile_plan;
+
+typedef struct {
+  const qir_expr *access;
+  kvar *smem;
+  int rank;
+  kexpr *origin[QIR_MAX_RANK];
+  int64_t ext[QIR_MAX_RANK];     /* footprint per dimension */
+  int64_t pdims[QIR_MAX_RANK];   /* shared-array dimensions: ext, last one padded */
+} staged_access;
+
+typedef struct {
+  cg_ctx *cg;
+  kbuilder *b;
+  kkernel *k;
+  const qir_compute *comp;
+  qir_value *const *args;
+  kexpr *vars[MAX_AXES];        /* index expression of each compute variable */
+  kexpr **raw_vars;             /* unclamped ones, for staged (shared) tiles; NULL = vars */
+  int n_staged;
+  staged_access staged[MAX_STAGED];
+  bool failed;
+  qir_loc loc;
+} lower_env;
+
+/* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
+bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c);
+kexpr *tr(lower_env *env, const qir_expr *e);              /* a body expression, as kernel code */
+kexpr *tr_as(lower_env *env, const qir_expr *e, ktype t);
+kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, int rank);
+int64_t ceil_div(int64_t a, int64_t b);
+kvar *let(lower_env *env, const char *stem, kexpr *init);  /* a per-thread let of the kernel */
+/* Decomposes `flat` (row-major over extents ext[0..n-1]) into coordinates. */
+void decompose(lower_env *env, kexpr *flat, const int64_t *ext, int n, kexpr **out);
+kexpr *out_index(lower_env *env, kexpr *const *idx);
+
+/* lower_mma.c: a contraction on the matrix units from a #tile plan with `mma`. */
+void lower_mma(lower_env *env, const tile_plan *p);
+
+#endif

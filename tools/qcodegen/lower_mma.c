@@ -1,0 +1,256 @@
+/* lower_mma.c: a contraction on the matrix units (tensor cores, MFMA) from a
+ * #tile plan with `mma` (written by qopt -roller for f16/bf16 contractions).
+ *
+ * The body is sum(A[..] * B[..]) (casts aside) with M, N the output axes and
+ * K the reduction axis named by `mma_axes`: A moves with M and K, B with K
+ * and N.  Every other output axis has block 1 and every other reduction axis
+ * rstep 1, so they are block coordinates and loops around the step.
+ *
+ *   - A warp owns a thread[M] x thread[N] tile: FM x FN accumulator fragments
+ *     of 16x16 (`thread` is the warp tile in mma plans).
+ *   - Per reduction step the block stages A's block[M] x rstep[K] tile and B's
+ *     rstep[K] x block[N] tile in shared memory as raw 16-bit values.  Each is
+ *     stored row- or column-major so that consecutive threads read consecutive
+ *     elements of the operand (its innermost index decides); rows are padded
+ *     to a multiple of 8 elements (the matrix loads need 16-byte rows; the
+ *     skew also breaks bank conflicts).  Out-of-range elements are staged as
+ *     zeros, so partial tiles need no guard in the inner loop.
+ *   - Each warp loads its A and B fragments for every 16-wide slice of the
+ *     step and runs FM x FN mma.
+ *   - Epilogue: one fragment at a time goes through a per-warp 16x16 float
+ *     buffer, and the lanes store its elements guarded and converted.
+ * The C printer runs the same plan with the fragments emulated per warp.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lower.h"
+
+typedef struct {
+  const qir_expr *access;
+  qir_dtype dtype;
+  int row_var, col_var;         /* compute variables along the tile's rows / columns (A: M, K; B: K, N) */
+  int64_t rows, cols;           /* tile extent */
+  int64_t row_ext, col_ext;     /* the variables' full extents (guards) */
+  bool col_major;               /* stored [cols][rows] */
+  int64_t ld;                   /* padded inner extent of the stored tile */
+  kvar *smem;
+} mma_operand;
+
+static const qir_expr *strip_casts(const qir_expr *e) {
+  while (e->kind == QIR_EX_CAST) e = e->args[0];
+  return e;
+}
+
+static bool mentions(const qir_expr *e, int var) {
+  if (e->kind == QIR_EX_VAR) return e->var == var;
+  for (int i = 0; i < e->n_args; i++)
+    if (mentions(e->args[i], var)) return true;
+  return false;
+}
+
+static bool fail(lower_env *env, const char *why) {
+  qir_error(env->cg->d, env->loc, "#tile mma plan: %s", why);
+  env->failed = true;
+  return false;
+}
+
+/* Finds A and B in the body and checks the shape the lowering relies on. */
+static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B) {
+  const qir_compute *c = env->comp;
+  int nv = c->n_axes + c->n_red, vm = p->mma_m, vn = p->mma_n, vk = c->n_axes + p->mma_k;
+  const qir_expr *e = strip_casts(c->body);
+  if (c->reduce != QIR_REDUCE_SUM || e->kind != QIR_EX_BINARY || e->fn != QIR_FN_MUL)
+    return fail(env, "the body is not a sum of products");
+  const qir_expr *x = strip_casts(e->args[0]), *y = strip_casts(e->args[1]);
+  if (x->kind != QIR_EX_ACCESS || y->kind != QIR_EX_ACCESS) return fail(env, "the factors are not tensor reads");
+  if (!mentions(x, vm)) {
+    const qir_expr *t = x;
+    x = y;
+    y = t;
+  }
+  if (!mentions(x, vm) || mentions(x, vn) || !mentions(y, vn) || mentions(y, vm) || !mentions(x, vk) || !mentions(y, vk))
+    return fail(env, "mma_axes do not split the operands into A (M, K) and B (K, N)");
+  qir_dtype da = env->args[x->operand]->type.dtype, db = env->args[y->operand]->type.dtype;
+  if (da != db || (da != QIR_F16 && da != QIR_BF16)) return fail(env, "operands must both be f16 or both bf16");
+  for (int s = 0; s < 2; s++) {
+    const qir_expr *acc = s ? y : x;
+    for (int j = 0; j < acc->n_args; j++) {
+      int64_t coef[MAX_AXES], k0;
+      if (!affine(acc->args[j], nv, coef, &k0)) return fail(env, "operand indices must be affine");
+    }
+  }
+  const int64_t *E = c->axis_extents;
+  *A = (mma_operand){.access = x, .dtype = da, .row_var = vm, .col_var = vk, .rows = p->block[vm],
+                     .cols = p->rstep[p->mma_k], .row_ext = E[vm], .col_ext = E[vk]};
+  *B = (mma_operand){.access = y, .dtype = db, .row_var = vk, .col_var = vn, .rows = p->rstep[p->mma_k],
+                     .cols = p->block[vn], .row_ext = E[vk], .col_ext = E[vn]};
+  /* layout: column-major when the operand's innermost index runs along the tile's rows */
+  for (int s = 0; s < 2; s++) {
+    mma_operand *op = s ? B : A;
+    int64_t coef[MAX_AXES], k0;
+    affine(op->access->args[op->access->n_args - 1], nv, coef, &k0);
+    op->col_major = coef[op->row_var] != 0 && coef[op->col_var] == 0;
+    int64_t inner = op->col_major ? op->rows : op->cols;
+    op->ld = (inner + p->pad + 7) / 8 * 8;
+  }
+  return true;
+}
+
+/* Cooperative load of one operand tile for the step at (row0, col0); the other
+ * compute variables are already in env->vars. */
+static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  int64_t inner = op->col_major ? op->rows : op->cols, outer = op->col_major ? op->cols : op->rows;
+  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, inner))));
+  ks_add(b, body, ks_decl(b, iv, ke_mod(b, ke_var(b, f), ke_int(b, inner))));
+  kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
+  kvar *gr = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+  ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
+  ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, c)));
+  env->vars[op->row_var] = ke_var(b, gr);
+  env->vars[op->col_var] = ke_var(b, gc);
+  const qir_type *t = &env->args[op->access->operand]->type;
+  kexpr *idx[QIR_MAX_RANK];
+  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], KT_I32);
+  kexpr *val = ke_load_raw(b, 1 + op->access->operand, strides_linear(env, idx, t->dims, t->rank));
+  kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
+  val = ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
+  kexpr *at = ke_add(b, ke_mul(b, ke_var(b, ov), ke_int(b, op->ld)), ke_var(b, iv));
+  ks_add(b, body, ks_assign(b, op->smem, at, val));
+  return ks_for(b, f, ke_tid(b), ke_int(b, outer * inner), k->threads, body);
+}
+
+/* Offset of tile element (r, c) in the stored layout. */
+static kexpr *tile_offset(kbuilder *b, const mma_operand *op, kexpr *r, kexpr *c) {
+  return op->col_major ? ke_add(b, ke_mul(b, c, ke_int(b, op->ld)), r) : ke_add(b, ke_mul(b, r, ke_int(b, op->ld)), c);
+}
+
+static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, int64_t step, kstmt *body, bool unroll) {
+  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, hi), step, body);
+  l->uniform = true;
+  l->unroll = unroll;
+  return l;
+}
+
+void lower_mma(lower_env *env, const tile_plan *p) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red, vm = p->mma_m, vn = p->mma_n, ka = p->mma_k;
+  const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
+  mma_operand A, B;
+  if (!analyse(env, p, &A, &B)) return;
+
+  int64_t nb[MAX_AXES], wpa[MAX_AXES], grid = 1, warps = 1;
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(E[d], p->block[d]);
+    wpa[d] = p->block[d] / p->thread[d];
+    grid *= nb[d];
+    warps *= wpa[d];
+  }
+  int W = k->warp;
+  k->grid = grid;
+  k->threads = (int)(warps * W);
+  int64_t FM = p->thread[vm] / Q_MMA, FN = p->thread[vn] / Q_MMA, tm = p->thread[vm], tn = p->thread[vn];
+
+  /* block coordinates (per-thread lets) and warp coordinates: KE_WARP in the
+   * collective statements, tid / warp in per-thread code */
+  kexpr *bc[MAX_AXES], *wc[MAX_AXES], *wt[MAX_AXES], *blo[MAX_AXES];
+  decompose(env, ke_bid(b), nb, n, bc);
+  decompose(env, ke_warp(b), wpa, n, wc);
+  decompose(env, ke_div(b, ke_tid(b), ke_int(b, W)), wpa, n, wt);
+  for (int d = 0; d < n; d++) {
+    kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
+    blo[d] = start->kind == KE_INT ? start : ke_var(b, let(env, "b", start));
+    env->vars[d] = blo[d];              /* other output axes: block 1, the block's index */
+  }
+
+  A.smem = kvar_new_raw_shared(b, k, "sa", A.dtype, (A.col_major ? A.cols : A.rows) * A.ld);
+  B.smem = kvar_new_raw_shared(b, k, "sb", B.dtype, (B.col_major ? B.cols : B.rows) * B.ld);
+  kvar *fa = kvar_new_frag(b, k, "fa", KF_A, A.dtype, A.col_major, FM);
+  kvar *fb = kvar_new_frag(b, k, "fb", KF_B, B.dtype, B.col_major, FN);
+  kvar *acc = kvar_new_frag(b, k, "facc", KF_ACC, QIR_F32, false, FM * FN);
+
+  kvar *fi = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK);
+  kstmt *fill = ks_seq(b);
+  ks_add(b, fill, ks_mma_fill(b, acc, ke_var(b, fi)));
+  ks_add(b, k->body, uniform_loop(b, fi, FM * FN, 1, fill, true));
+
+  /* reduction steps: K by rstep, the other reduction axes one at a time */
+  kvar *ko[MAX_AXES];
+  kstmt *cur = k->body;
+  for (int a = 0; a < m; a++) {
+    ko[a] = kvar_new(b, k, "ko", KT_I32, 0, KV_BLOCK);
+    env->vars[n + a] = ke_var(b, ko[a]);
+    kstmt *body = ks_seq(b);
+    ks_add(b, cur, uniform_loop(b, ko[a], R[a], a == ka ? p->rstep[a] : 1, body, false));
+    cur = body;
+  }
+  ks_add(b, cur, stage(env, &A, blo[vm], ke_var(b, ko[ka])));
+  ks_add(b, cur, stage(env, &B, ke_var(b, ko[ka]), blo[vn]));
+  ks_add(b, cur, ks_barrier(b));
+  kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
+  kstmt *slice = ks_seq(b);
+  kvar *li = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK), *lj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
+  kstmt *la = ks_seq(b), *lb = ks_seq(b);
+  kexpr *arow = ke_add(b, ke_mul(b, wc[vm], ke_int(b, tm)), ke_mul(b, ke_var(b, li), ke_int(b, Q_MMA)));
+  ks_add(b, la, ks_mma_load(b, fa, ke_var(b, li), A.smem, tile_offset(b, &A, arow, ke_var(b, kk)), A.ld));
+  kexpr *bcol = ke_add(b, ke_mul(b, wc[vn], ke_int(b, tn)), ke_mul(b, ke_var(b, lj), ke_int(b, Q_MMA)));
+  ks_add(b, lb, ks_mma_load(b, fb, ke_var(b, lj), B.smem, tile_offset(b, &B, ke_var(b, kk), bcol), B.ld));
+  ks_add(b, slice, uniform_loop(b, li, FM, 1, la, true));
+  ks_add(b, slice, uniform_loop(b, lj, FN, 1, lb, true));
+  kvar *si = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK), *sj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
+  kstmt *inner = ks_seq(b), *outer = ks_seq(b);
+  kexpr *ai = ke_add(b, ke_mul(b, ke_var(b, si), ke_int(b, FN)), ke_var(b, sj));
+  ks_add(b, inner, ks_mma_sync(b, acc, ai, fa, ke_var(b, si), fb, ke_var(b, sj)));
+  ks_add(b, outer, uniform_loop(b, sj, FN, 1, inner, true));
+  ks_add(b, slice, uniform_loop(b, si, FM, 1, outer, true));
+  ks_add(b, cur, uniform_loop(b, kk, p->rstep[ka], Q_MMA, slice, true));
+  ks_add(b, cur, ks_barrier(b));
+
+  /* epilogue, a fragment at a time through the warp's 16x16 buffer */
+  kvar *sc = kvar_new(b, k, "sc", KT_F32, warps * Q_MMA * Q_MMA, KV_SHARED);
+  kvar *fo = kvar_new(b, k, "fo", KT_I32, 0, KV_BLOCK);
+  kstmt *ep = ks_seq(b);
+  ks_add(b, ep, ks_mma_store(b, sc, ke_mul(b, ke_warp(b), ke_int(b, Q_MMA * Q_MMA)), Q_MMA, acc, ke_var(b, fo)));
+  ks_add(b, ep, ks_warp_barrier(b));
+  kvar *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kstmt *st = ks_seq(b);
+  kexpr *row = ke_div(b, ke_var(b, e), ke_int(b, Q_MMA)), *col = ke_mod(b, ke_var(b, e), ke_int(b, Q_MMA));
+  kexpr *gm = ke_add(b, ke_add(b, blo[vm], ke_mul(b, wt[vm], ke_int(b, tm))),
+                     ke_add(b, ke_mul(b, ke_div(b, ke_var(b, fo), ke_int(b, FN)), ke_int(b, Q_MMA)), row));
+  kexpr *gn = ke_add(b, ke_add(b, blo[vn], ke_mul(b, wt[vn], ke_int(b, tn))),
+                     ke_add(b, ke_mul(b, ke_mod(b, ke_var(b, fo), ke_int(b, FN)), ke_int(b, Q_MMA)), col));
+  kvar *gmv = kvar_new(b, k, "gm", KT_I32, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", KT_I32, 0, KV_LOCAL);
+  ks_add(b, st, ks_decl(b, gmv, gm));
+  ks_add(b, st, ks_decl(b, gnv, gn));
+  kexpr *oidx[MAX_AXES];
+  for (int d = 0; d < n; d++) oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : blo[d];
+  kexpr *guard = NULL;
+  if (E[vm] % p->block[vm]) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, E[vm]));
+  if (E[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, E[vn])));
+  kexpr *val = ke_elem(b, sc, ke_add(b, ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA)), ke_var(b, e)));
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), val);
+  ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
+  ks_add(b, ep, ks_for(b, e, ke_mod(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA), W, st));
+  ks_add(b, ep, ks_warp_barrier(b));
+  ks_add(b, k->body, uniform_loop(b, fo, FM * FN, 1, ep, true));
+
+  char buf[512];
+  int len = snprintf(buf, sizeof buf, "mma %s: block [", A.dtype == QIR_BF16 ? "bf16" : "f16");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);
+  len += snprintf(buf + len, sizeof buf - (size_t)len, "] warp tile [");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->thread[d]);
+  snprintf(buf + len, sizeof buf - (size_t)len,
+           "] rstep %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
+           " fragments) A %s B %s smem %" PRId64 "B",
+           p->rstep[ka], grid, k->threads, warps, FM, FN, A.col_major ? "col-major" : "row-major",
+           B.col_major ? "col-major" : "row-major", k->smem_bytes);
+  k->summary = qir_strdup(b->m, buf);
+}
