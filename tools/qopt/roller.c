@@ -274,6 +274,8 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
     for (int i = 0; i < ab[s]->n_args; i++)
       if (ab[s]->args[i]->kind != QIR_EX_VAR && ab[s]->args[i]->kind != QIR_EX_INT) return;
   }
+  /* the instructions take A and B of one type */
+  if (op->operands[ab[0]->operand]->type.dtype != op->operands[ab[1]->operand]->type.dtype) return;
   qir_dtype out_dt = op->results[0]->type.dtype;
   if (out_dt != QIR_F32 && out_dt != QIR_F16 && out_dt != QIR_BF16) return;
   int pos[2][RL_MAX_VARS];                      /* index position of each var in A, B; -1 */
