@@ -422,6 +422,13 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
 int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
                           qir_diag *d);
 
+/* A compute that is a contraction: sum over its reduction axes of
+ * [cast](a * b), both factors tensor reads (under casts), optionally plus
+ * select(r == 0, bias, 0) for a reduction variable r (Gemm's C, added once).
+ * Sets *a, *b (the reads) and *bias (NULL if none).  What the matrix units
+ * run: -roller plans them and qcodegen lowers them from this one reading. */
+bool qir_compute_contraction(const qir_compute *c, const qir_expr **a, const qir_expr **b, const qir_expr **bias);
+
 /* ------------------------------------------------------- evaluation
  * qir/eval.c: the reference semantics of every op on host buffers, in double
  * precision, control flow included.  qrun is its command-line face; the importer

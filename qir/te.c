@@ -1360,3 +1360,49 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
     for (int i = 0; i < c.n; i++) qir_op_unlink(out[i]);
   return n;
 }
+
+/* ------------------------------------------------------- contractions */
+
+static const qir_expr *strip_casts(const qir_expr *e) {
+  while (e->kind == QIR_EX_CAST && e->n_args == 1) e = e->args[0];
+  return e;
+}
+
+static bool is_zero(const qir_expr *e) {
+  e = strip_casts(e);
+  return (e->kind == QIR_EX_INT && e->ival == 0) || (e->kind == QIR_EX_FLOAT && e->fval == 0);
+}
+
+/* select(r == 0, x, 0) with r a reduction variable: x, else NULL */
+static const qir_expr *first_step_term(const qir_compute *c, const qir_expr *e) {
+  e = strip_casts(e);
+  if (e->kind != QIR_EX_SELECT || e->n_args != 3 || !is_zero(e->args[2])) return NULL;
+  const qir_expr *cond = e->args[0];
+  if (cond->kind != QIR_EX_BINARY || cond->fn != QIR_FN_EQ || cond->n_args != 2) return NULL;
+  for (int s = 0; s < 2; s++) {
+    const qir_expr *v = cond->args[s], *z = cond->args[1 - s];
+    if (v->kind == QIR_EX_VAR && v->var >= c->n_axes && v->var < c->n_axes + c->n_red && z->kind == QIR_EX_INT &&
+        z->ival == 0)
+      return e->args[1];
+  }
+  return NULL;
+}
+
+bool qir_compute_contraction(const qir_compute *c, const qir_expr **a, const qir_expr **b, const qir_expr **bias) {
+  *a = *b = *bias = NULL;
+  if (!c->body || c->reduce != QIR_REDUCE_SUM || c->n_red == 0) return false;
+  const qir_expr *e = strip_casts(c->body);
+  const qir_expr *x = NULL;
+  if (e->kind == QIR_EX_BINARY && e->fn == QIR_FN_ADD && e->n_args == 2) {
+    for (int s = 0; s < 2 && !x; s++)
+      if ((x = first_step_term(c, e->args[s]))) e = strip_casts(e->args[1 - s]);
+    if (!x) return false;
+  }
+  if (e->kind != QIR_EX_BINARY || e->fn != QIR_FN_MUL || e->n_args != 2) return false;
+  const qir_expr *p = strip_casts(e->args[0]), *q = strip_casts(e->args[1]);
+  if (p->kind != QIR_EX_ACCESS || q->kind != QIR_EX_ACCESS) return false;
+  *a = p;
+  *b = q;
+  *bias = x;
+  return true;
+}

@@ -1,9 +1,10 @@
 /* lower_mma.c: a contraction on the matrix units (tensor cores, MFMA) from a
  * #tile plan with `mma` (written by qopt -roller for f16/bf16 contractions).
  *
- * The body is sum(A[..] * B[..]) (casts aside) with M, N the output axes and
- * K the reduction axis named by `mma_axes`: A moves with M and K, B with K
- * and N.  Every other output axis has block 1 and every other reduction axis
+ * The body is sum(A[..] * B[..]) (casts aside; qir_compute_contraction),
+ * possibly plus Gemm's bias select(k == 0, C[..], 0), which the epilogue adds
+ * once.  M, N are the output axes and K the reduction axis named by
+ * `mma_axes`: A moves with M and K, B with K and N.  Every other output axis has block 1 and every other reduction axis
  * rstep 1, so they are block coordinates and loops around the step.
  *
  *   - A warp owns a thread[M] x thread[N] tile: FM x FN accumulator fragments
@@ -38,11 +39,6 @@ typedef struct {
   kvar *smem;
 } mma_operand;
 
-static const qir_expr *strip_casts(const qir_expr *e) {
-  while (e->kind == QIR_EX_CAST) e = e->args[0];
-  return e;
-}
-
 static bool mentions(const qir_expr *e, int var) {
   if (e->kind == QIR_EX_VAR) return e->var == var;
   for (int i = 0; i < e->n_args; i++)
@@ -57,14 +53,13 @@ static bool fail(lower_env *env, const char *why) {
 }
 
 /* Finds A and B in the body and checks the shape the lowering relies on. */
-static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B) {
+static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias) {
   const qir_compute *c = env->comp;
   int nv = c->n_axes + c->n_red, vm = p->mma_m, vn = p->mma_n, vk = c->n_axes + p->mma_k;
-  const qir_expr *e = strip_casts(c->body);
-  if (c->reduce != QIR_REDUCE_SUM || e->kind != QIR_EX_BINARY || e->fn != QIR_FN_MUL)
-    return fail(env, "the body is not a sum of products");
-  const qir_expr *x = strip_casts(e->args[0]), *y = strip_casts(e->args[1]);
-  if (x->kind != QIR_EX_ACCESS || y->kind != QIR_EX_ACCESS) return fail(env, "the factors are not tensor reads");
+  const qir_expr *x, *y;
+  if (!qir_compute_contraction(c, &x, &y, bias))
+    return fail(env, "the body is not a sum of products of tensor reads (plus a first-step bias)");
+  if (*bias && c->n_red != 1) return fail(env, "a bias term needs a single reduction axis");
   if (!mentions(x, vm)) {
     const qir_expr *t = x;
     x = y;
@@ -145,7 +140,8 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   int n = c->n_axes, m = c->n_red, vm = p->mma_m, vn = p->mma_n, ka = p->mma_k;
   const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
   mma_operand A, B;
-  if (!analyse(env, p, &A, &B)) return;
+  const qir_expr *bias;
+  if (!analyse(env, p, &A, &B, &bias)) return;
 
   int64_t nb[MAX_AXES], wpa[MAX_AXES], grid = 1, warps = 1;
   for (int d = 0; d < n; d++) {
@@ -236,6 +232,11 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   if (E[vm] % p->block[vm]) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, E[vm]));
   if (E[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, E[vn])));
   kexpr *val = ke_elem(b, sc, ke_add(b, ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA)), ke_var(b, e)));
+  if (bias) {                           /* Gemm's C: the first step's extra term, at this output point */
+    for (int d = 0; d < n; d++) env->vars[d] = oidx[d];
+    env->vars[n] = ke_int(b, 0);
+    val = ke_bin(b, QIR_FN_ADD, val, tr_as(env, bias, KT_F32), KT_F32);
+  }
   kstmt *store = ks_store(b, 0, out_index(env, oidx), val);
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
   ks_add(b, ep, ks_for(b, e, ke_mod(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA), W, st));

@@ -260,15 +260,10 @@ static void walk_body(walk_ctx *w, const qir_expr *e, bool in_index) {
  * innermost such axis (by A's, B's layout) with extent >= the instruction. */
 static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   const qir_target *t = p->t;
-  if (t->mma_m <= 0 || c->reduce != QIR_REDUCE_SUM || c->n_red == 0) return;
-  const qir_expr *e = c->body;
-  while (e->kind == QIR_EX_CAST) e = e->args[0];
-  if (e->kind != QIR_EX_BINARY || e->fn != QIR_FN_MUL) return;
-  const qir_expr *ab[2];
+  const qir_expr *ab[2], *bias;
+  if (t->mma_m <= 0 || !qir_compute_contraction(c, &ab[0], &ab[1], &bias)) return;
+  if (bias && c->n_red != 1) return;          /* the kernel adds a bias once, after one reduction */
   for (int s = 0; s < 2; s++) {
-    ab[s] = e->args[s];
-    while (ab[s]->kind == QIR_EX_CAST) ab[s] = ab[s]->args[0];
-    if (ab[s]->kind != QIR_EX_ACCESS) return;
     qir_dtype dt = op->operands[ab[s]->operand]->type.dtype;
     if ((dt != QIR_F16 && dt != QIR_BF16) || qir_target_peak(t, dt, true) <= 0) return;
     for (int i = 0; i < ab[s]->n_args; i++)
