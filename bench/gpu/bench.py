@@ -6,7 +6,8 @@ ONNX, compiles it with our pipeline (onnx2qir | qopt | qcodegen -cuda, then
 nvcc into a shared library) in worker processes while the main process times
 PyTorch, checks every output of ours against PyTorch eager, then times ours
 against eager and torch.compile (default and CUDA-graph mode), and single
-operators (BERT matmuls, ResNet-50 convolutions) against torch.matmul and
+operators (BERT matmuls in f32 and two in f16, which run on the tensor
+cores on both sides, ResNet-50 convolutions) against torch.matmul and
 F.conv2d.  TF32 is off on both sides.  Times are CUDA-event times of one
 forward pass, after warm-up, median of many runs, inputs rotating over three
 sets.  Peak device memory: PyTorch's allocator peak for eager, the device
@@ -77,6 +78,9 @@ OPS = [
     ("bert_qkv_b64", "matmul", (8192, 768, 768)),
     ("bert_ffn1_b64", "matmul", (8192, 768, 3072)),
     ("bert_ffn2_b64", "matmul", (8192, 3072, 768)),
+    # f16 in and out (tensor cores: our wmma kernels, cuBLAS through torch)
+    ("bert_qkv_b1_f16", "matmul_f16", (128, 768, 768)),
+    ("bert_ffn1_b64_f16", "matmul_f16", (8192, 768, 3072)),
     # (batch, cin, cout, kernel, stride, hw)
     ("r50_conv1_b1", "conv", (1, 3, 64, 7, 2, 224)),
     ("r50_l1_3x3_b1", "conv", (1, 64, 64, 3, 1, 56)),
@@ -101,8 +105,8 @@ def spec(name):
 
 
 def describe_op(kind, p):
-    if kind == "matmul":
-        return "matmul [%d,%d]x[%d,%d]" % (p[0], p[1], p[1], p[2])
+    if kind in ("matmul", "matmul_f16"):
+        return "matmul%s [%d,%d]x[%d,%d]" % (" f16" if kind == "matmul_f16" else "", p[0], p[1], p[1], p[2])
     b, cin, cout, k, s, hw = p
     return "conv %dx%d/%d %d->%d @%dx%d, batch %d" % (k, k, s, cin, cout, hw, hw, b)
 
@@ -217,6 +221,9 @@ def build(sp):
     if kind == "matmul":
         mm, k, n = sp["params"]
         return MatMul(k, n), ["x"], ["y"], lambda g, dev: (torch.randn(mm, k, generator=g).to(dev),)
+    if kind == "matmul_f16":
+        mm, k, n = sp["params"]
+        return MatMul(k, n).half(), ["x"], ["y"], lambda g, dev: (torch.randn(mm, k, generator=g).half().to(dev),)
     if kind == "conv":
         bb, cin, cout, ks, st, hw = sp["params"]
         return Conv(cin, cout, ks, st), ["x"], ["y"], lambda g, dev: (
