@@ -423,11 +423,18 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
                           qir_diag *d);
 
 /* A compute that is a contraction: sum over its reduction axes of
- * [cast](a * b), both factors tensor reads (under casts), optionally plus
- * select(r == 0, bias, 0) for a reduction variable r (Gemm's C, added once).
- * Sets *a, *b (the reads) and *bias (NULL if none).  What the matrix units
- * run: -roller plans them and qcodegen lowers them from this one reading. */
-bool qir_compute_contraction(const qir_compute *c, const qir_expr **a, const qir_expr **b, const qir_expr **bias);
+ * [cast](a * b), both factors tensor reads (under casts), possibly as
+ * select(mask, a * b, 0) (a convolution's padding), possibly plus
+ * select(r0 == 0 && r1 == 0 .., bias, 0) over every reduction variable
+ * (Gemm's C, a convolution's bias: added once).  Sets *a, *b (the reads),
+ * *mask and *bias (NULL if none).  What the matrix units run: -roller plans
+ * them and qcodegen lowers them from this one reading. */
+typedef struct {
+  const qir_expr *a, *b;        /* the two tensor reads */
+  const qir_expr *mask;         /* condition under which the product counts, or NULL */
+  const qir_expr *bias;         /* term added once, or NULL */
+} qir_contraction;
+bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
 
 /* ------------------------------------------------------- evaluation
  * qir/eval.c: the reference semantics of every op on host buffers, in double

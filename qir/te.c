@@ -1373,36 +1373,49 @@ static bool is_zero(const qir_expr *e) {
   return (e->kind == QIR_EX_INT && e->ival == 0) || (e->kind == QIR_EX_FLOAT && e->fval == 0);
 }
 
-/* select(r == 0, x, 0) with r a reduction variable: x, else NULL */
-static const qir_expr *first_step_term(const qir_compute *c, const qir_expr *e) {
-  e = strip_casts(e);
-  if (e->kind != QIR_EX_SELECT || e->n_args != 3 || !is_zero(e->args[2])) return NULL;
-  const qir_expr *cond = e->args[0];
-  if (cond->kind != QIR_EX_BINARY || cond->fn != QIR_FN_EQ || cond->n_args != 2) return NULL;
+/* Marks the reduction variables of a conjunction of `r == 0` terms; false if
+ * it has any other term. */
+static bool zero_conjunction(const qir_compute *c, const qir_expr *e, bool *seen) {
+  if (e->kind == QIR_EX_BINARY && e->fn == QIR_FN_AND && e->n_args == 2)
+    return zero_conjunction(c, e->args[0], seen) && zero_conjunction(c, e->args[1], seen);
+  if (e->kind != QIR_EX_BINARY || e->fn != QIR_FN_EQ || e->n_args != 2) return false;
   for (int s = 0; s < 2; s++) {
-    const qir_expr *v = cond->args[s], *z = cond->args[1 - s];
-    if (v->kind == QIR_EX_VAR && v->var >= c->n_axes && v->var < c->n_axes + c->n_red && z->kind == QIR_EX_INT &&
-        z->ival == 0)
-      return e->args[1];
+    const qir_expr *v = e->args[s], *z = e->args[1 - s];
+    if (v->kind == QIR_EX_VAR && v->var >= c->n_axes && v->var < c->n_axes + c->n_red && v->var - c->n_axes < 64 &&
+        z->kind == QIR_EX_INT && z->ival == 0) {
+      seen[v->var - c->n_axes] = true;
+      return true;
+    }
   }
-  return NULL;
+  return false;
 }
 
-bool qir_compute_contraction(const qir_compute *c, const qir_expr **a, const qir_expr **b, const qir_expr **bias) {
-  *a = *b = *bias = NULL;
+/* select(r0 == 0 && .., x, 0) naming every reduction variable: x, else NULL */
+static const qir_expr *first_step_term(const qir_compute *c, const qir_expr *e) {
+  e = strip_casts(e);
+  if (e->kind != QIR_EX_SELECT || e->n_args != 3 || !is_zero(e->args[2]) || c->n_red > 64) return NULL;
+  bool seen[64] = {0};
+  if (!zero_conjunction(c, e->args[0], seen)) return NULL;
+  for (int r = 0; r < c->n_red; r++)
+    if (!seen[r]) return NULL;
+  return e->args[1];
+}
+
+bool qir_compute_contraction(const qir_compute *c, qir_contraction *out) {
+  memset(out, 0, sizeof *out);
   if (!c->body || c->reduce != QIR_REDUCE_SUM || c->n_red == 0) return false;
   const qir_expr *e = strip_casts(c->body);
-  const qir_expr *x = NULL;
   if (e->kind == QIR_EX_BINARY && e->fn == QIR_FN_ADD && e->n_args == 2) {
-    for (int s = 0; s < 2 && !x; s++)
-      if ((x = first_step_term(c, e->args[s]))) e = strip_casts(e->args[1 - s]);
-    if (!x) return false;
+    for (int s = 0; s < 2 && !out->bias; s++)
+      if ((out->bias = first_step_term(c, e->args[s]))) e = strip_casts(e->args[1 - s]);
+    if (!out->bias) return false;
+  }
+  if (e->kind == QIR_EX_SELECT && e->n_args == 3 && is_zero(e->args[2])) {
+    out->mask = e->args[0];
+    e = strip_casts(e->args[1]);
   }
   if (e->kind != QIR_EX_BINARY || e->fn != QIR_FN_MUL || e->n_args != 2) return false;
-  const qir_expr *p = strip_casts(e->args[0]), *q = strip_casts(e->args[1]);
-  if (p->kind != QIR_EX_ACCESS || q->kind != QIR_EX_ACCESS) return false;
-  *a = p;
-  *b = q;
-  *bias = x;
-  return true;
+  out->a = strip_casts(e->args[0]);
+  out->b = strip_casts(e->args[1]);
+  return out->a->kind == QIR_EX_ACCESS && out->b->kind == QIR_EX_ACCESS;
 }

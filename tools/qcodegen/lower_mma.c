@@ -2,8 +2,9 @@
  * #tile plan with `mma` (written by qopt -roller for f16/bf16 contractions).
  *
  * The body is sum(A[..] * B[..]) (casts aside; qir_compute_contraction),
- * possibly plus Gemm's bias select(k == 0, C[..], 0), which the epilogue adds
- * once.  M, N are the output axes and K the reduction axis named by
+ * possibly under a padding mask (a convolution's; it zeroes the staged tile of
+ * the operand whose variables it mentions) and plus a bias term (Gemm's C, a
+ * convolution's b), which the epilogue adds once.  M, N are the output axes and K the reduction axis named by
  * `mma_axes`: A moves with M and K, B with K and N.  Every other output axis has block 1 and every other reduction axis
  * rstep 1, so they are block coordinates and loops around the step.
  *
@@ -30,6 +31,7 @@
 
 typedef struct {
   const qir_expr *access;
+  const qir_expr *mask;         /* padding condition on the variables, or NULL */
   qir_dtype dtype;
   int row_var, col_var;         /* compute variables along the tile's rows / columns (A: M, K; B: K, N) */
   int64_t rows, cols;           /* tile extent */
@@ -56,10 +58,11 @@ static bool fail(lower_env *env, const char *why) {
 static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias) {
   const qir_compute *c = env->comp;
   int nv = c->n_axes + c->n_red, vm = p->mma_m, vn = p->mma_n, vk = c->n_axes + p->mma_k;
-  const qir_expr *x, *y;
-  if (!qir_compute_contraction(c, &x, &y, bias))
-    return fail(env, "the body is not a sum of products of tensor reads (plus a first-step bias)");
-  if (*bias && c->n_red != 1) return fail(env, "a bias term needs a single reduction axis");
+  qir_contraction ct;
+  if (!qir_compute_contraction(c, &ct))
+    return fail(env, "the body is not a sum of products of tensor reads (with a padding mask, plus a bias)");
+  const qir_expr *x = ct.a, *y = ct.b;
+  *bias = ct.bias;
   if (!mentions(x, vm)) {
     const qir_expr *t = x;
     x = y;
@@ -81,6 +84,11 @@ static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_oper
                      .cols = p->rstep[p->mma_k], .row_ext = E[vm], .col_ext = E[vk]};
   *B = (mma_operand){.access = y, .dtype = db, .row_var = vk, .col_var = vn, .rows = p->rstep[p->mma_k],
                      .cols = p->block[vn], .row_ext = E[vk], .col_ext = E[vn]};
+  if (ct.mask) {                         /* padding: zeros in the tile of the operand it belongs to */
+    if (!mentions(ct.mask, vn)) A->mask = ct.mask;
+    else if (!mentions(ct.mask, vm)) B->mask = ct.mask;
+    else return fail(env, "the padding mask mentions both M and N");
+  }
   /* layout: column-major when the operand's innermost index runs along the tile's rows */
   for (int s = 0; s < 2; s++) {
     mma_operand *op = s ? B : A;
@@ -115,6 +123,7 @@ static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0) {
   for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], KT_I32);
   kexpr *val = ke_load_raw(b, 1 + op->access->operand, strides_linear(env, idx, t->dims, t->rank));
   kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
+  if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
   val = ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
   kexpr *at = ke_add(b, ke_mul(b, ke_var(b, ov), ke_int(b, op->ld)), ke_var(b, iv));
   ks_add(b, body, ks_assign(b, op->smem, at, val));
@@ -234,7 +243,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   kexpr *val = ke_elem(b, sc, ke_add(b, ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA)), ke_var(b, e)));
   if (bias) {                           /* Gemm's C: the first step's extra term, at this output point */
     for (int d = 0; d < n; d++) env->vars[d] = oidx[d];
-    env->vars[n] = ke_int(b, 0);
+    for (int a = 0; a < m; a++) env->vars[n + a] = ke_int(b, 0);
     val = ke_bin(b, QIR_FN_ADD, val, tr_as(env, bias, KT_F32), KT_F32);
   }
   kstmt *store = ks_store(b, 0, out_index(env, oidx), val);

@@ -102,6 +102,7 @@ typedef struct {
   rl_group out;
   double flops_per_point;
   double peak_gflops;           /* of the unit the op runs on */
+  double simt_gflops;           /* without the matrix units */
   bool mma;
   int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
   double unique_in_bytes, out_bytes;
@@ -254,31 +255,40 @@ static void walk_body(walk_ctx *w, const qir_expr *e, bool in_index) {
   for (int i = 0; i < e->n_args; i++) walk_body(w, e->args[i], in_index);
 }
 
-/* A contraction sum(A[...] * B[...]) of f16/bf16 whose accesses are plain
- * loop variables can use the matrix units: M = an output axis only A indexes,
- * N = one only B indexes, K = a reduction axis both index; each chosen as the
- * innermost such axis (by A's, B's layout) with extent >= the instruction. */
+/* Variables an expression mentions (bit per variable). */
+static uint64_t vars_mentioned(const qir_expr *e) {
+  uint64_t m = e->kind == QIR_EX_VAR && e->var >= 0 && e->var < 64 ? (uint64_t)1 << e->var : 0;
+  for (int i = 0; i < e->n_args; i++) m |= vars_mentioned(e->args[i]);
+  return m;
+}
+
+/* A contraction of f16/bf16 reads with affine indices (qir_compute_contraction:
+ * a matmul, a Gemm with its bias, a convolution with padding and bias) can use
+ * the matrix units: M = an output axis only A indexes, N = one only B indexes,
+ * K = a reduction axis both index; each chosen as the innermost such axis (by
+ * A's, B's layout) with extent >= the instruction.  A padding mask may not
+ * mention both M and N (qcodegen applies it to one operand's tile). */
 static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   const qir_target *t = p->t;
-  const qir_expr *ab[2], *bias;
-  if (t->mma_m <= 0 || !qir_compute_contraction(c, &ab[0], &ab[1], &bias)) return;
-  if (bias && c->n_red != 1) return;          /* the kernel adds a bias once, after one reduction */
+  qir_contraction ct;
+  if (t->mma_m <= 0 || !qir_compute_contraction(c, &ct)) return;
+  const qir_expr *ab[2] = {ct.a, ct.b};
+  int pos[2][RL_MAX_VARS];                      /* innermost index position of each var in A, B; -1 */
   for (int s = 0; s < 2; s++) {
     qir_dtype dt = op->operands[ab[s]->operand]->type.dtype;
     if ((dt != QIR_F16 && dt != QIR_BF16) || qir_target_peak(t, dt, true) <= 0) return;
-    for (int i = 0; i < ab[s]->n_args; i++)
-      if (ab[s]->args[i]->kind != QIR_EX_VAR && ab[s]->args[i]->kind != QIR_EX_INT) return;
+    for (int v = 0; v < RL_MAX_VARS; v++) pos[s][v] = -1;
+    for (int i = 0; i < ab[s]->n_args; i++) {
+      double coef[RL_MAX_VARS], cst;
+      if (!affine_of(ab[s]->args[i], p->n_vars, coef, &cst)) return;
+      for (int v = 0; v < p->n_vars; v++)
+        if (coef[v] != 0) pos[s][v] = i;
+    }
   }
   /* the instructions take A and B of one type */
   if (op->operands[ab[0]->operand]->type.dtype != op->operands[ab[1]->operand]->type.dtype) return;
   qir_dtype out_dt = op->results[0]->type.dtype;
   if (out_dt != QIR_F32 && out_dt != QIR_F16 && out_dt != QIR_BF16) return;
-  int pos[2][RL_MAX_VARS];                      /* index position of each var in A, B; -1 */
-  for (int s = 0; s < 2; s++) {
-    for (int v = 0; v < RL_MAX_VARS; v++) pos[s][v] = -1;
-    for (int i = 0; i < ab[s]->n_args; i++)
-      if (ab[s]->args[i]->kind == QIR_EX_VAR) pos[s][ab[s]->args[i]->var] = i;
-  }
   int best[3] = {-1, -1, -1}, inner[3] = {-1, -1, -1};
   int need[3] = {t->mma_m, t->mma_n, t->mma_k};
   for (int v = 0; v < p->n_vars; v++) {
@@ -290,7 +300,11 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
     if (role < 0 || p->ext[v] < need[role]) continue;
     if (at > inner[role]) inner[role] = at, best[role] = v;
   }
-  if (best[0] < 0 || best[1] < 0 || best[2] < 0) return;
+  if (best[0] < 0 || best[1] < 0 || best[2] < 0 || best[0] >= 64 || best[1] >= 64) return;
+  if (ct.mask) {
+    uint64_t mv = vars_mentioned(ct.mask);
+    if (((mv >> best[0]) & 1) && ((mv >> best[1]) & 1)) return;
+  }
   p->mma = true;
   memcpy(p->mma_axis, best, sizeof best);
   p->peak_gflops = qir_target_peak(t, op->operands[ab[0]->operand]->type.dtype, true);
@@ -346,7 +360,9 @@ static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t) {
     n *= (double)p->ext[d];
   }
   p->out_bytes = n * o->elem_bytes;
-  p->peak_gflops = qir_target_peak(t, rt->dtype, false);
+  /* qcodegen computes 16-bit floats in f32 on the SIMT cores */
+  p->peak_gflops = qir_target_peak(t, rt->dtype == QIR_F16 || rt->dtype == QIR_BF16 ? QIR_F32 : rt->dtype, false);
+  p->simt_gflops = p->peak_gflops;
   p->vec_max = 16 / (o->elem_bytes > 0 ? o->elem_bytes : 4);
   if (p->vec_max < 1) p->vec_max = 1;
   detect_mma(p, c, op);
@@ -752,8 +768,12 @@ static void thread_tile(const rl_problem *p, rl_plan *pl) {
       rl_plan probe = *pl;
       for (int u = 0; u < p->n_out; u++) probe.tile[u] = probe.thr[u];
       int64_t regs = plan_regs(p, &probe);
+      /* a warp tile keeps a warp's worth of work per fragment: grow it only
+       * while the problem still has 4 warps per compute unit */
+      double warps = 1;
+      for (int u = 0; u < p->n_out; u++) warps *= ceil((double)p->ext[u] / (double)pl->thr[u]);
       pl->thr[v] = old;
-      if (regs > budget || f2 <= f) continue;
+      if (regs > budget || f2 <= f || (p->mma && warps < 4.0 * t->compute_units)) continue;
       double s = (q - q2) / (f2 - f);
       if (s > best_score + 1e-12) best = v, best_score = s, best_size = nx;
     }
@@ -1099,11 +1119,27 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, ro
   rl_path path;
   path.n = 0;
   construct(&p, &path);
+  sort_plans(&p, path.plans, path.n);
+  if (p.mma) {
+    /* the matrix units only where the model says they pay: a small or
+     * thin contraction (few blocks, many short steps) can be faster on the
+     * SIMT cores */
+    rl_problem simt = p;
+    simt.mma = false;
+    simt.peak_gflops = p.simt_gflops;
+    rl_path alt;
+    alt.n = 0;
+    construct(&simt, &alt);
+    sort_plans(&simt, alt.plans, alt.n);
+    if (alt.n && (path.n == 0 || alt.plans[0].est_us < path.plans[0].est_us)) {
+      p = simt;
+      path = alt;
+    }
+  }
   if (path.n == 0) {
     if (st) st->skipped++;
     return true;
   }
-  sort_plans(&p, path.plans, path.n);
   qir_op_set_attr(m, op, "tile", plan_dict(m, &p, &path.plans[0], t->name, true), true);
   qir_op_remove_attr(op, "tile_alternatives");
   int alts = topk - 1 < path.n - 1 ? topk - 1 : path.n - 1;
