@@ -50,7 +50,10 @@
  *                        units) instruction shape; the block and warp tiles
  *                        along the M axis / N axis and the rstep along the K
  *                        axis are multiples of it (mma_axes = [iM, iN, iK]:
- *                        output axis of M, output axis of N, reduce axis of K)
+ *                        output axis of M, output axis of N, reduce axis of K);
+ *                        every other axis stays at block / rstep 1.  Such a
+ *                        plan is kept only when the model rates it above the
+ *                        best SIMT plan of the same op.
  * A block tile need not divide its extent: the last block is guarded.  It
  * never exceeds the extent rounded up to the thread tile, nor pads the last
  * block by more than RL_MAX_WASTE (block_fits); threads are a whole number of
