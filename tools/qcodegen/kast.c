@@ -348,14 +348,19 @@ kstmt *ks_mma_fill(kbuilder *b, kvar *acc, kexpr *index) {
   return s;
 }
 
-kstmt *ks_mma_load(kbuilder *b, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld) {
-  kstmt *s = ks_new(b, KS_MMA_LOAD);
+/* A fragment moved between registers and a shared tile (load or store). */
+static kstmt *ks_mma_move(kbuilder *b, kstmt_kind kind, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld) {
+  kstmt *s = ks_new(b, kind);
   s->var = frag;
   s->index = index;
   s->mem = mem;
   s->lo = offset;
   s->step = ld;
   return s;
+}
+
+kstmt *ks_mma_load(kbuilder *b, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld) {
+  return ks_mma_move(b, KS_MMA_LOAD, frag, index, mem, offset, ld);
 }
 
 kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib) {
@@ -370,13 +375,7 @@ kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kv
 }
 
 kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc, kexpr *index) {
-  kstmt *s = ks_new(b, KS_MMA_STORE);
-  s->var = acc;
-  s->index = index;
-  s->mem = mem;
-  s->lo = offset;
-  s->step = ld;
-  return s;
+  return ks_mma_move(b, KS_MMA_STORE, acc, index, mem, offset, ld);
 }
 
 bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA_STORE; }
