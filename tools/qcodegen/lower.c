@@ -403,7 +403,7 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
   const qir_expr *acc[64];
   int n_acc = 0;
   collect_accesses(c->body, acc, &n_acc, 64);
-  int64_t budget = SMEM_BUDGET;
+  int64_t budget = p->smem_budget > 0 ? p->smem_budget : SMEM_BUDGET;
   for (int i = 0; i < n_acc && env->n_staged < MAX_STAGED; i++) {
     const qir_expr *e = acc[i];
     bool dup = false;
@@ -785,6 +785,12 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
     return false;
   }
   p->stage = m > 0 && qir_attr_dict_get(dict, "rstep") != NULL;
+  /* stage what the plan budgeted (roller sized it for its target; CUDA goes
+   * past 48 KiB through dynamic shared memory), within the LDS on AMD */
+  p->smem_budget = SMEM_BUDGET;
+  if ((v = qir_attr_dict_get(dict, "smem")) && v->kind == QIR_ATTR_INT && v->i > p->smem_budget)
+    p->smem_budget = v->i < TILE_MAX ? v->i : TILE_MAX;
+  if (env->cg->backend == CG_HIP && p->smem_budget > HIP_LDS_LIMIT) p->smem_budget = HIP_LDS_LIMIT;
   return true;
 }
 

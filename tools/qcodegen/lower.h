@@ -6,12 +6,14 @@
 
 #define MAX_AXES 16
 #define MAX_STAGED 8
-#define SMEM_BUDGET (40 * 1024)
+#define SMEM_BUDGET (40 * 1024)        /* staging without a plan's own figure */
+#define HIP_LDS_LIMIT (64 * 1024)      /* per workgroup on gfx90a / gfx942 */
 
 typedef struct {
   int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
   int64_t pad, vec;
   bool stage;
+  int64_t smem_budget;          /* bytes of staged tiles: the plan's `smem`, else SMEM_BUDGET */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
 } tile_plan;
