@@ -322,8 +322,9 @@ kstmt *ks_store(kbuilder *b, int param, kexpr *index, kexpr *value) {
 
 kstmt *ks_barrier(kbuilder *b) { return ks_new(b, KS_BARRIER); }
 
-kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn) {
+kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn, int width) {
   kstmt *s = ks_new(b, KS_WARP_REDUCE);
+  s->step = width;
   s->var = v;
   s->red_fn = fn;
   return s;
@@ -808,7 +809,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     const char *v = s->var->name;
     const char *fn = qir_expr_fn_spelling(s->red_fn);
     indent_to(o, ind);
-    fprintf(o, "for (int q_off = %d; q_off > 0; q_off >>= 1) {\n", k->warp / 2);
+    fprintf(o, "for (int q_off = %d; q_off > 0; q_off >>= 1) {\n", (s->step ? (int)s->step : k->warp) / 2);
     indent_to(o, ind + 1);
     if (st->hip) fprintf(o, "%s other = __shfl_xor(%s, q_off, %d);\n", ktype_c(s->var->type), v, k->warp);
     else fprintf(o, "%s other = __shfl_xor_sync(0xffffffffu, %s, q_off);\n", ktype_c(s->var->type), v);

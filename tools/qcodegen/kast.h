@@ -96,7 +96,8 @@ typedef enum {
   KS_ASSIGN,                    /* var = value, or var[index] = value */
   KS_STORE,                     /* param[index] = value (converted to storage) */
   KS_BARRIER,                   /* warp_only: the lanes of a warp (a full barrier in C) */
-  KS_WARP_REDUCE,               /* var (KV_THREAD scalar) = reduction over the warp's lanes */
+  KS_WARP_REDUCE,               /* var (KV_THREAD scalar) = reduction over aligned groups of `step`
+                                 * lanes (0: the whole warp) */
   KS_COMMENT,
   /* Matrix-unit statements: collective over a warp, at block level only
    * (like barriers); offsets use KE_WARP, uniform counters and constants. */
@@ -184,7 +185,7 @@ kstmt *ks_decl(kbuilder *b, kvar *v, kexpr *init);
 kstmt *ks_assign(kbuilder *b, kvar *v, kexpr *index, kexpr *value);
 kstmt *ks_store(kbuilder *b, int param, kexpr *index, kexpr *value);
 kstmt *ks_barrier(kbuilder *b);
-kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn);
+kstmt *ks_warp_reduce(kbuilder *b, kvar *v, qir_expr_fn fn, int width);  /* width 0: the warp */
 kstmt *ks_warp_barrier(kbuilder *b);
 kstmt *ks_mma_fill(kbuilder *b, kvar *acc, kexpr *index);
 kstmt *ks_mma_load(kbuilder *b, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld);

@@ -384,11 +384,64 @@ static void lower_warp_reduce(lower_env *env) {
   ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), W, rbody));
   ks_add(b, p1, ks_if(b, in_range, work, NULL));
   ks_add(b, k->body, p1);
-  ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce)));
+  ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), 0));
   kstmt *st = ks_store(b, 0, ke_var(b, o), ke_var(b, acc));
   ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), in_range), st, NULL));
   k->summary = qir_sprintf(b->m, "warp per output: %d threads, %d outputs per block, reduction of %" PRId64 " by %d lanes",
                            threads, per_block, rtot, W);
+}
+
+/* ---------------------------------------------------------------- split reduction */
+
+/* An rsplit plan: `rsplit` lanes share each output point's reduction (lane l
+ * takes the flattened reduction's points l, l + rsplit, ...), then combine by
+ * shuffles within their aligned group; a block covers the plan's block tile
+ * of outputs, one group of lanes per output. */
+static void lower_rsplit(lower_env *env, const tile_plan *p) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, L = (int)p->rsplit;
+  const int64_t *E = c->axis_extents;
+  int64_t nb[MAX_AXES], grid = 1, per_block = 1, rtot = 1;
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(E[d], p->block[d]);
+    grid *= nb[d];
+    per_block *= p->block[d];
+  }
+  for (int a = 0; a < c->n_red; a++) rtot *= E[n + a];
+  k->grid = grid;
+  k->threads = (int)(per_block * L);
+  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
+  kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, L)));
+  kexpr *bc[MAX_AXES], *sc[MAX_AXES], *idx[MAX_AXES], *guard = NULL;
+  decompose(env, ke_bid(b), nb, n, bc);
+  decompose(env, ke_div(b, ke_tid(b), ke_int(b, L)), p->block, n, sc);
+  for (int d = 0; d < n; d++) {
+    kexpr *i = ke_add(b, ke_mul(b, bc[d], ke_int(b, p->block[d])), sc[d]);
+    idx[d] = i->kind == KE_INT ? i : ke_var(b, let(env, "o", i));
+    if (E[d] % p->block[d]) guard = ke_and(b, guard, ke_lt(b, idx[d], ke_int(b, E[d])));
+    env->vars[d] = idx[d];
+  }
+  kvar *acc = kvar_new(b, k, "acc", t, 0, KV_THREAD);
+  ks_add(b, k->body, ks_assign(b, acc, NULL, reduce_init(b, c->reduce, t)));
+  kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+  kstmt *rbody = ks_seq(b);
+  kexpr *ridx[MAX_AXES];
+  decompose(env, ke_var(b, r), E + n, c->n_red, ridx);
+  for (int a = 0; a < c->n_red; a++) {
+    if (ridx[a]->kind == KE_INT) { env->vars[n + a] = ridx[a]; continue; }
+    kvar *rv = kvar_new(b, k, "k", KT_I32, 0, KV_LOCAL);
+    ks_add(b, rbody, ks_decl(b, rv, ridx[a]));
+    env->vars[n + a] = ke_var(b, rv);
+  }
+  ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
+  ks_add(b, k->body, ks_if(b, guard, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), L, rbody), NULL));
+  ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), L));
+  kstmt *st = ks_store(b, 0, out_index(env, idx), ke_var(b, acc));
+  ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), guard), st, NULL));
+  k->summary = qir_sprintf(b->m, "split reduction: %" PRId64 " outputs per block x %d lanes, grid %" PRId64
+                           ", reduction of %" PRId64 " by %d lanes", per_block, L, grid, rtot, L);
 }
 
 /* ---------------------------------------------------------------- tiled kernel */
@@ -718,6 +771,32 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   return true;
 }
 
+/* `rsplit`: lanes per output point's reduction, a power of two; one thread
+ * per output (thread tile 1).  More lanes than the back end's warp become a
+ * warp's worth (the shuffles stay within a warp). */
+static bool rsplit_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
+  const qir_compute *c = env->comp;
+  const qir_attr_val *v = qir_attr_dict_get(dict, "rsplit");
+  p->rsplit = p->rsplit_planned = 1;
+  if (!v) return true;
+  if (v->kind != QIR_ATTR_INT || v->i < 1 || v->i > 1024 || (v->i & (v->i - 1))) {
+    qir_error(env->cg->d, env->loc, "#tile rsplit must be a power of two from 1 to 1024");
+    return false;
+  }
+  if (v->i > 1 && (c->n_red == 0 || p->mma)) {
+    qir_error(env->cg->d, env->loc, "#tile rsplit needs a reduction (and no mma)");
+    return false;
+  }
+  for (int d = 0; d < c->n_axes; d++)
+    if (v->i > 1 && p->thread[d] != 1) {
+      qir_error(env->cg->d, env->loc, "#tile rsplit: thread[%d] must be 1 (one output per group of lanes)", d);
+      return false;
+    }
+  p->rsplit_planned = v->i;
+  p->rsplit = v->i < env->cg->warp ? v->i : env->cg->warp;
+  return true;
+}
+
 static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   const qir_compute *c = env->comp;
   int n = c->n_axes, m = c->n_red;
@@ -742,6 +821,7 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
     }
   }
   if (!mma_from_attr(env, dict, p)) return false;
+  if (!rsplit_from_attr(env, dict, p)) return false;
   int64_t threads = 1;
   for (int d = 0; d < n; d++) {
     if (p->block[d] % p->thread[d]) {
@@ -759,12 +839,14 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   const qir_attr_val *v;
   /* mma plans count warps: the plan's target may have 32- or 64-lane warps */
   if ((v = qir_attr_dict_get(dict, "threads")) &&
-      (v->kind != QIR_ATTR_INT || (p->mma ? v->i != threads * 32 && v->i != threads * 64 : v->i != threads))) {
+      (v->kind != QIR_ATTR_INT || (p->mma ? v->i != threads * 32 && v->i != threads * 64
+                                   : v->i != threads * (p->rsplit_planned > 1 ? p->rsplit_planned : 1)))) {
     qir_error(env->cg->d, env->loc, "#tile threads = %" PRId64 " but block/thread give %" PRId64 "%s", v->i, threads,
               p->mma ? " warps" : "");
     return false;
   }
   if (p->mma) threads *= env->cg->warp;
+  if (p->rsplit > 1) threads *= p->rsplit;
   if (threads > 1024) {
     qir_error(env->cg->d, env->loc, "#tile needs %" PRId64 " threads per block (at most 1024)", threads);
     return false;
@@ -933,6 +1015,7 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   if (tile) {
     if (!plan_from_attr(&env, tile, &p)) return NULL;
     if (p.mma) lower_mma(&env, &p);
+    else if (p.rsplit > 1) lower_rsplit(&env, &p);
     else lower_tiled(&env, &p);
   } else if (comp->n_red == 0) {
     int threads = numel >= 256 ? 256 : (int)((numel + 31) / 32 * 32);

@@ -296,7 +296,7 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       indent_to(o, ind + 1);
       fprintf(o, "for (int l = 0; l < %d; l++) lane[l] = %s[w + l];\n", k->warp, v);
       indent_to(o, ind + 1);
-      fprintf(o, "for (int off = %d; off > 0; off >>= 1) {\n", k->warp / 2);
+      fprintf(o, "for (int off = %d; off > 0; off >>= 1) {\n", (c->step ? (int)c->step : k->warp) / 2);
       indent_to(o, ind + 2);
       fprintf(o, "%s next[%d];\n", t, k->warp);
       indent_to(o, ind + 2);

@@ -115,6 +115,7 @@ typedef struct {
 typedef struct {
   int64_t tile[RL_MAX_VARS];    /* block tile (output vars), rstep (reduction vars) */
   int64_t thr[RL_MAX_VARS];     /* thread (or warp) tile, output vars */
+  int64_t rsplit;               /* lanes sharing each output's reduction (0, 1: none) */
   /* derived by rl_eval */
   bool valid;
   int64_t threads, smem, regs, blocks;
@@ -442,7 +443,7 @@ static int64_t owners_per_block(const rl_problem *p, const rl_plan *pl) {
 }
 
 static int64_t plan_threads(const rl_problem *p, const rl_plan *pl) {
-  return owners_per_block(p, pl) * (p->mma ? p->t->warp_size : 1);
+  return owners_per_block(p, pl) * (p->mma ? p->t->warp_size : 1) * (pl->rsplit > 1 ? pl->rsplit : 1);
 }
 
 static int64_t plan_blocks(const rl_problem *p, const rl_plan *pl) {
@@ -469,7 +470,7 @@ static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
   double per_block = 0, smem = 0;
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
-    if (g->staged) {
+    if (g->staged && pl->rsplit <= 1) {
       double n = group_box(g, E, p->n_vars, ext);
       per_block += (double)tr->chunks * aligned_bytes(g, ext, n, txn);
       smem += owners * R * group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
@@ -492,6 +493,7 @@ static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
 static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   int64_t ext[QIR_MAX_RANK];
   int64_t total = 0;
+  if (pl->rsplit > 1) return 0;               /* lanes read their points directly */
   if (p->mma) {
     /* qcodegen's mma kernel: A (M x K) and B (K x N) tiles of 16-bit values,
      * inner extent padded to a multiple of 8 (16-byte rows for the matrix
@@ -519,6 +521,7 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
 static int plan_pad(const rl_problem *p, const rl_plan *pl) {
   const qir_target *t = p->t;
   if (p->mma) return 8;                       /* rows of 16 bytes more: aligned and skewed */
+  if (pl->rsplit > 1) return 0;
   if (t->smem_banks <= 0) return 0;
   int64_t ext[QIR_MAX_RANK];
   int pad = 0;
@@ -564,7 +567,7 @@ static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
 }
 
 static int plan_vec(const rl_problem *p, const rl_plan *pl) {
-  if (p->n_out == 0 || p->mma) return 1;
+  if (p->n_out == 0 || p->mma || pl->rsplit > 1) return 1;
   int last = p->n_out - 1;
   int v = 1;
   while (v * 2 <= p->vec_max && pl->thr[last] % (v * 2) == 0 && p->ext[last] % (v * 2) == 0) v *= 2;
@@ -1018,6 +1021,34 @@ static void construct(const rl_problem *p, rl_path *path) {
   finish_plan(p, path, &pl);
 }
 
+/* Split reductions: with few output points, one thread per point leaves the
+ * machine idle while each runs a long serial loop.  A warp's lanes can share
+ * each point's reduction instead (strided over the flattened reduction, then
+ * combined by shuffles).  Candidates: 1 to 32 points per block, grown from the
+ * innermost output axis; the model ranks them with the other plans. */
+static void split_plans(const rl_problem *p, rl_path *path) {
+  const qir_target *t = p->t;
+  double rtot = 1;
+  for (int v = p->n_out; v < p->n_vars; v++) rtot *= (double)p->ext[v];
+  if (p->mma || p->n_red == 0 || rtot < 2.0 * t->warp_size) return;
+  for (int64_t want = 1; want <= 32 && path->n < RL_MAX_PLANS; want *= 2) {
+    rl_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.rsplit = t->warp_size;
+    int64_t have = 1;
+    for (int v = p->n_out - 1; v >= 0; v--) {
+      int64_t take = want / have < p->ext[v] ? want / have : p->ext[v];
+      pl.tile[v] = take > 0 ? take : 1;
+      pl.thr[v] = 1;
+      have *= pl.tile[v];
+    }
+    if (have < want && want > 1) break;       /* no more points to put in a block */
+    for (int v = p->n_out; v < p->n_vars; v++) pl.tile[v] = p->ext[v];
+    rl_eval(p, &pl);
+    if (pl.valid) path->plans[path->n++] = pl;
+  }
+}
+
 /* Three significant digits, as the nearest double to the decimal text, so
  * the printed estimate is short and stable. */
 static double round_sig(double x) {
@@ -1078,6 +1109,7 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
     e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(pl->smem)};
     e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(pl->regs)};
   }
+  if (pl->rsplit > 1) e[n++] = (qir_attr){.key = "rsplit", .val = qir_attr_int(pl->rsplit)};
   e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(pl->est_us))};
   if (full) {
     e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
@@ -1122,6 +1154,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, ro
   rl_path path;
   path.n = 0;
   construct(&p, &path);
+  split_plans(&p, &path);
   sort_plans(&p, path.plans, path.n);
   if (p.mma) {
     /* the matrix units only where the model says they pay: a small or

@@ -5,7 +5,8 @@ Reads qopt output on stdin.  The limits are written down here again from the
 vendors' documentation (CUDA C++ Programming Guide, compute-capability table;
 ROCm HIP hardware documentation), independently of qir/target.c, so a planner
 that ignored a limit is caught.  Also checks the plan's own arithmetic: grid =
-ceil(extent / block), threads = prod(ceil(block / thread)) (x warp with mma),
+ceil(extent / block), threads = prod(ceil(block / thread)) (x warp with mma, x
+rsplit lanes for split reductions),
 warp-multiple threads, vector width dividing the thread tile, mma alignment.
 Block tiles stay within their extent: never past the extent rounded up to the
 thread tile, and the padding of the last block at most MAX_WASTE of the extent
@@ -97,7 +98,10 @@ def main():
                 bad(f"axis {i}: block {b} oversized for extent {e} (thread {t})")
         owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread))
         mma = p.get("mma")
-        threads = owners * (warp if mma else 1)
+        rsplit = p.get("rsplit", 1)
+        if rsplit != 1 and (rsplit != warp or any(t != 1 for t in thread) or mma or not p.get("rstep")):
+            bad(f"rsplit {rsplit}: needs a warp of lanes ({warp}), thread tile 1, a reduction, no mma")
+        threads = owners * (warp if mma else 1) * rsplit
         if p["threads"] != threads:
             bad(f"threads {p['threads']} != {threads}")
         if p["threads"] > max_threads:
