@@ -40,13 +40,15 @@ void fmt_dims(qviz_buf *b, const qir_attr_val *v);      /* [64,64] -> 64x64 */
 typedef struct {
   bool present;
   const qir_attr_val *block, *thread, *rstep, *grid;   /* lists, or NULL */
-  int64_t threads, smem_pad, vec, smem, regs;          /* -1 when absent */
+  const qir_attr_val *mma, *mma_axes;                  /* matrix-unit shape and axes, or NULL */
+  int64_t threads, smem_pad, vec, smem, regs, rsplit;  /* -1 when absent */
   double est_us;                                       /* < 0 when absent */
   const char *target;
 } qviz_tile;
 
 qviz_tile tile_of(const qir_op *op);
-/* One-line summary: "blk 64x64 thr 4x4 grid 16x4 12.3us" ("" when no tile). */
+/* One-line summary: "blk 64x64 thr 4x4 grid 16x4 12.3us" ("" when no tile), with
+ * " mma" on the matrix units and " rsplit 32" for split reductions. */
 void fmt_tile_summary(qviz_buf *b, const qviz_tile *t);
 
 /* Op kinds that are looked up by name at run time, because ops.def may not

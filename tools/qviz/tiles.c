@@ -137,6 +137,17 @@ static void emit_table(FILE *out, int index, const tile_entry *e, double total, 
     row_int(out, &b, "vector width", t->vec, "");
     row_int(out, &b, "smem/block", t->smem, " B");
     row_int(out, &b, "regs/thread", t->regs, "");
+    if (t->mma) {                 /* matrix units: instruction shape, and M, N, K axes */
+      buf_clear(&b);
+      fmt_dims(&b, t->mma);
+      const qir_attr_val *ax = t->mma_axes;
+      if (ax && ax->kind == QIR_ATTR_LIST && ax->n == 3 && ax->items[0].kind == QIR_ATTR_INT &&
+          ax->items[1].kind == QIR_ATTR_INT && ax->items[2].kind == QIR_ATTR_INT)
+        buf_printf(&b, ": M = axis %lld, N = axis %lld, K = reduction %lld", (long long)ax->items[0].i,
+                   (long long)ax->items[1].i, (long long)ax->items[2].i);
+      row(out, "matrix units", b.s);
+    }
+    if (t->rsplit > 1) row_int(out, &b, "lanes/output", t->rsplit, "");
     buf_clear(&b);
     char color[8] = "#ffffff";
     if (t->est_us >= 0) {
