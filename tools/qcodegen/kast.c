@@ -160,6 +160,12 @@ kexpr *ke_load_raw(kbuilder *b, int param, kexpr *index) {
 }
 
 kexpr *ke_warp(kbuilder *b) { return ke_new(b, KE_WARP, KT_I32); }
+
+kexpr *ke_aligned16(kbuilder *b, int param) {
+  kexpr *e = ke_new(b, KE_ALIGNED16, KT_BOOL);
+  e->param = param;
+  return e;
+}
 kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
 kexpr *ke_bid(kbuilder *b) { return ke_new(b, KE_BID, KT_I32); }
 
@@ -379,6 +385,16 @@ kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc
   return ks_mma_move(b, KS_MMA_STORE, acc, index, mem, offset, ld);
 }
 
+kstmt *ks_vcopy16(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond) {
+  kstmt *s = ks_new(b, KS_VCOPY16);
+  s->var = mem;
+  s->index = index;
+  s->param = param;
+  s->lo = src;
+  s->cond = cond;
+  return s;
+}
+
 bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA_STORE; }
 
 bool ks_has_sync(const kstmt *s) {
@@ -404,13 +420,13 @@ bool ke_uses_var(const kexpr *e, const kvar *v) {
 
 static bool ke_uses_param(const kexpr *e, int p) {
   if (!e) return false;
-  if (e->kind == KE_LOAD && e->param == p) return true;
+  if ((e->kind == KE_LOAD || e->kind == KE_ALIGNED16) && e->param == p) return true;
   return ke_uses_param(e->a, p) || ke_uses_param(e->b, p) || ke_uses_param(e->c, p);
 }
 
 bool ks_uses_param(const kstmt *s, int p) {
   if (!s) return false;
-  if (s->kind == KS_STORE && s->param == p) return true;
+  if ((s->kind == KS_STORE || s->kind == KS_VCOPY16) && s->param == p) return true;
   if (ke_uses_param(s->init, p) || ke_uses_param(s->lo, p) || ke_uses_param(s->hi, p) || ke_uses_param(s->cond, p) ||
       ke_uses_param(s->index, p) || ke_uses_param(s->value, p))
     return true;
@@ -569,6 +585,9 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
   case KE_ELEM: print_var_ref(o, e->var, e->a, k, st); return;
   case KE_TID: fputs(st->c_threads ? "tid" : "(int)threadIdx.x", o); return;
   case KE_BID: fputs(st->c_threads ? "bid" : "(int)blockIdx.x", o); return;
+  case KE_ALIGNED16:
+    fprintf(o, "((((uintptr_t)%s) & 15u) == 0)", k->params[e->param].name);
+    return;
   case KE_WARP:
     if (st->c_threads) fputs("q_w", o);
     else fprintf(o, "((int)threadIdx.x / %d)", k->warp);
@@ -803,6 +822,34 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
   case KS_MMA_FILL: case KS_MMA_LOAD: case KS_MMA_SYNC: case KS_MMA_STORE:
     indent_to(o, ind);
     kprint_mma_stmt(o, s, k, st);
+    return;
+  case KS_VCOPY16:
+    indent_to(o, ind);
+    if (st->c_threads) {
+      fputs("if (", o);
+      if (s->cond) kprint_expr(o, s->cond, k, st);
+      else fputs("1", o);
+      fprintf(o, ") memcpy(&%s[", s->var->name);
+      kprint_expr(o, s->index, k, st);
+      fprintf(o, "], &%s[", k->params[s->param].name);
+      kprint_expr(o, s->lo, k, st);
+      fprintf(o, "], 16); else memset(&%s[", s->var->name);
+      kprint_expr(o, s->index, k, st);
+      fputs("], 0, 16);\n", o);
+      return;
+    }
+    fprintf(o, "*(uint4 *)&%s[", s->var->name);
+    kprint_expr(o, s->index, k, st);
+    fputs("] = ", o);
+    if (s->cond) {
+      kprint_expr(o, s->cond, k, st);
+      fputs(" ? ", o);
+    }
+    fprintf(o, "*(const uint4 *)&%s[", k->params[s->param].name);
+    kprint_expr(o, s->lo, k, st);
+    fputs("]", o);
+    if (s->cond) fputs(" : make_uint4(0u, 0u, 0u, 0u)", o);
+    fputs(";\n", o);
     return;
   case KS_WARP_REDUCE: {
     /* butterfly: every lane ends with the reduction of the warp/wavefront */

@@ -72,6 +72,7 @@ typedef enum {
   KE_UNARY, KE_BINARY,          /* fn from qir_expr_fn */
   KE_SELECT,                    /* a ? b : c */
   KE_CAST,                      /* to .type */
+  KE_ALIGNED16,                 /* tensor parameter `param` starts at a 16-byte boundary (bool) */
 } kexpr_kind;
 
 typedef struct kexpr kexpr;
@@ -105,6 +106,8 @@ typedef enum {
   KS_MMA_LOAD,                  /* var[index] = tile of shared `mem` at offset `lo`, leading dimension `step` */
   KS_MMA_SYNC,                  /* var[index] += fa[ia] * fb[ib] */
   KS_MMA_STORE,                 /* f32 shared `mem` at `lo`, row-major, leading dimension `step` = var[index] */
+  KS_VCOPY16,                   /* 16 bytes: raw shared var[index..] = cond ? param[lo..] : 0 (both
+                                 * 16-byte aligned; one vector load and store on a GPU) */
 } kstmt_kind;
 
 typedef struct kstmt kstmt;
@@ -191,6 +194,8 @@ kstmt *ks_mma_fill(kbuilder *b, kvar *acc, kexpr *index);
 kstmt *ks_mma_load(kbuilder *b, kvar *frag, kexpr *index, kvar *mem, kexpr *offset, int64_t ld);
 kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib);
 kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc, kexpr *index);
+kstmt *ks_vcopy16(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
+kexpr *ke_aligned16(kbuilder *b, int param);
 bool ks_is_mma(const kstmt *s);
 kstmt *ks_comment(kbuilder *b, const char *text);
 bool ks_has_sync(const kstmt *s);             /* contains a barrier or warp reduction */
