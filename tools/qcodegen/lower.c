@@ -410,11 +410,15 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
     per_block *= p->block[d];
   }
   for (int a = 0; a < c->n_red; a++) rtot *= E[n + a];
+  /* whole warps: shuffles name every lane of the warp, so a block of fewer
+   * lanes gets idle ones (identity values, no store) */
+  int W = env->cg->warp;
   k->grid = grid;
-  k->threads = (int)(per_block * L);
+  k->threads = (int)ceil_div(per_block * L, W) * W;
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, L)));
   kexpr *bc[MAX_AXES], *sc[MAX_AXES], *idx[MAX_AXES], *guard = NULL;
+  if (k->threads != per_block * L) guard = ke_lt(b, ke_tid(b), ke_int(b, per_block * L));
   decompose(env, ke_bid(b), nb, n, bc);
   decompose(env, ke_div(b, ke_tid(b), ke_int(b, L)), p->block, n, sc);
   for (int d = 0; d < n; d++) {
@@ -441,7 +445,8 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
   kstmt *st = ks_store(b, 0, out_index(env, idx), ke_var(b, acc));
   ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), guard), st, NULL));
   k->summary = qir_sprintf(b->m, "split reduction: %" PRId64 " outputs per block x %d lanes, grid %" PRId64
-                           ", reduction of %" PRId64 " by %d lanes", per_block, L, grid, rtot, L);
+                           ", reduction of %" PRId64 " by %d lanes%s", per_block, L, grid, rtot, L,
+                           k->threads != per_block * L ? " (block padded to whole warps)" : "");
 }
 
 /* ---------------------------------------------------------------- tiled kernel */
