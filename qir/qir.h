@@ -435,6 +435,11 @@ typedef struct {
   const qir_expr *bias;         /* term added once, or NULL */
 } qir_contraction;
 bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
+/* A sum whose body is `rest + select(r0 == 0 && .., bias, 0)` over every
+ * reduction variable (either order, no cast around the sum): returns bias and
+ * sets *rest; NULL otherwise.  The bias counts once, so a kernel can start
+ * from it instead of testing the condition at every reduction step. */
+const qir_expr *qir_compute_bias_term(const qir_compute *c, const qir_expr **rest);
 
 /* ------------------------------------------------------- evaluation
  * qir/eval.c: the reference semantics of every op on host buffers, in double

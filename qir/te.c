@@ -1419,3 +1419,18 @@ bool qir_compute_contraction(const qir_compute *c, qir_contraction *out) {
   out->b = strip_casts(e->args[1]);
   return out->a->kind == QIR_EX_ACCESS && out->b->kind == QIR_EX_ACCESS;
 }
+
+const qir_expr *qir_compute_bias_term(const qir_compute *c, const qir_expr **rest) {
+  const qir_expr *e = c->body;
+  if (!e || c->reduce != QIR_REDUCE_SUM || c->n_red == 0 || e->kind != QIR_EX_BINARY || e->fn != QIR_FN_ADD ||
+      e->n_args != 2)
+    return NULL;
+  for (int s = 0; s < 2; s++) {
+    const qir_expr *bias = first_step_term(c, e->args[s]);
+    if (bias) {
+      *rest = e->args[1 - s];
+      return bias;
+    }
+  }
+  return NULL;
+}

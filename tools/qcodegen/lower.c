@@ -268,7 +268,22 @@ kexpr *out_index(lower_env *env, kexpr *const *idx) {
 }
 
 /* Body value converted to the output's compute type. */
-static kexpr *body_value(lower_env *env, ktype t) { return tr_as(env, env->comp->body, t); }
+static kexpr *body_value(lower_env *env, ktype t) { return tr_as(env, env->body, t); }
+
+/* acc += the bias, evaluated at the output point (every reduction variable 0);
+ * NULL without a bias.  Once per output: lanes that split a reduction add it
+ * on lane 0 only. */
+static kstmt *add_bias(lower_env *env, kvar *acc, kexpr *slot, ktype t) {
+  if (!env->bias) return NULL;
+  const qir_compute *c = env->comp;
+  kexpr *saved[MAX_AXES];
+  memcpy(saved, env->vars, sizeof saved);
+  for (int a = 0; a < c->n_red; a++) env->vars[c->n_axes + a] = ke_int(env->b, 0);
+  kexpr *v = tr_as(env, env->bias, t);
+  memcpy(env->vars, saved, sizeof saved);
+  kexpr *cur = slot ? ke_elem(env->b, acc, slot) : ke_var(env->b, acc);
+  return ks_assign(env->b, acc, slot, ke_bin(env->b, QIR_FN_ADD, cur, v, t));
+}
 
 /* Nested loops over the reduction axes; *inner receives the innermost body. */
 static kstmt *reduce_loops(lower_env *env, kstmt **inner) {
@@ -324,6 +339,8 @@ static void lower_flat(lower_env *env, int threads, int per_thread) {
   } else {
     kvar *acc = kvar_new(b, k, "acc", t, 0, KV_LOCAL);
     ks_add(b, body, ks_decl(b, acc, reduce_init(b, c->reduce, t)));
+    kstmt *bias = add_bias(env, acc, NULL, t);
+    if (bias) ks_add(b, body, bias);
     kstmt *inner = NULL;
     kstmt *loops = reduce_loops(env, &inner);
     ks_add(b, inner, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
@@ -381,6 +398,8 @@ static void lower_warp_reduce(lower_env *env) {
     env->vars[c->n_axes + a] = ke_var(b, rv);
   }
   ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
+  kstmt *bias = add_bias(env, acc, NULL, t);
+  if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
   ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), W, rbody));
   ks_add(b, p1, ks_if(b, in_range, work, NULL));
   ks_add(b, k->body, p1);
@@ -440,7 +459,10 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
     env->vars[n + a] = ke_var(b, rv);
   }
   ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
-  ks_add(b, k->body, ks_if(b, guard, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), L, rbody), NULL));
+  kstmt *work = ks_seq(b), *bias = add_bias(env, acc, NULL, t);
+  if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
+  ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), L, rbody));
+  ks_add(b, k->body, ks_if(b, guard, work, NULL));
   ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), L));
   kstmt *st = ks_store(b, 0, out_index(env, idx), ke_var(b, acc));
   ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), guard), st, NULL));
@@ -609,8 +631,16 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     ks_add(b, k->body, s);
   } else {
     kvar *acc = kvar_new(b, k, "acc", t, regs, KV_THREAD);
-    kstmt *s;
-    SLOTS(ks_assign(b, acc, slot_index, reduce_init(b, c->reduce, t)), s);
+    kstmt *s, *init = ks_seq(b), *bias;
+    ks_add(b, init, ks_assign(b, acc, slot_index, reduce_init(b, c->reduce, t)));
+    /* the bias starts the sum; out-of-range slots read it at a clamped index */
+    kexpr *raw[MAX_AXES];
+    memcpy(raw, env->vars, sizeof(kexpr *) * (size_t)n);
+    for (int d = 0; d < n; d++)
+      if (E[d] % p->block[d]) env->vars[d] = ke_bin(b, QIR_FN_MIN, raw[d], ke_int(b, E[d] - 1), KT_I32);
+    if ((bias = add_bias(env, acc, slot_index, t))) ks_add(b, init, bias);
+    memcpy(env->vars, raw, sizeof(kexpr *) * (size_t)n);
+    SLOTS(init, s);
     ks_add(b, k->body, s);
 
     /* uniform loops over reduction steps */
@@ -1015,6 +1045,9 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     qir_error(cg->d, env.loc, "tensor of %" PRId64 " elements: qcodegen indexes with 32 bits", numel);
     return NULL;
   }
+  env.body = comp->body;
+  env.bias = qir_compute_bias_term(comp, &env.body);
+  if (!env.bias) env.body = comp->body;
   const qir_attr *tile = plan_op ? qir_op_attr(plan_op, "tile") : NULL;
   tile_plan p;
   if (tile) {

@@ -41,6 +41,8 @@ typedef struct {
   staged_access staged[MAX_STAGED];
   bool failed;
   qir_loc loc;
+  const qir_expr *body;         /* what the reduction accumulates: the compute's body, less a bias */
+  const qir_expr *bias;         /* term counted once (qir_compute_bias_term), or NULL */
 } lower_env;
 
 /* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
