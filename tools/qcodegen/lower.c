@@ -497,9 +497,20 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
     if (!has_red || !reused) continue;
     staged_access sa = {.access = e, .rank = e->n_args};
     int64_t elems = 1;
+    const qir_type *at = &env->args[e->operand]->type;
     for (int j = 0; j < e->n_args && ok; j++) {
       int64_t coef[MAX_AXES], k0;
       if (!affine(e->args[j], nv, coef, &k0)) { ok = false; break; }
+      /* the index's range over every block and step (tiles rounded up):
+       * inside [0, dim) everywhere means no bounds test */
+      int64_t imin = k0, imax = k0;
+      for (int v = 0; v < nv; v++) {
+        int64_t top = (v < c->n_axes ? ceil_div(c->axis_extents[v], p->block[v]) * p->block[v]
+                                     : ceil_div(c->axis_extents[v], p->rstep[v - c->n_axes]) * p->rstep[v - c->n_axes]) - 1;
+        if (coef[v] > 0) imax += coef[v] * top;
+        else imin += coef[v] * top;
+      }
+      sa.guard[j] = imin < 0 || imax >= at->dims[j];
       kexpr *origin = ke_int(b, k0);
       int64_t ext = 1;
       for (int v = 0; v < nv; v++) {
@@ -556,7 +567,8 @@ static kstmt *stage_load(lower_env *env, staged_access *sa, int64_t vec) {
     kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
     ks_add(b, inner, ks_decl(b, gv, ke_add(b, sa->origin[j], off[j])));
     g[j] = ke_var(b, gv);
-    inb = ke_and(b, inb, ke_and(b, ke_bin(b, QIR_FN_GE, g[j], ke_int(b, 0), KT_BOOL), ke_lt(b, g[j], ke_int(b, t->dims[j]))));
+    if (sa->guard[j])
+      inb = ke_and(b, inb, ke_and(b, ke_bin(b, QIR_FN_GE, g[j], ke_int(b, 0), KT_BOOL), ke_lt(b, g[j], ke_int(b, t->dims[j]))));
   }
   kexpr *val = ke_load(b, k, 1 + sa->access->operand, strides_linear(env, g, t->dims, t->rank));
   if (inb) val = ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), val->type), val->type);

@@ -27,6 +27,7 @@ typedef struct {
   kexpr *origin[QIR_MAX_RANK];
   int64_t ext[QIR_MAX_RANK];     /* footprint per dimension */
   int64_t pdims[QIR_MAX_RANK];   /* shared-array dimensions: ext, last one padded */
+  bool guard[QIR_MAX_RANK];      /* the index may leave [0, dim) somewhere: test it */
 } staged_access;
 
 typedef struct {
