@@ -101,17 +101,38 @@ static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_oper
   return true;
 }
 
-/* Cooperative load of one operand tile for the step at (row0, col0); the other
- * compute variables are already in env->vars. */
-static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0) {
+/* Loads of 16 bytes (8 values) need every vector whole: the operand's
+ * innermost index is the tile's inner variable plus a multiple of 8, its rows
+ * are multiples of 8 long, the inner extent and the guard's bound are
+ * multiples of 8 (tile origins are, being multiples of 16), and no padding
+ * mask applies.  The caller also checks at run time that the tensor starts
+ * at a 16-byte boundary. */
+static bool vector_loads_fit(lower_env *env, const mma_operand *op) {
+  const qir_compute *c = env->comp;
+  const qir_type *t = &env->args[op->access->operand]->type;
+  int nv = c->n_axes + c->n_red, inner_var = op->col_major ? op->row_var : op->col_var;
+  int64_t inner = op->col_major ? op->rows : op->cols, inner_ext = op->col_major ? op->row_ext : op->col_ext;
+  int64_t coef[MAX_AXES], k0;
+  if (op->mask || t->rank == 0 || t->dims[t->rank - 1] % 8 || inner % 8 || inner_ext % 8) return false;
+  if (!affine(op->access->args[op->access->n_args - 1], nv, coef, &k0) || k0 % 8) return false;
+  for (int v = 0; v < nv; v++)
+    if (coef[v] != (v == inner_var)) return false;
+  return true;
+}
+
+/* Cooperative load of one operand tile for the step at (row0, col0), `width`
+ * values (1, or 8 when vector_loads_fit) per thread and iteration; the other
+ * compute variables are already in env->vars.  Out of range: zeros. */
+static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0, int width) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
   int64_t inner = op->col_major ? op->rows : op->cols, outer = op->col_major ? op->cols : op->rows;
+  int64_t groups = inner / width;
   kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
   kstmt *body = ks_seq(b);
   kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
-  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, inner))));
-  ks_add(b, body, ks_decl(b, iv, ke_mod(b, ke_var(b, f), ke_int(b, inner))));
+  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, groups))));
+  ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, groups)), ke_int(b, width))));
   kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
   kvar *gr = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
   ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
@@ -121,50 +142,17 @@ static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0) {
   const qir_type *t = &env->args[op->access->operand]->type;
   kexpr *idx[QIR_MAX_RANK];
   for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], KT_I32);
-  kexpr *val = ke_load_raw(b, 1 + op->access->operand, strides_linear(env, idx, t->dims, t->rank));
+  kexpr *src = strides_linear(env, idx, t->dims, t->rank);
   kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
   if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
-  val = ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
   kexpr *at = ke_add(b, ke_mul(b, ke_var(b, ov), ke_int(b, op->ld)), ke_var(b, iv));
-  ks_add(b, body, ks_assign(b, op->smem, at, val));
-  return ks_for(b, f, ke_tid(b), ke_int(b, outer * inner), k->threads, body);
-}
-
-/* The same load 16 bytes (8 values) at a time, where every vector is whole:
- * the operand's innermost index is the tile's inner variable plus a multiple
- * of 8, its rows are multiples of 8 long, the inner extent and the guard's
- * bound are multiples of 8 (tile origins are, being multiples of 16), and no
- * padding mask applies.  NULL where that does not hold.  The caller picks it
- * at run time only when the tensor starts at a 16-byte boundary. */
-static kstmt *stage_vec(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0) {
-  kbuilder *b = env->b;
-  kkernel *k = env->k;
-  const qir_compute *c = env->comp;
-  const qir_type *t = &env->args[op->access->operand]->type;
-  int nv = c->n_axes + c->n_red, inner_var = op->col_major ? op->row_var : op->col_var;
-  int64_t inner = op->col_major ? op->rows : op->cols, outer = op->col_major ? op->cols : op->rows;
-  int64_t inner_ext = op->col_major ? op->row_ext : op->col_ext, coef[MAX_AXES], k0;
-  if (op->mask || t->rank == 0 || t->dims[t->rank - 1] % 8 || inner % 8 || inner_ext % 8) return NULL;
-  if (!affine(op->access->args[op->access->n_args - 1], nv, coef, &k0) || k0 % 8) return NULL;
-  for (int v = 0; v < nv; v++)
-    if (coef[v] != (v == inner_var)) return NULL;
-  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
-  kstmt *body = ks_seq(b);
-  kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
-  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, inner / 8))));
-  ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, inner / 8)), ke_int(b, 8))));
-  kexpr *r = ke_var(b, op->col_major ? iv : ov), *cc = ke_var(b, op->col_major ? ov : iv);
-  kvar *gr = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
-  ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
-  ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, cc)));
-  env->vars[op->row_var] = ke_var(b, gr);
-  env->vars[op->col_var] = ke_var(b, gc);
-  kexpr *idx[QIR_MAX_RANK];
-  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], KT_I32);
-  kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
-  kexpr *at = ke_add(b, ke_mul(b, ke_var(b, ov), ke_int(b, op->ld)), ke_var(b, iv));
-  ks_add(b, body, ks_vcopy16(b, op->smem, at, 1 + op->access->operand, strides_linear(env, idx, t->dims, t->rank), inb));
-  return ks_for(b, f, ke_tid(b), ke_int(b, outer * inner / 8), k->threads, body);
+  if (width > 1) {
+    ks_add(b, body, ks_vcopy16(b, op->smem, at, 1 + op->access->operand, src, inb));
+  } else {
+    kexpr *val = ke_load_raw(b, 1 + op->access->operand, src);
+    ks_add(b, body, ks_assign(b, op->smem, at, ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), KT_U32), KT_U32)));
+  }
+  return ks_for(b, f, ke_tid(b), ke_int(b, outer * groups), k->threads, body);
 }
 
 /* Offset of tile element (r, c) in the stored layout. */
@@ -237,8 +225,10 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   for (int s = 0; s < 2; s++) {
     mma_operand *op = s ? &B : &A;
     kexpr *row0 = s ? ke_var(b, ko[ka]) : blo[vm], *col0 = s ? blo[vn] : ke_var(b, ko[ka]);
-    kstmt *vec = stage_vec(env, op, row0, col0), *scalar = stage(env, op, row0, col0);
-    ks_add(b, cur, vec ? ks_if(b, ke_aligned16(b, 1 + op->access->operand), vec, scalar) : scalar);
+    kstmt *scalar = stage(env, op, row0, col0, 1);
+    ks_add(b, cur, vector_loads_fit(env, op) ? ks_if(b, ke_aligned16(b, 1 + op->access->operand),
+                                                     stage(env, op, row0, col0, 8), scalar)
+                                             : scalar);
   }
   ks_add(b, cur, ks_barrier(b));
   kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
