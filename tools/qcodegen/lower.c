@@ -414,8 +414,10 @@ static void lower_warp_reduce(lower_env *env) {
 
 /* An rsplit plan: `rsplit` lanes share each output point's reduction (lane l
  * takes the flattened reduction's points l, l + rsplit, ...), then combine by
- * shuffles within their aligned group; a block covers the plan's block tile
- * of outputs, one group of lanes per output. */
+ * shuffles within their aligned group (within each warp of it when the group
+ * spans warps, whose results lane 0 of the group then combines from shared
+ * memory); a block covers the plan's block tile of outputs, one group of
+ * lanes per output. */
 static void lower_rsplit(lower_env *env, const tile_plan *p) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
@@ -463,9 +465,24 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
   if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
   ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), L, rbody));
   ks_add(b, k->body, ks_if(b, guard, work, NULL));
-  ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), L));
-  kstmt *st = ks_store(b, 0, out_index(env, idx), ke_var(b, acc));
-  ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), guard), st, NULL));
+  ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), L < W ? L : W));
+  kexpr *total = ke_var(b, acc);
+  kstmt *fin = ks_seq(b);
+  if (L > W) {                          /* the group's warps, through shared memory */
+    int64_t wpg = L / W;
+    kvar *part = kvar_new(b, k, "part", t, k->threads / W, KV_SHARED);
+    kexpr *first = ke_bin(b, QIR_FN_EQ, ke_mod(b, ke_tid(b), ke_int(b, W)), ke_int(b, 0), KT_BOOL);
+    ks_add(b, k->body, ks_if(b, first, ks_assign(b, part, ke_div(b, ke_tid(b), ke_int(b, W)), ke_var(b, acc)), NULL));
+    ks_add(b, k->body, ks_barrier(b));
+    kvar *sum = kvar_new(b, k, "sum", t, 0, KV_LOCAL), *q = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+    kexpr *base = ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, L)), ke_int(b, wpg));
+    ks_add(b, fin, ks_decl(b, sum, ke_elem(b, part, base)));
+    kstmt *more = ks_assign(b, sum, NULL, combine(b, c->reduce, ke_var(b, sum), ke_elem(b, part, ke_add(b, base, ke_var(b, q))), t));
+    ks_add(b, fin, ks_for(b, q, ke_int(b, 1), ke_int(b, wpg), 1, more));
+    total = ke_var(b, sum);
+  }
+  ks_add(b, fin, ks_store(b, 0, out_index(env, idx), total));
+  ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), guard), fin, NULL));
   k->summary = qir_sprintf(b->m, "split reduction: %" PRId64 " outputs per block x %d lanes, grid %" PRId64
                            ", reduction of %" PRId64 " by %d lanes%s", per_block, L, grid, rtot, L,
                            k->threads != per_block * L ? " (block padded to whole warps)" : "");
@@ -819,12 +836,12 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
 }
 
 /* `rsplit`: lanes per output point's reduction, a power of two; one thread
- * per output (thread tile 1).  More lanes than the back end's warp become a
- * warp's worth (the shuffles stay within a warp). */
+ * per output (thread tile 1).  Up to a warp they combine by shuffles; more
+ * lanes (whole warps) combine their warps' results through shared memory. */
 static bool rsplit_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
   const qir_compute *c = env->comp;
   const qir_attr_val *v = qir_attr_dict_get(dict, "rsplit");
-  p->rsplit = p->rsplit_planned = 1;
+  p->rsplit = 1;
   if (!v) return true;
   if (v->kind != QIR_ATTR_INT || v->i < 1 || v->i > 1024 || (v->i & (v->i - 1))) {
     qir_error(env->cg->d, env->loc, "#tile rsplit must be a power of two from 1 to 1024");
@@ -839,8 +856,7 @@ static bool rsplit_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan
       qir_error(env->cg->d, env->loc, "#tile rsplit: thread[%d] must be 1 (one output per group of lanes)", d);
       return false;
     }
-  p->rsplit_planned = v->i;
-  p->rsplit = v->i < env->cg->warp ? v->i : env->cg->warp;
+  p->rsplit = v->i;
   return true;
 }
 
@@ -887,7 +903,7 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   /* mma plans count warps: the plan's target may have 32- or 64-lane warps */
   if ((v = qir_attr_dict_get(dict, "threads")) &&
       (v->kind != QIR_ATTR_INT || (p->mma ? v->i != threads * 32 && v->i != threads * 64
-                                   : v->i != threads * (p->rsplit_planned > 1 ? p->rsplit_planned : 1)))) {
+                                   : v->i != threads * p->rsplit))) {
     qir_error(env->cg->d, env->loc, "#tile threads = %" PRId64 " but block/thread give %" PRId64 "%s", v->i, threads,
               p->mma ? " warps" : "");
     return false;

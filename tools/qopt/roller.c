@@ -1022,15 +1022,30 @@ static void construct(const rl_problem *p, rl_path *path) {
 }
 
 /* Split reductions: with few output points, one thread per point leaves the
- * machine idle while each runs a long serial loop.  A warp's lanes can share
- * each point's reduction instead (strided over the flattened reduction, then
- * combined by shuffles).  Candidates: 1 to 32 points per block, grown from the
- * innermost output axis; the model ranks them with the other plans. */
+ * machine idle while each runs a long serial loop.  A group of lanes can
+ * share each point's reduction instead (strided over the flattened
+ * reduction, combined by shuffles within each warp, and through shared memory
+ * when the group is several warps).  Candidates: 1 to 32 points per block,
+ * grown from the innermost output axis, with a warp per point; with one
+ * point per block also 4, 16 and 32 warps per point, for reductions long
+ * enough to give each lane a few points.  The model ranks them with the
+ * other plans. */
 static void split_plans(const rl_problem *p, rl_path *path) {
   const qir_target *t = p->t;
   double rtot = 1;
   for (int v = p->n_out; v < p->n_vars; v++) rtot *= (double)p->ext[v];
   if (p->mma || p->n_red == 0 || rtot < 2.0 * t->warp_size) return;
+  for (int64_t lanes = 4 * t->warp_size; lanes <= 32 * t->warp_size && path->n < RL_MAX_PLANS; lanes *= 2) {
+    if (lanes > t->max_threads_per_block || rtot < 4.0 * lanes) break;
+    if (lanes != 4 * t->warp_size && lanes != 16 * t->warp_size && lanes != 32 * t->warp_size) continue;
+    rl_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.rsplit = lanes;
+    for (int v = 0; v < p->n_out; v++) pl.tile[v] = pl.thr[v] = 1;
+    for (int v = p->n_out; v < p->n_vars; v++) pl.tile[v] = p->ext[v];
+    rl_eval(p, &pl);
+    if (pl.valid) path->plans[path->n++] = pl;
+  }
   for (int64_t want = 1; want <= 32 && path->n < RL_MAX_PLANS; want *= 2) {
     rl_plan pl;
     memset(&pl, 0, sizeof pl);

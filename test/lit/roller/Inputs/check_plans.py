@@ -99,8 +99,10 @@ def main():
         owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread))
         mma = p.get("mma")
         rsplit = p.get("rsplit", 1)
-        if rsplit != 1 and (rsplit != warp or any(t != 1 for t in thread) or mma or not p.get("rstep")):
-            bad(f"rsplit {rsplit}: needs a warp of lanes ({warp}), thread tile 1, a reduction, no mma")
+        if rsplit != 1 and (rsplit % warp or rsplit & (rsplit - 1) or any(t != 1 for t in thread) or mma
+                            or not p.get("rstep")):
+            bad(f"rsplit {rsplit}: needs whole warps of lanes ({warp}), a power of two, thread tile 1, "
+                "a reduction, no mma")
         threads = owners * (warp if mma else 1) * rsplit
         if p["threads"] != threads:
             bad(f"threads {p['threads']} != {threads}")
