@@ -1141,8 +1141,9 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
 
 /* Plans one op; `quiet` receives what qir_op_to_compute says about ops that
  * have no compute form (those are simply not planned). */
-static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st,
+static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     FILE *quiet) {
+  int topk = o->topk < 1 ? 1 : o->topk;
   qir_op *form = op;
   if (op->code != QIR_OP_COMPUTE) {
     switch (op->code) {
@@ -1168,10 +1169,14 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, ro
   }
   rl_path path;
   path.n = 0;
+  if (p.mma && o->mma == ROLLER_NEVER) {
+    p.mma = false;
+    p.peak_gflops = p.simt_gflops;
+  }
   construct(&p, &path);
-  split_plans(&p, &path);
+  if (o->split != ROLLER_NEVER) split_plans(&p, &path);
   sort_plans(&p, path.plans, path.n);
-  if (p.mma) {
+  if (p.mma && o->mma == ROLLER_BY_MODEL) {
     /* the matrix units only where the model says they pay: a small or
      * thin contraction (few blocks, many short steps) can be faster on the
      * SIMT cores */
@@ -1203,11 +1208,11 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, ro
   return true;
 }
 
-bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st,
+bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d) {
   (void)d;
   FILE *quiet = fopen("/dev/null", "w");
-  bool ok = plan_op(m, op, t, topk < 1 ? 1 : topk, st, quiet);
+  bool ok = plan_op(m, op, t, o, st, quiet);
   if (quiet) fclose(quiet);
   return ok;
 }
@@ -1215,7 +1220,7 @@ bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, ro
 typedef struct {
   qir_module *m;
   const qir_target *t;
-  int topk;
+  const roller_options *o;
   roller_stats *st;
   FILE *quiet;
   bool ok;
@@ -1223,20 +1228,35 @@ typedef struct {
 
 static bool visit(qir_op *op, void *vctx) {
   pass_ctx *c = vctx;
-  c->ok &= plan_op(c->m, op, c->t, c->topk, c->st, c->quiet);
+  c->ok &= plan_op(c->m, op, c->t, c->o, c->st, c->quiet);
   return true;
 }
 
-bool roller_run(qir_module *m, const qir_target *t, int topk, roller_stats *st, qir_diag *d) {
+bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, roller_stats *st, qir_diag *d) {
   (void)d;
-  pass_ctx c = {m, t, topk < 1 ? 1 : topk, st, fopen("/dev/null", "w"), true};
+  pass_ctx c = {m, t, o, st, fopen("/dev/null", "w"), true};
   qir_walk(m->body, visit, &c);
   if (c.quiet) fclose(c.quiet);
   return c.ok;
 }
 
+/* -roller-mma / -roller-split: model, always or never (split: not always). */
+static bool choice_option(qopt_ctx *ctx, const char *name, bool always_ok, roller_choice *out) {
+  const char *v = qopt_option_str(ctx, name);
+  if (!strcmp(v, "model")) *out = ROLLER_BY_MODEL;
+  else if (!strcmp(v, "never")) *out = ROLLER_NEVER;
+  else if (always_ok && !strcmp(v, "always")) *out = ROLLER_ALWAYS;
+  else {
+    qir_loc none = {0};
+    qir_error(ctx->diag, none, "-%s must be model%s or never, not '%s'", name, always_ok ? ", always" : "", v);
+    return false;
+  }
+  return true;
+}
+
 /* The -roller pass: options -target / -target-file pick the device model,
- * -roller-topk how many plans to keep. */
+ * -roller-topk how many plans to keep, -roller-mma / -roller-split which
+ * kinds of plan it may choose. */
 bool qopt_roller(qopt_ctx *ctx, qir_module *m) {
   qir_target from_file;
   const qir_target *t;
@@ -1264,5 +1284,8 @@ bool qopt_roller(qopt_ctx *ctx, qir_module *m) {
     qir_error(ctx->diag, none, "-roller-topk must be between 1 and %d", RL_MAX_PLANS);
     return false;
   }
-  return roller_run(m, t, (int)topk, NULL, ctx->diag);
+  roller_options o = {.topk = (int)topk};
+  if (!choice_option(ctx, "roller-mma", true, &o.mma) || !choice_option(ctx, "roller-split", false, &o.split))
+    return false;
+  return roller_run(m, t, &o, NULL, ctx->diag);
 }

@@ -10,13 +10,22 @@ typedef struct {
   int skipped;                  /* ops with a compute form the planner could not use */
 } roller_stats;
 
+/* Which plans -roller may choose: `model` lets the performance model pick. */
+typedef enum { ROLLER_BY_MODEL, ROLLER_ALWAYS, ROLLER_NEVER } roller_choice;
+
+typedef struct {
+  int topk;                     /* plans kept per op (1: no #tile_alternatives) */
+  roller_choice mma;            /* matrix units for f16/bf16 contractions */
+  roller_choice split;          /* split reductions (rsplit); ALWAYS is not offered */
+} roller_options;
+
 /* Writes #tile{...} (and #tile_alternatives when topk > 1) on every op of m
  * that has a tensor-expression form, planned for target t.  st may be NULL.
  * Returns false only after reporting an error into d. */
-bool roller_run(qir_module *m, const qir_target *t, int topk, roller_stats *st, qir_diag *d);
+bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, roller_stats *st, qir_diag *d);
 
 /* The same for one op (a `compute` op or a named op with a compute form). */
-bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st,
+bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d);
 
 #endif /* QOPT_ROLLER_H */
