@@ -53,7 +53,11 @@
  *                        output axis of M, output axis of N, reduce axis of K);
  *                        every other axis stays at block / rstep 1.  Such a
  *                        plan is kept only when the model rates it above the
- *                        best SIMT plan of the same op.
+ *                        best SIMT plan of the same op (-roller-mma overrides)
+ *   rsplit   = N         (split reductions, N > 1) lanes per output point,
+ *                        thread tile 1, rstep the whole reduction, threads =
+ *                        prod(block) * N; offered by split_plans, ranked with
+ *                        the rest (-roller-split=never leaves them out)
  * A block tile need not divide its extent: the last block is guarded.  It
  * never exceeds the extent rounded up to the thread tile, nor pads the last
  * block by more than RL_MAX_WASTE (block_fits); threads are a whole number of
