@@ -72,12 +72,9 @@ int64_t kvar_bytes(const kvar *v) {
 }
 
 kvar *kvar_new_raw_shared(kbuilder *b, kkernel *k, const char *stem, qir_dtype dt, int64_t size) {
-  kvar *v = kvar_new(b, NULL, stem, KT_U32, size, KV_SHARED);
+  kvar *v = kvar_new(b, k, stem, KT_U32, size, KV_SHARED);
+  k->smem_bytes -= kvar_bytes(v);     /* counted as 32-bit words; it holds 16-bit values */
   v->raw = dt;
-  kvar **vars = qir_alloc(b->m, sizeof *vars * (size_t)(k->n_vars + 1));
-  if (k->n_vars) memcpy(vars, k->vars, sizeof *vars * (size_t)k->n_vars);
-  vars[k->n_vars++] = v;
-  k->vars = vars;
   k->smem_bytes += kvar_bytes(v);
   return v;
 }
@@ -166,6 +163,7 @@ kexpr *ke_aligned16(kbuilder *b, int param) {
   e->param = param;
   return e;
 }
+
 kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
 kexpr *ke_bid(kbuilder *b) { return ke_new(b, KE_BID, KT_I32); }
 

@@ -520,14 +520,14 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
       if (!affine(e->args[j], nv, coef, &k0)) { ok = false; break; }
       /* the index's range over every block and step (tiles rounded up):
        * inside [0, dim) everywhere means no bounds test */
-      int64_t imin = k0, imax = k0;
+      double imin = (double)k0, imax = (double)k0;   /* double: no overflow on absurd coefficients */
       for (int v = 0; v < nv; v++) {
         int64_t top = (v < c->n_axes ? ceil_div(c->axis_extents[v], p->block[v]) * p->block[v]
                                      : ceil_div(c->axis_extents[v], p->rstep[v - c->n_axes]) * p->rstep[v - c->n_axes]) - 1;
-        if (coef[v] > 0) imax += coef[v] * top;
-        else imin += coef[v] * top;
+        if (coef[v] > 0) imax += (double)coef[v] * (double)top;
+        else imin += (double)coef[v] * (double)top;
       }
-      sa.guard[j] = imin < 0 || imax >= at->dims[j];
+      sa.guard[j] = imin < 0 || imax >= (double)at->dims[j];
       kexpr *origin = ke_int(b, k0);
       int64_t ext = 1;
       for (int v = 0; v < nv; v++) {
