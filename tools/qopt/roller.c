@@ -500,12 +500,15 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   if (pl->rsplit > 1) return 0;               /* lanes read their points directly */
   if (p->mma) {
     /* qcodegen's mma kernel: A (M x K) and B (K x N) tiles of 16-bit values,
-     * inner extent padded to a multiple of 8 (16-byte rows for the matrix
-     * loads), plus a 16x16 f32 epilogue buffer per warp */
+     * stored row- or column-major as the operand's layout goes, the inner
+     * extent padded to a multiple of 8 (16-byte rows for the matrix loads;
+     * counted for the larger of the two layouts), plus a 16x16 f32 epilogue
+     * buffer per warp */
     int64_t bm = pl->tile[p->mma_axis[0]], bn = pl->tile[p->mma_axis[1]], rk = pl->tile[p->mma_axis[2]];
     int64_t warps = plan_threads(p, pl) / p->t->warp_size;
-    int64_t la = (rk + pad + 7) / 8 * 8, lb = (bn + pad + 7) / 8 * 8;
-    return (bm * la + rk * lb) * 2 + warps * 256 * 4;
+    int64_t a_row = bm * ((rk + pad + 7) / 8 * 8), a_col = rk * ((bm + pad + 7) / 8 * 8);
+    int64_t b_row = rk * ((bn + pad + 7) / 8 * 8), b_col = bn * ((rk + pad + 7) / 8 * 8);
+    return ((a_row > a_col ? a_row : a_col) + (b_row > b_col ? b_row : b_col)) * 2 + warps * 256 * 4;
   }
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
