@@ -1401,14 +1401,27 @@ static const qir_expr *first_step_term(const qir_compute *c, const qir_expr *e) 
   return e->args[1];
 }
 
+/* e == rest + select(r0 == 0 && .., bias, 0) (either order): bias, *rest set;
+ * else NULL. */
+static const qir_expr *split_bias(const qir_compute *c, const qir_expr *e, const qir_expr **rest) {
+  if (e->kind != QIR_EX_BINARY || e->fn != QIR_FN_ADD || e->n_args != 2) return NULL;
+  for (int s = 0; s < 2; s++) {
+    const qir_expr *bias = first_step_term(c, e->args[s]);
+    if (bias) {
+      *rest = e->args[1 - s];
+      return bias;
+    }
+  }
+  return NULL;
+}
+
 bool qir_compute_contraction(const qir_compute *c, qir_contraction *out) {
   memset(out, 0, sizeof *out);
   if (!c->body || c->reduce != QIR_REDUCE_SUM || c->n_red == 0) return false;
-  const qir_expr *e = strip_casts(c->body);
-  if (e->kind == QIR_EX_BINARY && e->fn == QIR_FN_ADD && e->n_args == 2) {
-    for (int s = 0; s < 2 && !out->bias; s++)
-      if ((out->bias = first_step_term(c, e->args[s]))) e = strip_casts(e->args[1 - s]);
-    if (!out->bias) return false;
+  const qir_expr *e = strip_casts(c->body), *rest;
+  if (e->kind == QIR_EX_BINARY && e->fn == QIR_FN_ADD) {
+    if (!(out->bias = split_bias(c, e, &rest))) return false;
+    e = strip_casts(rest);
   }
   if (e->kind == QIR_EX_SELECT && e->n_args == 3 && is_zero(e->args[2])) {
     out->mask = e->args[0];
@@ -1421,16 +1434,6 @@ bool qir_compute_contraction(const qir_compute *c, qir_contraction *out) {
 }
 
 const qir_expr *qir_compute_bias_term(const qir_compute *c, const qir_expr **rest) {
-  const qir_expr *e = c->body;
-  if (!e || c->reduce != QIR_REDUCE_SUM || c->n_red == 0 || e->kind != QIR_EX_BINARY || e->fn != QIR_FN_ADD ||
-      e->n_args != 2)
-    return NULL;
-  for (int s = 0; s < 2; s++) {
-    const qir_expr *bias = first_step_term(c, e->args[s]);
-    if (bias) {
-      *rest = e->args[1 - s];
-      return bias;
-    }
-  }
-  return NULL;
+  if (!c->body || c->reduce != QIR_REDUCE_SUM || c->n_red == 0) return NULL;
+  return split_bias(c, c->body, rest);
 }

@@ -71,6 +71,8 @@ int64_t kvar_bytes(const kvar *v) {
   return v->size * elem;
 }
 
+const char *kvar_elem_c(const kvar *v) { return v->raw ? "uint16_t" : ktype_c(v->type); }
+
 kvar *kvar_new_raw_shared(kbuilder *b, kkernel *k, const char *stem, qir_dtype dt, int64_t size) {
   kvar *v = kvar_new(b, k, stem, KT_U32, size, KV_SHARED);
   k->smem_bytes -= kvar_bytes(v);     /* counted as 32-bit words; it holds 16-bit values */
@@ -676,7 +678,7 @@ void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_styl
   }
   /* matrix-unit loads need 32-byte aligned tiles */
   if (v->space == KV_SHARED && !st->c_threads) fputs(v->raw ? "__shared__ __align__(32) " : "__shared__ ", o);
-  fprintf(o, "%s %s", v->raw ? "uint16_t" : ktype_c(v->type), v->name);
+  fprintf(o, "%s %s", kvar_elem_c(v), v->name);
   if (v->size) fprintf(o, "[%" PRId64 "]", v->size);
   if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", k->threads);
   fputs(";\n", o);

@@ -155,6 +155,7 @@ kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size,
 kvar *kvar_new_raw_shared(kbuilder *b, kkernel *k, const char *stem, qir_dtype dt, int64_t size);
 kvar *kvar_new_frag(kbuilder *b, kkernel *k, const char *stem, kfrag_role role, qir_dtype dt, bool col_major, int64_t count);
 int64_t kvar_bytes(const kvar *v);            /* shared-memory bytes of a KV_SHARED variable */
+const char *kvar_elem_c(const kvar *v);       /* C type of its elements: uint16_t for raw tiles */
 kexpr *ke_int(kbuilder *b, int64_t v);
 kexpr *ke_long(kbuilder *b, int64_t v);          /* i64-typed literal */
 kexpr *ke_float(kbuilder *b, double v, ktype t);

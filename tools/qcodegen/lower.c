@@ -359,6 +359,30 @@ static void lower_flat(lower_env *env, int threads, int per_thread) {
   k->summary = qir_sprintf(b->m, "flat: %d threads x %d elements per thread", threads, per_thread);
 }
 
+/* A lane's share of its output's reduction: lane 0 starts from the bias (if
+ * any), then lanes take the flattened reduction's points lane, lane + step,
+ * ... into acc.  The output variables are already in env->vars. */
+static kstmt *lane_reduction(lower_env *env, kvar *acc, kvar *lane, int step, ktype t) {
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  int64_t rtot = 1;
+  for (int a = 0; a < c->n_red; a++) rtot *= c->axis_extents[c->n_axes + a];
+  kstmt *work = ks_seq(b), *rbody = ks_seq(b), *bias = add_bias(env, acc, NULL, t);
+  if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
+  kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+  kexpr *ridx[MAX_AXES];
+  decompose(env, ke_var(b, r), c->axis_extents + c->n_axes, c->n_red, ridx);
+  for (int a = 0; a < c->n_red; a++) {
+    if (ridx[a]->kind == KE_INT) { env->vars[c->n_axes + a] = ridx[a]; continue; }
+    kvar *rv = kvar_new(b, env->k, "k", KT_I32, 0, KV_LOCAL);
+    ks_add(b, rbody, ks_decl(b, rv, ridx[a]));
+    env->vars[c->n_axes + a] = ke_var(b, rv);
+  }
+  ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
+  ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), step, rbody));
+  return work;
+}
+
 /* ---------------------------------------------------------------- warp per output */
 
 static void lower_warp_reduce(lower_env *env) {
@@ -387,20 +411,7 @@ static void lower_warp_reduce(lower_env *env) {
     ks_add(b, work, ks_decl(b, iv, idx[d]));
     env->vars[d] = ke_var(b, iv);
   }
-  kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
-  kstmt *rbody = ks_seq(b);
-  kexpr *ridx[MAX_AXES];
-  decompose(env, ke_var(b, r), c->axis_extents + c->n_axes, c->n_red, ridx);
-  for (int a = 0; a < c->n_red; a++) {
-    if (ridx[a]->kind == KE_INT) { env->vars[c->n_axes + a] = ridx[a]; continue; }
-    kvar *rv = kvar_new(b, k, "k", KT_I32, 0, KV_LOCAL);
-    ks_add(b, rbody, ks_decl(b, rv, ridx[a]));
-    env->vars[c->n_axes + a] = ke_var(b, rv);
-  }
-  ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
-  kstmt *bias = add_bias(env, acc, NULL, t);
-  if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
-  ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), W, rbody));
+  ks_add(b, work, lane_reduction(env, acc, lane, W, t));
   ks_add(b, p1, ks_if(b, in_range, work, NULL));
   ks_add(b, k->body, p1);
   ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), 0));
@@ -450,21 +461,7 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
   }
   kvar *acc = kvar_new(b, k, "acc", t, 0, KV_THREAD);
   ks_add(b, k->body, ks_assign(b, acc, NULL, reduce_init(b, c->reduce, t)));
-  kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
-  kstmt *rbody = ks_seq(b);
-  kexpr *ridx[MAX_AXES];
-  decompose(env, ke_var(b, r), E + n, c->n_red, ridx);
-  for (int a = 0; a < c->n_red; a++) {
-    if (ridx[a]->kind == KE_INT) { env->vars[n + a] = ridx[a]; continue; }
-    kvar *rv = kvar_new(b, k, "k", KT_I32, 0, KV_LOCAL);
-    ks_add(b, rbody, ks_decl(b, rv, ridx[a]));
-    env->vars[n + a] = ke_var(b, rv);
-  }
-  ks_add(b, rbody, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
-  kstmt *work = ks_seq(b), *bias = add_bias(env, acc, NULL, t);
-  if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
-  ks_add(b, work, ks_for(b, r, ke_var(b, lane), ke_int(b, rtot), L, rbody));
-  ks_add(b, k->body, ks_if(b, guard, work, NULL));
+  ks_add(b, k->body, ks_if(b, guard, lane_reduction(env, acc, lane, L, t), NULL));
   ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), L < W ? L : W));
   kexpr *total = ke_var(b, acc);
   kstmt *fin = ks_seq(b);

@@ -80,7 +80,7 @@ static bool uniform_expr(const interchange *x, const kexpr *e) {
   if (!e) return true;
   switch (e->kind) {
   case KE_INT: case KE_FLOAT: case KE_BID: return true;
-  case KE_TID: case KE_LOAD: return false;  /* loads: a tensor this phase writes may feed them */
+  case KE_TID: case KE_WARP: case KE_LOAD: return false;  /* loads: a tensor this phase writes may feed them */
   case KE_VAR: case KE_ELEM: {
     bool ok = e->var->space == KV_BLOCK;
     for (int i = 0; i < x->n_hoisted && !ok; i++) ok = x->hoisted[i] == e->var;

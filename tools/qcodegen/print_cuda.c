@@ -39,8 +39,8 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   for (int i = 0; i < k->n_vars; i++) {
     const kvar *v = k->vars[i];
     if (dyn && v->space == KV_SHARED)
-      fprintf(o, "  %s *const %s = (%s *)(q_smem + %" PRId64 ");\n", v->raw ? "uint16_t" : ktype_c(v->type), v->name,
-              v->raw ? "uint16_t" : ktype_c(v->type), kvar_dynamic_offset(k, v));
+      fprintf(o, "  %s *const %s = (%s *)(q_smem + %" PRId64 ");\n", kvar_elem_c(v), v->name, kvar_elem_c(v),
+              kvar_dynamic_offset(k, v));
     else kprint_var_decl(o, v, k, &st, 1);
   }
   kprint_lets(o, k, k->body, &st, 1);

@@ -1042,9 +1042,10 @@ static void split_plans(const rl_problem *p, rl_path *path) {
   double rtot = 1;
   for (int v = p->n_out; v < p->n_vars; v++) rtot *= (double)p->ext[v];
   if (p->mma || p->n_red == 0 || rtot < 2.0 * t->warp_size) return;
-  for (int64_t lanes = 4 * t->warp_size; lanes <= 32 * t->warp_size && path->n < RL_MAX_PLANS; lanes *= 2) {
+  static const int warps_per_point[] = {4, 16, 32};
+  for (int i = 0; i < 3 && path->n < RL_MAX_PLANS; i++) {
+    int64_t lanes = warps_per_point[i] * t->warp_size;
     if (lanes > t->max_threads_per_block || rtot < 4.0 * lanes) break;
-    if (lanes != 4 * t->warp_size && lanes != 16 * t->warp_size && lanes != 32 * t->warp_size) continue;
     rl_plan pl;
     memset(&pl, 0, sizeof pl);
     pl.rsplit = lanes;
