@@ -40,6 +40,7 @@ typedef struct {
 typedef struct {
   int64_t v;
   qir_loc loc;
+  bool bound;                   /* written `<=v` */
 } qp_dim;
 
 typedef struct {
@@ -249,8 +250,10 @@ dims_opt
   ;
 
 dims
-  : sint          { $$ = NEWVEC(); qp_dim d = {$1, LOC(@1)}; qp_vec_push(ctx, $$, &d, sizeof d); }
-  | dims ',' sint { $$ = $1; qp_dim d = {$3, LOC(@3)}; qp_vec_push(ctx, $$, &d, sizeof d); }
+  : sint          { $$ = NEWVEC(); qp_dim d = {$1, LOC(@1), false}; qp_vec_push(ctx, $$, &d, sizeof d); }
+  | LE sint       { $$ = NEWVEC(); qp_dim d = {$2, LOC(@1), true}; qp_vec_push(ctx, $$, &d, sizeof d); }
+  | dims ',' sint { $$ = $1; qp_dim d = {$3, LOC(@3), false}; qp_vec_push(ctx, $$, &d, sizeof d); }
+  | dims ',' LE sint { $$ = $1; qp_dim d = {$4, LOC(@3), true}; qp_vec_push(ctx, $$, &d, sizeof d); }
   ;
 
 sint

@@ -3117,9 +3117,14 @@ static bool eval_loop(mctx *c, const qir_op *op) {
     }
     free_all(ys, n_y);
   }
-  for (int k = 0; ok && k < n_scan; k++)
-    if (scan[k].type.dims[0] != it)
+  for (int k = 0; ok && k < n_scan; k++) {
+    if (scan[k].type.bounded && it <= scan[k].type.dims[0]) {
+      /* a bounded extent: the rows produced, within the memory of the bound */
+      scan[k].type.dims[0] = it;
+      scan[k].type.bounded = false;
+    } else if (scan[k].type.dims[0] != it)
       ok = mfail(c, op, "'loop' ran %lld iterations but scan output %d has static extent %lld", (long long)it, k, (long long)scan[k].type.dims[0]);
+  }
   for (int k = 0; ok && k < n_car; k++) { ok = set_value(c, op, op->results[k], car[k]); car[k].data = NULL; }
   for (int k = 0; ok && k < n_scan; k++) { ok = set_value(c, op, op->results[n_car + k], scan[k]); scan[k].data = NULL; }
   free_all(car, n_car);

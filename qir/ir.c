@@ -107,7 +107,7 @@ int64_t qir_type_numel(const qir_type *t) {
 }
 
 bool qir_type_equal(const qir_type *a, const qir_type *b) {
-  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  if (a->dtype != b->dtype || a->rank != b->rank || a->bounded != b->bounded) return false;
   for (int i = 0; i < a->rank; i++)
     if (a->dims[i] != b->dims[i]) return false;
   return true;
@@ -117,7 +117,7 @@ int qir_type_format(const qir_type *t, char *buf, size_t n) {
   int w = snprintf(buf, n, "%s[", qir_dtype_name(t->dtype));
   for (int i = 0; i < t->rank; i++)
     w += snprintf(buf + ((size_t)w < n ? (size_t)w : n), (size_t)w < n ? n - (size_t)w : 0,
-                  i ? ",%lld" : "%lld", (long long)t->dims[i]);
+                  i ? ",%lld" : t->bounded ? "<=%lld" : "%lld", (long long)t->dims[i]);
   w += snprintf(buf + ((size_t)w < n ? (size_t)w : n), (size_t)w < n ? n - (size_t)w : 0, "]");
   return w;
 }

@@ -847,6 +847,7 @@ static bool rule_loop(rule_ctx *c) {
     qir_type t = *e;
     t.rank = e->rank + 1;
     t.dims[0] = trip_known ? (int64_t)trip : max_trip >= 0 ? max_trip : declared(c, n_carried + i)->dims[0];
+    t.bounded = declared(c, n_carried + i)->bounded; /* a declaration: the loop may exit early */
     memcpy(t.dims + 1, e->dims, sizeof(int64_t) * (size_t)e->rank);
     c->out[n_carried + i] = t;
   }

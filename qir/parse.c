@@ -480,6 +480,11 @@ bool qp_type(qp_ctx *c, const char *dtype, qir_loc dloc, qp_vec *dims, qir_type 
       qp_error(c, d->loc, "tensor type has too many elements");
       return false;
     }
+    if (d->bound && i != 0) {
+      qp_error(c, d->loc, "only axis 0 may have a bounded extent '<=N'");
+      return false;
+    }
+    out->bounded |= d->bound;
     out->dims[i] = d->v;
   }
   out->rank = rank;

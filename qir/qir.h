@@ -48,6 +48,10 @@ typedef struct {
   qir_dtype dtype;
   int rank;                     /* 0 = scalar */
   int64_t dims[QIR_MAX_RANK];
+  /* dims[0] is an upper bound, written `<=N`: the extent is known only at run
+   * time (the scan outputs of a loop that may exit early).  Memory is planned
+   * for the bound; only `output` may take such a value (the verifier says so). */
+  bool bounded;
 } qir_type;
 
 const char *qir_dtype_name(qir_dtype t);
@@ -58,8 +62,8 @@ bool qir_dtype_is_signed_int(qir_dtype t);
 bool qir_dtype_is_unsigned_int(qir_dtype t);
 qir_type qir_type_make(qir_dtype dt, int rank, const int64_t *dims);
 int64_t qir_type_numel(const qir_type *t);       /* product of dims; 1 for scalars */
-bool qir_type_equal(const qir_type *a, const qir_type *b);
-/* Writes e.g. "f32[1,3,224,224]" or "i64[]"; returns chars that would be written. */
+bool qir_type_equal(const qir_type *a, const qir_type *b);       /* the bound mark included */
+/* Writes e.g. "f32[1,3,224,224]", "i64[]" or "f32[<=24,4]"; returns chars that would be written. */
 int qir_type_format(const qir_type *t, char *buf, size_t n);
 
 /* Element conversions used by every tool that touches raw data (little-endian). */

@@ -362,6 +362,7 @@ static void check_loop(verifier *v, qir_op *op) {
       return;
     }
     scan[i].rank = res->rank - 1;
+    scan[i].bounded = false;
     memmove(scan[i].dims, res->dims + 1, sizeof(int64_t) * (size_t)scan[i].rank);
     want[1 + n_carried + i] = &scan[i];
   }
@@ -399,6 +400,22 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
       else
         ERR(v, op->loc, "'%s' uses %s before its definition (or outside its region)", op_name(op), value_name(v, x));
     }
+  }
+  /* bounded extents: made only by a loop's scan outputs, taken only by `output`
+   * (every other op needs the static extent its memory and kernels are planned for) */
+  for (int i = 0; i < op->n_operands; i++) {
+    qir_value *x = op->operands[i];
+    if (x && x->type.bounded && op->code != QIR_OP_OUTPUT)
+      ERR(v, op->loc,
+          "'%s' needs a static extent but operand #%d %s is %s, whose rows are counted at run time (a loop that "
+          "may exit early): only 'output' can take it",
+          op_name(op), i, value_name(v, x), tstr(&x->type).s);
+  }
+  for (int i = 0; i < op->n_results; i++) {
+    const qir_type *t = &op->results[i]->type;
+    if (t->bounded && (op->code != QIR_OP_LOOP || i < op->n_operands - 2))
+      ERR(v, op->loc, "'%s' result #%d is %s: only a loop's scan outputs may have a bounded extent", op_name(op), i,
+          tstr(t).s);
   }
   /* placement */
   bool nested = r->parent_op != NULL;

@@ -488,6 +488,38 @@ static void copy(FILE *o, const char *dst, const char *src, int64_t bytes, int l
   fprintf(o, "QCHECK(q_d2d(%s, %s, %" PRId64 "));\n", dst, src, bytes);
 }
 
+/* "file:line:col" of an op, for run-time messages (no quotes or backslashes). */
+static const char *loc_text(host *h, const qir_op *op) {
+  const char *f = op->loc.file ? op->loc.file : h->m->name ? h->m->name : "module";
+  char *s = (char *)qir_sprintf(h->m, "%s:%d:%d", f, op->loc.line, op->loc.col);
+  for (char *p = s; *p; p++)
+    if (*p == '"' || *p == '\\' || *p == '%' || (unsigned char)*p < ' ') *p = '_';
+  return s;
+}
+
+/* After loop `id` ran it<id> iterations: a scan output of static extent must
+ * have got every row (else the run fails, as in qrun); a bounded one (`<=N`)
+ * reports its rows through qir_output_rows for every output that takes it. */
+static void emit_scan_rows(host *h, FILE *o, qir_op *op, int id, int level) {
+  int n_carried = op->n_operands - 2;
+  for (int j = n_carried; j < op->n_results; j++) {
+    qir_value *res = op->results[j];
+    int64_t extent = res->type.rank ? res->type.dims[0] : 1;
+    if (!res->type.bounded) {
+      ind(o, level);
+      fprintf(o, "if (it%d != %" PRId64 ") { fprintf(stderr, \"qir_run: %s: 'loop' ran %%lld iterations but scan output %d "
+                 "has static extent %" PRId64 "\\n\", (long long)it%d); return 1; }\n",
+              id, extent, loc_text(h, op), j - n_carried, extent, id);
+      continue;
+    }
+    for (int i = 0; i < h->n_outputs; i++)
+      if (h->outputs[i]->operands[0] == res) {
+        ind(o, level);
+        fprintf(o, "m->out_rows[%d] = it%d;\n", i, id);
+      }
+  }
+}
+
 static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   opinfo *oi = op_info(h, op);
   qir_region *body = op->regions[0];
@@ -504,7 +536,9 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   for (int i = 0; i < n_carried; i++)
     copy(o, ptr(h, body->args[2 + i], true), ptr(h, op->operands[2 + i], false), value_bytes(op->operands[2 + i]), level + 1);
   ind(o, level + 1);
-  fprintf(o, "for (int64_t it%d = 0; it%d < trip%d && cond%d; it%d++) {\n", id, id, id, id, id);
+  fprintf(o, "int64_t it%d = 0;\n", id);
+  ind(o, level + 1);
+  fprintf(o, "for (; it%d < trip%d && cond%d; it%d++) {\n", id, id, id, id);
   if (body->n_args > 0 && body->args[0]->uses) {
     ind(o, level + 2);
     fprintf(o, "QCHECK(q_h2d(%s, &it%d, 8));\n", ptr(h, body->args[0], true), id);
@@ -521,9 +555,14 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
     for (int j = n_carried; j < op->n_results && 1 + j < yield->n_operands; j++) {
       qir_value *res = op->results[j], *y = yield->operands[1 + j];
       int64_t extent = res->type.rank ? res->type.dims[0] : 1;
+      /* more rows than the memory holds: an error, as in qrun (never a silent drop) */
       ind(o, level + 2);
-      fprintf(o, "if (it%d < %" PRId64 ") QCHECK(q_d2d((unsigned char *)%s + it%d * %" PRId64 ", %s, %" PRId64 "));\n", id,
-              extent, ptr(h, res, true), id, value_bytes(y), ptr(h, y, false), value_bytes(y));
+      fprintf(o, "if (it%d >= %" PRId64 ") { fprintf(stderr, \"qir_run: %s: 'loop' runs more than %" PRId64
+                 " iterations, the %s extent of scan output %d\\n\"); return 1; }\n",
+              id, extent, loc_text(h, op), extent, res->type.bounded ? "bounded" : "static", j - n_carried);
+      ind(o, level + 2);
+      fprintf(o, "QCHECK(q_d2d((unsigned char *)%s + it%d * %" PRId64 ", %s, %" PRId64 "));\n", ptr(h, res, true), id,
+              value_bytes(y), ptr(h, y, false), value_bytes(y));
     }
     /* carried values through temporaries: a yield may swap two arguments */
     for (int i = 0; i < n_carried && 1 + i < yield->n_operands; i++)
@@ -533,6 +572,7 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   }
   ind(o, level + 1);
   fputs("}\n", o);
+  emit_scan_rows(h, o, op, id, level + 1);
   for (int i = 0; i < n_carried && i < op->n_results; i++)
     copy(o, ptr(h, op->results[i], true), ptr(h, body->args[2 + i], false), value_bytes(op->results[i]), level + 1);
   ind(o, level);
@@ -799,6 +839,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
           " *       unchanged until then; control flow (loop/if) reads its trip counts\n"
           " *       and conditions back to the host.\n",
           o);
+  fputs(" *   int64_t qir_output_rows(const qir_model *model, int i);\n"
+        " *       the extent of axis 0 of output i after the last qir_run (1 for a scalar):\n"
+        " *       its static extent, or for a bounded output (`<=N`: the scan output of a\n"
+        " *       loop that may exit early) the rows the loop produced; the rows beyond\n"
+        " *       are unspecified.\n",
+        o);
   fputs(" *   void qir_free(qir_model *model);\n *\n", o);
   for (int i = 0; i < h.n_inputs; i++) {
     char tb[128];
@@ -824,7 +870,8 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (chk) cg_check_trailer(o, chk);
 
   /* ---- constants */
-  fputs("\n/* ---- model */\ntypedef struct qir_model { unsigned char *arena, *cbuf; } qir_model;\n", o);
+  fprintf(o, "\n/* ---- model */\ntypedef struct qir_model { unsigned char *arena, *cbuf; int64_t out_rows[%d]; } qir_model;\n",
+          h.n_outputs ? h.n_outputs : 1);
   for (int i = 0; i < consts.n; i++) {
     qir_op *c = consts.ops[i];
     bool embed = !c->cst->splat && (c->cst->offset < 0 || opt->embed_weights);
@@ -837,8 +884,15 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("\nQAPI void qir_free(qir_model *m) {\n  if (!m) return;\n  if (m->arena) q_free(m->arena);\n"
         "  if (m->cbuf) q_free(m->cbuf);\n  free(m);\n}\n\n",
         o);
+  fprintf(o, "QAPI int64_t qir_output_rows(const qir_model *m, int i) {\n"
+             "  return m && i >= 0 && i < %d ? m->out_rows[i] : -1;\n}\n\n",
+          h.n_outputs);
   fputs("QAPI int qir_init(qir_model **model, const char *weights_path) {\n", o);
   fputs("  qir_model *m = (qir_model *)calloc(1, sizeof *m);\n  *model = m;\n  if (!m) return 1;\n", o);
+  for (int i = 0; i < h.n_outputs; i++) {
+    const qir_type *t = &h.outputs[i]->operands[0]->type;
+    fprintf(o, "  m->out_rows[%d] = %" PRId64 ";\n", i, t->rank ? (t->bounded ? 0 : t->dims[0]) : 1);
+  }
   fprintf(o, "  QCHECK(q_alloc((void **)&m->arena, %" PRId64 "));\n", h.arena_bytes);
   fprintf(o, "  QCHECK(q_alloc((void **)&m->cbuf, %" PRId64 "));\n", h.const_bytes);
   if (sidecar_count && !opt->embed_weights) {
