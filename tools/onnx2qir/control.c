@@ -354,6 +354,12 @@ bool convert_loop(node_ctx *nc) {
     free(outs);
     return false;
   }
+  /* A loop that may stop before its trip count (a condition computed in the
+   * body, or an initial condition not known to be true) produces fewer scan
+   * rows than the trip count: its scan outputs get a bounded extent. */
+  bool always_true = !cond || (const_def(cond) && const_int(imp, cond, 0) != 0);
+  bool body_keeps = outs[0] == r->args[1] || (const_def(outs[0]) && const_int(imp, outs[0], 0) != 0);
+  bool may_exit_early = !(always_true && body_keeps);
   yield_values(imp, r, 1 + n_carried + n_scan, outs);
   int n_res = n_carried + n_scan;
   qir_type *types = calloc((size_t)n_res + 1, sizeof *types);
@@ -369,6 +375,7 @@ bool convert_loop(node_ctx *nc) {
     types[n_carried + s].dtype = t.dtype;
     types[n_carried + s].rank = t.rank + 1;
     types[n_carried + s].dims[0] = trip_n;
+    types[n_carried + s].bounded = may_exit_early;
     for (int j = 0; j < t.rank; j++) types[n_carried + s].dims[1 + j] = t.dims[j];
   }
   qir_value **ops_in = calloc((size_t)n_carried + 3, sizeof *ops_in);

@@ -1034,6 +1034,14 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
     goto done;
   }
   if (poisoned) goto done;
+  for (int k = 0; k < nc.n_in; k++)
+    if (nc.in[k] && nc.in[k]->type.bounded) {
+      imp_error(imp,
+                "input %d ('%s') is the scan output of a Loop that may stop early: its number of rows is known only "
+                "at run time, and %s needs a static extent (only a graph output can take it)",
+                k, nd->input[k], op_type);
+      goto done;
+    }
   for (size_t a = 0; a < nd->n_attribute; a++) {
     const char *an = nd->attribute[a]->name ? nd->attribute[a]->name : "";
     if (nd->attribute[a]->ref_attr_name && nd->attribute[a]->ref_attr_name[0]) {
@@ -1155,6 +1163,11 @@ bool import_graph_body(importer *imp, const Onnx__GraphProto *g, scope *sc, qir_
       imp_error(imp, "graph output '%s' is not produced by any node", name);
       ok = false;
     } else if (v == POISON) {
+      ok = false;
+    } else if (saved_node && v->type.bounded) {
+      /* a subgraph's output feeds its node (a yield), which needs a static extent */
+      imp_error(imp, "subgraph output '%s' is the scan output of a Loop that may stop early: its number of rows is "
+                "known only at run time, and only a graph output of the model can take it", name);
       ok = false;
     }
     outs[i] = v;
