@@ -85,4 +85,33 @@ void qir_target_print(FILE *out, const qir_target *t);
  * without a row fall back to the f32 vector rate. */
 double qir_target_peak(const qir_target *t, qir_dtype dt, bool matrix);
 
+/* ---------------------------------------------------------- device plans
+ * Where a `loop` or `if` runs, written by qopt -grinder (or by hand) as
+ *   #device{level = grid, target = "h100", grid = 132, threads = 256, stages = 3}
+ * level host: the host drives it (trip count and condition read back, the
+ * body's kernels launched per iteration), as without #device; grid: one
+ * persistent cooperative kernel of `grid` co-resident blocks of `threads`
+ * threads runs the whole loop, with a grid-wide barrier between the body's
+ * `stages`; block: one block runs it, with __syncthreads between stages.
+ * device.c reads and checks it (the verifier's rules are listed there). */
+typedef enum { QIR_LEVEL_HOST, QIR_LEVEL_GRID, QIR_LEVEL_BLOCK } qir_level;
+
+typedef struct {
+  bool present;                 /* the op has #device */
+  qir_level level;
+  const qir_target *target;     /* grid, block */
+  int64_t grid, threads, stages;
+} qir_device_plan;
+
+const char *qir_level_name(qir_level l);    /* "host", "grid", "block" */
+/* Blocks of `threads` threads the target keeps resident at once, all units
+ * together: the most a cooperative (grid-barrier) launch may use. */
+int64_t qir_target_coresident_blocks(const qir_target *t, int64_t threads);
+/* Reads op's #device into *out (level host when absent).  A malformed plan is
+ * reported into d (located at the attribute) and gives false. */
+bool qir_device_plan_get(const qir_op *op, qir_device_plan *out, qir_diag *d);
+/* The verifier's checks of op's plan inside an enclosing plan (outer: the
+ * nearest enclosing loop/if's plan, NULL at the top level).  Reports into d. */
+void qir_device_plan_check(const qir_op *op, const qir_device_plan *outer, qir_diag *d);
+
 #endif /* QIR_TARGET_H */

@@ -6,9 +6,11 @@
  *     region arguments and yields, input/output only in the module body, the
  *     module body ending with its outputs;
  *   - attributes: the kinds and allowed values of the attributes ops.def names;
- *   - compute bodies and const payloads.
+ *   - compute bodies and const payloads;
+ *   - #device plans of loop/if (rules in device.c).
  * Every message carries the location of the op (or attribute / expression). */
 #include "opsutil.h"
+#include "target.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +382,17 @@ static void check_if(verifier *v, qir_op *op) {
   }
 }
 
+/* #device plans (device.c), checked against the nearest enclosing loop/if's. */
+static void check_device(verifier *v, qir_op *op, qir_region *r) {
+  qir_device_plan outer = {.level = QIR_LEVEL_HOST};
+  for (qir_op *p = r->parent_op; p; p = p->parent ? p->parent->parent_op : NULL)
+    if (p->code == QIR_OP_LOOP || p->code == QIR_OP_IF) {
+      if (!qir_device_plan_get(p, &outer, NULL)) outer.level = QIR_LEVEL_HOST; /* reported at p */
+      break;
+    }
+  qir_device_plan_check(op, &outer, v->d);
+}
+
 static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   const qir_opinfo *info = qir_opinfo_get(op->code);
   if (!info) {
@@ -429,6 +442,7 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   int errors_before_attrs = v->d->n_errors;
   check_attrs(v, op);
   bool attrs_ok = v->d->n_errors == errors_before_attrs; /* else the shape rule would repeat them */
+  check_device(v, op, r);
   if (op->code == QIR_OP_COMPUTE) check_compute(v, op);
   if (op->code == QIR_OP_CONST) check_const(v, op);
   bool operands_ok = true;

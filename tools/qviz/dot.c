@@ -151,7 +151,7 @@ void buf_put_clipped(qviz_buf *b, const char *s, size_t max) {
 void fmt_type(qviz_buf *b, const qir_type *t) {
   buf_puts(b, qir_dtype_name(t->dtype));
   buf_puts(b, "[");
-  for (int i = 0; i < t->rank; i++) buf_printf(b, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+  for (int i = 0; i < t->rank; i++) buf_printf(b, "%s%s%lld", i ? "," : "", !i && t->bounded ? "<=" : "", (long long)t->dims[i]);
   buf_puts(b, "]");
 }
 

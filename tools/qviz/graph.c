@@ -10,6 +10,7 @@
  * global memory.
  */
 #include "qviz.h"
+#include "target.h"
 
 #include <string.h>
 
@@ -206,6 +207,9 @@ static void emit_region_op(graph_ctx *g, qir_op *op, int depth) {
   int id = map_get(&g->op_ids, op);
   int c = g->next_cluster++;
   bool is_kernel = op_is_named(op, "kernel");
+  /* a device-resident loop/if (#device level grid or block) is drawn filled */
+  qir_device_plan dev;
+  if (!qir_device_plan_get(op, &dev, NULL)) dev.level = QIR_LEVEL_HOST;
   buf_clear(&g->label);
   if (is_kernel) {
     buf_puts(&g->label, "kernel @");
@@ -217,7 +221,14 @@ static void emit_region_op(graph_ctx *g, qir_op *op, int depth) {
     }
   } else {
     buf_puts(&g->label, op_name(op));
-    if (qir_op_attr(op, "device")) buf_puts(&g->label, " (on device)");
+    if (dev.level == QIR_LEVEL_GRID)
+      buf_printf(&g->label, " on the device: one persistent kernel, %lld blocks x %lld threads, %lld stages (grid barriers)",
+                 (long long)dev.grid, (long long)dev.threads, (long long)dev.stages);
+    else if (dev.level == QIR_LEVEL_BLOCK)
+      buf_printf(&g->label, " on the device: one block of %lld threads, %lld stages (block barriers)",
+                 (long long)dev.threads, (long long)dev.stages);
+    else if (dev.present)
+      buf_puts(&g->label, " on the host");
   }
   indent(g, depth);
   fprintf(g->out, "subgraph cluster_%d {\n", c);
@@ -226,6 +237,9 @@ static void emit_region_op(graph_ctx *g, qir_op *op, int depth) {
   dot_quoted(g->out, g->label.s);
   if (is_kernel)
     fprintf(g->out, "; style=\"filled,rounded\"; fillcolor=\"%s\"; color=\"#7f6000\";\n", palette_color(c));
+  else if (dev.level != QIR_LEVEL_HOST)
+    fprintf(g->out, "; style=\"filled,rounded,bold\"; fillcolor=\"%s\"; color=\"#1f6f3f\";\n",
+            dev.level == QIR_LEVEL_GRID ? "#e2f5e7" : "#f1f9e0");
   else
     fputs("; style=\"rounded,dashed\"; color=\"#4a4a8a\";\n", g->out);
   build_op_label(g, op);
