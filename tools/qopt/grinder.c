@@ -1,0 +1,337 @@
+/* grinder.c: -grinder (Cocktailer): where each `loop` and `if` runs.
+ *
+ * Writes #device{level, target, grid, threads, stages} (target.h) on every
+ * loop/if, chosen by a cost model per control-flow op:
+ *
+ *   host   per iteration: each body kernel is launched from the host, and the
+ *          condition is read back (a device-to-host copy and a sync):
+ *            iters * (kernels * launch + read_back + work)
+ *   grid   one persistent cooperative kernel of G co-resident blocks runs the
+ *          whole loop; the body's stages (its ops by dependence level) end in
+ *          grid barriers; an op of b blocks runs in ceil(b / G) waves instead
+ *          of ceil(b / capacity) for a launch of its own:
+ *            coop_launch + read_back + iters * (stages * grid_barrier + work')
+ *   block  when every body op fits one block (its #tile grid is 1 block), one
+ *          block runs the loop with block barriers only:
+ *            launch + read_back + iters * (stages * block_barrier + work)
+ *
+ * work is the sum of the body ops' #tile est_us (roller's estimate; 1 us per op
+ * without a plan).  iters is the constant trip count, else max_trip, else the
+ * scan extent, else 64 (an assumption, reported).  The grid is the largest
+ * body op's block count, at most the blocks the target keeps co-resident at the
+ * plan's threads (the largest #tile threads of the body, rounded up to a warp);
+ * `if` is a loop of one iteration.  Control flow nested in a device-resident op
+ * runs inside the same kernel: it inherits the plan (its own stage count); in
+ * a host-level op each nested one is decided on its own.  The per-launch costs
+ * below are model constants per back end, not measurements of this machine.
+ *
+ * -grinder-report prints, per loop/if, the numbers behind the choice and the
+ * kernel launches (and host round trips) per inference before and after. */
+#include "qopt.h"
+#include "target.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Host-side costs of one back end, microseconds. */
+typedef struct {
+  const char *backend;
+  double launch_us;             /* one kernel launch, back to back */
+  double read_back_us;          /* a scalar device-to-host copy with its sync */
+  double coop_launch_us;        /* a cooperative (grid-barrier) launch */
+  double grid_barrier_us;       /* one grid-wide barrier at full co-residency */
+  double block_barrier_us;      /* one __syncthreads */
+} launch_costs;
+
+static const launch_costs cost_table[] = {
+    {"cuda", 3.0, 8.0, 6.0, 1.2, 0.02},
+    {"hip", 5.0, 12.0, 10.0, 2.5, 0.05},
+    {"c", 0.5, 0.0, 0.5, 0.5, 0.05},
+};
+
+#define ASSUMED_ITERS 64
+
+typedef struct {
+  qopt_ctx *ctx;
+  qir_module *m;
+  const qir_target *t;
+  const launch_costs *cost;
+  bool report;
+  int64_t launches_before, launches_after, trips_before, trips_after;
+} grinder;
+
+typedef struct {
+  int kernels;                  /* launching ops per iteration (nested bodies times their iterations) */
+  int stages;                   /* dependence levels of the body */
+  double work_us;               /* est_us sum per iteration */
+  int64_t max_blocks;           /* the largest body op's blocks */
+  int64_t max_threads;          /* the largest body op's threads */
+  double waves_base;            /* sum over ops of est_us / ceil(b / cap): work per wave, for the grid model */
+  int64_t nested_trips;         /* host round trips of nested control flow per iteration, when on the host */
+} body_stats;
+
+static const qir_attr_val *tile_key(const qir_op *op, const char *key) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  return tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, key) : NULL;
+}
+
+static int64_t op_blocks(const qir_op *op) {
+  const qir_attr_val *g = tile_key(op, "grid");
+  if (g && g->kind == QIR_ATTR_LIST) {
+    int64_t b = 1;
+    for (int i = 0; i < g->n; i++)
+      if (g->items[i].kind == QIR_ATTR_INT && g->items[i].i > 0) b *= g->items[i].i;
+    return b;
+  }
+  /* no plan: one block of 256 threads per 256 result elements */
+  int64_t n = op->n_results ? qir_type_numel(&op->results[0]->type) : 1;
+  return n > 256 ? (n + 255) / 256 : 1;
+}
+
+static int64_t op_threads(const qir_op *op) {
+  const qir_attr_val *th = tile_key(op, "threads");
+  return th && th->kind == QIR_ATTR_INT ? th->i : 256;
+}
+
+static double op_est_us(const qir_op *op) {
+  const qir_attr_val *e = tile_key(op, "est_us");
+  return e && (e->kind == QIR_ATTR_FLOAT || e->kind == QIR_ATTR_INT) ? (e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i) : 1.0;
+}
+
+/* Iterations of a loop as far as the module tells; *assumed when it does not. */
+static int64_t loop_iters(qir_module *m, const qir_op *op, bool *assumed) {
+  *assumed = false;
+  if (op->code != QIR_OP_LOOP) return 1;
+  qir_value *trip = op->operands[0];
+  /* a constant held in the module (splat or inline data: reading it cannot fail) */
+  if (trip->def && trip->def->code == QIR_OP_CONST && trip->def->cst && (trip->def->cst->splat || trip->def->cst->data) &&
+      qir_type_numel(&trip->type) == 1) {
+    double v = qir_const_elem(m, trip->def, 0, NULL);
+    if (v >= 0 && v < 1e12) return (int64_t)v;
+  }
+  int64_t mt = qir_op_attr_int(op, "max_trip", -1);
+  if (mt >= 0) return mt;
+  int n_carried = op->n_operands - 2;
+  if (op->n_results > n_carried && op->results[n_carried]->type.rank) return op->results[n_carried]->type.dims[0];
+  *assumed = true;
+  return ASSUMED_ITERS;
+}
+
+static bool is_control(const qir_op *op) { return op->code == QIR_OP_LOOP || op->code == QIR_OP_IF; }
+static bool launches(const qir_op *op) {
+  return op->code != QIR_OP_CONST && op->code != QIR_OP_YIELD && op->code != QIR_OP_INPUT && op->code != QIR_OP_OUTPUT &&
+         !is_control(op);
+}
+
+static void region_stats(const qir_region *r, body_stats *s, int *level_of, qir_module *m);
+
+/* Stats of one control op's regions (an if: the larger branch). */
+static body_stats control_stats(const qir_op *op, qir_module *m) {
+  body_stats best = {0};
+  for (int i = 0; i < op->n_regions; i++) {
+    body_stats s = {0};
+    int *levels = qir_alloc(m, sizeof *levels * (size_t)(m->next_value_id + 1));
+    memset(levels, 0, sizeof *levels * (size_t)(m->next_value_id + 1));
+    region_stats(op->regions[i], &s, levels, m);
+    if (i == 0 || s.work_us + s.kernels > best.work_us + best.kernels) best = s;
+  }
+  return best;
+}
+
+/* Dependence level of each value (0 for region arguments and outer values). */
+static void region_stats(const qir_region *r, body_stats *s, int *level_of, qir_module *m) {
+  for (const qir_op *op = r->first; op; op = op->next) {
+    int lvl = 0;
+    for (int i = 0; i < op->n_operands; i++)
+      if (op->operands[i] && level_of[op->operands[i]->id] > lvl) lvl = level_of[op->operands[i]->id];
+    if (launches(op)) {
+      lvl++;
+      s->kernels++;
+      s->work_us += op_est_us(op);
+      int64_t b = op_blocks(op), th = op_threads(op);
+      if (b > s->max_blocks) s->max_blocks = b;
+      if (th > s->max_threads) s->max_threads = th;
+    } else if (is_control(op)) {
+      bool assumed;
+      int64_t it = loop_iters(m, op, &assumed);
+      body_stats in = control_stats(op, m);
+      lvl += in.stages * (int)(it < 1000000 ? it : 1000000) + 1;
+      s->kernels += (int)(in.kernels * it);
+      s->work_us += in.work_us * (double)it;
+      s->nested_trips += it * (1 + in.nested_trips);
+      if (in.max_blocks > s->max_blocks) s->max_blocks = in.max_blocks;
+      if (in.max_threads > s->max_threads) s->max_threads = in.max_threads;
+    }
+    for (int i = 0; i < op->n_results; i++) level_of[op->results[i]->id] = lvl;
+    if (lvl > s->stages) s->stages = lvl;
+  }
+  if (s->stages < 1) s->stages = 1;
+}
+
+/* Grid-loop work per iteration: each op in ceil(b / grid) waves instead of
+ * ceil(b / cap) when launched alone. */
+static double grid_work(qir_module *m, const qir_region *r, int64_t grid, const qir_target *t) {
+  double w = 0;
+  for (const qir_op *op = r->first; op; op = op->next) {
+    if (launches(op)) {
+      int64_t b = op_blocks(op), cap = qir_target_coresident_blocks(t, op_threads(op));
+      if (cap < 1) cap = 1;
+      double alone = (double)((b + cap - 1) / cap), inside = (double)((b + grid - 1) / grid);
+      w += op_est_us(op) * inside / alone;
+    } else if (is_control(op)) {
+      bool assumed;
+      double it = (double)loop_iters(m, op, &assumed), most = 0;
+      for (int i = 0; i < op->n_regions; i++) {
+        double x = grid_work(m, op->regions[i], grid, t);
+        if (x > most) most = x;
+      }
+      w += it * most;
+    }
+  }
+  return w;
+}
+
+static void set_plan(grinder *g, qir_op *op, qir_level level, int64_t grid, int64_t threads, int64_t stages) {
+  qir_attr e[5];
+  int n = 0;
+  e[n++] = (qir_attr){.key = "level", .val = qir_attr_word(g->m, qir_level_name(level))};
+  if (level != QIR_LEVEL_HOST) {
+    e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(g->m, g->t->name)};
+    e[n++] = (qir_attr){.key = "grid", .val = qir_attr_int(grid)};
+    e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(threads)};
+    e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(stages)};
+  }
+  qir_op_set_attr(g->m, op, "device", qir_attr_dict(g->m, n, e), true);
+}
+
+/* Inside a device-resident op: every nested loop/if runs in the same kernel. */
+static void inherit(grinder *g, qir_region *r, qir_level level, int64_t grid, int64_t threads) {
+  for (qir_op *op = r->first; op; op = op->next)
+    if (is_control(op)) {
+      body_stats s = control_stats(op, g->m);
+      set_plan(g, op, level, grid, threads, s.stages);
+      for (int i = 0; i < op->n_regions; i++) inherit(g, op->regions[i], level, grid, threads);
+    }
+}
+
+static const char *loc_str(grinder *g, const qir_op *op) {
+  return qir_sprintf(g->m, "%s:%d:%d", op->loc.file ? op->loc.file : "<module>", op->loc.line, op->loc.col);
+}
+
+/* Decides op (a loop/if the host reaches); `mult` is how often the host runs it
+ * per inference.  Counts launches and round trips before and after. */
+static void decide(grinder *g, qir_op *op, int64_t mult);
+
+static void walk_host(grinder *g, qir_region *r, int64_t mult) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (is_control(op)) decide(g, op, mult);
+    else if (launches(op)) {
+      g->launches_before += mult;
+      g->launches_after += mult;
+    }
+  }
+}
+
+static void decide(grinder *g, qir_op *op, int64_t mult) {
+  const qir_target *t = g->t;
+  const launch_costs *c = g->cost;
+  bool assumed;
+  int64_t iters = loop_iters(g->m, op, &assumed);
+  body_stats s = control_stats(op, g->m);
+  int64_t threads = s.max_threads < t->warp_size ? t->warp_size : s.max_threads;
+  threads = (threads + t->warp_size - 1) / t->warp_size * t->warp_size;
+  if (threads > t->max_threads_per_block) threads = t->max_threads_per_block;
+  int64_t cap = qir_target_coresident_blocks(t, threads);
+  int64_t grid = s.max_blocks < 1 ? 1 : s.max_blocks;
+  if (grid > cap) grid = cap;
+  double n = (double)iters;
+  /* host: per iteration every kernel launched, the condition read back (if: once) */
+  double host_us = n * ((double)s.kernels * c->launch_us + c->read_back_us + s.work_us) + (double)s.nested_trips * n * c->read_back_us;
+  double work_grid = 0;
+  for (int i = 0; i < op->n_regions; i++) {
+    double w = grid_work(g->m, op->regions[i], grid, t);
+    if (w > work_grid) work_grid = w;
+  }
+  double grid_us = cap >= 1 ? c->coop_launch_us + c->read_back_us + n * ((double)s.stages * c->grid_barrier_us + work_grid) : INFINITY;
+  bool fits_block = s.max_blocks <= 1;
+  double block_us = fits_block ? c->launch_us + c->read_back_us + n * ((double)s.stages * c->block_barrier_us + s.work_us) : INFINITY;
+  qir_level level = QIR_LEVEL_HOST;
+  double best = host_us;
+  if (block_us < best) { level = QIR_LEVEL_BLOCK; best = block_us; }
+  if (grid_us < best) { level = QIR_LEVEL_GRID; best = grid_us; }
+  int64_t host_launches = iters * (int64_t)s.kernels, host_trips = iters * (1 + s.nested_trips);
+  if (level == QIR_LEVEL_HOST) {
+    set_plan(g, op, level, 0, 0, 0);
+    /* the body stays host-driven: its kernels and its own control flow (decided
+     * on its own) are counted by walking it; an if counts its larger branch */
+    g->trips_before += mult * iters;
+    g->trips_after += mult * iters;
+    int counted = 0;
+    if (op->code == QIR_OP_IF && op->n_regions == 2) {
+      body_stats b0 = {0}, b1 = {0};
+      int *lv = qir_alloc(g->m, sizeof *lv * (size_t)(g->m->next_value_id + 1));
+      memset(lv, 0, sizeof *lv * (size_t)(g->m->next_value_id + 1));
+      region_stats(op->regions[0], &b0, lv, g->m);
+      memset(lv, 0, sizeof *lv * (size_t)(g->m->next_value_id + 1));
+      region_stats(op->regions[1], &b1, lv, g->m);
+      counted = b1.work_us + b1.kernels > b0.work_us + b0.kernels;
+    }
+    for (int i = 0; i < op->n_regions; i++) walk_host(g, op->regions[i], i == counted ? mult * iters : 0);
+  } else {
+    int64_t blocks = level == QIR_LEVEL_BLOCK ? 1 : grid;
+    set_plan(g, op, level, blocks, threads, s.stages);
+    for (int i = 0; i < op->n_regions; i++) inherit(g, op->regions[i], level, blocks, threads);
+    g->launches_before += mult * host_launches;
+    g->trips_before += mult * host_trips;
+    g->launches_after += mult;
+    /* a loop with bounded scan outputs reads back the rows it produced */
+    bool bounded = false;
+    for (int i = 0; i < op->n_results; i++) bounded |= op->results[i]->type.bounded;
+    if (bounded) g->trips_after += mult;
+  }
+  if (g->report) {
+    const char *what = qir_op_attr_str(op, "onnx_op", NULL);
+    fprintf(stderr,
+            "%s: %s%s%s: %lld iteration%s%s, %d kernels in %d stages per iteration, at most %lld blocks per op: host %.1f us, "
+            "block %s us, grid %s us -> %s",
+            loc_str(g, op), op->code == QIR_OP_LOOP ? "loop" : "if", what ? " from " : "", what ? what : "", (long long)iters,
+            iters == 1 ? "" : "s", assumed ? " (assumed)" : "", s.kernels, s.stages, (long long)s.max_blocks, host_us,
+            fits_block ? qir_sprintf(g->m, "%.1f", block_us) : "-", cap >= 1 ? qir_sprintf(g->m, "%.1f", grid_us) : "-",
+            qir_level_name(level));
+    if (level != QIR_LEVEL_HOST)
+      fprintf(stderr, " (%lld x %lld threads): %lld launches and %lld host round trips become 1 launch\n",
+              (long long)(level == QIR_LEVEL_BLOCK ? 1 : grid), (long long)threads, (long long)(mult * host_launches),
+              (long long)(mult * host_trips));
+    else
+      fputc('\n', stderr);
+  }
+}
+
+bool qopt_grinder(qopt_ctx *ctx, qir_module *m) {
+  const char *name = qopt_option_str(ctx, "target");
+  const qir_target *t = qir_target_get(name);
+  qir_loc none = {0};
+  if (*qopt_option_str(ctx, "target-file")) {
+    qir_error(ctx->diag, none, "-grinder needs a built-in -target: #device plans name their target");
+    return false;
+  }
+  if (!t) {
+    qir_error(ctx->diag, none, "unknown target '%s'", name);
+    return false;
+  }
+  const launch_costs *cost = NULL;
+  for (size_t i = 0; i < sizeof cost_table / sizeof *cost_table; i++)
+    if (!strcmp(cost_table[i].backend, t->backend)) cost = &cost_table[i];
+  if (!cost) {
+    qir_error(ctx->diag, none, "-grinder has no launch costs for back end '%s'", t->backend);
+    return false;
+  }
+  grinder g = {.ctx = ctx, .m = m, .t = t, .cost = cost, .report = qopt_option_bool(ctx, "grinder-report")};
+  walk_host(&g, m->body, 1);
+  if (g.report)
+    fprintf(stderr, "grinder: %s: kernel launches per inference %lld -> %lld, host round trips %lld -> %lld\n",
+            m->name ? m->name : "module", (long long)g.launches_before, (long long)g.launches_after,
+            (long long)g.trips_before, (long long)g.trips_after);
+  return true;
+}
