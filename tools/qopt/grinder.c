@@ -10,10 +10,11 @@
  *          whole loop; the body's stages (its ops by dependence level) end in
  *          grid barriers; an op of b blocks runs in ceil(b / G) waves instead
  *          of ceil(b / capacity) for a launch of its own:
- *            coop_launch + read_back + iters * (stages * grid_barrier + work')
+ *            coop_launch + iters * (stages * grid_barrier + work')
  *   block  when every body op fits one block (its #tile grid is 1 block), one
  *          block runs the loop with block barriers only:
- *            launch + read_back + iters * (stages * block_barrier + work)
+ *            launch + iters * (stages * block_barrier + work)
+ *          (plus one read back for a loop with bounded scan outputs: their rows)
  *
  * work is the sum of the body ops' #tile est_us (roller's estimate; 1 us per op
  * without a plan).  iters is the constant trip count, else max_trip, else the
@@ -156,6 +157,8 @@ static void region_stats(const qir_region *r, body_stats *s, int *level_of, qir_
       bool assumed;
       int64_t it = loop_iters(m, op, &assumed);
       body_stats in = control_stats(op, m);
+      /* its regions may read any earlier value (captures): after everything so far */
+      if (s->stages > lvl) lvl = s->stages;
       lvl += in.stages * (int)(it < 1000000 ? it : 1000000) + 1;
       s->kernels += (int)(in.kernels * it);
       s->work_us += in.work_us * (double)it;
@@ -253,9 +256,13 @@ static void decide(grinder *g, qir_op *op, int64_t mult) {
     double w = grid_work(g->m, op->regions[i], grid, t);
     if (w > work_grid) work_grid = w;
   }
-  double grid_us = cap >= 1 ? c->coop_launch_us + c->read_back_us + n * ((double)s.stages * c->grid_barrier_us + work_grid) : INFINITY;
+  /* on the device nothing comes back to the host but the rows of bounded scan outputs */
+  bool bounded = false;
+  for (int i = 0; i < op->n_results; i++) bounded |= op->results[i]->type.bounded;
+  double back = bounded ? c->read_back_us : 0;
+  double grid_us = cap >= 1 ? c->coop_launch_us + back + n * ((double)s.stages * c->grid_barrier_us + work_grid) : INFINITY;
   bool fits_block = s.max_blocks <= 1;
-  double block_us = fits_block ? c->launch_us + c->read_back_us + n * ((double)s.stages * c->block_barrier_us + s.work_us) : INFINITY;
+  double block_us = fits_block ? c->launch_us + back + n * ((double)s.stages * c->block_barrier_us + s.work_us) : INFINITY;
   qir_level level = QIR_LEVEL_HOST;
   double best = host_us;
   if (block_us < best) { level = QIR_LEVEL_BLOCK; best = block_us; }
@@ -285,10 +292,7 @@ static void decide(grinder *g, qir_op *op, int64_t mult) {
     g->launches_before += mult * host_launches;
     g->trips_before += mult * host_trips;
     g->launches_after += mult;
-    /* a loop with bounded scan outputs reads back the rows it produced */
-    bool bounded = false;
-    for (int i = 0; i < op->n_results; i++) bounded |= op->results[i]->type.bounded;
-    if (bounded) g->trips_after += mult;
+    if (bounded) g->trips_after += mult; /* the rows it produced */
   }
   if (g->report) {
     const char *what = qir_op_attr_str(op, "onnx_op", NULL);
