@@ -492,14 +492,13 @@ static void copy(FILE *o, const char *dst, const char *src, int64_t bytes, int l
 /* A #device plan of level grid or block (qopt -grinder) is not lowered to a
  * persistent kernel yet: the op runs host-driven, which computes the same
  * values; the generated code says so where the plan was. */
-static void device_plan_note(host *h, FILE *o, const qir_op *op, int level) {
+static void device_plan_note(FILE *o, const qir_op *op, int level) {
   qir_device_plan p;
   if (!qir_device_plan_get(op, &p, NULL) || p.level == QIR_LEVEL_HOST) return;
   ind(o, level);
   fprintf(o, "/* #device level %s (%lld x %lld threads, %lld stages) planned; run host-driven: device-resident loops are "
              "not lowered yet */\n",
           qir_level_name(p.level), (long long)p.grid, (long long)p.threads, (long long)p.stages);
-  (void)h;
 }
 
 /* "file:line:col" of an op, for run-time messages (no quotes or backslashes). */
@@ -541,7 +540,7 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   qir_op *yield = body->last;
   ind(o, level);
   fprintf(o, "{ /* loop: trip count and condition read back, body launched per iteration */\n");
-  device_plan_note(h, o, op, level + 1);
+  device_plan_note(o, op, level + 1);
   ind(o, level + 1);
   fprintf(o, "int64_t trip%d; uint8_t cond%d;\n", id, id);
   ind(o, level + 1);
@@ -598,7 +597,7 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   int id = h->counter++;
   ind(o, level);
   fprintf(o, "{ /* if: condition read back */\n");
-  device_plan_note(h, o, op, level + 1);
+  device_plan_note(o, op, level + 1);
   ind(o, level + 1);
   fprintf(o, "uint8_t cond%d;\n", id);
   ind(o, level + 1);
