@@ -10,10 +10,10 @@
  *          whole loop; the body's stages (its ops by dependence level) end in
  *          grid barriers; an op of b blocks runs in ceil(b / G) waves instead
  *          of ceil(b / capacity) for a launch of its own:
- *            coop_launch + iters * (stages * grid_barrier + work')
+ *            coop_launch + iters * (barriers * grid_barrier + work')
  *   block  when every body op fits one block (its #tile grid is 1 block), one
  *          block runs the loop with block barriers only:
- *            launch + iters * (stages * block_barrier + work)
+ *            launch + iters * (barriers * block_barrier + work)
  *          (plus one read back for a loop with bounded scan outputs: their rows)
  *
  * work is the sum of the body ops' #tile est_us (roller's estimate; 1 us per op
@@ -52,6 +52,7 @@ static const launch_costs cost_table[] = {
 };
 
 #define ASSUMED_ITERS 64
+#define MAX_STAGES 1000000000
 
 typedef struct {
   qopt_ctx *ctx;
@@ -59,17 +60,18 @@ typedef struct {
   const qir_target *t;
   const launch_costs *cost;
   bool report;
-  int64_t launches_before, launches_after, trips_before, trips_after;
+  double launches_before, launches_after, trips_before, trips_after; /* per inference (counts can be huge) */
 } grinder;
 
 typedef struct {
-  int kernels;                  /* launching ops per iteration (nested bodies times their iterations) */
-  int stages;                   /* dependence levels of the body */
+  double kernels;               /* launching ops per iteration (nested bodies times their iterations) */
+  int64_t stages;               /* dependence levels of the body (a nested loop/if: one level) */
+  double barriers;              /* barriers one iteration waits on (a nested loop's times its iterations) */
   double work_us;               /* est_us sum per iteration */
   int64_t max_blocks;           /* the largest body op's blocks */
   int64_t max_threads;          /* the largest body op's threads */
   double waves_base;            /* sum over ops of est_us / ceil(b / cap): work per wave, for the grid model */
-  int64_t nested_trips;         /* host round trips of nested control flow per iteration, when on the host */
+  double nested_trips;          /* host round trips of nested control flow per iteration, when on the host */
 } body_stats;
 
 static const qir_attr_val *tile_key(const qir_op *op, const char *key) {
@@ -125,29 +127,45 @@ static bool launches(const qir_op *op) {
          !is_control(op);
 }
 
-static void region_stats(const qir_region *r, body_stats *s, int *level_of, qir_module *m);
+static void region_stats(const qir_region *r, body_stats *s, int64_t *stage_of, double *barrier_of, qir_module *m);
+
+static body_stats region_stats_fresh(const qir_region *r, qir_module *m) {
+  body_stats s = {0};
+  size_t n = (size_t)(m->next_value_id + 1);
+  int64_t *stage_of = qir_alloc(m, sizeof *stage_of * n);
+  double *barrier_of = qir_alloc(m, sizeof *barrier_of * n);
+  memset(stage_of, 0, sizeof *stage_of * n);
+  memset(barrier_of, 0, sizeof *barrier_of * n);
+  region_stats(r, &s, stage_of, barrier_of, m);
+  return s;
+}
 
 /* Stats of one control op's regions (an if: the larger branch). */
 static body_stats control_stats(const qir_op *op, qir_module *m) {
   body_stats best = {0};
   for (int i = 0; i < op->n_regions; i++) {
-    body_stats s = {0};
-    int *levels = qir_alloc(m, sizeof *levels * (size_t)(m->next_value_id + 1));
-    memset(levels, 0, sizeof *levels * (size_t)(m->next_value_id + 1));
-    region_stats(op->regions[i], &s, levels, m);
+    body_stats s = region_stats_fresh(op->regions[i], m);
     if (i == 0 || s.work_us + s.kernels > best.work_us + best.kernels) best = s;
   }
   return best;
 }
 
-/* Dependence level of each value (0 for region arguments and outer values). */
-static void region_stats(const qir_region *r, body_stats *s, int *level_of, qir_module *m) {
+/* Stages: dependence levels of the region's ops (0 for region arguments and
+ * outer values), a nested loop/if one level after everything before it (its
+ * regions may read any earlier value).  Barriers: the same, counting a nested
+ * op's own barriers times its iterations (what one iteration waits on). */
+static void region_stats(const qir_region *r, body_stats *s, int64_t *stage_of, double *barrier_of, qir_module *m) {
   for (const qir_op *op = r->first; op; op = op->next) {
-    int lvl = 0;
+    int64_t stage = 0;
+    double barrier = 0;
     for (int i = 0; i < op->n_operands; i++)
-      if (op->operands[i] && level_of[op->operands[i]->id] > lvl) lvl = level_of[op->operands[i]->id];
+      if (op->operands[i]) {
+        if (stage_of[op->operands[i]->id] > stage) stage = stage_of[op->operands[i]->id];
+        if (barrier_of[op->operands[i]->id] > barrier) barrier = barrier_of[op->operands[i]->id];
+      }
     if (launches(op)) {
-      lvl++;
+      stage++;
+      barrier++;
       s->kernels++;
       s->work_us += op_est_us(op);
       int64_t b = op_blocks(op), th = op_threads(op);
@@ -157,19 +175,23 @@ static void region_stats(const qir_region *r, body_stats *s, int *level_of, qir_
       bool assumed;
       int64_t it = loop_iters(m, op, &assumed);
       body_stats in = control_stats(op, m);
-      /* its regions may read any earlier value (captures): after everything so far */
-      if (s->stages > lvl) lvl = s->stages;
-      lvl += in.stages * (int)(it < 1000000 ? it : 1000000) + 1;
-      s->kernels += (int)(in.kernels * it);
+      stage = (s->stages < MAX_STAGES ? s->stages : MAX_STAGES) + 1;
+      barrier = s->barriers + in.barriers * (double)it + 1;
+      s->kernels += in.kernels * (double)it;
       s->work_us += in.work_us * (double)it;
-      s->nested_trips += it * (1 + in.nested_trips);
+      s->nested_trips += (double)it * (1 + in.nested_trips);
       if (in.max_blocks > s->max_blocks) s->max_blocks = in.max_blocks;
       if (in.max_threads > s->max_threads) s->max_threads = in.max_threads;
     }
-    for (int i = 0; i < op->n_results; i++) level_of[op->results[i]->id] = lvl;
-    if (lvl > s->stages) s->stages = lvl;
+    for (int i = 0; i < op->n_results; i++) {
+      stage_of[op->results[i]->id] = stage;
+      barrier_of[op->results[i]->id] = barrier;
+    }
+    if (stage > s->stages) s->stages = stage;
+    if (barrier > s->barriers) s->barriers = barrier;
   }
   if (s->stages < 1) s->stages = 1;
+  if (s->barriers < 1) s->barriers = 1;
 }
 
 /* Grid-loop work per iteration: each op in ceil(b / grid) waves instead of
@@ -224,9 +246,9 @@ static const char *loc_str(grinder *g, const qir_op *op) {
 
 /* Decides op (a loop/if the host reaches); `mult` is how often the host runs it
  * per inference.  Counts launches and round trips before and after. */
-static void decide(grinder *g, qir_op *op, int64_t mult);
+static void decide(grinder *g, qir_op *op, double mult);
 
-static void walk_host(grinder *g, qir_region *r, int64_t mult) {
+static void walk_host(grinder *g, qir_region *r, double mult) {
   for (qir_op *op = r->first; op; op = op->next) {
     if (is_control(op)) decide(g, op, mult);
     else if (launches(op)) {
@@ -236,7 +258,7 @@ static void walk_host(grinder *g, qir_region *r, int64_t mult) {
   }
 }
 
-static void decide(grinder *g, qir_op *op, int64_t mult) {
+static void decide(grinder *g, qir_op *op, double mult) {
   const qir_target *t = g->t;
   const launch_costs *c = g->cost;
   bool assumed;
@@ -250,7 +272,7 @@ static void decide(grinder *g, qir_op *op, int64_t mult) {
   if (grid > cap) grid = cap;
   double n = (double)iters;
   /* host: per iteration every kernel launched, the condition read back (if: once) */
-  double host_us = n * ((double)s.kernels * c->launch_us + c->read_back_us + s.work_us) + (double)s.nested_trips * n * c->read_back_us;
+  double host_us = n * (s.kernels * c->launch_us + c->read_back_us + s.work_us) + s.nested_trips * n * c->read_back_us;
   double work_grid = 0;
   for (int i = 0; i < op->n_regions; i++) {
     double w = grid_work(g->m, op->regions[i], grid, t);
@@ -260,31 +282,26 @@ static void decide(grinder *g, qir_op *op, int64_t mult) {
   bool bounded = false;
   for (int i = 0; i < op->n_results; i++) bounded |= op->results[i]->type.bounded;
   double back = bounded ? c->read_back_us : 0;
-  double grid_us = cap >= 1 ? c->coop_launch_us + back + n * ((double)s.stages * c->grid_barrier_us + work_grid) : INFINITY;
+  double grid_us = cap >= 1 ? c->coop_launch_us + back + n * (s.barriers * c->grid_barrier_us + work_grid) : INFINITY;
   bool fits_block = s.max_blocks <= 1;
-  double block_us = fits_block ? c->launch_us + back + n * ((double)s.stages * c->block_barrier_us + s.work_us) : INFINITY;
+  double block_us = fits_block ? c->launch_us + back + n * (s.barriers * c->block_barrier_us + s.work_us) : INFINITY;
   qir_level level = QIR_LEVEL_HOST;
   double best = host_us;
   if (block_us < best) { level = QIR_LEVEL_BLOCK; best = block_us; }
   if (grid_us < best) { level = QIR_LEVEL_GRID; best = grid_us; }
-  int64_t host_launches = iters * (int64_t)s.kernels, host_trips = iters * (1 + s.nested_trips);
+  double host_launches = n * s.kernels, host_trips = n * (1 + s.nested_trips);
   if (level == QIR_LEVEL_HOST) {
     set_plan(g, op, level, 0, 0, 0);
     /* the body stays host-driven: its kernels and its own control flow (decided
      * on its own) are counted by walking it; an if counts its larger branch */
-    g->trips_before += mult * iters;
-    g->trips_after += mult * iters;
+    g->trips_before += mult * n;
+    g->trips_after += mult * n;
     int counted = 0;
     if (op->code == QIR_OP_IF && op->n_regions == 2) {
-      body_stats b0 = {0}, b1 = {0};
-      int *lv = qir_alloc(g->m, sizeof *lv * (size_t)(g->m->next_value_id + 1));
-      memset(lv, 0, sizeof *lv * (size_t)(g->m->next_value_id + 1));
-      region_stats(op->regions[0], &b0, lv, g->m);
-      memset(lv, 0, sizeof *lv * (size_t)(g->m->next_value_id + 1));
-      region_stats(op->regions[1], &b1, lv, g->m);
+      body_stats b0 = region_stats_fresh(op->regions[0], g->m), b1 = region_stats_fresh(op->regions[1], g->m);
       counted = b1.work_us + b1.kernels > b0.work_us + b0.kernels;
     }
-    for (int i = 0; i < op->n_regions; i++) walk_host(g, op->regions[i], i == counted ? mult * iters : 0);
+    for (int i = 0; i < op->n_regions; i++) walk_host(g, op->regions[i], i == counted ? mult * n : 0);
   } else {
     int64_t blocks = level == QIR_LEVEL_BLOCK ? 1 : grid;
     set_plan(g, op, level, blocks, threads, s.stages);
@@ -297,16 +314,15 @@ static void decide(grinder *g, qir_op *op, int64_t mult) {
   if (g->report) {
     const char *what = qir_op_attr_str(op, "onnx_op", NULL);
     fprintf(stderr,
-            "%s: %s%s%s: %lld iteration%s%s, %d kernels in %d stages per iteration, at most %lld blocks per op: host %.1f us, "
+            "%s: %s%s%s: %lld iteration%s%s, %.0f kernels in %lld stages (%.0f barriers) per iteration, at most %lld blocks per op: host %.1f us, "
             "block %s us, grid %s us -> %s",
             loc_str(g, op), op->code == QIR_OP_LOOP ? "loop" : "if", what ? " from " : "", what ? what : "", (long long)iters,
-            iters == 1 ? "" : "s", assumed ? " (assumed)" : "", s.kernels, s.stages, (long long)s.max_blocks, host_us,
+            iters == 1 ? "" : "s", assumed ? " (assumed)" : "", s.kernels, (long long)s.stages, s.barriers, (long long)s.max_blocks, host_us,
             fits_block ? qir_sprintf(g->m, "%.1f", block_us) : "-", cap >= 1 ? qir_sprintf(g->m, "%.1f", grid_us) : "-",
             qir_level_name(level));
     if (level != QIR_LEVEL_HOST)
-      fprintf(stderr, " (%lld x %lld threads): %lld launches and %lld host round trips become 1 launch\n",
-              (long long)(level == QIR_LEVEL_BLOCK ? 1 : grid), (long long)threads, (long long)(mult * host_launches),
-              (long long)(mult * host_trips));
+      fprintf(stderr, " (%lld x %lld threads): %.0f launches and %.0f host round trips become 1 launch\n",
+              (long long)(level == QIR_LEVEL_BLOCK ? 1 : grid), (long long)threads, mult * host_launches, mult * host_trips);
     else
       fputc('\n', stderr);
   }
@@ -334,8 +350,7 @@ bool qopt_grinder(qopt_ctx *ctx, qir_module *m) {
   grinder g = {.ctx = ctx, .m = m, .t = t, .cost = cost, .report = qopt_option_bool(ctx, "grinder-report")};
   walk_host(&g, m->body, 1);
   if (g.report)
-    fprintf(stderr, "grinder: %s: kernel launches per inference %lld -> %lld, host round trips %lld -> %lld\n",
-            m->name ? m->name : "module", (long long)g.launches_before, (long long)g.launches_after,
-            (long long)g.trips_before, (long long)g.trips_after);
+    fprintf(stderr, "grinder: %s: kernel launches per inference %.0f -> %.0f, host round trips %.0f -> %.0f\n",
+            m->name ? m->name : "module", g.launches_before, g.launches_after, g.trips_before, g.trips_after);
   return true;
 }
