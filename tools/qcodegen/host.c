@@ -744,7 +744,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   host h = {.m = m, .d = d, .opt = opt};
   if (!expand_named_ops(m, m->body, d)) return 1;
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
-  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP ? 64 : 32, .kb = {.m = m}};
+  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
   int n = count_ops(m->body);
   h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));
   h.hash_cap = 16;
