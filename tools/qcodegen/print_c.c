@@ -430,9 +430,15 @@ static void kernel(FILE *o, const kkernel *k) {
   for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], k, &st, 2);
   print_block_level(o, k, k->body, &st, 2);
   fputs("  }\n", o);
-  if (k->chk)
+  if (k->chk) {
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "  free(q_sh_%s);\n", k->vars[i]->name);
+    for (int i = 0; i < k->n_params; i++)
+      if (k->params[i].written)
+        fprintf(o, "  q_coverage(%d, q_g_%s, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
+                cg_check_site(k->chk, k, "`%s`%s%s%s", k->params[i].name, k->args[i] && k->args[i]->name ? " (%" : "",
+                              k->args[i] && k->args[i]->name ? k->args[i]->name : "", k->args[i] && k->args[i]->name ? ")" : ""));
+  }
   fputs("}\n", o);
 }
 
