@@ -102,15 +102,35 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
   return ok;
 }
 
-/* The defaulted dimension `name` (NULL: a new unnamed one) gains a use;
- * returns its bit in a taint mask. */
-static uintptr_t sym_use(importer *imp, const char *name, const char *input, int axis, int rank,
-                         const int64_t *dims) {
+static uintptr_t sym_bit(int i) {
+  /* past the mask's width, the last bit stands for all the rest */
+  int bits = (int)(8 * sizeof(uintptr_t));
+  return (uintptr_t)1 << (i < bits ? i : bits - 1);
+}
+
+/* The index in imp->syms the defaulted dimension `name` has (NULL: a new
+ * unnamed one, or a name not seen yet: syms' next index). */
+static int sym_index(const importer *imp, const char *name) {
   int i = 0;
   if (name)
     while (i < imp->n_syms && !(imp->syms[i].name && strcmp(imp->syms[i].name, name) == 0)) i++;
   else
     i = imp->n_syms;
+  return i;
+}
+
+/* The defaulted dimension that sets axis `axis` of `input`. */
+static int sym_index_of_use(const importer *imp, const char *input, int axis) {
+  for (int i = 0; i < imp->n_syms; i++)
+    for (int u = 0; u < imp->syms[i].n_uses && u < SYM_USES; u++)
+      if (imp->syms[i].uses[u].input == input && imp->syms[i].uses[u].axis == axis) return i;
+  return 0;
+}
+
+/* The defaulted dimension `name` (NULL: a new unnamed one) gains a use;
+ * returns its bit in a taint mask. */
+static uintptr_t sym_use(importer *imp, const char *name, const char *input, int axis) {
+  int i = sym_index(imp, name);
   if (i == imp->n_syms) {
     if (imp->n_syms == imp->cap_syms) {
       imp->cap_syms = imp->cap_syms ? 2 * imp->cap_syms : 8;
@@ -123,13 +143,9 @@ static uintptr_t sym_use(importer *imp, const char *name, const char *input, int
   if (s->n_uses < SYM_USES) {
     s->uses[s->n_uses].input = input;
     s->uses[s->n_uses].axis = axis;
-    s->uses[s->n_uses].rank = rank;
-    memcpy(s->uses[s->n_uses].dims, dims, (size_t)rank * sizeof *dims);
   }
   s->n_uses++;
-  /* past the mask's width, the last bit stands for all the rest */
-  int bits = (int)(8 * sizeof(uintptr_t));
-  return (uintptr_t)1 << (i < bits ? i : bits - 1);
+  return sym_bit(i);
 }
 
 bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *out, input_dims *info) {
@@ -204,23 +220,34 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
       info->source[k] = nd->source;
     } else if (imp->strict_shapes) {
       if (p)
-        imp_error(imp, "graph input '%s' has symbolic dimension %d ('%s'): fix it with --shape %s=D0,D1,... or --dim %s=N",
+        imp_error(imp, "graph input '%s' has symbolic dimension %d ('%s'): fix it with --shape %s=D0,D1,... or --dim %s=SIZE",
                   name, k, p, name, p);
       else
         imp_error(imp, "graph input '%s' has symbolic dimension %d ('?'): fix it with --shape %s=D0,D1,...", name, k,
                   name);
       return false;
     } else {
-      dims[k] = 1;
+      /* a probe import tries other extents */
+      int i = sym_index(imp, p);
+      dims[k] = imp->probe ? imp->probe[i] : 1;
       info->source[k] = "default";
+      info->taint |= sym_use(imp, p, name, k);
       defaulted[k] = true;
     }
   }
+  /* the whole shape, for the --shape hint of an unnamed dimension */
+  for (int k = 0; k < rank; k++)
+    if (defaulted[k]) {
+      sym_dim *s = &imp->syms[sym_index_of_use(imp, name, k)];
+      for (int u = 0; u < s->n_uses && u < SYM_USES; u++)
+        if (s->uses[u].input == name && s->uses[u].axis == k) {
+          s->uses[u].rank = rank;
+          memcpy(s->uses[u].dims, dims, (size_t)rank * sizeof *dims);
+        }
+    }
   char what[300];
   snprintf(what, sizeof what, "graph input '%.200s'", name);
   if (!check_dims(imp, (size_t)rank, dims, what)) return false;
-  for (int k = 0; k < rank; k++)
-    if (defaulted[k]) info->taint |= sym_use(imp, dim_param(sh->dim[k]), name, k, rank, dims);
   *out = qir_type_make(dt, rank, dims);
   return true;
 }
@@ -238,12 +265,12 @@ static void format_uses(const sym_dim *s, char *buf, size_t cap) {
 /* The flag that sets s: "--dim NAME=N", or for an unnamed axis "--shape x=1,N". */
 static void format_flag(const sym_dim *s, char *buf, size_t cap) {
   if (s->name) {
-    snprintf(buf, cap, "--dim %.200s=N", s->name);
+    snprintf(buf, cap, "--dim %.200s=SIZE", s->name);
     return;
   }
   size_t w = (size_t)snprintf(buf, cap, "--shape %.200s=", s->uses[0].input);
   for (int k = 0; k < s->uses[0].rank && w < cap; k++) {
-    if (k == s->uses[0].axis) w += (size_t)snprintf(buf + w, cap - w, "%sN", k ? "," : "");
+    if (k == s->uses[0].axis) w += (size_t)snprintf(buf + w, cap - w, "%sSIZE", k ? "," : "");
     else w += (size_t)snprintf(buf + w, cap - w, "%s%lld", k ? "," : "", (long long)s->uses[0].dims[k]);
   }
 }
@@ -256,23 +283,71 @@ static void format_dim(const sym_dim *s, char *buf, size_t cap) {
 }
 
 void dims_warn(importer *imp) {
+  if (imp->probe) return;
   for (int i = 0; i < imp->n_syms; i++) {
     char dim[1000], flag[600];
     format_dim(&imp->syms[i], dim, sizeof dim);
     format_flag(&imp->syms[i], flag, sizeof flag);
-    say(imp, "warning", "%s set to 1; set it with %s (--strict-shapes: make this an error)", dim, flag);
+    say(imp, "warning", "%s set to 1; set it with %s (--strict-shapes makes this an error)", dim, flag);
   }
 }
 
+/* Extent a probe gives the defaulted dimensions it does not test: large enough
+ * for common windows and pads, a multiple of the usual strides. */
+#define PROBE_EXTENT 256
+
+/* Does node nd still fail when defaulted dimension `keep` stays 1 and every
+ * other defaulted dimension is PROBE_EXTENT?  -1: the probe never reached the
+ * node (something else failed first), so it cannot tell. */
+static int still_fails(importer *imp, const Onnx__NodeProto *nd, int keep) {
+  int64_t *probe = malloc(((size_t)imp->n_syms + 1) * sizeof *probe);
+  if (!probe) abort();
+  for (int i = 0; i < imp->n_syms; i++) probe[i] = i == keep ? 1 : PROBE_EXTENT;
+  importer p;
+  memset(&p, 0, sizeof p);
+  p.model_path = imp->model_path;
+  p.n_shapes = imp->n_shapes;
+  p.shapes = imp->shapes;
+  p.n_binds = imp->n_binds;
+  p.binds = imp->binds;
+  p.strict_shapes = imp->strict_shapes;
+  p.n_named = p.n_dim_opts = imp->n_dim_opts;
+  p.named = malloc(((size_t)imp->n_dim_opts + 1) * sizeof *p.named);
+  if (!p.named) abort();
+  memcpy(p.named, imp->named, (size_t)imp->n_dim_opts * sizeof *p.named);
+  p.probe = probe;
+  p.probe_node = nd;
+  p.m = qir_module_new("probe");
+  p.used_names = strmap_new();
+  p.unsupported = strmap_new();
+  p.taint = strmap_new();
+  import_model(&p, imp->model);
+  int r = !p.probe_reached ? -1 : p.probe_failed ? 1 : 0;
+  qir_module_free(p.m);
+  strmap_free(p.used_names);
+  strmap_free(p.unsupported);
+  strmap_free(p.taint);
+  dims_free(&p);
+  free(p.named);
+  free(probe);
+  return r;
+}
+
 void dims_note(importer *imp, uintptr_t mask) {
-  int bits = (int)(8 * sizeof(uintptr_t));
+  /* Of the defaulted dimensions the node depends on, name those that make it
+   * fail: a dimension is cleared when the node imports with it at 1 and the
+   * others large.  When no probe can tell, all of them are named. */
+  uintptr_t blamed = 0;
+  if (imp->model && !imp->probe && imp->node)
+    for (int i = 0; i < imp->n_syms; i++)
+      if ((mask & sym_bit(i)) && still_fails(imp, imp->node, i) != 0) blamed |= sym_bit(i);
+  if (!blamed) blamed = mask;
   for (int i = 0; i < imp->n_syms; i++) {
-    int bit = i < bits ? i : bits - 1;
-    if (!(mask & ((uintptr_t)1 << bit))) continue;
+    if (!(blamed & sym_bit(i))) continue;
     char dim[1000], flag[600];
     format_dim(&imp->syms[i], dim, sizeof dim);
     format_flag(&imp->syms[i], flag, sizeof flag);
-    say(imp, "note", "this node's input shapes depend on the %s, which defaulted to 1; set it with %s", dim, flag);
+    say(imp, "note", "this depends on the %s, which defaulted to 1; set it with %s", dim, flag);
   }
 }
 

@@ -103,7 +103,8 @@ void imp_error(importer *imp, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   imp->n_errors++;
-  if (imp->quiet) {
+  if (imp->node && imp->node == imp->probe_node) imp->probe_failed = true;
+  if (imp->quiet || imp->probe) {
     if (!imp->quiet_first[0]) {
       int w = 0;
       if (imp->node)
@@ -986,6 +987,7 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
     imp->node_taint = 0;
     for (size_t k = 0; k < nd->n_input; k++)
       if (nd->input[k][0]) imp->node_taint |= (uintptr_t)strmap_get(imp->taint, nd->input[k]);
+    if (nd == imp->probe_node) imp->probe_reached = true;
     ok = fn(&nc);
     /* a node's outputs depend on what its inputs and its subgraphs read */
     uintptr_t taint = imp->node_taint;
@@ -1014,7 +1016,7 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
           break;
         }
         name_value(imp, nc.out[k], nd->output[k]);
-        if (getenv("ONNX2QIR_TRACE")) {
+        if (getenv("ONNX2QIR_TRACE") && !imp->probe) {
           char tb[160];
           qir_type_format(&nc.out[k]->type, tb, sizeof tb);
           fprintf(stderr, "trace: %s %s -> %%%s : %s", op_type, nd->output[k], nc.out[k]->name, tb);
@@ -1165,6 +1167,7 @@ static qir_op *read_bound_tensor(importer *imp, const char *name, const char *pa
 }
 
 bool import_model(importer *imp, const Onnx__ModelProto *model) {
+  imp->model = model;
   imp->ir_version = model->has_ir_version ? model->ir_version : 0;
   imp->opset = -1;
   for (size_t i = 0; i < model->n_opset_import; i++) {
@@ -1252,7 +1255,7 @@ bool import_model(importer *imp, const Onnx__ModelProto *model) {
     strmap_put(sc->vals, name, in->results[0]);
   }
   strmap_free(inits);
-  dims_warn(imp);
+  if (!imp->n_errors) dims_warn(imp);
   if (ok || imp->n_errors == 0) {
     qir_value **outs = calloc(g->n_output + 1, sizeof *outs);
     if (!outs) abort();

@@ -186,6 +186,7 @@ int main(int argc, char **argv) {
     goto free_args;
   }
   imp.model_path = model_path;
+  imp.n_dim_opts = imp.n_named;
 
   /* read and decode */
   FILE *f = fopen(model_path, "rb");

@@ -107,6 +107,13 @@ struct importer {
   sym_dim *syms;                /* defaulted dimensions, in order of appearance */
   strmap *taint;                /* ONNX value name -> bits of syms its shape depends on */
   uintptr_t node_taint;         /* the same for the inputs of the node being converted */
+  int n_dim_opts;               /* how many of named[] are --dim options */
+  const Onnx__ModelProto *model;
+  /* A probe import (dims.c) asks whether a node still fails with other
+   * extents for the defaulted dimensions: it prints nothing. */
+  const int64_t *probe;         /* extent of each syms[i] instead of 1 */
+  const Onnx__NodeProto *probe_node;
+  bool probe_reached, probe_failed;
   int quiet;                    /* > 0: count errors without printing (trial imports) */
   char quiet_first[512];        /* the first error seen while quiet */
   int64_t unrolled;             /* loop iterations unrolled so far (bounded) */
