@@ -932,6 +932,20 @@ static bool name_results_visit(qir_op *op, void *ctx) {
   return true;
 }
 
+/* Whether a subgraph of nd reads an outer value whose node failed. */
+static bool subgraphs_read_poison(const Onnx__NodeProto *nd, scope *sc) {
+  strmap *reads = strmap_new();
+  for (size_t a = 0; a < nd->n_attribute; a++) {
+    if (nd->attribute[a]->g) subgraph_reads(nd->attribute[a]->g, reads);
+    for (size_t k = 0; k < nd->attribute[a]->n_graphs; k++) subgraph_reads(nd->attribute[a]->graphs[k], reads);
+  }
+  bool poison = false;
+  for (size_t sl = 0; sl < reads->cap && !poison; sl++)
+    if (reads->slots[sl].key && scope_lookup(sc, reads->slots[sl].key) == POISON) poison = true;
+  strmap_free(reads);
+  return poison;
+}
+
 static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
   imp->node = nd;
   const char *op_type = nd->op_type ? nd->op_type : "";
@@ -1004,9 +1018,12 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
         if (nd->output[k][0] && taint) strmap_put(imp->taint, nd->output[k], (void *)taint);
     }
     imp->node_taint = saved_taint;
-    /* a converter that fails must say why; this catches one that does not */
-    if (!ok && imp->n_errors == errors_before)
-      imp_error(imp, "cannot convert this node (%d input(s) given: missing or invalid inputs or attributes)", nc.n_in);
+    /* a converter that fails must say why; this catches one that does not,
+     * unless its subgraphs read a value that already failed (reported there) */
+    if (!ok && imp->n_errors == errors_before) {
+      if (subgraphs_read_poison(nd, sc)) imp->n_errors++;
+      else imp_error(imp, "cannot convert this node (%d input(s) given: missing or invalid inputs or attributes)", nc.n_in);
+    }
     if (ok) {
       for (int k = 0; k < nc.n_out; k++) {
         if (!nd->output[k][0]) continue;
