@@ -295,6 +295,9 @@ void dims_warn(importer *imp) {
 /* Extent a probe gives the defaulted dimensions it does not test: large enough
  * for common windows and pads, a multiple of the usual strides. */
 #define PROBE_EXTENT 256
+/* Probe imports one run may spend on notes; past it, notes name every
+ * defaulted dimension the node depends on. */
+#define PROBE_BUDGET 64
 
 /* Does node nd still fail when defaulted dimension `keep` stays 1 and every
  * other defaulted dimension is PROBE_EXTENT?  -1: the probe never reached the
@@ -338,9 +341,15 @@ void dims_note(importer *imp, uintptr_t mask) {
    * fail: a dimension is cleared when the node imports with it at 1 and the
    * others large.  When no probe can tell, all of them are named. */
   uintptr_t blamed = 0;
-  if (imp->model && !imp->probe && imp->node)
+  int candidates = 0;
+  for (int i = 0; i < imp->n_syms; i++)
+    if (mask & sym_bit(i)) candidates++;
+  if (imp->model && !imp->probe && imp->node && imp->probes_run + candidates <= PROBE_BUDGET)
     for (int i = 0; i < imp->n_syms; i++)
-      if ((mask & sym_bit(i)) && still_fails(imp, imp->node, i) != 0) blamed |= sym_bit(i);
+      if (mask & sym_bit(i)) {
+        imp->probes_run++;
+        if (still_fails(imp, imp->node, i) != 0) blamed |= sym_bit(i);
+      }
   if (!blamed) blamed = mask;
   for (int i = 0; i < imp->n_syms; i++) {
     if (!(blamed & sym_bit(i))) continue;

@@ -114,6 +114,7 @@ struct importer {
   const int64_t *probe;         /* extent of each syms[i] instead of 1 */
   const Onnx__NodeProto *probe_node;
   bool probe_reached, probe_failed;
+  int probes_run;               /* bounded: each is a whole import */
   int quiet;                    /* > 0: count errors without printing (trial imports) */
   char quiet_first[512];        /* the first error seen while quiet */
   int64_t unrolled;             /* loop iterations unrolled so far (bounded) */
