@@ -932,13 +932,22 @@ static bool name_results_visit(qir_op *op, void *ctx) {
   return true;
 }
 
-/* Whether a subgraph of nd reads an outer value whose node failed. */
-static bool subgraphs_read_poison(const Onnx__NodeProto *nd, scope *sc) {
-  strmap *reads = strmap_new();
+/* Every name the subgraphs of nd read (NULL when it has none). */
+static strmap *node_subgraph_reads(const Onnx__NodeProto *nd) {
+  strmap *reads = NULL;
   for (size_t a = 0; a < nd->n_attribute; a++) {
+    if (!nd->attribute[a]->g && !nd->attribute[a]->n_graphs) continue;
+    if (!reads) reads = strmap_new();
     if (nd->attribute[a]->g) subgraph_reads(nd->attribute[a]->g, reads);
     for (size_t k = 0; k < nd->attribute[a]->n_graphs; k++) subgraph_reads(nd->attribute[a]->graphs[k], reads);
   }
+  return reads;
+}
+
+/* Whether a subgraph of nd reads an outer value whose node failed. */
+static bool subgraphs_read_poison(const Onnx__NodeProto *nd, scope *sc) {
+  strmap *reads = node_subgraph_reads(nd);
+  if (!reads) return false;
   bool poison = false;
   for (size_t sl = 0; sl < reads->cap && !poison; sl++)
     if (reads->slots[sl].key && scope_lookup(sc, reads->slots[sl].key) == POISON) poison = true;
@@ -1006,12 +1015,8 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
     /* a node's outputs depend on what its inputs and its subgraphs read */
     uintptr_t taint = imp->node_taint;
     if (imp->n_syms) {
-      strmap *reads = strmap_new();
-      for (size_t a = 0; a < nd->n_attribute; a++) {
-        if (nd->attribute[a]->g) subgraph_reads(nd->attribute[a]->g, reads);
-        for (size_t k = 0; k < nd->attribute[a]->n_graphs; k++) subgraph_reads(nd->attribute[a]->graphs[k], reads);
-      }
-      for (size_t sl = 0; sl < reads->cap; sl++)
+      strmap *reads = node_subgraph_reads(nd);
+      for (size_t sl = 0; reads && sl < reads->cap; sl++)
         if (reads->slots[sl].key) taint |= (uintptr_t)strmap_get(imp->taint, reads->slots[sl].key);
       strmap_free(reads);
       for (size_t k = 0; k < nd->n_output; k++)
