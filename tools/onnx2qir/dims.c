@@ -52,6 +52,16 @@ static const shape_opt *find_shape_opt(const importer *imp, const char *input) {
   return NULL;
 }
 
+/* Whether a graph input before (input j, axis k) has a dimension named p. */
+static bool named_before(const Onnx__GraphProto *g, size_t j, size_t k, const char *p) {
+  for (size_t jj = 0; jj <= j; jj++) {
+    const Onnx__TensorShapeProto *sh = input_shape(g->input[jj]);
+    for (size_t kk = 0; sh && kk < sh->n_dim && (jj < j || kk < k); kk++)
+      if (dim_param(sh->dim[kk]) && strcmp(dim_param(sh->dim[kk]), p) == 0) return true;
+  }
+  return false;
+}
+
 bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
   bool ok = true;
   size_t axes = 0;
@@ -92,7 +102,8 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
         const Onnx__TensorShapeProto *sh = input_shape(g->input[j]);
         for (size_t k = 0; sh && k < sh->n_dim && w < 400; k++) {
           const char *p = dim_param(sh->dim[k]);
-          if (p && !strstr(names, p)) w += (size_t)snprintf(names + w, sizeof names - w, "%s'%.100s'", w ? ", " : "", p);
+          if (p && !named_before(g, j, k, p))
+            w += (size_t)snprintf(names + w, sizeof names - w, "%s'%.100s'", w ? ", " : "", p);
         }
       }
       imp_error(imp, "%s: no graph input has a dimension named '%s' (%s%s)", imp->named[i].from, imp->named[i].name,
@@ -229,7 +240,7 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
     } else {
       /* a probe import tries other extents */
       int i = sym_index(imp, p);
-      dims[k] = imp->probe ? imp->probe[i] : 1;
+      dims[k] = imp->probe && i < imp->n_probe ? imp->probe[i] : 1;
       info->source[k] = "default";
       info->taint |= sym_use(imp, p, name, k);
       defaulted[k] = true;
@@ -319,6 +330,7 @@ static int still_fails(importer *imp, const Onnx__NodeProto *nd, int keep) {
   if (!p.named) abort();
   memcpy(p.named, imp->named, (size_t)imp->n_dim_opts * sizeof *p.named);
   p.probe = probe;
+  p.n_probe = imp->n_syms;
   p.probe_node = nd;
   p.m = qir_module_new("probe");
   p.used_names = strmap_new();

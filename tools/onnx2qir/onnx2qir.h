@@ -112,6 +112,7 @@ struct importer {
   /* A probe import (dims.c) asks whether a node still fails with other
    * extents for the defaulted dimensions: it prints nothing. */
   const int64_t *probe;         /* extent of each syms[i] instead of 1 */
+  int n_probe;
   const Onnx__NodeProto *probe_node;
   bool probe_reached, probe_failed;
   int probes_run;               /* bounded: each is a whole import */
