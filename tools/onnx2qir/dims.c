@@ -94,6 +94,21 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
       }
     }
   }
+  for (int i = 0; i < imp->n_shapes; i++) {
+    bool found = false;
+    for (size_t j = 0; j < g->n_input && !found; j++)
+      found = g->input[j]->name && strcmp(g->input[j]->name, imp->shapes[i].name) == 0;
+    if (!found) {
+      char names[512] = "";
+      size_t w = 0;
+      for (size_t j = 0; j < g->n_input && w < 400; j++)
+        w += (size_t)snprintf(names + w, sizeof names - w, "%s'%.100s'", w ? ", " : "",
+                              g->input[j]->name ? g->input[j]->name : "");
+      imp_error(imp, "--shape %s: the graph has no input of that name (%s%s)", imp->shapes[i].name,
+                w ? "its inputs are " : "it has no inputs", names);
+      ok = false;
+    }
+  }
   for (int i = 0; i < imp->n_named; i++)
     if (!imp->named[i].used) {
       char names[512] = "";
