@@ -545,7 +545,8 @@ static void print_global_index(FILE *o, int param, const kexpr *index, const kke
   }
   const kparam *p = &k->params[param];
   const qir_value *v = k->args[param];
-  int site = cg_check_site(st->chk, k, "%s `%s` (%%%s)", write ? "write of" : "read of", p->name, v && v->name ? v->name : "?");
+  int site = cg_check_site(st->chk, k, "%s `%s`%s%s%s", write ? "write of" : "read of", p->name, v && v->name ? " (%" : "",
+                           v && v->name ? v->name : "", v && v->name ? ")" : "");
   fprintf(o, "%s(&q_b, q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
   kprint_expr(o, index, k, st);
   fprintf(o, "), tid, %d)", site);
