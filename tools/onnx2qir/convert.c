@@ -1285,5 +1285,5 @@ bool find_converter(const char *op_type, convert_fn *fn, const char **attrs) {
       *attrs = converters[i].attrs;
       return true;
     }
-  return false;
+  return find_composite(op_type, fn, attrs);
 }

@@ -4,6 +4,7 @@
  * convert.c  one converter per ONNX operator (the table at its end)
  * control.c  If, Loop, Scan
  * rnn.c      LSTM, GRU, RNN as loop regions of primitive ops
+ * composite.c operators built from primitive ops (losses, RMSNorm, Q/DQ, ...)
  * main.c     command line, weights sidecar, printing
  */
 #ifndef ONNX2QIR_H
@@ -166,6 +167,9 @@ typedef bool (*convert_fn)(node_ctx *nc);
 /* The converter of an op type, and the attributes it understands ("a,b,c";
  * NULL = any). */
 bool find_converter(const char *op_type, convert_fn *fn, const char **attrs);
+
+/* ---- composite.c: operators built from primitive qir ops */
+bool find_composite(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- control.c */
 bool convert_if(node_ctx *nc);

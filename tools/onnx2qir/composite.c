@@ -1,0 +1,468 @@
+/* composite.c: ONNX operators the importer builds out of qir's primitive ops
+ * (losses, RMS normalisation, Shrink, Hardmax, EyeLike, quantisation).  Each
+ * primitive has a shape rule, qrun semantics and a compute form, so these
+ * operators reach Roller, Welder and qcodegen with nothing op-specific there.
+ * The table at the end is consulted by find_converter after convert.c's. */
+#include "onnx2qir.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IN(k) ((k) < nc->n_in ? nc->in[k] : NULL)
+#define IMP (nc->imp)
+
+static bool fail(node_ctx *nc, const char *msg) {
+  imp_error(nc->imp, "%s", msg);
+  return false;
+}
+
+static bool need_inputs(node_ctx *nc, int n) {
+  for (int i = 0; i < n; i++)
+    if (!IN(i)) {
+      imp_error(nc->imp, "required input %d is missing", i);
+      return false;
+    }
+  return true;
+}
+
+static bool set_out(node_ctx *nc, int k, qir_value *v) {
+  if (!v) return false;
+  if (k < nc->n_out) nc->out[k] = v;
+  return true;
+}
+
+static bool wants_out(node_ctx *nc, int k) { return k < nc->n_out && nc->node->output[k][0]; }
+
+static qir_value *reduce(importer *imp, qir_opcode code, qir_value *x, int n_axes, const int64_t *axes, int keep) {
+  if (!x) return NULL;
+  qir_op *op = op_begin(imp, code, 1, &x);
+  set_ints(imp, op, "axes", n_axes, axes);
+  set_i(imp, op, "keepdims", keep);
+  return op_end(imp, op, NULL);
+}
+
+static qir_value *reduce_all(importer *imp, qir_opcode code, qir_value *x) {
+  if (!x) return NULL;
+  int64_t axes[QIR_MAX_RANK];
+  for (int i = 0; i < x->type.rank; i++) axes[i] = i;
+  return reduce(imp, code, x, x->type.rank, axes, 0);
+}
+
+static qir_value *with_axis(importer *imp, qir_opcode code, qir_value *x, int64_t axis) {
+  if (!x) return NULL;
+  qir_op *op = op_begin(imp, code, 1, &x);
+  set_i(imp, op, "axis", axis);
+  return op_end(imp, op, NULL);
+}
+
+static qir_value *gather(importer *imp, qir_opcode code, qir_value *x, qir_value *idx, int64_t axis) {
+  if (!x || !idx) return NULL;
+  qir_value *in[2] = {x, idx};
+  qir_op *op = op_begin(imp, code, 2, in);
+  set_i(imp, op, "axis", axis);
+  return op_end(imp, op, NULL);
+}
+
+static qir_value *where(importer *imp, qir_value *c, qir_value *a, qir_value *b) {
+  return emit3(imp, QIR_OP_WHERE, c, a, b);
+}
+
+static bool is_int_dtype(qir_dtype dt) { return !qir_dtype_is_float(dt) && dt != QIR_BOOL; }
+
+/* ---------------------------------------------------------------- losses */
+
+/* NegativeLogLikelihoodLoss on log-probabilities lp [N, C, d1..] and targets
+ * [N, d1..]: -lp[n, t, d..] * weight[t], zero where t == ignore_index, then
+ * none | sum | mean (mean divides by the sum of the applied weights). */
+static qir_value *nll_loss(node_ctx *nc, qir_value *lp, qir_value *target, qir_value *weight) {
+  importer *imp = IMP;
+  if (!lp || !target) return NULL;
+  if (lp->type.rank < 2 || target->type.rank != lp->type.rank - 1 || !is_int_dtype(target->type.dtype)) {
+    fail(nc, "expects input [N, C, d1..] and integer target [N, d1..]");
+    return NULL;
+  }
+  for (int i = 0, k = 0; i < lp->type.rank; i++) {
+    if (i == 1) continue;
+    if (lp->type.dims[i] != target->type.dims[k++]) {
+      fail(nc, "target's shape does not match the input's [N, d1..]");
+      return NULL;
+    }
+  }
+  int64_t C = lp->type.dims[1];
+  if (weight && (weight->type.rank != 1 || weight->type.dims[0] != C)) {
+    fail(nc, "weight must be a 1-D tensor of C elements");
+    return NULL;
+  }
+  const char *red = attr_str(nc, "reduction", "mean");
+  if (strcmp(red, "none") && strcmp(red, "sum") && strcmp(red, "mean")) {
+    fail(nc, "reduction must be none, sum or mean");
+    return NULL;
+  }
+  qir_dtype dt = lp->type.dtype;
+  qir_value *t = emit_cast(imp, target, QIR_I64), *valid = NULL;
+  if (attr_find(nc, "ignore_index")) {
+    valid = emit1(imp, QIR_OP_NOT, emit2(imp, QIR_OP_EQUAL, t, const_scalar(imp, QIR_I64, (double)attr_int(nc, "ignore_index", 0))));
+    t = where(imp, valid, t, const_scalar(imp, QIR_I64, 0)); /* an ignored target may be out of range */
+  }
+  qir_value *picked = gather(imp, QIR_OP_GATHER_ELEMENTS, lp, emit_insert_unit_axis(imp, t, 1), 1);
+  qir_value *loss = emit1(imp, QIR_OP_NEG, emit_reshape(imp, picked, target->type.rank, target->type.dims));
+  qir_value *w = NULL;
+  if (weight) w = gather(imp, QIR_OP_GATHER, weight, t, 0);
+  if (valid) w = where(imp, valid, w ? w : const_scalar(imp, dt, 1), const_scalar(imp, dt, 0));
+  if (w) loss = emit2(imp, QIR_OP_MUL, loss, w);
+  if (!strcmp(red, "none")) return loss;
+  qir_value *sum = reduce_all(imp, QIR_OP_REDUCE_SUM, loss);
+  if (!strcmp(red, "sum")) return sum;
+  if (!w) return reduce_all(imp, QIR_OP_REDUCE_MEAN, loss);
+  return emit2(imp, QIR_OP_DIV, sum, reduce_all(imp, QIR_OP_REDUCE_SUM, w));
+}
+
+static bool cv_nll_loss(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  return set_out(nc, 0, nll_loss(nc, IN(0), IN(1), IN(2)));
+}
+
+/* SoftmaxCrossEntropyLoss: log_softmax over the class axis, then NLL; the
+ * second result is the log-probabilities. */
+static bool cv_softmax_ce_loss(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  if (IN(0)->type.rank < 2) return fail(nc, "scores must be [N, C, d1..]");
+  qir_value *lp = with_axis(IMP, QIR_OP_LOG_SOFTMAX, IN(0), 1);
+  if (!set_out(nc, 0, nll_loss(nc, lp, IN(1), IN(2)))) return false;
+  if (wants_out(nc, 1)) nc->out[1] = lp;
+  return true;
+}
+
+/* ---------------------------------------------------------------- normalisation */
+
+/* RMSNormalization: x / sqrt(mean(x^2 over axis..r-1) + epsilon) * scale,
+ * computed in f32 (stash_type 1) or the input type. */
+static bool cv_rms_norm(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0), *scale = IN(1);
+  int r = x->type.rank;
+  int64_t axis = norm_axis(attr_int(nc, "axis", -1), r);
+  if (axis < 0) return fail(nc, "axis out of range");
+  int64_t stash = attr_int(nc, "stash_type", 1);
+  if (stash != 1 && stash != 11 && stash != 10 && stash != 16) return fail(nc, "unsupported stash_type");
+  qir_dtype wide;
+  if (!onnx_dtype_to_qir((int32_t)stash, &wide)) return fail(nc, "unsupported stash_type");
+  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  int64_t axes[QIR_MAX_RANK];
+  int n = 0;
+  for (int64_t i = axis; i < r; i++) axes[n++] = i;
+  qir_value *xw = emit_cast(IMP, x, wide);
+  qir_value *ms = reduce(IMP, QIR_OP_REDUCE_MEAN, emit2(IMP, QIR_OP_MUL, xw, xw), n, axes, 1);
+  qir_value *den = emit1(IMP, QIR_OP_SQRT, emit2(IMP, QIR_OP_ADD, ms, const_scalar(IMP, wide, attr_float(nc, "epsilon", 1e-5))));
+  qir_value *y = emit_cast(IMP, emit2(IMP, QIR_OP_DIV, xw, den), x->type.dtype);
+  return set_out(nc, 0, emit2(IMP, QIR_OP_MUL, y, scale));
+}
+
+/* MeanVarianceNormalization: (x - mean) / sqrt(var), statistics over axes. */
+static bool cv_mvn(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  int64_t axes[QIR_MAX_RANK] = {0, 2, 3};
+  int n = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
+  if (n < 0) n = 3;
+  bool seen[QIR_MAX_RANK] = {false};
+  for (int i = 0; i < n; i++) {
+    int64_t a = norm_axis(axes[i], x->type.rank);
+    if (a < 0) return fail(nc, "axis out of range");
+    seen[a] = true;
+  }
+  n = 0;
+  for (int i = 0; i < x->type.rank; i++)
+    if (seen[i]) axes[n++] = i;
+  qir_value *mean = reduce(IMP, QIR_OP_REDUCE_MEAN, x, n, axes, 1);
+  qir_value *d = emit2(IMP, QIR_OP_SUB, x, mean);
+  qir_value *var = reduce(IMP, QIR_OP_REDUCE_MEAN, emit2(IMP, QIR_OP_MUL, d, d), n, axes, 1);
+  qir_value *den = emit2(IMP, QIR_OP_ADD, emit1(IMP, QIR_OP_SQRT, var), const_scalar(IMP, x->type.dtype, 1e-9));
+  return set_out(nc, 0, emit2(IMP, QIR_OP_DIV, d, den));
+}
+
+/* GroupNormalization (opset 21): statistics per (n, group) over the group's
+ * channels and the spatial dims; per-channel scale and bias. */
+static bool cv_group_norm(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  qir_value *x = IN(0), *scale = IN(1), *bias = IN(2);
+  int r = x->type.rank;
+  int64_t G = attr_int(nc, "num_groups", 0);
+  if (!attr_find(nc, "num_groups")) return fail(nc, "num_groups is missing");
+  if (r < 2 || G <= 0 || x->type.dims[1] % G) return fail(nc, "num_groups must divide the channel count");
+  int64_t N = x->type.dims[0], C = x->type.dims[1], S = 1;
+  for (int i = 2; i < r; i++) S *= x->type.dims[i];
+  if (scale->type.rank != 1 || scale->type.dims[0] != C || bias->type.rank != 1 || bias->type.dims[0] != C)
+    return fail(nc, "scale and bias must have C elements");
+  qir_dtype wide;
+  if (!onnx_dtype_to_qir((int32_t)attr_int(nc, "stash_type", 1), &wide) || !qir_dtype_is_float(wide))
+    return fail(nc, "unsupported stash_type");
+  int64_t g3[3] = {N, G, C / G * S}, ax = 2;
+  qir_value *xg = emit_cast(IMP, emit_reshape(IMP, x, 3, g3), wide);
+  qir_value *mean = reduce(IMP, QIR_OP_REDUCE_MEAN, xg, 1, &ax, 1);
+  qir_value *d = emit2(IMP, QIR_OP_SUB, xg, mean);
+  qir_value *var = reduce(IMP, QIR_OP_REDUCE_MEAN, emit2(IMP, QIR_OP_MUL, d, d), 1, &ax, 1);
+  qir_value *den = emit1(IMP, QIR_OP_SQRT, emit2(IMP, QIR_OP_ADD, var, const_scalar(IMP, wide, attr_float(nc, "epsilon", 1e-5))));
+  qir_value *y = emit_cast(IMP, emit_reshape(IMP, emit2(IMP, QIR_OP_DIV, d, den), r, x->type.dims), x->type.dtype);
+  int64_t cshape[QIR_MAX_RANK];
+  for (int i = 0; i < r; i++) cshape[i] = i == 1 ? C : 1;
+  y = emit2(IMP, QIR_OP_MUL, y, emit_reshape(IMP, scale, r - 1, cshape + 1));
+  return set_out(nc, 0, emit2(IMP, QIR_OP_ADD, y, emit_reshape(IMP, bias, r - 1, cshape + 1)));
+}
+
+/* ---------------------------------------------------------------- small ops */
+
+static bool cv_shrink(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  qir_dtype dt = x->type.dtype;
+  double lambd = attr_float(nc, "lambd", 0.5), bias = attr_float(nc, "bias", 0);
+  qir_value *lo = emit2(IMP, QIR_OP_LESS, x, const_scalar(IMP, dt, -lambd));
+  qir_value *hi = emit2(IMP, QIR_OP_GREATER, x, const_scalar(IMP, dt, lambd));
+  qir_value *inner = where(IMP, hi, emit2(IMP, QIR_OP_SUB, x, const_scalar(IMP, dt, bias)), const_scalar(IMP, dt, 0));
+  return set_out(nc, 0, where(IMP, lo, emit2(IMP, QIR_OP_ADD, x, const_scalar(IMP, dt, bias)), inner));
+}
+
+static bool cv_swish(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  qir_value *ax = emit2(IMP, QIR_OP_MUL, x, const_scalar(IMP, x->type.dtype, attr_float(nc, "alpha", 1.0)));
+  return set_out(nc, 0, emit2(IMP, QIR_OP_MUL, x, emit1(IMP, QIR_OP_SIGMOID, ax)));
+}
+
+/* Hardmax: one-hot of the first maximum along axis. */
+static bool cv_hardmax(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  int r = x->type.rank;
+  if (nc->opset < 13) return fail(nc, "Hardmax before opset 13 (2-D coercion) is not supported");
+  int64_t axis = norm_axis(attr_int(nc, "axis", -1), r);
+  if (axis < 0) return fail(nc, "axis out of range");
+  qir_op *op = op_begin(IMP, QIR_OP_ARGMAX, 1, &x);
+  set_i(IMP, op, "axis", axis);
+  set_i(IMP, op, "keepdims", 0);
+  set_i(IMP, op, "select_last_index", 0);
+  qir_value *idx = op_end(IMP, op, NULL);
+  int64_t two = 2;
+  double v01[2] = {0, 1};
+  char buf[16];
+  for (int i = 0; i < 2; i++) qir_store_elem(x->type.dtype, buf, i, v01[i]);
+  qir_value *in[2] = {idx, const_data(IMP, qir_type_make(x->type.dtype, 1, &two), buf)};
+  qir_op *oh = op_begin_typed(IMP, QIR_OP_ONE_HOT, 2, in, 1, &x->type);
+  set_i(IMP, oh, "axis", axis);
+  return set_out(nc, 0, op_end(IMP, oh, NULL));
+}
+
+/* EyeLike: a constant of the input's 2-D shape (only the shape is read). */
+static bool cv_eye_like(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  if (x->type.rank != 2) return fail(nc, "input must be 2-D");
+  qir_dtype dt = x->type.dtype;
+  const Onnx__AttributeProto *a = attr_find(nc, "dtype");
+  if (a && !onnx_dtype_to_qir((int32_t)a->i, &dt)) return fail(nc, "unsupported dtype");
+  int64_t k = attr_int(nc, "k", 0), R = x->type.dims[0], C = x->type.dims[1];
+  if (R * C > FOLD_LIMIT) return fail(nc, "result too large to materialise");
+  qir_type t = qir_type_make(dt, 2, x->type.dims);
+  char *buf = calloc((size_t)(R * C + 1), (size_t)qir_dtype_size(dt));
+  if (!buf) abort();
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) qir_store_elem(dt, buf, i * C + j, j - i == k ? 1 : 0);
+  qir_value *v = const_data(IMP, t, buf);
+  free(buf);
+  return set_out(nc, 0, v);
+}
+
+/* ---------------------------------------------------------------- quantisation */
+
+/* A per-tensor, per-axis (1-D along axis) or blocked (same rank, block_size
+ * along axis) parameter p brought to broadcast against x. */
+static qir_value *quant_param(node_ctx *nc, qir_value *p, qir_value *x, int64_t axis, int64_t block) {
+  if (!p) return NULL;
+  int r = x->type.rank;
+  if (qir_type_numel(&p->type) == 1 && block == 0) return emit_reshape(IMP, p, 0, NULL);
+  if (axis < 0) {
+    fail(nc, "axis out of range");
+    return NULL;
+  }
+  if (block > 0) {
+    if (p->type.rank != r) {
+      fail(nc, "blocked quantisation wants a parameter of the input's rank");
+      return NULL;
+    }
+    int64_t D = x->type.dims[axis];
+    for (int i = 0; i < r; i++)
+      if (i == axis ? p->type.dims[i] != (D + block - 1) / block : p->type.dims[i] != x->type.dims[i]) {
+        fail(nc, "parameter shape does not match block_size");
+        return NULL;
+      }
+    int64_t *idx = malloc(sizeof *idx * (size_t)(D + 1));
+    if (!idx) abort();
+    for (int64_t i = 0; i < D; i++) idx[i] = i / block;
+    qir_value *g = gather(IMP, QIR_OP_GATHER, p, const_i64s(IMP, (int)D, idx), axis);
+    free(idx);
+    return g;
+  }
+  if (p->type.rank != 1 || p->type.dims[0] != x->type.dims[axis]) {
+    fail(nc, "per-axis parameter must be 1-D with the axis' extent");
+    return NULL;
+  }
+  int64_t d[QIR_MAX_RANK];
+  for (int i = axis; i < r; i++) d[i - axis] = i == axis ? p->type.dims[0] : 1;
+  return emit_reshape(IMP, p, r - (int)axis, d);
+}
+
+static bool quant_axis(node_ctx *nc, qir_value *x, int64_t *axis, int64_t *block) {
+  /* -1 when out of range: only per-axis and blocked parameters read it */
+  *axis = norm_axis(attr_int(nc, "axis", 1), x->type.rank);
+  *block = attr_int(nc, "block_size", 0);
+  if (*block < 0) return fail(nc, "block_size must not be negative");
+  return true;
+}
+
+static qir_value *dequantize(node_ctx *nc, qir_value *x, qir_value *scale, qir_value *zp, int64_t axis, int64_t block) {
+  qir_dtype fdt = scale->type.dtype;
+  if (!qir_dtype_is_float(fdt)) {
+    fail(nc, "scale must be a float tensor");
+    return NULL;
+  }
+  qir_value *s = quant_param(nc, scale, x, axis, block);
+  qir_value *xf = emit_cast(IMP, x, QIR_F32);
+  if (zp) xf = emit2(IMP, QIR_OP_SUB, xf, emit_cast(IMP, quant_param(nc, zp, x, axis, block), QIR_F32));
+  return emit_cast(IMP, emit2(IMP, QIR_OP_MUL, xf, emit_cast(IMP, s, QIR_F32)), fdt);
+}
+
+static bool quant_range(qir_dtype dt, double *lo, double *hi) {
+  switch (dt) {
+  case QIR_U8: *lo = 0, *hi = 255; return true;
+  case QIR_I8: *lo = -128, *hi = 127; return true;
+  case QIR_U16: *lo = 0, *hi = 65535; return true;
+  case QIR_I16: *lo = -32768, *hi = 32767; return true;
+  default: return false;
+  }
+}
+
+/* saturate(round_half_even(x / scale) + zp) in the zero point's type. */
+static qir_value *quantize(node_ctx *nc, qir_value *x, qir_value *s, qir_value *zp, qir_dtype to) {
+  double lo, hi;
+  if (!quant_range(to, &lo, &hi)) {
+    imp_error(IMP, "quantisation to %s is not supported (8- and 16-bit integer targets only)", qir_dtype_name(to));
+    return NULL;
+  }
+  qir_value *q = emit1(IMP, QIR_OP_ROUND, emit2(IMP, QIR_OP_DIV, emit_cast(IMP, x, QIR_F32), emit_cast(IMP, s, QIR_F32)));
+  if (zp) q = emit2(IMP, QIR_OP_ADD, q, emit_cast(IMP, zp, QIR_F32));
+  q = emit3(IMP, QIR_OP_CLIP, q, const_scalar(IMP, QIR_F32, lo), const_scalar(IMP, QIR_F32, hi));
+  return emit_cast(IMP, q, to);
+}
+
+static bool cv_dequantize(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  int64_t axis, block;
+  if (!quant_axis(nc, IN(0), &axis, &block)) return false;
+  return set_out(nc, 0, dequantize(nc, IN(0), IN(1), IN(2), axis, block));
+}
+
+static bool cv_quantize(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0);
+  int64_t axis, block;
+  if (!quant_axis(nc, x, &axis, &block)) return false;
+  qir_dtype to = QIR_U8;
+  const Onnx__AttributeProto *od = attr_find(nc, "output_dtype");
+  if (IN(2)) to = IN(2)->type.dtype;
+  else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return fail(nc, "output_dtype has no qir element type");
+  qir_value *s = quant_param(nc, IN(1), x, axis, block);
+  qir_value *zp = IN(2) ? quant_param(nc, IN(2), x, axis, block) : NULL;
+  if (!s || (IN(2) && !zp)) return false;
+  return set_out(nc, 0, quantize(nc, x, s, zp, to));
+}
+
+/* DynamicQuantizeLinear: u8 with scale and zero point from the data's range
+ * (which always includes 0). */
+static bool cv_dynamic_quantize(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = emit_cast(IMP, IN(0), QIR_F32), *zero = const_scalar(IMP, QIR_F32, 0);
+  qir_value *mx = emit2(IMP, QIR_OP_MAX, reduce_all(IMP, QIR_OP_REDUCE_MAX, x), zero);
+  qir_value *mn = emit2(IMP, QIR_OP_MIN, reduce_all(IMP, QIR_OP_REDUCE_MIN, x), zero);
+  qir_value *scale = emit2(IMP, QIR_OP_DIV, emit2(IMP, QIR_OP_SUB, mx, mn), const_scalar(IMP, QIR_F32, 255));
+  qir_value *zpf = emit1(IMP, QIR_OP_ROUND, emit2(IMP, QIR_OP_SUB, zero, emit2(IMP, QIR_OP_DIV, mn, scale)));
+  zpf = emit3(IMP, QIR_OP_CLIP, zpf, const_scalar(IMP, QIR_F32, 0), const_scalar(IMP, QIR_F32, 255));
+  qir_value *zp = emit_cast(IMP, zpf, QIR_U8);
+  if (!set_out(nc, 0, quantize(nc, x, scale, zp, QIR_U8))) return false;
+  if (nc->n_out > 1) nc->out[1] = scale;
+  if (nc->n_out > 2) nc->out[2] = zp;
+  return scale && zp;
+}
+
+/* x - zero point in i32 (zp per tensor, or per row of a / column of b). */
+static qir_value *int_centered(node_ctx *nc, qir_value *x, qir_value *zp, bool per_row) {
+  qir_value *xi = emit_cast(IMP, x, QIR_I32);
+  if (!zp) return xi;
+  qir_value *z = emit_cast(IMP, zp, QIR_I32);
+  if (qir_type_numel(&zp->type) == 1) z = emit_reshape(IMP, z, 0, NULL);
+  else if (per_row && zp->type.rank == 1) {
+    int64_t d[2] = {zp->type.dims[0], 1};
+    z = emit_reshape(IMP, z, 2, d);
+  }
+  return emit2(IMP, QIR_OP_SUB, xi, z);
+}
+
+static bool cv_matmul_integer(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *a = int_centered(nc, IN(0), IN(2), true), *b = int_centered(nc, IN(1), IN(3), false);
+  return set_out(nc, 0, emit2(IMP, QIR_OP_MATMUL, a, b));
+}
+
+/* QLinearMatMul: dequantise both sides (per-tensor, per-row of a, per-column
+ * of b), multiply in f32, quantise to y's zero point type. */
+static bool cv_qlinear_matmul(node_ctx *nc) {
+  if (!need_inputs(nc, 8)) return false;
+  qir_value *a = int_centered(nc, IN(0), IN(2), true), *b = int_centered(nc, IN(3), IN(5), false);
+  qir_value *sa = emit_cast(IMP, IN(1), QIR_F32), *sb = emit_cast(IMP, IN(4), QIR_F32);
+  if (qir_type_numel(&IN(1)->type) == 1) sa = emit_reshape(IMP, sa, 0, NULL);
+  else if (IN(1)->type.rank == 1) {
+    int64_t d[2] = {IN(1)->type.dims[0], 1};
+    sa = emit_reshape(IMP, sa, 2, d);
+  }
+  if (qir_type_numel(&IN(4)->type) == 1) sb = emit_reshape(IMP, sb, 0, NULL);
+  qir_value *af = emit2(IMP, QIR_OP_MUL, emit_cast(IMP, a, QIR_F32), sa);
+  qir_value *bf = emit2(IMP, QIR_OP_MUL, emit_cast(IMP, b, QIR_F32), sb);
+  qir_value *y = emit2(IMP, QIR_OP_MATMUL, af, bf);
+  qir_value *zp = IN(7) && qir_type_numel(&IN(7)->type) == 1 ? emit_reshape(IMP, IN(7), 0, NULL) : IN(7);
+  qir_value *ys = qir_type_numel(&IN(6)->type) == 1 ? emit_reshape(IMP, IN(6), 0, NULL) : IN(6);
+  return set_out(nc, 0, quantize(nc, y, ys, zp, IN(7)->type.dtype));
+}
+
+/* ---------------------------------------------------------------- table */
+
+static const struct {
+  const char *op_type;
+  convert_fn fn;
+  const char *attrs;
+} composites[] = {
+    {"NegativeLogLikelihoodLoss", cv_nll_loss, "ignore_index,reduction"},
+    {"SoftmaxCrossEntropyLoss", cv_softmax_ce_loss, "ignore_index,reduction"},
+    {"RMSNormalization", cv_rms_norm, "axis,epsilon,stash_type"},
+    {"MeanVarianceNormalization", cv_mvn, "axes"},
+    {"GroupNormalization", cv_group_norm, "epsilon,num_groups,stash_type"},
+    {"Shrink", cv_shrink, "bias,lambd"},
+    {"Swish", cv_swish, "alpha"},
+    {"Hardmax", cv_hardmax, "axis"},
+    {"EyeLike", cv_eye_like, "dtype,k"},
+    {"DequantizeLinear", cv_dequantize, "axis,block_size,output_dtype"},
+    {"QuantizeLinear", cv_quantize, "axis,block_size,output_dtype,saturate,precision"},
+    {"DynamicQuantizeLinear", cv_dynamic_quantize, ""},
+    {"MatMulInteger", cv_matmul_integer, ""},
+    {"QLinearMatMul", cv_qlinear_matmul, ""},
+};
+
+bool find_composite(const char *op_type, convert_fn *fn, const char **attrs) {
+  for (size_t i = 0; i < sizeof composites / sizeof *composites; i++)
+    if (strcmp(composites[i].op_type, op_type) == 0) {
+      *fn = composites[i].fn;
+      *attrs = composites[i].attrs;
+      return true;
+    }
+  return false;
+}
