@@ -347,6 +347,14 @@ static bool unary_float(ev *e, double *v, int64_t n) {
   case QIR_OP_ROUND: for (int64_t i = 0; i < n; i++) v[i] = round_even(v[i]); break;
   case QIR_OP_SIN: for (int64_t i = 0; i < n; i++) v[i] = sin(v[i]); break;
   case QIR_OP_COS: for (int64_t i = 0; i < n; i++) v[i] = cos(v[i]); break;
+  case QIR_OP_ASIN: for (int64_t i = 0; i < n; i++) v[i] = asin(v[i]); break;
+  case QIR_OP_ACOS: for (int64_t i = 0; i < n; i++) v[i] = acos(v[i]); break;
+  case QIR_OP_ATAN: for (int64_t i = 0; i < n; i++) v[i] = atan(v[i]); break;
+  case QIR_OP_SINH: for (int64_t i = 0; i < n; i++) v[i] = sinh(v[i]); break;
+  case QIR_OP_COSH: for (int64_t i = 0; i < n; i++) v[i] = cosh(v[i]); break;
+  case QIR_OP_ASINH: for (int64_t i = 0; i < n; i++) v[i] = asinh(v[i]); break;
+  case QIR_OP_ACOSH: for (int64_t i = 0; i < n; i++) v[i] = acosh(v[i]); break;
+  case QIR_OP_ATANH: for (int64_t i = 0; i < n; i++) v[i] = atanh(v[i]); break;
   case QIR_OP_SIGN: for (int64_t i = 0; i < n; i++) v[i] = signum(v[i]); break;
   case QIR_OP_NOT: for (int64_t i = 0; i < n; i++) v[i] = v[i] == 0; break;
   case QIR_OP_ISNAN: for (int64_t i = 0; i < n; i++) v[i] = isnan(v[i]) ? 1 : 0; break;
@@ -2593,6 +2601,14 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
     case QIR_FN_ROUND: FU(round_even(f)); break;
     case QIR_FN_SIN: FU(sin(f)); break;
     case QIR_FN_COS: FU(cos(f)); break;
+    case QIR_FN_ASIN: FU(asin(f)); break;
+    case QIR_FN_ACOS: FU(acos(f)); break;
+    case QIR_FN_ATAN: FU(atan(f)); break;
+    case QIR_FN_SINH: FU(sinh(f)); break;
+    case QIR_FN_COSH: FU(cosh(f)); break;
+    case QIR_FN_ASINH: FU(asinh(f)); break;
+    case QIR_FN_ACOSH: FU(acosh(f)); break;
+    case QIR_FN_ATANH: FU(atanh(f)); break;
     case QIR_FN_RECIP: FU(1 / f); break;
     case QIR_FN_SIGN: FU(signum(f)); break;
     default: vfail(c, x, "bad unary function %d", (int)x->fn); return;
@@ -2852,6 +2868,7 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_IDENTITY: case QIR_OP_NEG: case QIR_OP_ABS: case QIR_OP_EXP: case QIR_OP_LOG: case QIR_OP_SQRT:
   case QIR_OP_RECIPROCAL: case QIR_OP_SIGMOID: case QIR_OP_TANH: case QIR_OP_RELU: case QIR_OP_ERF: case QIR_OP_CEIL:
   case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_SIN: case QIR_OP_COS: case QIR_OP_SIGN: case QIR_OP_NOT:
+  case QIR_OP_ASIN: case QIR_OP_ACOS: case QIR_OP_ATAN: case QIR_OP_SINH: case QIR_OP_COSH: case QIR_OP_ASINH: case QIR_OP_ACOSH: case QIR_OP_ATANH:
   case QIR_OP_ISNAN: case QIR_OP_CAST: case QIR_OP_LEAKY_RELU: case QIR_OP_ELU: case QIR_OP_SELU:
   case QIR_OP_HARD_SIGMOID: case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU:
     return eval_unary(e, &in[0], &res[0]);

@@ -873,6 +873,7 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_SQRT: case QIR_OP_RECIPROCAL: case QIR_OP_SIGMOID: case QIR_OP_TANH: case QIR_OP_RELU:
   case QIR_OP_ERF: case QIR_OP_CEIL: case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_SIN:
   case QIR_OP_COS: case QIR_OP_SIGN: case QIR_OP_NOT: case QIR_OP_ISNAN: case QIR_OP_CAST:
+  case QIR_OP_ASIN: case QIR_OP_ACOS: case QIR_OP_ATAN: case QIR_OP_SINH: case QIR_OP_COSH: case QIR_OP_ASINH: case QIR_OP_ACOSH: case QIR_OP_ATANH:
   case QIR_OP_LEAKY_RELU: case QIR_OP_ELU: case QIR_OP_SELU: case QIR_OP_HARD_SIGMOID:
   case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_CLIP:
     return rule_unary;

@@ -139,7 +139,9 @@ typedef enum {
   X(RSQRT, "rsqrt") X(TANH, "tanh") X(SIGMOID, "sigmoid") X(ERF, "erf")        \
   X(ABS, "abs") X(FLOOR, "floor") X(CEIL, "ceil") X(ROUND, "round")            \
   X(SIN, "sin") X(COS, "cos") X(RECIP, "recip") X(SIGN, "sign")                \
-  X(ISNAN, "isnan") X(ISINF, "isinf")
+  X(ISNAN, "isnan") X(ISINF, "isinf")                                         \
+  X(ASIN, "asin") X(ACOS, "acos") X(ATAN, "atan") X(SINH, "sinh")              \
+  X(COSH, "cosh") X(ASINH, "asinh") X(ACOSH, "acosh") X(ATANH, "atanh")
 
 typedef enum {
 #define X(id, spelling) QIR_FN_##id,

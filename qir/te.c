@@ -238,6 +238,14 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_ROUND: return un(t, QIR_FN_ROUND, x);
   case QIR_OP_SIN: return un(t, QIR_FN_SIN, x);
   case QIR_OP_COS: return un(t, QIR_FN_COS, x);
+  case QIR_OP_ASIN: return un(t, QIR_FN_ASIN, x);
+  case QIR_OP_ACOS: return un(t, QIR_FN_ACOS, x);
+  case QIR_OP_ATAN: return un(t, QIR_FN_ATAN, x);
+  case QIR_OP_SINH: return un(t, QIR_FN_SINH, x);
+  case QIR_OP_COSH: return un(t, QIR_FN_COSH, x);
+  case QIR_OP_ASINH: return un(t, QIR_FN_ASINH, x);
+  case QIR_OP_ACOSH: return un(t, QIR_FN_ACOSH, x);
+  case QIR_OP_ATANH: return un(t, QIR_FN_ATANH, x);
   case QIR_OP_SIGN: return un(t, QIR_FN_SIGN, x);
   case QIR_OP_NOT: return un(t, QIR_FN_NOT, x);
   case QIR_OP_ISNAN: return un(t, QIR_FN_ISNAN, x);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Back-end checks of qcodegen, ending in "N passed, N failed, N skipped".
 #
-#   scripts/backend-check.sh [-j N] [--filter SUBSTR] [--no-gpu] [--full] [-v]
+#   scripts/backend-check.sh [-j N] [--filter SUBSTR] [--no-gpu] [--full] [--node-all] [-v]
 #
 # 1. C back end, numerically: every ONNX node test and real model under
 #    $ONNX_TESTS that the reference interpreter passes (not listed in
@@ -40,6 +40,7 @@ ap.add_argument("--no-gpu", action="store_true", help="skip the nvcc/hipcc compi
 ap.add_argument("--full", action="store_true", help="cc -O2, and the larger GPU sample for both CUDA architectures")
 ap.add_argument("--keep", help="keep generated files under this directory")
 ap.add_argument("--passes", default="", help="qopt passes run between onnx2qir and qcodegen, e.g. '-canonicalize -roller'")
+ap.add_argument("--node-all", action="store_true", help="the C suite takes node-all/ (all 1765 node tests) instead of node/")
 ap.add_argument("-v", "--verbose", action="store_true")
 args = ap.parse_args(sys.argv[2:])
 BIN = os.path.abspath(os.environ["QIR_BIN"])
@@ -302,7 +303,7 @@ def count(kind, label, msg=""):
 def c_suite(tmp):
     known_qrun = conf.load_known(os.path.join(top, "test", "known-failures.txt"))
     jobs = []
-    for folder in ("node", "models"):
+    for folder in ("node-all" if args.node_all else "node", "models"):
         base = os.path.join(TESTS, folder)
         if not os.path.isdir(base):
             print("SKIPPED: %s/ not found" % base)
