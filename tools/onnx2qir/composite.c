@@ -434,6 +434,169 @@ static bool cv_qlinear_matmul(node_ctx *nc) {
   return set_out(nc, 0, quantize(nc, y, ys, zp, IN(7)->type.dtype));
 }
 
+
+/* ---------------------------------------------------------------- attention */
+
+static qir_value *reshape_to(importer *imp, qir_value *x, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                             int64_t d4) {
+  int64_t d[5] = {d0, d1, d2, d3, d4};
+  return emit_reshape(imp, x, rank, d);
+}
+
+/* [B, S, H*d] -> [B, H, S, d] */
+static qir_value *split_heads(importer *imp, qir_value *x, int64_t heads) {
+  const int64_t *d = x->type.dims;
+  static const int64_t perm[4] = {0, 2, 1, 3};
+  return emit_transpose(imp, reshape_to(imp, x, 4, d[0], d[1], heads, d[2] / heads, 0), 4, perm);
+}
+
+/* Attention (opset 23/24): softmax(Q K^T * scale + bias) V over heads, with
+ * grouped KV heads (each KV head serves q_heads / kv_heads query heads, by a
+ * 5-D broadcasting matmul, no copies), past/present KV concatenation, bool or
+ * additive masks (padded with "masked" up to the total KV length), causal
+ * masking aligned bottom-right to the past length, softcap (applied to the
+ * scores before the bias) and the four qk_matmul_output modes. */
+static bool cv_attention(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  importer *imp = IMP;
+  qir_value *q = IN(0), *k = IN(1), *v = IN(2), *mask = IN(3), *past_k = IN(4), *past_v = IN(5), *nonpad = IN(6);
+  int r = q->type.rank;
+  if (r != 3 && r != 4) return fail(nc, "Q must be 3-D or 4-D");
+  if (k->type.rank != r || v->type.rank != r) return fail(nc, "Q, K and V must have the same rank");
+  if (!qir_dtype_is_float(q->type.dtype)) return fail(nc, "Q must be a float tensor");
+  if ((past_k == NULL) != (past_v == NULL)) return fail(nc, "past_key and past_value go together");
+  int64_t B = q->type.dims[0];
+  if (k->type.dims[0] != B || v->type.dims[0] != B) return fail(nc, "batch sizes differ");
+  if (r == 3) {
+    int64_t hq = attr_int(nc, "q_num_heads", 0), hkv = attr_int(nc, "kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0) return fail(nc, "3-D inputs need positive q_num_heads and kv_num_heads");
+    if (q->type.dims[2] % hq || k->type.dims[2] % hkv || v->type.dims[2] % hkv)
+      return fail(nc, "hidden sizes must be divisible by the head counts");
+    q = split_heads(imp, q, hq);
+    k = split_heads(imp, k, hkv);
+    v = split_heads(imp, v, hkv);
+    if (!q || !k || !v) return false;
+  }
+  int64_t Hq = q->type.dims[1], Sq = q->type.dims[2], dq = q->type.dims[3];
+  int64_t Hkv = k->type.dims[1], dv = v->type.dims[3];
+  if (k->type.dims[3] != dq) return fail(nc, "Q and K head sizes differ");
+  if (v->type.dims[1] != Hkv || v->type.dims[2] != k->type.dims[2]) return fail(nc, "K and V shapes do not match");
+  if (Hkv <= 0 || Hq % Hkv) return fail(nc, "q heads must be a multiple of kv heads");
+  int64_t P = 0;
+  if (past_k) {
+    if (past_k->type.rank != 4 || past_v->type.rank != 4 || past_k->type.dims[1] != Hkv || past_k->type.dims[3] != dq ||
+        past_v->type.dims[1] != Hkv || past_v->type.dims[3] != dv || past_k->type.dims[2] != past_v->type.dims[2])
+      return fail(nc, "past_key/past_value must be [B, kv_heads, P, head_size]");
+    P = past_k->type.dims[2];
+    qir_value *ck[2] = {past_k, k}, *cv[2] = {past_v, v};
+    qir_op *op = op_begin(imp, QIR_OP_CONCAT, 2, ck);
+    set_i(imp, op, "axis", 2);
+    k = op_end(imp, op, NULL);
+    op = op_begin(imp, QIR_OP_CONCAT, 2, cv);
+    set_i(imp, op, "axis", 2);
+    v = op_end(imp, op, NULL);
+    if (!k || !v) return false;
+  }
+  int64_t T = k->type.dims[2], G = Hq / Hkv;
+  qir_dtype dt = q->type.dtype;
+  double scale = attr_find(nc, "scale") ? attr_float(nc, "scale", 1) : 1 / sqrt((double)dq);
+  qir_value *sq = const_scalar(imp, dt, sqrt(scale));
+  static const int64_t kt_perm[4] = {0, 1, 3, 2};
+  qir_value *qg = reshape_to(imp, emit2(imp, QIR_OP_MUL, q, sq), 5, B, Hkv, G, Sq, dq);
+  qir_value *ktg = reshape_to(imp, emit_transpose(imp, emit2(imp, QIR_OP_MUL, k, sq), 4, kt_perm), 5, B, Hkv, 1, dq, T);
+  qir_value *qk = reshape_to(imp, emit2(imp, QIR_OP_MATMUL, qg, ktg), 4, B, Hq, Sq, T, 0);
+
+  /* the additive bias: mask, causal, KV padding */
+  qir_value *bias = NULL;
+  if (mask) {
+    int mr = mask->type.rank;
+    if (mr < 2 || mr > 4 || mask->type.dims[mr - 1] > T) return fail(nc, "attn_mask must be 2-D to 4-D with at most the total KV length");
+    bool is_bool = mask->type.dtype == QIR_BOOL;
+    if (mask->type.dims[mr - 1] < T) {
+      int64_t pads[8] = {0};
+      pads[mr + mr - 1] = T - mask->type.dims[mr - 1];
+      qir_value *in[2] = {mask, const_scalar(imp, mask->type.dtype, is_bool ? 0 : -INFINITY)};
+      qir_op *op = op_begin(imp, QIR_OP_PAD, 2, in);
+      set_ints(imp, op, "pads", 2 * mr, pads);
+      set_w(imp, op, "mode", "constant");
+      mask = op_end(imp, op, NULL);
+    }
+    bias = is_bool ? where(imp, mask, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)) : emit_cast(imp, mask, dt);
+  }
+  if (attr_int(nc, "is_causal", 0)) {
+    qir_value *causal;
+    if (!past_k && nonpad) {
+      /* per batch: key j is visible from query i when j <= i + nonpad[b] - Sq */
+      int64_t *iv = malloc(sizeof *iv * (size_t)(Sq + T));
+      if (!iv) abort();
+      for (int64_t i = 0; i < Sq; i++) iv[i] = i - Sq;
+      for (int64_t j = 0; j < T; j++) iv[Sq + j] = j;
+      int64_t di[3] = {1, Sq, 1}, dj[3] = {1, 1, T}, db[3] = {B, 1, 1};
+      qir_value *ii = const_data(imp, qir_type_make(QIR_I64, 3, di), iv);
+      qir_value *jj = const_data(imp, qir_type_make(QIR_I64, 3, dj), iv + Sq);
+      free(iv);
+      qir_value *off = emit_reshape(imp, emit_cast(imp, nonpad, QIR_I64), 3, db);
+      qir_value *ok = emit2(imp, QIR_OP_LESS_EQUAL, jj, emit2(imp, QIR_OP_ADD, ii, off));
+      causal = reshape_to(imp, where(imp, ok, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)), 4, B, 1, Sq, T, 0);
+    } else {
+      if (Sq * T > FOLD_LIMIT) return fail(nc, "causal mask too large to materialise");
+      char *buf = calloc((size_t)(Sq * T), (size_t)qir_dtype_size(dt));
+      if (!buf) abort();
+      for (int64_t i = 0; i < Sq; i++)
+        for (int64_t j = 0; j < T; j++) qir_store_elem(dt, buf, i * T + j, j > i + P ? -INFINITY : 0);
+      int64_t d[2] = {Sq, T};
+      causal = const_data(imp, qir_type_make(dt, 2, d), buf);
+      free(buf);
+    }
+    bias = bias ? emit2(imp, QIR_OP_ADD, bias, causal) : causal;
+  }
+  if (nonpad) {
+    if (nonpad->type.rank != 1 || nonpad->type.dims[0] != B) return fail(nc, "nonpad_kv_seqlen must be [B]");
+    int64_t *jv = malloc(sizeof *jv * (size_t)T);
+    if (!jv) abort();
+    for (int64_t j = 0; j < T; j++) jv[j] = j;
+    int64_t dj[2] = {1, T}, db[2] = {B, 1};
+    qir_value *jj = const_data(imp, qir_type_make(QIR_I64, 2, dj), jv);
+    free(jv);
+    qir_value *ok = emit2(imp, QIR_OP_LESS, jj, emit_reshape(imp, emit_cast(imp, nonpad, QIR_I64), 2, db));
+    qir_value *pad = reshape_to(imp, where(imp, ok, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)), 4, B, 1, 1, T, 0);
+    bias = bias ? emit2(imp, QIR_OP_ADD, bias, pad) : pad;
+  }
+  /* softcap before the bias, so masked (-inf) scores stay -inf */
+  double softcap = attr_float(nc, "softcap", 0);
+  qir_value *capped = qk;
+  if (softcap > 0) {
+    qir_value *c = const_scalar(imp, dt, softcap);
+    capped = emit2(imp, QIR_OP_MUL, emit1(imp, QIR_OP_TANH, emit2(imp, QIR_OP_DIV, qk, c)), c);
+  }
+  qir_value *with_bias = bias ? emit2(imp, QIR_OP_ADD, capped, bias) : capped;
+  qir_value *sm_in = with_bias;
+  const Onnx__AttributeProto *prec = attr_find(nc, "softmax_precision");
+  if (prec && prec->i) {
+    qir_dtype pdt;
+    if (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)) return fail(nc, "softmax_precision must be a float type");
+    sm_in = emit_cast(imp, with_bias, pdt);
+  }
+  qir_value *sm = emit_cast(imp, with_axis(imp, QIR_OP_SOFTMAX, sm_in, 3), dt);
+  qir_value *y = emit2(imp, QIR_OP_MATMUL, reshape_to(imp, sm, 5, B, Hkv, G, Sq, T), reshape_to(imp, v, 5, B, Hkv, 1, T, dv));
+  y = reshape_to(imp, y, 4, B, Hq, Sq, dv, 0);
+  if (r == 3) {
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    y = reshape_to(imp, emit_transpose(imp, y, 4, perm), 3, B, Sq, Hq * dv, 0, 0);
+  }
+  if (!set_out(nc, 0, y)) return false;
+  if (wants_out(nc, 1)) nc->out[1] = k;
+  if (wants_out(nc, 2)) nc->out[2] = v;
+  if (wants_out(nc, 3)) {
+    int64_t mode = attr_int(nc, "qk_matmul_output_mode", 0);
+    /* 0, 1: the (softcapped) scores; 2: with the bias; 3: the softmax */
+    qir_value *outs[4] = {capped, capped, with_bias, sm};
+    if (mode < 0 || mode > 3) return fail(nc, "qk_matmul_output_mode must be 0..3");
+    nc->out[3] = outs[mode];
+  }
+  return true;
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const struct {
@@ -455,6 +618,7 @@ static const struct {
     {"DynamicQuantizeLinear", cv_dynamic_quantize, ""},
     {"MatMulInteger", cv_matmul_integer, ""},
     {"QLinearMatMul", cv_qlinear_matmul, ""},
+    {"Attention", cv_attention, "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,softcap,softmax_precision"},
 };
 
 bool find_composite(const char *op_type, convert_fn *fn, const char **attrs) {
