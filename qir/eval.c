@@ -403,7 +403,7 @@ static bool unary_float(ev *e, double *v, int64_t n) {
 static bool unary_int_ok(qir_opcode c) {
   switch (c) {
   case QIR_OP_NEG: case QIR_OP_ABS: case QIR_OP_SIGN: case QIR_OP_RELU: case QIR_OP_NOT: case QIR_OP_CEIL:
-  case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_ISNAN: return true;
+  case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_ISNAN: case QIR_OP_BITWISE_NOT: return true;
   default: return false;
   }
 }
@@ -418,6 +418,7 @@ static void unary_int(qir_opcode c, int64_t *v, int64_t n, bool uns) {
     case QIR_OP_RELU: x = (uns || x > 0) ? x : 0; break;
     case QIR_OP_NOT: x = x == 0; break;
     case QIR_OP_ISNAN: x = 0; break;
+    case QIR_OP_BITWISE_NOT: x = (int64_t)~(uint64_t)x; break; /* the store keeps the type's bits */
     default: break;
     }
     v[i] = x;
@@ -536,6 +537,12 @@ static bool binary_int(qir_opcode c, int64_t a, int64_t b, bool u, int64_t fmod_
   case QIR_OP_OR: *out = a || b; return true;
   case QIR_OP_XOR: *out = (a != 0) != (b != 0); return true;
   case QIR_OP_PRELU: *out = (!u && a < 0) ? (int64_t)(ua * ub) : a; return true;
+  case QIR_OP_BITWISE_AND: *out = (int64_t)(ua & ub); return true;
+  case QIR_OP_BITWISE_OR: *out = (int64_t)(ua | ub); return true;
+  case QIR_OP_BITWISE_XOR: *out = (int64_t)(ua ^ ub); return true;
+  case QIR_OP_BIT_SHIFT: /* shift amounts past 63 shift everything out */
+    *out = ub > 63 ? 0 : (int64_t)(fmod_attr ? ua >> ub : ua << ub);
+    return true;
   default: *out = 0; return true;
   }
 }
@@ -575,7 +582,10 @@ static bool eval_nary(ev *e, const qir_tensor *in, int n_in, qir_tensor *r) {
   qir_opcode c = e->op->code;
   const qir_type *out = &r->type;
   int64_t n = numel(out);
-  int64_t fm = attr_int(e, "fmod", 0);
+  /* binary_int's mode flag: fmod for mod, right (1) or left (0) for bit_shift */
+  int64_t fm = c == QIR_OP_BIT_SHIFT ? !strcmp(attr_s(e, "direction", ""), "right") : attr_int(e, "fmod", 0);
+  if (c == QIR_OP_BIT_SHIFT && strcmp(attr_s(e, "direction", ""), "right") && strcmp(attr_s(e, "direction", ""), "left"))
+    return FAIL(e, "'bit_shift': direction must be left or right");
   for (int k = 0; k < n_in; k++) {
     /* prelu's slope broadcasts to x (unidirectional) */
     if (!check_bcast(e, &in[k], out, k)) return false;
@@ -2638,6 +2648,11 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
       case QIR_FN_NE: IB(p != q); break;
       case QIR_FN_MAX: IB(p > q ? p : q); break;
       case QIR_FN_MIN: IB(p < q ? p : q); break;
+      case QIR_FN_BITAND: IB((int64_t)((uint64_t)p & (uint64_t)q)); break;
+      case QIR_FN_BITOR: IB((int64_t)((uint64_t)p | (uint64_t)q)); break;
+      case QIR_FN_BITXOR: IB((int64_t)((uint64_t)p ^ (uint64_t)q)); break;
+      case QIR_FN_SHL: IB((uint64_t)q > 63 ? 0 : (int64_t)((uint64_t)p << q)); break;
+      case QIR_FN_SHR: IB((uint64_t)q > 63 ? 0 : (int64_t)((uint64_t)p >> q)); break;
       case QIR_FN_DIV: case QIR_FN_MOD: case QIR_FN_FLOORDIV: case QIR_FN_FMOD: case QIR_FN_POW:
         FOR_LANES(n, m, l) {
           int64_t p = GI(a, l), q = GI(b, l), r = 0;
@@ -2870,13 +2885,14 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_SIN: case QIR_OP_COS: case QIR_OP_SIGN: case QIR_OP_NOT:
   case QIR_OP_ASIN: case QIR_OP_ACOS: case QIR_OP_ATAN: case QIR_OP_SINH: case QIR_OP_COSH: case QIR_OP_ASINH: case QIR_OP_ACOSH: case QIR_OP_ATANH:
   case QIR_OP_ISNAN: case QIR_OP_CAST: case QIR_OP_LEAKY_RELU: case QIR_OP_ELU: case QIR_OP_SELU:
-  case QIR_OP_HARD_SIGMOID: case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU:
+  case QIR_OP_HARD_SIGMOID: case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_BITWISE_NOT:
     return eval_unary(e, &in[0], &res[0]);
   case QIR_OP_CLIP: return eval_clip(e, &in[0], &in[1], &in[2], &res[0]);
   case QIR_OP_ADD: case QIR_OP_SUB: case QIR_OP_MUL: case QIR_OP_DIV: case QIR_OP_MOD: case QIR_OP_POW:
   case QIR_OP_MAX: case QIR_OP_MIN: case QIR_OP_SUM: case QIR_OP_MEAN: case QIR_OP_EQUAL: case QIR_OP_LESS:
   case QIR_OP_LESS_EQUAL: case QIR_OP_GREATER: case QIR_OP_GREATER_EQUAL: case QIR_OP_AND: case QIR_OP_OR:
-  case QIR_OP_XOR: case QIR_OP_PRELU:
+  case QIR_OP_XOR: case QIR_OP_PRELU: case QIR_OP_BITWISE_AND: case QIR_OP_BITWISE_OR: case QIR_OP_BITWISE_XOR:
+  case QIR_OP_BIT_SHIFT:
     return eval_nary(e, in, n_in, &res[0]);
   case QIR_OP_WHERE: return eval_where(e, in, &res[0]);
   case QIR_OP_REDUCE_SUM: case QIR_OP_REDUCE_MEAN: case QIR_OP_REDUCE_MAX: case QIR_OP_REDUCE_MIN:

@@ -153,6 +153,9 @@ static dtype_class elementwise_class(qir_opcode code) {
     return DT_NUMERIC;
   case QIR_OP_NOT: case QIR_OP_AND: case QIR_OP_OR: case QIR_OP_XOR:
     return DT_BOOL;
+  case QIR_OP_BITWISE_AND: case QIR_OP_BITWISE_OR: case QIR_OP_BITWISE_XOR: case QIR_OP_BIT_SHIFT:
+  case QIR_OP_BITWISE_NOT:
+    return DT_INT;
   default:
     return DT_FLOAT;
   }
@@ -875,13 +878,14 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_COS: case QIR_OP_SIGN: case QIR_OP_NOT: case QIR_OP_ISNAN: case QIR_OP_CAST:
   case QIR_OP_ASIN: case QIR_OP_ACOS: case QIR_OP_ATAN: case QIR_OP_SINH: case QIR_OP_COSH: case QIR_OP_ASINH: case QIR_OP_ACOSH: case QIR_OP_ATANH:
   case QIR_OP_LEAKY_RELU: case QIR_OP_ELU: case QIR_OP_SELU: case QIR_OP_HARD_SIGMOID:
-  case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_CLIP:
+  case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_CLIP: case QIR_OP_BITWISE_NOT:
     return rule_unary;
   case QIR_OP_ADD: case QIR_OP_SUB: case QIR_OP_MUL: case QIR_OP_DIV: case QIR_OP_MOD:
   case QIR_OP_POW: case QIR_OP_MAX: case QIR_OP_MIN: case QIR_OP_SUM: case QIR_OP_MEAN:
   case QIR_OP_EQUAL: case QIR_OP_LESS: case QIR_OP_LESS_EQUAL: case QIR_OP_GREATER:
   case QIR_OP_GREATER_EQUAL: case QIR_OP_AND: case QIR_OP_OR: case QIR_OP_XOR: case QIR_OP_WHERE:
-  case QIR_OP_PRELU:
+  case QIR_OP_PRELU: case QIR_OP_BITWISE_AND: case QIR_OP_BITWISE_OR: case QIR_OP_BITWISE_XOR:
+  case QIR_OP_BIT_SHIFT:
     return rule_broadcast;
   case QIR_OP_REDUCE_SUM: case QIR_OP_REDUCE_MEAN: case QIR_OP_REDUCE_MAX: case QIR_OP_REDUCE_MIN:
   case QIR_OP_REDUCE_PROD: case QIR_OP_REDUCE_L2:

@@ -332,6 +332,12 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_XOR: return bin(t, QIR_FN_NE, x, a[1]);
   case QIR_OP_WHERE: return sel(t, x, a[1], a[2]);
   case QIR_OP_PRELU: return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, a[1], x), x);
+  case QIR_OP_BITWISE_AND: return bin(t, QIR_FN_BITAND, x, a[1]);
+  case QIR_OP_BITWISE_OR: return bin(t, QIR_FN_BITOR, x, a[1]);
+  case QIR_OP_BITWISE_XOR: return bin(t, QIR_FN_BITXOR, x, a[1]);
+  case QIR_OP_BIT_SHIFT:
+    return bin(t, strcmp(qir_op_attr_str(op, "direction", ""), "right") ? QIR_FN_SHL : QIR_FN_SHR, x, a[1]);
+  case QIR_OP_BITWISE_NOT: return bin(t, QIR_FN_BITXOR, x, lit(t, -1)); /* the result's type keeps its bits */
   default: return NULL;
   }
 #undef ZERO

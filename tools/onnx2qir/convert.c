@@ -88,7 +88,9 @@ static const struct {
     {"Pow", QIR_OP_POW}, {"Equal", QIR_OP_EQUAL}, {"Less", QIR_OP_LESS},
     {"LessOrEqual", QIR_OP_LESS_EQUAL}, {"Greater", QIR_OP_GREATER},
     {"GreaterOrEqual", QIR_OP_GREATER_EQUAL}, {"And", QIR_OP_AND}, {"Or", QIR_OP_OR},
-    {"Xor", QIR_OP_XOR}, {"Where", QIR_OP_WHERE}, {"PRelu", QIR_OP_PRELU},
+    {"Xor", QIR_OP_XOR},
+    {"BitwiseAnd", QIR_OP_BITWISE_AND}, {"BitwiseOr", QIR_OP_BITWISE_OR}, {"BitwiseXor", QIR_OP_BITWISE_XOR},
+    {"BitwiseNot", QIR_OP_BITWISE_NOT}, {"Where", QIR_OP_WHERE}, {"PRelu", QIR_OP_PRELU},
     {"MatMul", QIR_OP_MATMUL},
     {"Max", QIR_OP_MAX}, {"Min", QIR_OP_MIN}, {"Sum", QIR_OP_SUM}, {"Mean", QIR_OP_MEAN},
     {"GlobalAveragePool", QIR_OP_GLOBAL_AVG_POOL}, {"GlobalMaxPool", QIR_OP_GLOBAL_MAX_POOL},
@@ -123,6 +125,16 @@ static bool cv_mod(node_ctx *nc) {
   if (!need_inputs(nc, 2)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_MOD, 2, nc->in);
   set_i(IMP, op, "fmod", attr_int(nc, "fmod", 0));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+static bool cv_bit_shift(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  const char *a = attr_str(nc, "direction", "");
+  const char *dir = !strcmp(a, "LEFT") ? "left" : !strcmp(a, "RIGHT") ? "right" : NULL;
+  if (!dir) return fail(nc, "direction must be LEFT or RIGHT");
+  qir_op *op = op_begin(IMP, QIR_OP_BIT_SHIFT, 2, nc->in);
+  set_w(IMP, op, "direction", dir);
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
@@ -1226,7 +1238,8 @@ static const struct {
     {"Mul", cv_simple, "consumed_inputs"}, {"Div", cv_simple, "consumed_inputs"}, {"Pow", cv_simple, ""},
     {"Equal", cv_simple, ""}, {"Less", cv_simple, ""}, {"LessOrEqual", cv_simple, ""},
     {"Greater", cv_simple, ""}, {"GreaterOrEqual", cv_simple, ""}, {"And", cv_simple, ""},
-    {"Or", cv_simple, ""}, {"Xor", cv_simple, ""}, {"Where", cv_simple, ""}, {"PRelu", cv_simple, "consumed_inputs"},
+    {"Or", cv_simple, ""}, {"Xor", cv_simple, ""}, {"BitwiseAnd", cv_simple, ""}, {"BitwiseOr", cv_simple, ""},
+    {"BitwiseXor", cv_simple, ""}, {"BitwiseNot", cv_simple, ""}, {"BitShift", cv_bit_shift, "direction"}, {"Where", cv_simple, ""}, {"PRelu", cv_simple, "consumed_inputs"},
     {"MatMul", cv_simple, ""}, {"Max", cv_simple, "consumed_inputs"}, {"Min", cv_simple, "consumed_inputs"},
     {"Sum", cv_simple, "consumed_inputs"}, {"Mean", cv_simple, "consumed_inputs"},
     {"GlobalAveragePool", cv_simple, ""}, {"GlobalMaxPool", cv_simple, ""},

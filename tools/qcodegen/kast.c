@@ -534,6 +534,11 @@ static const char *infix(qir_expr_fn fn) {
   case QIR_FN_NE: return "!=";
   case QIR_FN_AND: return "&&";
   case QIR_FN_OR: return "||";
+  case QIR_FN_BITAND: return "&";
+  case QIR_FN_BITOR: return "|";
+  case QIR_FN_BITXOR: return "^";
+  case QIR_FN_SHL: return "<<";
+  case QIR_FN_SHR: return ">>";
   default: return NULL;
   }
 }
