@@ -855,24 +855,26 @@ static bool eval_cumsum(ev *e, const qir_tensor *x, qir_tensor *r) {
   bool excl = attr_int(e, "exclusive", 0) != 0, rev = attr_int(e, "reverse", 0) != 0;
   int64_t outer, len, inner;
   around_axis(&x->type, (int)axis, &outer, &len, &inner);
-  bool ints = !is_float(x->type.dtype);
+  bool ints = !is_float(x->type.dtype), prod = e->op->code == QIR_OP_CUMPROD;
   double *v = ints ? NULL : load_f64(e, x);
   int64_t *w = ints ? load_i64(e, x) : NULL;
   if (!v && !w) return false;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
-      double s = 0;
-      uint64_t si = 0;
+      double s = prod ? 1 : 0;
+      uint64_t si = prod ? 1 : 0;
       for (int64_t kk = 0; kk < len; kk++) {
         int64_t k = rev ? len - 1 - kk : kk, p = (o * len + k) * inner + in;
         if (ints) {
           uint64_t cur = (uint64_t)w[p];
-          if (excl) { w[p] = (int64_t)si; si += cur; }
-          else { si += cur; w[p] = (int64_t)si; }
+          if (excl) w[p] = (int64_t)si;
+          si = prod ? si * cur : si + cur;
+          if (!excl) w[p] = (int64_t)si;
         } else {
           double cur = v[p];
-          if (excl) { v[p] = s; s += cur; }
-          else { s += cur; v[p] = s; }
+          if (excl) v[p] = s;
+          s = prod ? s * cur : s + cur;
+          if (!excl) v[p] = s;
         }
       }
     }
@@ -880,6 +882,70 @@ static bool eval_cumsum(ev *e, const qir_tensor *x, qir_tensor *r) {
   else store_f64(r, v);
   free(v);
   free(w);
+  return true;
+}
+
+/* top_k: a stable merge sort of each slice's indices, best first. */
+typedef struct {
+  const double *v;      /* values as doubles (float operands) */
+  const int64_t *w;     /* values as integers (integer operands) */
+  bool uns, largest;
+  int64_t inner;        /* stride of the axis */
+} topk_order;
+
+/* a before b?  Equal values keep index order (the sort is stable); NaN is
+ * the largest value, as numpy's sort. */
+static bool topk_before(const topk_order *o, int64_t a, int64_t b) {
+  int cmp;
+  if (o->w) {
+    int64_t x = o->w[a * o->inner], y = o->w[b * o->inner];
+    cmp = (o->uns ? (uint64_t)x > (uint64_t)y : x > y) ? 1 : x == y ? 0 : -1;
+  } else {
+    double x = o->v[a * o->inner], y = o->v[b * o->inner];
+    cmp = isnan(x) ? (isnan(y) ? 0 : 1) : isnan(y) ? -1 : x > y ? 1 : x == y ? 0 : -1;
+  }
+  return o->largest ? cmp > 0 : cmp < 0;
+}
+
+static void topk_sort(const topk_order *o, int64_t *idx, int64_t *tmp, int64_t n) {
+  if (n < 2) return;
+  int64_t h = n / 2;
+  topk_sort(o, idx, tmp, h);
+  topk_sort(o, idx + h, tmp, n - h);
+  int64_t i = 0, j = h, k = 0;
+  while (i < h && j < n) tmp[k++] = topk_before(o, idx[j], idx[i]) ? idx[j++] : idx[i++];
+  while (i < h) tmp[k++] = idx[i++];
+  while (j < n) tmp[k++] = idx[j++];
+  memcpy(idx, tmp, sizeof *idx * (size_t)n);
+}
+
+static bool eval_top_k(ev *e, const qir_tensor *x, qir_tensor *vals, qir_tensor *inds) {
+  int64_t axis, outer, len, inner, k = attr_int(e, "k", -1);
+  if (!get_axis(e, "axis", x->type.rank - 1, x->type.rank, &axis)) return false;
+  around_axis(&x->type, (int)axis, &outer, &len, &inner);
+  if (k < 0 || k > len || vals->type.dims[axis] != k) return FAIL(e, "'top_k': k = %lld does not fit the types", (long long)k);
+  bool ints = !is_float(x->type.dtype);
+  double *v = ints ? NULL : load_f64(e, x);
+  int64_t *w = ints ? load_i64(e, x) : NULL;
+  int64_t *idx = xmalloc(e, sizeof *idx * (size_t)(2 * len + 1));
+  if ((!v && !w) || !idx) { free(v); free(w); free(idx); return false; }
+  size_t es = esize(&x->type);
+  int64_t *out_i = (int64_t *)inds->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t base = o * len * inner + in;
+      topk_order ord = {v ? v + base : NULL, w ? w + base : NULL, is_uns(x->type.dtype), attr_int(e, "largest", 1) != 0, inner};
+      for (int64_t i = 0; i < len; i++) idx[i] = i;
+      topk_sort(&ord, idx, idx + len, len);
+      for (int64_t j = 0; j < k; j++) {
+        int64_t dst = (o * k + j) * inner + in;
+        memcpy((char *)vals->data + (size_t)dst * es, (const char *)x->data + (size_t)(base + idx[j] * inner) * es, es);
+        out_i[dst] = idx[j];
+      }
+    }
+  free(v);
+  free(w);
+  free(idx);
   return true;
 }
 
@@ -2899,6 +2965,7 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_REDUCE_PROD: case QIR_OP_REDUCE_L2:
     return eval_reduce(e, &in[0], &res[0]);
   case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: return eval_argmax(e, &in[0], &res[0]);
+  case QIR_OP_TOP_K: return n_res == 2 ? eval_top_k(e, &in[0], &res[0], &res[1]) : FAIL(e, "'top_k' has two results");
   case QIR_OP_RESHAPE: return eval_reshape(e, &in[0], &res[0]);
   case QIR_OP_TRANSPOSE: return eval_transpose(e, &in[0], &res[0]);
   case QIR_OP_CONCAT: return eval_concat(e, in, n_in, &res[0]);
@@ -2912,7 +2979,7 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return eval_depth_space(e, &in[0], &res[0]);
   case QIR_OP_RANGE: return eval_range(e, in, &res[0]);
   case QIR_OP_TRILU: return eval_trilu(e, &in[0], &res[0]);
-  case QIR_OP_CUMSUM: return eval_cumsum(e, &in[0], &res[0]);
+  case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: return eval_cumsum(e, &in[0], &res[0]);
   case QIR_OP_ONE_HOT: return eval_one_hot(e, &in[0], &in[1], &res[0]);
   case QIR_OP_MATMUL: return eval_matmul(e, &in[0], &in[1], &res[0]);
   case QIR_OP_GEMM: return eval_gemm(e, &in[0], &in[1], &in[2], &res[0]);

@@ -285,6 +285,22 @@ static bool rule_argminmax(rule_ctx *c) {
   return true;
 }
 
+static bool rule_top_k(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0);
+  int64_t axis, k, flag;
+  if (x->rank == 0) return fail(c, "operand must have rank >= 1");
+  if (!attr_axis(c, "axis", x->rank - 1, x->rank, &axis) || !attr_int(c, "k", -1, &k) ||
+      !attr_int(c, "largest", 1, &flag) || !attr_int(c, "sorted", 1, &flag) || !require_class(c, 0, DT_NUMERIC))
+    return false;
+  if (k < 0 || k > x->dims[axis])
+    return fail(c, "k = %lld must be in [0, %lld] (the extent of axis %lld)", (long long)k, (long long)x->dims[axis],
+                (long long)axis);
+  c->out[0] = *x;
+  c->out[0].dims[axis] = k;
+  c->out[1] = with_dtype(&c->out[0], QIR_I64);
+  return true;
+}
+
 static bool rule_reshape(rule_ctx *c) {
   const qir_type *x = operand_type(c, 0), *r = declared(c, 0);
   if (x->dtype != r->dtype) return fail(c, "result %s must keep the element type of %s", tstr(r).s, tstr(x).s);
@@ -526,11 +542,11 @@ static bool rule_same_shape(rule_ctx *c) {
   qir_opcode code = c->op->code;
   int64_t axis;
   if (code == QIR_OP_TRILU && x->rank < 2) return fail(c, "operand must have rank >= 2");
-  if ((code == QIR_OP_CUMSUM || code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX ||
+  if ((code == QIR_OP_CUMSUM || code == QIR_OP_CUMPROD || code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX ||
        code == QIR_OP_LP_NORMALIZATION)) {
     if (x->rank == 0) return fail(c, "operand must have rank >= 1");
     /* cumsum's axis is required (verify.c); 0 as eval.c and te.c if absent */
-    if (!attr_axis(c, "axis", code == QIR_OP_CUMSUM ? 0 : x->rank - 1, x->rank, &axis)) return false;
+    if (!attr_axis(c, "axis", code == QIR_OP_CUMSUM || code == QIR_OP_CUMPROD ? 0 : x->rank - 1, x->rank, &axis)) return false;
   }
   if (code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX || code == QIR_OP_LRN) {
     if (!require_class(c, 0, DT_FLOAT)) return false;
@@ -891,6 +907,7 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_REDUCE_PROD: case QIR_OP_REDUCE_L2:
     return rule_reduce;
   case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: return rule_argminmax;
+  case QIR_OP_TOP_K: return rule_top_k;
   case QIR_OP_RESHAPE: return rule_reshape;
   case QIR_OP_TRANSPOSE: return rule_transpose;
   case QIR_OP_CONCAT: return rule_concat;
@@ -903,7 +920,7 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_RESIZE: return rule_resize;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return rule_depth_space;
   case QIR_OP_RANGE: return rule_range;
-  case QIR_OP_TRILU: case QIR_OP_CUMSUM: case QIR_OP_LP_NORMALIZATION: case QIR_OP_LRN:
+  case QIR_OP_TRILU: case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: case QIR_OP_LP_NORMALIZATION: case QIR_OP_LRN:
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX:
     return rule_same_shape;
   case QIR_OP_ONE_HOT: return rule_one_hot;

@@ -853,7 +853,9 @@ static qir_op *te_cumsum(te *t) {
   int j = add_red(t, x->dims[axis]);
   qir_expr_fn cmp = reverse ? (exclusive ? QIR_FN_GT : QIR_FN_GE) : (exclusive ? QIR_FN_LT : QIR_FN_LE);
   qir_expr *take = bin(t, cmp, var(t, j), var(t, axis));
-  return finish(t, sel(t, take, at_with(t, 0, axis, var(t, j)), lit_like(t, x->dtype, 0)), QIR_REDUCE_SUM);
+  bool prod = t->op->code == QIR_OP_CUMPROD;
+  return finish(t, sel(t, take, at_with(t, 0, axis, var(t, j)), lit_like(t, x->dtype, prod ? 1 : 0)),
+                prod ? QIR_REDUCE_PROD : QIR_REDUCE_SUM);
 }
 
 static qir_op *te_one_hot(te *t) {
@@ -992,7 +994,7 @@ static te_fn te_for(qir_opcode code) {
   case QIR_OP_GATHER: case QIR_OP_GATHER_ELEMENTS: return te_gather;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return te_depth_space;
   case QIR_OP_TRILU: return te_trilu;
-  case QIR_OP_CUMSUM: return te_cumsum;
+  case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: return te_cumsum;
   case QIR_OP_ONE_HOT: return te_one_hot;
   case QIR_OP_RANGE: return te_range;
   case QIR_OP_RESIZE: return te_resize;

@@ -342,6 +342,35 @@ static bool cv_arg(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+/* TopK with a constant k (a runtime k would give a data-dependent shape). */
+static bool cv_top_k(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  int64_t k = 0;
+  int n = 1;
+  if (nc->opset < 10) {
+    if (!attr_find(nc, "k")) return fail(nc, "attribute 'k' is missing");
+    k = attr_int(nc, "k", 0);
+  } else {
+    if (!need_inputs(nc, 2)) return false;
+    if (!need_const_ints(nc, 1, &k, 1, &n)) return false;
+    if (n != 1) return fail(nc, "K must have one element");
+  }
+  int64_t axis = norm_axis(attr_int(nc, "axis", -1), x->type.rank);
+  if (axis < 0) return fail(nc, "axis out of range");
+  if (k < 0 || k > x->type.dims[axis]) return fail(nc, "k is negative or larger than the axis");
+  qir_op *op = op_begin_n(IMP, QIR_OP_TOP_K, 1, &x, 2);
+  set_i(IMP, op, "axis", axis);
+  set_i(IMP, op, "k", k);
+  set_i(IMP, op, "largest", attr_int(nc, "largest", 1) != 0);
+  set_i(IMP, op, "sorted", attr_int(nc, "sorted", 1) != 0);
+  qir_value *outs[2];
+  if (!op_end(IMP, op, outs)) return false;
+  nc->out[0] = outs[0];
+  if (nc->n_out > 1) nc->out[1] = outs[1];
+  return true;
+}
+
 /* ---------------------------------------------------------------- shapes */
 
 static bool cv_reshape(node_ctx *nc) {
@@ -802,7 +831,7 @@ static bool cv_cumsum(node_ctx *nc) {
   if (!need_const_ints(nc, 1, &axis, 1, &n)) return false;
   axis = norm_axis(axis, IN(0)->type.rank);
   if (axis < 0) return fail(nc, "axis out of range");
-  qir_op *op = op_begin(IMP, QIR_OP_CUMSUM, 1, nc->in);
+  qir_op *op = op_begin(IMP, strcmp(nc->node->op_type, "CumProd") ? QIR_OP_CUMSUM : QIR_OP_CUMPROD, 1, nc->in);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "exclusive", attr_int(nc, "exclusive", 0));
   set_i(IMP, op, "reverse", attr_int(nc, "reverse", 0));
@@ -1262,7 +1291,7 @@ static const struct {
     {"ReduceSumSquare", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceLogSum", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceLogSumExp", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
-    {"ArgMax", cv_arg, "axis,keepdims,select_last_index"}, {"ArgMin", cv_arg, "axis,keepdims,select_last_index"},
+    {"ArgMax", cv_arg, "axis,keepdims,select_last_index"}, {"TopK", cv_top_k, "axis,k,largest,sorted"}, {"ArgMin", cv_arg, "axis,keepdims,select_last_index"},
     {"Reshape", cv_reshape, "shape,allowzero,consumed_inputs"}, {"Flatten", cv_flatten, "axis"},
     {"Squeeze", cv_squeeze, "axes"}, {"Unsqueeze", cv_unsqueeze, "axes"}, {"Transpose", cv_transpose, "perm"},
     {"Concat", cv_concat, "axis"}, {"Split", cv_split, "axis,split,num_outputs"},
@@ -1272,7 +1301,7 @@ static const struct {
     {"Constant", cv_constant, NULL}, {"ConstantOfShape", cv_constant_of_shape, "value"},
     {"Range", cv_range, ""}, {"DepthToSpace", cv_depth_space, "blocksize,mode"},
     {"SpaceToDepth", cv_depth_space, "blocksize"}, {"Trilu", cv_trilu, "upper"},
-    {"CumSum", cv_cumsum, "exclusive,reverse"}, {"OneHot", cv_one_hot, "axis"},
+    {"CumSum", cv_cumsum, "exclusive,reverse"}, {"CumProd", cv_cumsum, "exclusive,reverse"}, {"OneHot", cv_one_hot, "axis"},
     {"Gemm", cv_gemm, "alpha,beta,transA,transB,broadcast"}, {"Einsum", cv_einsum, "equation"},
     {"Conv", cv_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"ConvTranspose", cv_conv_transpose, "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
