@@ -20,8 +20,8 @@
  * resize with tf_crop_and_resize or antialias.  The multi-stage ops (softmax,
  * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
  * argmax/argmin) have a chain through qir_op_expand_computes only; the
- * multi-result ops (split, max_pool with indices, layer_norm with statistics)
- * through qir_op_expand_results. */
+ * multi-result ops (split, max_pool with indices, layer_norm with statistics,
+ * top_k) through qir_op_expand_results. */
 #include "opsutil.h"
 
 #include <math.h>
@@ -1330,6 +1330,44 @@ static int expand_max_pool_indices(chain *c, qir_value **results) {
   return c->n;
 }
 
+/* top_k as two reductions: each element's rank along the axis (how many
+ * elements go before it: better, or equal at a lower index), then the k
+ * outputs pick the element of rank p (exactly one term of each sum is taken).
+ * Quadratic in the axis extent; NaNs are not ordered. */
+static int expand_top_k(chain *c, qir_value **results) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *x = operand_type(t, 0);
+  int axis = (int)qir_op_attr_int(op, "axis", x->rank - 1);
+  bool largest = qir_op_attr_int(op, "largest", 1) != 0;
+  qir_type rt = *x;
+  rt.dtype = QIR_I64;
+  set_axes(t, &rt);
+  int j = add_red(t, x->dims[axis]);
+  qir_expr *xi = at_with(t, 0, axis, var(t, axis)), *xj = at_with(t, 0, axis, var(t, j));
+  qir_expr *better = x->dtype == QIR_U64 ? (largest ? u64_less(t, xi, xj) : u64_less(t, xj, xi))
+                                         : bin(t, largest ? QIR_FN_GT : QIR_FN_LT, xj, xi);
+  qir_expr *tie = and_(t, bin(t, QIR_FN_EQ, xj, xi), bin(t, QIR_FN_LT, var(t, j), var(t, axis)));
+  qir_expr *before = bin(t, QIR_FN_OR, better, tie);
+  qir_value *rank = push(c, make_compute(t, 1, op->operands, &rt, sel(t, before, lit(t, 1), lit(t, 0)), QIR_REDUCE_SUM));
+  if (!rank) return 0;
+  qir_value *ops2[2] = {op->operands[0], rank};
+  for (int r = 0; r < 2; r++) {
+    const qir_type *out = &op->results[r]->type;
+    set_axes(t, out);
+    int i = add_red(t, x->dims[axis]);
+    qir_expr *idx[QIR_MAX_RANK];
+    for (int k = 0; k < x->rank; k++) idx[k] = k == axis ? var(t, i) : var(t, k);
+    qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 1, x->rank, idx), var(t, axis));
+    qir_expr *val = r == 0 ? access(t, 0, x->rank, idx) : var(t, i);
+    qir_value *v = push(c, make_compute(t, 2, ops2, out, sel(t, hit, val, r == 0 ? lit_like(t, x->dtype, 0) : lit(t, 0)),
+                                        QIR_REDUCE_SUM));
+    if (!v) return 0;
+    results[r] = v;
+  }
+  return c->n;
+}
+
 /* layer_norm with its mean and inv_std_dev results. */
 static int expand_layer_norm_stats(chain *c, qir_value **results) {
   te *t = &c->t;
@@ -1360,7 +1398,8 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
     if (n > 0) results[0] = out[n - 1]->results[0];
     return n;
   }
-  if (op->code != QIR_OP_SPLIT && op->code != QIR_OP_MAX_POOL && op->code != QIR_OP_LAYER_NORM) return 0;
+  if (op->code != QIR_OP_SPLIT && op->code != QIR_OP_MAX_POOL && op->code != QIR_OP_LAYER_NORM && op->code != QIR_OP_TOP_K)
+    return 0;
   qir_type *types = qir_alloc(m, sizeof *types * (size_t)(op->n_results + 1));
   if (!qir_infer_types(m, op, types, d)) return 0;
   for (int i = 0; i < op->n_results; i++) {
@@ -1371,6 +1410,7 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
   chain c = {{m, op, d, 0, 0, {0}}, out, 0, cap};
   int n = op->code == QIR_OP_SPLIT ? expand_split(&c, results)
           : op->code == QIR_OP_MAX_POOL ? expand_max_pool_indices(&c, results)
+          : op->code == QIR_OP_TOP_K ? expand_top_k(&c, results)
                                         : expand_layer_norm_stats(&c, results);
   if (n == 0)
     for (int i = 0; i < c.n; i++) qir_op_unlink(out[i]);
