@@ -1223,6 +1223,101 @@ static bool eval_gather_elements(ev *e, const qir_tensor *x, const qir_tensor *i
   return true;
 }
 
+static bool eval_gather_nd(ev *e, const qir_tensor *x, const qir_tensor *ind, qir_tensor *r) {
+  int64_t b = attr_int(e, "batch_dims", 0), q = ind->type.rank, m = q ? ind->type.dims[q - 1] : 0;
+  if (q < 1 || b < 0 || b >= q || m < 1 || b + m > x->type.rank || x->type.dtype != r->type.dtype)
+    return FAIL(e, "'gather_nd': data, indices and result do not fit");
+  int64_t xst[QIR_MAX_RANK], inner = 1;
+  strides_of(&x->type, xst);
+  for (int64_t i = b + m; i < x->type.rank; i++) inner *= x->type.dims[i];
+  int64_t n_tuples = numel(&ind->type) / m, bst = 1;
+  for (int64_t i = b; i < q - 1; i++) bst *= ind->type.dims[i]; /* tuples per batch */
+  if (n_tuples * inner != numel(&r->type)) return FAIL(e, "'gather_nd': result shape does not match");
+  size_t es = esize(&x->type);
+  for (int64_t t = 0; t < n_tuples; t++) {
+    /* batch coordinates of tuple t, then its m indices */
+    int64_t bi = t / bst, off = 0;
+    for (int64_t i = b - 1; i >= 0; i--) {
+      off += (bi % x->type.dims[i]) * xst[i];
+      bi /= x->type.dims[i];
+    }
+    for (int64_t k = 0; k < m; k++) {
+      int64_t j = index_at(e, ind, t * m + k, x->type.dims[b + k]);
+      if (j < 0) return false;
+      off += j * xst[b + k];
+    }
+    memcpy((char *)r->data + (size_t)(t * inner) * es, (const char *)x->data + (size_t)off * es, (size_t)inner * es);
+  }
+  return true;
+}
+
+/* One update into element p of the result (already holding data). */
+static void scatter_combine(qir_tensor *r, int64_t p, const qir_tensor *upd, int64_t u, const char *red) {
+  qir_dtype dt = r->type.dtype;
+  if (!strcmp(red, "none")) {
+    size_t es = esize(&r->type);
+    memcpy((char *)r->data + (size_t)p * es, (const char *)upd->data + (size_t)u * es, es);
+    return;
+  }
+  if (!is_float(dt)) {
+    bool us = is_uns(dt);
+    int64_t a = load_int(dt, r->data, p), v = load_int(dt, upd->data, u), o;
+    if (!strcmp(red, "add")) o = (int64_t)((uint64_t)a + (uint64_t)v);
+    else if (!strcmp(red, "mul")) o = (int64_t)((uint64_t)a * (uint64_t)v);
+    else if (!strcmp(red, "max")) o = (us ? (uint64_t)v > (uint64_t)a : v > a) ? v : a;
+    else o = (us ? (uint64_t)v < (uint64_t)a : v < a) ? v : a;
+    store_int(dt, r->data, p, o, us);
+    return;
+  }
+  double a = qir_load_elem(dt, r->data, p), v = qir_load_elem(dt, upd->data, u), o;
+  if (!strcmp(red, "add")) o = a + v;
+  else if (!strcmp(red, "mul")) o = a * v;
+  else if (!strcmp(red, "max")) o = fmax_nan(a, v);
+  else o = fmin_nan(a, v);
+  qir_store_elem(dt, r->data, p, o);
+}
+
+static bool eval_scatter(ev *e, const qir_tensor *x, const qir_tensor *ind, const qir_tensor *upd, qir_tensor *r) {
+  if (!check_same_shape(e, &x->type, &r->type, "data and result")) return false;
+  const char *red = attr_s(e, "reduction", "none");
+  if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
+    return FAIL(e, "'%s': unknown reduction '%s'", opname(e->op), red);
+  memcpy(r->data, x->data, (size_t)numel(&x->type) * esize(&x->type));
+  int64_t xst[QIR_MAX_RANK];
+  strides_of(&x->type, xst);
+  if (e->op->code == QIR_OP_SCATTER_ELEMENTS) {
+    int64_t axis, idx[QIR_MAX_RANK] = {0}, n = numel(&ind->type);
+    if (!get_axis(e, "axis", 0, x->type.rank, &axis)) return false;
+    if (ind->type.rank != x->type.rank || !same_shape(&ind->type, &upd->type))
+      return FAIL(e, "'scatter_elements': indices and updates do not fit data");
+    for (int i = 0; i < x->type.rank; i++)
+      if (i != axis && ind->type.dims[i] > x->type.dims[i]) return FAIL(e, "'scatter_elements': indices exceed data on axis %d", i);
+    for (int64_t k = 0; k < n; k++) {
+      int64_t j = index_at(e, ind, k, x->type.dims[axis]), p = 0;
+      if (j < 0) return false;
+      for (int i = 0; i < x->type.rank; i++) p += (i == axis ? j : idx[i]) * xst[i];
+      scatter_combine(r, p, upd, k, red);
+      next_index(idx, ind->type.dims, ind->type.rank);
+    }
+    return true;
+  }
+  int64_t q = ind->type.rank, m = q ? ind->type.dims[q - 1] : 0, inner = 1;
+  if (q < 1 || m < 1 || m > x->type.rank) return FAIL(e, "'scatter_nd': indices do not fit data");
+  for (int64_t i = m; i < x->type.rank; i++) inner *= x->type.dims[i];
+  int64_t n_tuples = numel(&ind->type) / m;
+  if (n_tuples * inner != numel(&upd->type)) return FAIL(e, "'scatter_nd': updates do not fit");
+  for (int64_t t = 0; t < n_tuples; t++) {
+    int64_t off = 0;
+    for (int64_t k = 0; k < m; k++) {
+      int64_t j = index_at(e, ind, t * m + k, x->type.dims[k]);
+      if (j < 0) return false;
+      off += j * xst[k];
+    }
+    for (int64_t i = 0; i < inner; i++) scatter_combine(r, off + i, upd, t * inner + i, red);
+  }
+  return true;
+}
+
 static int src_d2s(ev *e, const int64_t *o, const void *vc, int64_t *src) {
   (void)e;
   const move_ctx *c = vc; /* dims: operand dims [N,C,H,W]; offset = blocksize; mode */
@@ -2975,6 +3070,8 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_EXPAND: case QIR_OP_TILE: return eval_expand_tile(e, &in[0], &res[0]);
   case QIR_OP_GATHER: return eval_gather(e, &in[0], &in[1], &res[0]);
   case QIR_OP_GATHER_ELEMENTS: return eval_gather_elements(e, &in[0], &in[1], &res[0]);
+  case QIR_OP_GATHER_ND: return eval_gather_nd(e, &in[0], &in[1], &res[0]);
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return eval_scatter(e, &in[0], &in[1], &in[2], &res[0]);
   case QIR_OP_RESIZE: return eval_resize(e, &in[0], &res[0]);
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return eval_depth_space(e, &in[0], &res[0]);
   case QIR_OP_RANGE: return eval_range(e, in, &res[0]);

@@ -465,6 +465,53 @@ static bool rule_gather(rule_ctx *c) {
   return true;
 }
 
+static bool rule_gather_nd(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0), *idx = operand_type(c, 1);
+  int64_t b;
+  if (!attr_int(c, "batch_dims", 0, &b)) return false;
+  if (idx->dtype != QIR_I64 && idx->dtype != QIR_I32) return fail(c, "indices must be i32 or i64, not %s", tstr(idx).s);
+  if (idx->rank < 1 || b < 0 || b >= idx->rank || b >= x->rank) return fail(c, "batch_dims %lld does not fit data %s and indices %s", (long long)b, tstr(x).s, tstr(idx).s);
+  int64_t m = idx->dims[idx->rank - 1];
+  if (m < 1 || b + m > x->rank) return fail(c, "indices' last dim %lld must be in [1, %lld]", (long long)m, (long long)(x->rank - b));
+  for (int i = 0; i < b; i++)
+    if (x->dims[i] != idx->dims[i]) return fail(c, "batch dim %d differs between data %s and indices %s", i, tstr(x).s, tstr(idx).s);
+  qir_type t = *x;
+  t.rank = 0;
+  if (idx->rank - 1 + x->rank - b - m > QIR_MAX_RANK) return fail(c, "result rank exceeds %d", QIR_MAX_RANK);
+  for (int i = 0; i < idx->rank - 1; i++) t.dims[t.rank++] = idx->dims[i];
+  for (int64_t i = b + m; i < x->rank; i++) t.dims[t.rank++] = x->dims[i];
+  c->out[0] = t;
+  return true;
+}
+
+static bool rule_scatter(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0), *idx = operand_type(c, 1), *upd = operand_type(c, 2);
+  const char *red = qir_op_attr_str(c->op, "reduction", "none");
+  if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
+    return fail(c, "reduction must be none, add, mul, max or min, not '%s'", red);
+  if (idx->dtype != QIR_I64 && idx->dtype != QIR_I32) return fail(c, "indices must be i32 or i64, not %s", tstr(idx).s);
+  if (upd->dtype != x->dtype) return fail(c, "updates %s must have the element type of data %s", tstr(upd).s, tstr(x).s);
+  if (x->rank == 0) return fail(c, "data must have rank >= 1");
+  if (c->op->code == QIR_OP_SCATTER_ELEMENTS) {
+    int64_t axis;
+    if (!attr_axis(c, "axis", 0, x->rank, &axis)) return false;
+    if (idx->rank != x->rank || !same_dims(idx, upd)) return fail(c, "indices %s and updates %s must have data's rank and one shape", tstr(idx).s, tstr(upd).s);
+    for (int i = 0; i < x->rank; i++)
+      if (i != axis && idx->dims[i] > x->dims[i]) return fail(c, "indices %s exceed data %s on axis %d", tstr(idx).s, tstr(x).s, i);
+  } else {
+    int64_t m = idx->rank ? idx->dims[idx->rank - 1] : 0;
+    if (idx->rank < 1 || m < 1 || m > x->rank) return fail(c, "indices %s must be [.., m] with 1 <= m <= %d", tstr(idx).s, x->rank);
+    qir_type want = *upd;
+    want.rank = 0;
+    for (int i = 0; i < idx->rank - 1; i++) want.dims[want.rank++] = idx->dims[i];
+    for (int64_t i = m; i < x->rank; i++) want.dims[want.rank++] = x->dims[i];
+    if (idx->rank - 1 + x->rank - m > QIR_MAX_RANK || !same_dims(&want, upd))
+      return fail(c, "updates %s must be %s", tstr(upd).s, tstr(&want).s);
+  }
+  c->out[0] = *x;
+  return true;
+}
+
 static bool rule_resize(rule_ctx *c) {
   const qir_type *x = operand_type(c, 0);
   double scales[QIR_MAX_RANK];
@@ -917,6 +964,8 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_EXPAND: return rule_expand;
   case QIR_OP_TILE: return rule_tile;
   case QIR_OP_GATHER: case QIR_OP_GATHER_ELEMENTS: return rule_gather;
+  case QIR_OP_GATHER_ND: return rule_gather_nd;
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return rule_scatter;
   case QIR_OP_RESIZE: return rule_resize;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return rule_depth_space;
   case QIR_OP_RANGE: return rule_range;

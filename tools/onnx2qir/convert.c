@@ -718,6 +718,30 @@ static bool cv_gather(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+static bool cv_gather_nd(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_op *op = op_begin(IMP, QIR_OP_GATHER_ND, 2, nc->in);
+  set_i(IMP, op, "batch_dims", attr_int(nc, "batch_dims", 0));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+/* ScatterElements, ScatterND and the deprecated Scatter (= ScatterElements). */
+static bool cv_scatter(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  bool nd = strcmp(nc->node->op_type, "ScatterND") == 0;
+  qir_op *op = op_begin(IMP, nd ? QIR_OP_SCATTER_ND : QIR_OP_SCATTER_ELEMENTS, 3, nc->in);
+  if (!nd) {
+    int64_t axis = norm_axis(attr_int(nc, "axis", 0), IN(0)->type.rank);
+    if (axis < 0) {
+      qir_op_unlink(op);
+      return fail(nc, "axis out of range");
+    }
+    set_i(IMP, op, "axis", axis);
+  }
+  set_w(IMP, op, "reduction", attr_str(nc, "reduction", "none"));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
 static bool cv_shape(node_ctx *nc) {
   if (!need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
@@ -1297,7 +1321,9 @@ static const struct {
     {"Concat", cv_concat, "axis"}, {"Split", cv_split, "axis,split,num_outputs"},
     {"Slice", cv_slice, "starts,ends,axes"}, {"Pad", cv_pad, "mode,pads,paddings,value"},
     {"Expand", cv_expand, ""}, {"Tile", cv_tile, ""}, {"Gather", cv_gather, "axis"},
-    {"GatherElements", cv_gather, "axis"}, {"Shape", cv_shape, "start,end"}, {"Size", cv_size, ""},
+    {"GatherElements", cv_gather, "axis"}, {"GatherND", cv_gather_nd, "batch_dims"},
+    {"ScatterElements", cv_scatter, "axis,reduction"}, {"Scatter", cv_scatter, "axis"},
+    {"ScatterND", cv_scatter, "reduction"}, {"Shape", cv_shape, "start,end"}, {"Size", cv_size, ""},
     {"Constant", cv_constant, NULL}, {"ConstantOfShape", cv_constant_of_shape, "value"},
     {"Range", cv_range, ""}, {"DepthToSpace", cv_depth_space, "blocksize,mode"},
     {"SpaceToDepth", cv_depth_space, "blocksize"}, {"Trilu", cv_trilu, "upper"},
