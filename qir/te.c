@@ -812,6 +812,89 @@ static qir_op *te_gather(te *t) {
   return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
 }
 
+/* e, a possibly negative index into an axis of `extent`, wrapped */
+static qir_expr *wrap_index(te *t, qir_expr *e, int64_t extent) {
+  return sel(t, bin(t, QIR_FN_LT, e, lit(t, 0)), iadd(t, e, extent), e);
+}
+
+static qir_op *te_gather_nd(te *t) {
+  const qir_type *x = operand_type(t, 0), *ind = operand_type(t, 1);
+  int b = (int)attr_i(t, "batch_dims", 0), q = ind->rank;
+  int64_t m = ind->dims[q - 1];
+  set_axes(t, result_type(t));
+  qir_expr *xi[QIR_MAX_RANK], *ii[QIR_MAX_RANK];
+  for (int k = 0; k < q - 1; k++) ii[k] = var(t, k);
+  for (int k = 0; k < b; k++) xi[k] = var(t, k);
+  for (int64_t k = 0; k < m; k++) {
+    ii[q - 1] = lit(t, k);
+    xi[b + k] = wrap_index(t, access(t, 1, q, ii), x->dims[b + k]);
+  }
+  for (int64_t k = b + m; k < x->rank; k++) xi[k] = var(t, (int)(q - 1 + k - b - m));
+  return finish(t, access(t, 0, x->rank, xi), QIR_REDUCE_NONE);
+}
+
+/* Scatter as reductions over the updates: for result element p, `hit` says
+ * whether the update at the reduction variables lands on p; `upd` reads it
+ * (only under hit) and `lin` numbers it in writing order. */
+typedef struct {
+  qir_expr *hit, *upd, *lin;
+} scatter_terms;
+
+static bool scatter_read(te *t, int upd_operand, scatter_terms *s) {
+  const qir_type *x = operand_type(t, 0), *ind = operand_type(t, 1);
+  qir_expr *ii[QIR_MAX_RANK], *guard = NULL;
+  if (t->op->code == QIR_OP_SCATTER_ELEMENTS) {
+    int axis = (int)attr_i(t, "axis", 0);
+    int j = add_red(t, ind->dims[axis]);
+    for (int k = 0; k < x->rank; k++) {
+      ii[k] = k == axis ? var(t, j) : var(t, k);
+      if (k != axis && ind->dims[k] < x->dims[k]) guard = and_(t, guard, bin(t, QIR_FN_LT, var(t, k), lit(t, ind->dims[k])));
+    }
+    qir_expr *on = bin(t, QIR_FN_EQ, wrap_index(t, access(t, 1, ind->rank, ii), x->dims[axis]), var(t, axis));
+    s->hit = and_(t, guard, on);
+    s->upd = access(t, upd_operand, ind->rank, ii);
+    s->lin = var(t, j);
+    return true;
+  }
+  int q = ind->rank;
+  int64_t m = ind->dims[q - 1];
+  if (x->rank + q - 1 > 2 * QIR_MAX_RANK) return false;
+  qir_expr *ui[QIR_MAX_RANK], *lin = NULL;
+  for (int k = 0; k < q - 1; k++) {
+    int j = add_red(t, ind->dims[k]);
+    ii[k] = ui[k] = var(t, j);
+    lin = lin ? add(t, imul(t, lin, ind->dims[k]), var(t, j)) : var(t, j);
+  }
+  for (int64_t k = 0; k < m; k++) {
+    ii[q - 1] = lit(t, k);
+    guard = and_(t, guard, bin(t, QIR_FN_EQ, wrap_index(t, access(t, 1, q, ii), x->dims[k]), var(t, (int)k)));
+  }
+  for (int64_t k = m; k < x->rank; k++) ui[q - 1 + k - m] = var(t, (int)k);
+  s->hit = guard;
+  s->upd = access(t, upd_operand, (int)(q - 1 + x->rank - m), ui);
+  s->lin = lin ? lin : lit(t, 0);
+  return true;
+}
+
+/* scatter with add | mul | max | min: one reduction, data folded in */
+static qir_op *te_scatter(te *t) {
+  const char *red = qir_op_attr_str(t->op, "reduction", "none");
+  qir_dtype dt = operand_type(t, 0)->dtype;
+  set_axes(t, result_type(t));
+  scatter_terms s;
+  if (!strcmp(red, "none") || !scatter_read(t, 2, &s)) return NULL;
+  qir_expr *data = bcast(t, 0);
+  if (!strcmp(red, "add"))
+    return finish(t, add(t, sel(t, first_iteration(t), data, lit_like(t, dt, 0)), sel(t, s.hit, s.upd, lit_like(t, dt, 0))),
+                  QIR_REDUCE_SUM);
+  if (!strcmp(red, "mul"))
+    return finish(t, mul(t, sel(t, first_iteration(t), data, lit_like(t, dt, 1)), sel(t, s.hit, s.upd, lit_like(t, dt, 1))),
+                  QIR_REDUCE_PROD);
+  /* every term includes data, so it takes part even when all updates hit */
+  bool mx = !strcmp(red, "max");
+  return finish(t, sel(t, s.hit, bin(t, mx ? QIR_FN_MAX : QIR_FN_MIN, s.upd, data), data), mx ? QIR_REDUCE_MAX : QIR_REDUCE_MIN);
+}
+
 static qir_op *te_depth_space(te *t) {
   const qir_type *x = operand_type(t, 0), *out = result_type(t);
   int64_t b = attr_i(t, "blocksize", 1);
@@ -992,6 +1075,8 @@ static te_fn te_for(qir_opcode code) {
   case QIR_OP_EXPAND: return te_expand;
   case QIR_OP_TILE: return te_tile;
   case QIR_OP_GATHER: case QIR_OP_GATHER_ELEMENTS: return te_gather;
+  case QIR_OP_GATHER_ND: return te_gather_nd;
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return te_scatter;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return te_depth_space;
   case QIR_OP_TRILU: return te_trilu;
   case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: return te_cumsum;
@@ -1219,6 +1304,41 @@ static int expand_chain(chain *c) {
     qir_value *ops2[2] = {xv, ext};
     return push(c, make_compute(t, 2, ops2, result_type(t), body, last ? QIR_REDUCE_MAX : QIR_REDUCE_MIN)) ? c->n : 0;
   }
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: {
+    /* reduction none: the last update landing on each element (its number in
+     * writing order, -1 for none), then that update or the data */
+    qir_type lt = *x;
+    lt.dtype = QIR_I64;
+    set_axes(t, &lt);
+    scatter_terms s;
+    if (!scatter_read(t, 2, &s)) return 0;
+    qir_value *last = push(c, make_compute(t, 2, op->operands, &lt, sel(t, s.hit, s.lin, lit(t, -1)), QIR_REDUCE_MAX));
+    if (!last) return 0;
+    set_axes(t, result_type(t));
+    const qir_type *ind = operand_type(t, 1);
+    qir_expr *lv[QIR_MAX_RANK], *ui[QIR_MAX_RANK], *at = NULL;
+    for (int k = 0; k < x->rank; k++) lv[k] = var(t, k);
+    at = access(t, 2, x->rank, lv);
+    int n_ui;
+    if (op->code == QIR_OP_SCATTER_ELEMENTS) {
+      int axis = (int)qir_op_attr_int(op, "axis", 0);
+      for (int k = 0; k < x->rank; k++) ui[k] = k == axis ? at : var(t, k);
+      n_ui = x->rank;
+    } else {
+      /* the update's leading coordinates from its number */
+      int q = ind->rank;
+      int64_t m = ind->dims[q - 1], stride = 1;
+      for (int k = q - 2; k >= 0; k--) {
+        ui[k] = bin(t, QIR_FN_MOD, bin(t, QIR_FN_DIV, at, lit(t, stride)), lit(t, ind->dims[k]));
+        stride *= ind->dims[k];
+      }
+      for (int64_t k = m; k < x->rank; k++) ui[q - 1 + k - m] = var(t, (int)k);
+      n_ui = (int)(q - 1 + x->rank - m);
+    }
+    qir_value *ops3[3] = {xv, op->operands[2], last};
+    qir_expr *body = sel(t, bin(t, QIR_FN_GE, at, lit(t, 0)), access(t, 1, n_ui, ui), bcast(t, 0));
+    return push(c, stage_final(c, 3, ops3, body)) ? c->n : 0;
+  }
   case QIR_OP_LRN: {
     int64_t size = qir_op_attr_int(op, "size", 1), C = x->dims[1];
     double alpha = attr_f(t, "alpha", 1e-4), beta = attr_f(t, "beta", 0.75), bias = attr_f(t, "bias", 1);
@@ -1263,6 +1383,7 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
   switch (op->code) {
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
   case QIR_OP_LP_NORMALIZATION: case QIR_OP_REDUCE_L2: case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: case QIR_OP_LRN:
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND:
     break;
   default:
     return 0;
