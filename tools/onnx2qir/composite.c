@@ -274,6 +274,206 @@ static bool cv_eye_like(node_ctx *nc) {
   return set_out(nc, 0, v);
 }
 
+/* ReverseSequence: along time_axis, the first seq_lens[b] steps of batch b
+ * reversed: a gather_elements with index where(t < len, len - 1 - t, t). */
+static bool cv_reverse_sequence(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0), *lens = IN(1);
+  int r = x->type.rank;
+  int64_t ta = norm_axis(attr_int(nc, "time_axis", 0), r), ba = norm_axis(attr_int(nc, "batch_axis", 1), r);
+  if (r < 2 || ta < 0 || ba < 0 || ta == ba) return fail(nc, "time_axis and batch_axis must be two distinct axes");
+  int64_t T = x->type.dims[ta], B = x->type.dims[ba];
+  if (lens->type.rank != 1 || lens->type.dims[0] != B || !is_int_dtype(lens->type.dtype))
+    return fail(nc, "sequence_lens must be an integer tensor of batch size");
+  int64_t dt_[QIR_MAX_RANK], db[QIR_MAX_RANK];
+  for (int i = 0; i < r; i++) dt_[i] = i == ta ? T : 1, db[i] = i == ba ? B : 1;
+  int64_t *tv = malloc(sizeof *tv * (size_t)(T + 1));
+  if (!tv) abort();
+  for (int64_t i = 0; i < T; i++) tv[i] = i;
+  qir_value *t = const_data(IMP, qir_type_make(QIR_I64, r, dt_), tv);
+  free(tv);
+  qir_value *len = emit_reshape(IMP, emit_cast(IMP, lens, QIR_I64), r, db);
+  qir_value *rev = emit2(IMP, QIR_OP_SUB, emit2(IMP, QIR_OP_SUB, len, const_scalar(IMP, QIR_I64, 1)), t);
+  qir_value *idx = where(IMP, emit2(IMP, QIR_OP_LESS, t, len), rev, t);
+  if (!idx) return false;
+  qir_type full = qir_type_make(QIR_I64, r, x->type.dims);
+  idx = op_end(IMP, op_begin_typed(IMP, QIR_OP_EXPAND, 1, &idx, 1, &full), NULL);
+  return set_out(nc, 0, gather(IMP, QIR_OP_GATHER_ELEMENTS, x, idx, ta));
+}
+
+/* x[..., start:end:step] on the last axis */
+static qir_value *slice_last(importer *imp, qir_value *x, int64_t start, int64_t end, int64_t step) {
+  if (!x) return NULL;
+  int r = x->type.rank;
+  int64_t s[QIR_MAX_RANK], e[QIR_MAX_RANK], st[QIR_MAX_RANK];
+  for (int i = 0; i < r; i++) s[i] = 0, e[i] = x->type.dims[i], st[i] = 1;
+  s[r - 1] = start, e[r - 1] = end, st[r - 1] = step;
+  qir_op *op = op_begin(imp, QIR_OP_SLICE, 1, &x);
+  set_ints(imp, op, "starts", r, s);
+  set_ints(imp, op, "ends", r, e);
+  set_ints(imp, op, "steps", r, st);
+  return op_end(imp, op, NULL);
+}
+
+static qir_value *concat2(importer *imp, qir_value *a, qir_value *b, int64_t axis) {
+  if (!a || !b) return NULL;
+  qir_value *in[2] = {a, b};
+  qir_op *op = op_begin(imp, QIR_OP_CONCAT, 2, in);
+  set_i(imp, op, "axis", axis);
+  return op_end(imp, op, NULL);
+}
+
+/* CenterCropPad: per axis, a centred slice (crop) or a centred zero pad. */
+static bool cv_center_crop_pad(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0);
+  int r = x->type.rank;
+  int64_t shape[QIR_MAX_RANK], axes[QIR_MAX_RANK];
+  int ns, na = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
+  if (!need_const_ints(nc, 1, shape, QIR_MAX_RANK, &ns)) return false;
+  if (na < 0) {
+    na = r;
+    for (int i = 0; i < r; i++) axes[i] = i;
+  }
+  if (ns != na) return fail(nc, "shape needs one entry per axis");
+  int64_t s[QIR_MAX_RANK], e[QIR_MAX_RANK], st[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK] = {0};
+  bool crop = false, pad = false;
+  for (int i = 0; i < r; i++) s[i] = 0, e[i] = x->type.dims[i], st[i] = 1;
+  for (int i = 0; i < na; i++) {
+    int64_t a = norm_axis(axes[i], r), d;
+    if (a < 0) return fail(nc, "axis out of range");
+    if (shape[i] < 0) return fail(nc, "negative target size");
+    d = x->type.dims[a];
+    if (shape[i] < d) {
+      s[a] = (d - shape[i]) / 2, e[a] = s[a] + shape[i], crop = true;
+    } else if (shape[i] > d) {
+      pads[a] = (shape[i] - d) / 2, pads[r + a] = shape[i] - d - pads[a], pad = true;
+    }
+  }
+  if (crop) {
+    qir_op *op = op_begin(IMP, QIR_OP_SLICE, 1, &x);
+    set_ints(IMP, op, "starts", r, s);
+    set_ints(IMP, op, "ends", r, e);
+    set_ints(IMP, op, "steps", r, st);
+    x = op_end(IMP, op, NULL);
+  }
+  if (pad && x) {
+    qir_value *in[2] = {x, const_scalar(IMP, x->type.dtype, 0)};
+    qir_op *op = op_begin(IMP, QIR_OP_PAD, 2, in);
+    set_ints(IMP, op, "pads", 2 * r, pads);
+    set_w(IMP, op, "mode", "constant");
+    x = op_end(IMP, op, NULL);
+  }
+  return set_out(nc, 0, x);
+}
+
+/* RotaryEmbedding (opset 23): rotate pairs of the first rotary_embedding_dim
+ * features of each head by the cached cos/sin of the token's position; pairs
+ * are (i, i + dim/2), or adjacent with interleaved=1. */
+static bool cv_rotary_embedding(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  importer *imp = IMP;
+  qir_value *x = IN(0), *cosc = IN(1), *sinc = IN(2), *pos = IN(3);
+  int r = x->type.rank;
+  if (r != 3 && r != 4) return fail(nc, "input must be 3-D or 4-D");
+  int64_t B = x->type.dims[0], S, H, hd;
+  qir_value *xs; /* [B, S, H, hd] */
+  static const int64_t perm[4] = {0, 2, 1, 3};
+  if (r == 4) {
+    H = x->type.dims[1], S = x->type.dims[2], hd = x->type.dims[3];
+    xs = emit_transpose(imp, x, 4, perm);
+  } else {
+    H = attr_int(nc, "num_heads", 0), S = x->type.dims[1];
+    if (H <= 0 || x->type.dims[2] % H) return fail(nc, "3-D input needs num_heads dividing the hidden size");
+    hd = x->type.dims[2] / H;
+    int64_t d[4] = {B, S, H, hd};
+    xs = emit_reshape(imp, x, 4, d);
+  }
+  int64_t rot = attr_int(nc, "rotary_embedding_dim", 0);
+  if (rot == 0) rot = hd;
+  if (rot < 2 || rot > hd || rot % 2) return fail(nc, "rotary_embedding_dim must be even and at most the head size");
+  int64_t half = rot / 2;
+  qir_value *c = cosc, *s = sinc;
+  if (pos) {
+    if (cosc->type.rank != 2 || sinc->type.rank != 2) return fail(nc, "with position_ids, the caches must be 2-D");
+    c = gather(imp, QIR_OP_GATHER, cosc, pos, 0);
+    s = gather(imp, QIR_OP_GATHER, sinc, pos, 0);
+  }
+  if (!c || !s || c->type.rank != 3 || s->type.rank != 3 || c->type.dims[2] < half || s->type.dims[2] < half)
+    return fail(nc, "cos/sin must give [batch, sequence, >= rotary_embedding_dim/2]");
+  c = emit_insert_unit_axis(imp, slice_last(imp, c, 0, half, 1), 2); /* [B, S, 1, half] */
+  s = emit_insert_unit_axis(imp, slice_last(imp, s, 0, half, 1), 2);
+  bool inter = attr_int(nc, "interleaved", 0) != 0;
+  qir_value *xr = rot == hd ? xs : slice_last(imp, xs, 0, rot, 1);
+  qir_value *x1 = inter ? slice_last(imp, xr, 0, rot, 2) : slice_last(imp, xr, 0, half, 1);
+  qir_value *x2 = inter ? slice_last(imp, xr, 1, rot, 2) : slice_last(imp, xr, half, rot, 1);
+  qir_value *re = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, c, x1), emit2(imp, QIR_OP_MUL, s, x2));
+  qir_value *im = emit2(imp, QIR_OP_ADD, emit2(imp, QIR_OP_MUL, s, x1), emit2(imp, QIR_OP_MUL, c, x2));
+  qir_value *rotated;
+  if (inter) {
+    int64_t d5[5] = {B, S, H, half, 1}, d4[4] = {B, S, H, rot};
+    rotated = emit_reshape(imp, concat2(imp, emit_reshape(imp, re, 5, d5), emit_reshape(imp, im, 5, d5), 4), 4, d4);
+  } else {
+    rotated = concat2(imp, re, im, 3);
+  }
+  qir_value *y = rot == hd ? rotated : concat2(imp, rotated, slice_last(imp, xs, rot, hd, 1), 3);
+  if (!y) return false;
+  if (r == 4) return set_out(nc, 0, emit_transpose(imp, y, 4, perm));
+  return set_out(nc, 0, emit_reshape(imp, y, 3, x->type.dims));
+}
+
+/* Col2Im: a grouped transposed convolution of the columns with one-hot
+ * weights (column channel c*K + k feeds image channel c at tap k). */
+static bool cv_col2im(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  qir_value *x = IN(0);
+  int64_t img[QIR_MAX_RANK], blk[QIR_MAX_RANK];
+  int ni, nb;
+  if (!need_const_ints(nc, 1, img, QIR_MAX_RANK, &ni) || !need_const_ints(nc, 2, blk, QIR_MAX_RANK, &nb)) return false;
+  if (ni != nb || ni < 1 || ni + 2 > QIR_MAX_RANK) return fail(nc, "image_shape and block_shape must have one entry per spatial dim");
+  if (x->type.rank != 3) return fail(nc, "input must be [N, C*prod(block_shape), L]");
+  int64_t K = 1, strides[QIR_MAX_RANK], dil[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK], L[QIR_MAX_RANK], nL = 1;
+  for (int i = 0; i < nb; i++) {
+    if (blk[i] < 1 || img[i] < 1) return fail(nc, "block and image sizes must be positive");
+    K *= blk[i];
+  }
+  if (attr_ints(nc, "strides", strides, QIR_MAX_RANK) < 0) for (int i = 0; i < nb; i++) strides[i] = 1;
+  if (attr_ints(nc, "dilations", dil, QIR_MAX_RANK) < 0) for (int i = 0; i < nb; i++) dil[i] = 1;
+  if (attr_ints(nc, "pads", pads, 2 * QIR_MAX_RANK) < 0) for (int i = 0; i < 2 * nb; i++) pads[i] = 0;
+  for (int i = 0; i < nb; i++) {
+    if (strides[i] < 1 || dil[i] < 1) return fail(nc, "strides and dilations must be positive");
+    L[i] = (img[i] + pads[i] + pads[nb + i] - dil[i] * (blk[i] - 1) - 1) / strides[i] + 1;
+    if (L[i] < 1) return fail(nc, "no block fits the padded image");
+    nL *= L[i];
+  }
+  int64_t N = x->type.dims[0], CK = x->type.dims[1];
+  if (CK % K || x->type.dims[2] != nL) return fail(nc, "input shape does not match block_shape and image_shape");
+  int64_t C = CK / K;
+  if (CK * K > FOLD_LIMIT) return fail(nc, "block too large to materialise");
+  int64_t xd[QIR_MAX_RANK] = {N, CK}, wd[QIR_MAX_RANK] = {CK, 1};
+  for (int i = 0; i < nb; i++) xd[2 + i] = L[i], wd[2 + i] = blk[i];
+  char *w = calloc((size_t)(CK * K), (size_t)qir_dtype_size(x->type.dtype));
+  if (!w) abort();
+  for (int64_t ch = 0; ch < CK; ch++) qir_store_elem(x->type.dtype, w, ch * K + ch % K, 1);
+  qir_value *in[3] = {emit_reshape(IMP, x, 2 + nb, xd), const_data(IMP, qir_type_make(x->type.dtype, 2 + nb, wd), w),
+                      const_splat(IMP, qir_type_make(x->type.dtype, 1, &C), 0)};
+  free(w);
+  int64_t outpad[QIR_MAX_RANK], od[QIR_MAX_RANK] = {N, C};
+  for (int i = 0; i < nb; i++) {
+    od[2 + i] = img[i];
+    /* the transposed conv gives (L-1)*s + (k-1)*d + 1 - pads; the rest of the image is output padding */
+    outpad[i] = img[i] - ((L[i] - 1) * strides[i] + (blk[i] - 1) * dil[i] + 1 - pads[i] - pads[nb + i]);
+  }
+  qir_type ot = qir_type_make(x->type.dtype, 2 + nb, od);
+  qir_op *op = op_begin_typed(IMP, QIR_OP_CONV_TRANSPOSE, 3, in, 1, &ot);
+  set_ints(IMP, op, "strides", nb, strides);
+  set_ints(IMP, op, "pads", 2 * nb, pads);
+  set_ints(IMP, op, "dilations", nb, dil);
+  set_i(IMP, op, "group", C);
+  set_ints(IMP, op, "output_padding", nb, outpad);
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
 /* ---------------------------------------------------------------- quantisation */
 
 /* A per-tensor, per-axis (1-D along axis) or blocked (same rank, block_size
@@ -613,6 +813,10 @@ static const struct {
     {"Swish", cv_swish, "alpha"},
     {"Hardmax", cv_hardmax, "axis"},
     {"EyeLike", cv_eye_like, "dtype,k"},
+    {"ReverseSequence", cv_reverse_sequence, "batch_axis,time_axis"},
+    {"CenterCropPad", cv_center_crop_pad, "axes"},
+    {"RotaryEmbedding", cv_rotary_embedding, "interleaved,num_heads,rotary_embedding_dim"},
+    {"Col2Im", cv_col2im, "dilations,pads,strides"},
     {"DequantizeLinear", cv_dequantize, "axis,block_size,output_dtype"},
     {"QuantizeLinear", cv_quantize, "axis,block_size,output_dtype,saturate,precision"},
     {"DynamicQuantizeLinear", cv_dynamic_quantize, ""},

@@ -987,6 +987,33 @@ static bool cv_conv(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+/* ConvInteger: (x - x_zero_point) conv (w - w_zero_point) in i32; the weight
+ * zero point may be per output channel. */
+static bool cv_conv_integer(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = emit_cast(IMP, IN(0), QIR_I32), *wt = emit_cast(IMP, IN(1), QIR_I32);
+  if (!x || !wt) return false;
+  if (wt->type.rank != x->type.rank) return fail(nc, "weights rank differs from input rank");
+  if (IN(2)) {
+    if (qir_type_numel(&IN(2)->type) != 1) return fail(nc, "x_zero_point must be a scalar");
+    x = emit2(IMP, QIR_OP_SUB, x, emit_reshape(IMP, emit_cast(IMP, IN(2), QIR_I32), 0, NULL));
+  }
+  if (IN(3)) {
+    int64_t m = wt->type.dims[0], n = qir_type_numel(&IN(3)->type), d[QIR_MAX_RANK];
+    if (n != 1 && n != m) return fail(nc, "w_zero_point must be a scalar or have one entry per output channel");
+    for (int i = 0; i < wt->type.rank; i++) d[i] = i == 0 ? n : 1;
+    wt = emit2(IMP, QIR_OP_SUB, wt, emit_reshape(IMP, emit_cast(IMP, IN(3), QIR_I32), wt->type.rank, d));
+  }
+  window w;
+  if (!x || !wt || !window_attrs(nc, x, wt->type.dims + 2, &w, false)) return false;
+  int64_t m = wt->type.dims[0];
+  qir_value *in[3] = {x, wt, const_splat(IMP, qir_type_make(QIR_I32, 1, &m), 0)};
+  qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, in);
+  set_window(IMP, op, &w, false);
+  set_i(IMP, op, "group", attr_int(nc, "group", 1));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
 static bool cv_conv_transpose(node_ctx *nc) {
   if (!need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *wt = IN(1), *b = IN(2);
@@ -1053,6 +1080,31 @@ static bool cv_pool(node_ctx *nc) {
   nc->out[0] = outs[0];
   if (n_res > 1) nc->out[1] = outs[1];
   return true;
+}
+
+/* LpPool: (sum over the window of |x|^p)^(1/p), the sum being an average
+ * pool that counts the padding, times the window size. */
+static bool cv_lp_pool(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  window w;
+  if (!window_attrs(nc, x, NULL, &w, false)) return false;
+  double p = (double)attr_int(nc, "p", 2);
+  if (p <= 0) return fail(nc, "p must be positive");
+  qir_dtype dt = x->type.dtype;
+  qir_value *ax = emit1(IMP, QIR_OP_ABS, x);
+  qir_value *xp = p == 1 ? ax : p == 2 ? emit2(IMP, QIR_OP_MUL, x, x) : emit2(IMP, QIR_OP_POW, ax, const_scalar(IMP, dt, p));
+  qir_op *op = op_begin(IMP, QIR_OP_AVG_POOL, 1, &xp);
+  set_window(IMP, op, &w, true);
+  set_i(IMP, op, "ceil_mode", attr_int(nc, "ceil_mode", 0));
+  set_i(IMP, op, "count_include_pad", 1);
+  int64_t taps = 1;
+  for (int i = 0; i < w.n; i++) taps *= w.kernel[i];
+  qir_value *sum = emit2(IMP, QIR_OP_MUL, op_end(IMP, op, NULL), const_scalar(IMP, dt, (double)taps));
+  if (p == 1) return set_out(nc, 0, sum);
+  if (p == 2) return set_out(nc, 0, emit1(IMP, QIR_OP_SQRT, sum));
+  return set_out(nc, 0, emit2(IMP, QIR_OP_POW, sum, const_scalar(IMP, dt, 1 / p)));
 }
 
 static bool cv_lp_norm(node_ctx *nc) {
@@ -1328,12 +1380,14 @@ static const struct {
     {"Range", cv_range, ""}, {"DepthToSpace", cv_depth_space, "blocksize,mode"},
     {"SpaceToDepth", cv_depth_space, "blocksize"}, {"Trilu", cv_trilu, "upper"},
     {"CumSum", cv_cumsum, "exclusive,reverse"}, {"CumProd", cv_cumsum, "exclusive,reverse"}, {"OneHot", cv_one_hot, "axis"},
+    {"ConvInteger", cv_conv_integer, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"Gemm", cv_gemm, "alpha,beta,transA,transB,broadcast"}, {"Einsum", cv_einsum, "equation"},
     {"Conv", cv_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"ConvTranspose", cv_conv_transpose, "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
     {"MaxPool", cv_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
     {"AveragePool", cv_pool, "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides"},
     {"LpNormalization", cv_lp_norm, "axis,p"},
+    {"LpPool", cv_lp_pool, "auto_pad,ceil_mode,dilations,kernel_shape,p,pads,strides"},
     {"BatchNormalization", cv_batch_norm, "epsilon,momentum,spatial,training_mode,is_test,consumed_inputs"},
     {"InstanceNormalization", cv_instance_norm, "epsilon"},
     {"LayerNormalization", cv_layer_norm, "axis,epsilon,stash_type"}, {"LRN", cv_lrn, "alpha,beta,bias,size"},
