@@ -5,6 +5,7 @@
  * control.c  If, Loop, Scan
  * rnn.c      LSTM, GRU, RNN as loop regions of primitive ops
  * composite.c operators built from primitive ops (losses, RMSNorm, Q/DQ, ...)
+ * signal.c   DFT, STFT and the window functions
  * main.c     command line, weights sidecar, printing
  */
 #ifndef ONNX2QIR_H
@@ -170,6 +171,8 @@ bool find_converter(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- composite.c: operators built from primitive qir ops */
 bool find_composite(const char *op_type, convert_fn *fn, const char **attrs);
+/* ---- signal.c: DFT, STFT, window functions */
+bool find_signal_op(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- control.c */
 bool convert_if(node_ctx *nc);
