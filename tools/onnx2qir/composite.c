@@ -474,6 +474,148 @@ static bool cv_col2im(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+/* TensorScatter (opset 24): the KV-cache update.  update's sequence slices
+ * land at write_indices[b] + s (wrapping with mode=circular) along axis. */
+static bool cv_tensor_scatter(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *past = IN(0), *upd = IN(1), *wi = IN(2);
+  int r = past->type.rank;
+  int64_t axis = norm_axis(attr_int(nc, "axis", -2), r);
+  if (axis <= 0) return fail(nc, "axis must name a dimension after the batch");
+  if (upd->type.rank != r || upd->type.dtype != past->type.dtype) return fail(nc, "update must have the cache's rank and type");
+  for (int i = 0; i < r; i++)
+    if (i != axis && upd->type.dims[i] != past->type.dims[i]) return fail(nc, "update and cache differ outside the sequence axis");
+  const char *mode = attr_str(nc, "mode", "linear");
+  bool circular = !strcmp(mode, "circular");
+  if (!circular && strcmp(mode, "linear")) return fail(nc, "mode must be linear or circular");
+  int64_t B = past->type.dims[0], S = upd->type.dims[axis], M = past->type.dims[axis];
+  if (S > M) return fail(nc, "update is longer than the cache");
+  int64_t ds[QIR_MAX_RANK], db[QIR_MAX_RANK];
+  for (int i = 0; i < r; i++) ds[i] = i == axis ? S : 1, db[i] = i == 0 ? B : 1;
+  int64_t *sv = malloc(sizeof *sv * (size_t)(S + 1));
+  if (!sv) abort();
+  for (int64_t s = 0; s < S; s++) sv[s] = s;
+  qir_value *idx = const_data(IMP, qir_type_make(QIR_I64, r, ds), sv);
+  free(sv);
+  if (wi) {
+    if (wi->type.rank != 1 || wi->type.dims[0] != B || !is_int_dtype(wi->type.dtype)) return fail(nc, "write_indices must be [batch] integers");
+    idx = emit2(IMP, QIR_OP_ADD, idx, emit_reshape(IMP, emit_cast(IMP, wi, QIR_I64), r, db));
+  }
+  if (circular) {
+    qir_op *op = op_begin(IMP, QIR_OP_MOD, 2, (qir_value *[]){idx, const_scalar(IMP, QIR_I64, (double)M)});
+    set_i(IMP, op, "fmod", 0);
+    idx = op_end(IMP, op, NULL);
+  }
+  if (!idx) return false;
+  qir_type full = qir_type_make(QIR_I64, r, upd->type.dims);
+  idx = op_end(IMP, op_begin_typed(IMP, QIR_OP_EXPAND, 1, &idx, 1, &full), NULL);
+  qir_op *op = op_begin(IMP, QIR_OP_SCATTER_ELEMENTS, 3, (qir_value *[]){past, idx, upd});
+  set_i(IMP, op, "axis", axis);
+  set_w(IMP, op, "reduction", "none");
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+/* MaxUnpool: zeros with each x at its flat index (MaxPool's indices) into
+ * the output: a scatter on the flattened output. */
+static bool cv_max_unpool(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0), *ind = IN(1);
+  int r = x->type.rank, ns = r - 2;
+  if (ns < 1) return fail(nc, "input must be [N, C, spatial...]");
+  if (ind->type.rank != r || !is_int_dtype(ind->type.dtype)) return fail(nc, "indices must be integers of the input's shape");
+  for (int i = 0; i < r; i++)
+    if (ind->type.dims[i] != x->type.dims[i]) return fail(nc, "indices must have the input's shape");
+  int64_t od[QIR_MAX_RANK], k[QIR_MAX_RANK], st[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK];
+  if (attr_ints(nc, "kernel_shape", k, QIR_MAX_RANK) != ns) return fail(nc, "kernel_shape needs one entry per spatial dim");
+  if (attr_ints(nc, "strides", st, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) st[i] = 1;
+  if (attr_ints(nc, "pads", pads, 2 * QIR_MAX_RANK) < 0) for (int i = 0; i < 2 * ns; i++) pads[i] = 0;
+  od[0] = x->type.dims[0], od[1] = x->type.dims[1];
+  for (int i = 0; i < ns; i++) {
+    if (k[i] < 1 || st[i] < 1) return fail(nc, "kernel and strides must be positive");
+    od[2 + i] = (x->type.dims[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[ns + i];
+  }
+  /* the indices address the inferred shape; a given output_shape extends it
+   * with zeros at the end of each dim (or cuts it) */
+  int64_t want[QIR_MAX_RANK];
+  memcpy(want, od, sizeof want);
+  if (IN(2)) {
+    int n;
+    if (!need_const_ints(nc, 2, want, QIR_MAX_RANK, &n)) return false;
+    if (n != r) return fail(nc, "output_shape needs one entry per dimension");
+    if (want[0] != od[0] || want[1] != od[1]) return fail(nc, "output_shape must keep N and C");
+  }
+  qir_type ot = qir_type_make(x->type.dtype, r, od);
+  int64_t total = qir_type_numel(&ot), nx = qir_type_numel(&x->type);
+  for (int i = 0; i < r; i++)
+    if (od[i] < 0) return fail(nc, "negative output size");
+  if (total > MAX_NUMEL) return fail(nc, "output is absurdly large");
+  qir_value *zeros = const_splat(IMP, qir_type_make(x->type.dtype, 1, &total), 0);
+  qir_op *op = op_begin(IMP, QIR_OP_SCATTER_ELEMENTS, 3,
+                        (qir_value *[]){zeros, emit_reshape(IMP, emit_cast(IMP, ind, QIR_I64), 1, &nx), emit_reshape(IMP, x, 1, &nx)});
+  set_i(IMP, op, "axis", 0);
+  set_w(IMP, op, "reduction", "none");
+  qir_value *y = emit_reshape(IMP, op_end(IMP, op, NULL), r, od);
+  int64_t pads2[2 * QIR_MAX_RANK] = {0};
+  bool pad = false;
+  for (int i = 0; i < r; i++) {
+    if (want[i] < 0) return fail(nc, "negative output size");
+    pads2[r + i] = want[i] - od[i], pad |= want[i] != od[i];
+  }
+  if (pad && y) {
+    qir_op *p = op_begin(IMP, QIR_OP_PAD, 2, (qir_value *[]){y, const_scalar(IMP, x->type.dtype, 0)});
+    set_ints(IMP, p, "pads", 2 * r, pads2);
+    set_w(IMP, p, "mode", "constant");
+    y = op_end(IMP, p, NULL);
+  }
+  return set_out(nc, 0, y);
+}
+
+/* AffineGrid: the sampling grid theta x (x, y[, z], 1) over the normalised
+ * pixel centres (or corners with align_corners). */
+static bool cv_affine_grid(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *theta = IN(0);
+  int64_t size[5];
+  int n;
+  if (!need_const_ints(nc, 1, size, 5, &n)) return false;
+  if (n != 4 && n != 5) return fail(nc, "size must be [N, C, H, W] or [N, C, D, H, W]");
+  int sd = n - 2; /* spatial dims */
+  int64_t N = size[0];
+  if (theta->type.rank != 3 || theta->type.dims[0] != N || theta->type.dims[1] != sd || theta->type.dims[2] != sd + 1)
+    return fail(nc, "theta must be [N, 2, 3] (2-D) or [N, 3, 4] (3-D)");
+  bool align = attr_int(nc, "align_corners", 0) != 0;
+  int64_t P = 1;
+  for (int i = 0; i < sd; i++) {
+    if (size[2 + i] < 1) return fail(nc, "sizes must be positive");
+    P *= size[2 + i];
+  }
+  if (P * (sd + 1) > FOLD_LIMIT) return fail(nc, "grid too large to materialise");
+  qir_dtype dt = theta->type.dtype;
+  char *buf = calloc((size_t)(P * (sd + 1)), (size_t)qir_dtype_size(dt));
+  if (!buf) abort();
+  for (int64_t p = 0; p < P; p++) {
+    int64_t rem = p;
+    /* p runs over (D,) H, W row-major; the grid's coordinates are (x, y[, z]) = (w, h[, d]) */
+    for (int i = sd - 1; i >= 0; i--) {
+      int64_t ext = size[2 + i], c = rem % ext;
+      rem /= ext;
+      double v = align ? (ext > 1 ? -1 + 2.0 * (double)c / (double)(ext - 1) : 0) : (2.0 * (double)c + 1) / (double)ext - 1;
+      qir_store_elem(dt, buf, p * (sd + 1) + (sd - 1 - i), v);
+    }
+    qir_store_elem(dt, buf, p * (sd + 1) + sd, 1);
+  }
+  int64_t bd[2] = {P, sd + 1};
+  qir_value *base = const_data(IMP, qir_type_make(dt, 2, bd), buf);
+  free(buf);
+  static const int64_t perm[3] = {0, 2, 1};
+  qir_value *g = emit2(IMP, QIR_OP_MATMUL, base, emit_transpose(IMP, theta, 3, perm)); /* [N, P, sd] */
+  int64_t gd[QIR_MAX_RANK];
+  gd[0] = N;
+  for (int i = 0; i < sd; i++) gd[1 + i] = size[2 + i];
+  gd[1 + sd] = sd;
+  return set_out(nc, 0, emit_reshape(IMP, g, sd + 2, gd));
+}
+
 /* ---------------------------------------------------------------- quantisation */
 
 /* A per-tensor, per-axis (1-D along axis) or blocked (same rank, block_size
@@ -817,6 +959,9 @@ static const struct {
     {"CenterCropPad", cv_center_crop_pad, "axes"},
     {"RotaryEmbedding", cv_rotary_embedding, "interleaved,num_heads,rotary_embedding_dim"},
     {"Col2Im", cv_col2im, "dilations,pads,strides"},
+    {"TensorScatter", cv_tensor_scatter, "axis,mode"},
+    {"MaxUnpool", cv_max_unpool, "kernel_shape,pads,strides"},
+    {"AffineGrid", cv_affine_grid, "align_corners"},
     {"DequantizeLinear", cv_dequantize, "axis,block_size,output_dtype"},
     {"QuantizeLinear", cv_quantize, "axis,block_size,output_dtype,saturate,precision"},
     {"DynamicQuantizeLinear", cv_dynamic_quantize, ""},
