@@ -1318,6 +1318,98 @@ static bool eval_scatter(ev *e, const qir_tensor *x, const qir_tensor *ind, cons
   return true;
 }
 
+/* grid_sample, after ONNX's reference: coordinates denormalised, moved into
+ * [lo, hi] (border: clamped to the pixels; reflection: reflected) when outside,
+ * then each tap read with the padding mode. */
+static double gs_reflect(double x, double lo, double hi) {
+  double rng = hi - lo;
+  if (rng <= 0) return lo;
+  if (x < lo) {
+    double dx = lo - x, n = floor(dx / rng), r = dx - n * rng;
+    return fmod(n, 2) == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    double dx = x - hi, n = floor(dx / rng), r = dx - n * rng;
+    return fmod(n, 2) == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+static void gs_cubic(double t, double *w) {
+  const double a = -0.75;
+  double x = fabs(t);
+  w[0] = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a;
+  w[1] = ((a + 2) * x - (a + 3)) * x * x + 1;
+  w[2] = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1;
+  w[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
+}
+
+static bool eval_grid_sample(ev *e, const qir_tensor *x, const qir_tensor *g, qir_tensor *r) {
+  const char *mode = attr_s(e, "mode", "linear"), *pad = attr_s(e, "padding_mode", "zeros");
+  bool align = attr_int(e, "align_corners", 0) != 0;
+  int k = x->type.rank - 2, gr = g->type.rank;
+  if (k < 1 || gr != r->type.rank || g->type.dims[gr - 1] != k) return FAIL(e, "'grid_sample': x, grid and result do not fit");
+  int taps1 = !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "linear") ? 2 : 4, taps = 1;
+  for (int d = 0; d < k; d++) taps *= taps1;
+  int64_t N = x->type.dims[0], C = x->type.dims[1], P = numel(&g->type) / (N * k), plane = 1, xst[QIR_MAX_RANK];
+  for (int d = 0; d < k; d++) plane *= x->type.dims[2 + d];
+  strides_of(&x->type, xst);
+  double *xv = load_f64(e, x), *gv = load_f64(e, g), *out = xmalloc(e, sizeof *out * (size_t)(N * C * P + 1));
+  if (!xv || !gv || !out) { free(xv); free(gv); free(out); return false; }
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t p = 0; p < P; p++) {
+      double w[QIR_MAX_RANK][4];
+      int64_t base[QIR_MAX_RANK];
+      for (int d = 0; d < k; d++) {
+        double D = (double)x->type.dims[2 + d], gn = gv[(n * P + p) * k + (k - 1 - d)];
+        double v = align ? (gn + 1) / 2 * (D - 1) : ((gn + 1) * D - 1) / 2;
+        double lo = align ? 0 : -0.5, hi = align ? D - 1 : D - 0.5;
+        if (taps1 == 1) v = nearbyint(v); /* half to even, in every rank */
+        if (v < lo || v > hi) {
+          if (!strcmp(pad, "border")) v = v < 0 ? 0 : v > D - 1 ? D - 1 : v;
+          else if (!strcmp(pad, "reflection")) v = gs_reflect(v, lo, hi);
+        }
+        if (taps1 == 1) {
+          base[d] = (int64_t)v; /* truncates, as the reference's int cast */
+          w[d][0] = 1;
+        } else {
+          double f = floor(v), t = v - f;
+          base[d] = (int64_t)f - (taps1 == 4);
+          if (taps1 == 2) w[d][0] = 1 - t, w[d][1] = t;
+          else gs_cubic(t, w[d]);
+        }
+      }
+      for (int64_t c = 0; c < C; c++) {
+        double acc = 0;
+        for (int tp = 0; tp < taps; tp++) {
+          double wt = 1;
+          int64_t off = (n * C + c) * plane;
+          bool zero = false;
+          for (int d = 0, rem = tp; d < k; d++, rem /= taps1) {
+            int j = rem % taps1;
+            int64_t i = base[d] + j, D = x->type.dims[2 + d];
+            wt *= w[d][j];
+            if (i < 0 || i >= D) {
+              if (!strcmp(pad, "zeros")) zero = true;
+              else if (!strcmp(pad, "border")) i = i < 0 ? 0 : D - 1;
+              else i = (int64_t)gs_reflect((double)i, align ? 0 : -0.5, align ? (double)D - 1 : (double)D - 0.5);
+            }
+            if (i < 0) i = 0; /* the reflection of an index can land on -0.5: the reference's int() gives 0 */
+            if (i >= D) i = D - 1;
+            off += i * xst[2 + d];
+          }
+          if (!zero) acc += wt * xv[off];
+        }
+        out[(n * C + c) * P + p] = acc;
+      }
+    }
+  store_f64(r, out);
+  free(xv);
+  free(gv);
+  free(out);
+  return true;
+}
+
 static int src_d2s(ev *e, const int64_t *o, const void *vc, int64_t *src) {
   (void)e;
   const move_ctx *c = vc; /* dims: operand dims [N,C,H,W]; offset = blocksize; mode */
@@ -3073,6 +3165,7 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_GATHER_ND: return eval_gather_nd(e, &in[0], &in[1], &res[0]);
   case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return eval_scatter(e, &in[0], &in[1], &in[2], &res[0]);
   case QIR_OP_RESIZE: return eval_resize(e, &in[0], &res[0]);
+  case QIR_OP_GRID_SAMPLE: return eval_grid_sample(e, &in[0], &in[1], &res[0]);
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return eval_depth_space(e, &in[0], &res[0]);
   case QIR_OP_RANGE: return eval_range(e, in, &res[0]);
   case QIR_OP_TRILU: return eval_trilu(e, &in[0], &res[0]);

@@ -512,6 +512,26 @@ static bool rule_scatter(rule_ctx *c) {
   return true;
 }
 
+static bool rule_grid_sample(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0), *g = operand_type(c, 1);
+  const char *mode = qir_op_attr_str(c->op, "mode", "linear"), *pad = qir_op_attr_str(c->op, "padding_mode", "zeros");
+  if (strcmp(mode, "linear") && strcmp(mode, "nearest") && strcmp(mode, "cubic"))
+    return fail(c, "mode must be linear, nearest or cubic, not '%s'", mode);
+  if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection"))
+    return fail(c, "padding_mode must be zeros, border or reflection, not '%s'", pad);
+  if (!require_class(c, 0, DT_FLOAT) || !require_class(c, 1, DT_FLOAT)) return false;
+  int k = x->rank - 2;
+  if (k < 1) return fail(c, "x must be [N, C, spatial...], not %s", tstr(x).s);
+  if (g->rank < 2 || g->dims[0] != x->dims[0] || g->dims[g->rank - 1] != k)
+    return fail(c, "grid %s must be [N, ..., %d] for x %s", tstr(g).s, k, tstr(x).s);
+  if (g->rank > QIR_MAX_RANK) return fail(c, "result rank exceeds %d", QIR_MAX_RANK);
+  qir_type t = *x;
+  t.rank = g->rank;
+  for (int i = 2; i < g->rank; i++) t.dims[i] = g->dims[i - 1];
+  c->out[0] = t;
+  return true;
+}
+
 static bool rule_resize(rule_ctx *c) {
   const qir_type *x = operand_type(c, 0);
   double scales[QIR_MAX_RANK];
@@ -967,6 +987,7 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_GATHER_ND: return rule_gather_nd;
   case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return rule_scatter;
   case QIR_OP_RESIZE: return rule_resize;
+  case QIR_OP_GRID_SAMPLE: return rule_grid_sample;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return rule_depth_space;
   case QIR_OP_RANGE: return rule_range;
   case QIR_OP_TRILU: case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: case QIR_OP_LP_NORMALIZATION: case QIR_OP_LRN:

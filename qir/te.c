@@ -1195,6 +1195,109 @@ static bool normalised_axes(const qir_op *op, const qir_type *x, bool *reduced) 
   return true;
 }
 
+/* e reflected into [lo, hi] by its near border, as often as it takes */
+static qir_expr *reflect_into(te *t, qir_expr *e, double lo, double hi) {
+  double rng = hi - lo;
+  if (rng <= 0) return flit(t, lo);
+  qir_expr *r[2];
+  for (int side = 0; side < 2; side++) {
+    qir_expr *dx = side ? sub(t, e, flit(t, hi)) : sub(t, flit(t, lo), e);
+    qir_expr *n = un(t, QIR_FN_FLOOR, dv(t, dx, flit(t, rng)));
+    qir_expr *rest = sub(t, dx, mul(t, n, flit(t, rng)));
+    qir_expr *even = bin(t, QIR_FN_EQ, bin(t, QIR_FN_FMOD, n, flit(t, 2)), flit(t, 0));
+    qir_expr *from_lo = add(t, flit(t, lo), rest), *from_hi = sub(t, flit(t, hi), rest);
+    r[side] = side ? sel(t, even, from_hi, from_lo) : sel(t, even, from_lo, from_hi);
+  }
+  return sel(t, bin(t, QIR_FN_LT, e, flit(t, lo)), r[0], sel(t, bin(t, QIR_FN_GT, e, flit(t, hi)), r[1], e));
+}
+
+/* Keys' cubic weight of tap j (0..3) at fraction f, a = -0.75 */
+static qir_expr *cubic_weight(te *t, int j, qir_expr *f) {
+  const double a = -0.75;
+  qir_expr *x = j == 0 ? add(t, f, flit(t, 1)) : j == 1 ? f : j == 2 ? sub(t, flit(t, 1), f) : sub(t, flit(t, 2), f);
+  if (j == 1 || j == 2) /* ((a + 2) x - (a + 3)) x x + 1 */
+    return add(t, mul(t, mul(t, sub(t, mul(t, flit(t, a + 2), x), flit(t, a + 3)), x), x), flit(t, 1));
+  /* ((a x - 5a) x + 8a) x - 4a */
+  return sub(t, mul(t, add(t, mul(t, sub(t, mul(t, flit(t, a), x), flit(t, 5 * a)), x), flit(t, 8 * a)), x), flit(t, 4 * a));
+}
+
+/* grid_sample: stage 1 the sampling position per output point and spatial
+ * dim (denormalised, rounded for nearest, moved inside by border/reflection);
+ * stage 2 the taps around it, weighted, read with the padding mode. */
+static int expand_grid_sample(chain *c) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *x = operand_type(t, 0), *g = operand_type(t, 1);
+  const char *mode = qir_op_attr_str(op, "mode", "linear"), *pad = qir_op_attr_str(op, "padding_mode", "zeros");
+  bool align = qir_op_attr_int(op, "align_corners", 0) != 0;
+  int k = x->rank - 2, m = g->rank - 2, taps1 = !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "linear") ? 2 : 4;
+  if (k > 3 || m + 2 + k > 2 * QIR_MAX_RANK) return 0;
+  /* stage 1: pos [N, o1..om, k] */
+  qir_type pt = *g;
+  pt.dtype = stage_dtype(x->dtype);
+  set_axes(t, &pt);
+  qir_expr *body = NULL;
+  for (int d = k - 1; d >= 0; d--) {
+    double D = (double)x->dims[2 + d], lo = align ? 0 : -0.5, hi = align ? D - 1 : D - 0.5;
+    qir_expr *gi[QIR_MAX_RANK];
+    for (int i = 0; i <= m; i++) gi[i] = var(t, i);
+    gi[m + 1] = lit(t, k - 1 - d); /* the grid lists the last spatial dim first */
+    qir_expr *gn = add(t, access(t, 1, g->rank, gi), flit(t, 1));
+    qir_expr *v = align ? mul(t, dv(t, gn, flit(t, 2)), flit(t, D - 1)) : dv(t, sub(t, mul(t, gn, flit(t, D)), flit(t, 1)), flit(t, 2));
+    if (taps1 == 1) v = un(t, QIR_FN_ROUND, v);
+    if (!strcmp(pad, "border")) {
+      qir_expr *out = bin(t, QIR_FN_OR, bin(t, QIR_FN_LT, v, flit(t, lo)), bin(t, QIR_FN_GT, v, flit(t, hi)));
+      v = sel(t, out, bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, v, flit(t, 0)), flit(t, D - 1)), v);
+    } else if (!strcmp(pad, "reflection")) {
+      v = reflect_into(t, v, lo, hi);
+    }
+    body = body ? sel(t, bin(t, QIR_FN_EQ, var(t, m + 1), lit(t, d)), v, body) : v;
+  }
+  qir_value *pos = push(c, make_compute(t, 2, op->operands, &pt, body, QIR_REDUCE_NONE));
+  if (!pos) return 0;
+  /* stage 2 */
+  set_axes(t, result_type(t));
+  qir_expr *xi[QIR_MAX_RANK], *weight = NULL, *valid = NULL;
+  xi[0] = var(t, 0);
+  xi[1] = var(t, 1);
+  for (int d = 0; d < k; d++) {
+    int64_t D = x->dims[2 + d];
+    qir_expr *pi[QIR_MAX_RANK];
+    pi[0] = var(t, 0);
+    for (int i = 0; i < m; i++) pi[1 + i] = var(t, 2 + i);
+    pi[m + 1] = lit(t, d);
+    qir_expr *v = access(t, 1, m + 2, pi), *i;
+    if (taps1 == 1) {
+      i = qir_expr_cast(t->m, QIR_I64, v); /* truncates, as the reference's int cast */
+    } else {
+      int r = add_red(t, taps1);
+      qir_expr *f = un(t, QIR_FN_FLOOR, v), *frac = sub(t, v, f);
+      i = add(t, qir_expr_cast(t->m, QIR_I64, f), iadd(t, var(t, r), taps1 == 4 ? -1 : 0));
+      qir_expr *w;
+      if (taps1 == 2) {
+        w = sel(t, bin(t, QIR_FN_EQ, var(t, r), lit(t, 0)), sub(t, flit(t, 1), frac), frac);
+      } else {
+        w = cubic_weight(t, 3, frac);
+        for (int j = 2; j >= 0; j--) w = sel(t, bin(t, QIR_FN_EQ, var(t, r), lit(t, j)), cubic_weight(t, j, frac), w);
+      }
+      weight = weight ? mul(t, weight, w) : w;
+    }
+    if (!strcmp(pad, "zeros")) {
+      valid = and_(t, valid, and_(t, bin(t, QIR_FN_GE, i, lit(t, 0)), bin(t, QIR_FN_LT, i, lit(t, D))));
+    } else {
+      if (!strcmp(pad, "reflection"))
+        i = qir_expr_cast(t->m, QIR_I64, reflect_into(t, qir_expr_cast(t->m, QIR_F64, i), align ? 0 : -0.5, align ? (double)D - 1 : (double)D - 0.5));
+      i = bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, i, lit(t, 0)), lit(t, D - 1));
+    }
+    xi[2 + d] = i;
+  }
+  qir_expr *val = access(t, 0, x->rank, xi);
+  if (weight) val = mul(t, weight, val);
+  if (valid) val = sel(t, valid, val, lit_like(t, x->dtype, 0));
+  qir_value *ops2[2] = {op->operands[0], pos};
+  return push(c, make_compute(t, 2, ops2, result_type(t), val, taps1 == 1 ? QIR_REDUCE_NONE : QIR_REDUCE_SUM)) ? c->n : 0;
+}
+
 static int expand_chain(chain *c) {
   te *t = &c->t;
   const qir_op *op = t->op;
@@ -1304,6 +1407,7 @@ static int expand_chain(chain *c) {
     qir_value *ops2[2] = {xv, ext};
     return push(c, make_compute(t, 2, ops2, result_type(t), body, last ? QIR_REDUCE_MAX : QIR_REDUCE_MIN)) ? c->n : 0;
   }
+  case QIR_OP_GRID_SAMPLE: return expand_grid_sample(c);
   case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: {
     /* reduction none: the last update landing on each element (its number in
      * writing order, -1 for none), then that update or the data */
@@ -1383,7 +1487,7 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
   switch (op->code) {
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
   case QIR_OP_LP_NORMALIZATION: case QIR_OP_REDUCE_L2: case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: case QIR_OP_LRN:
-  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND:
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: case QIR_OP_GRID_SAMPLE:
     break;
   default:
     return 0;

@@ -1322,6 +1322,25 @@ static bool cv_resize(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+/* GridSample: opset 16's bilinear / bicubic are opset 20's linear / cubic. */
+static bool cv_grid_sample(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  const char *mode = attr_str(nc, "mode", nc->opset >= 20 ? "linear" : "bilinear");
+  if (!strcmp(mode, "bilinear")) mode = "linear";
+  else if (!strcmp(mode, "bicubic")) mode = "cubic";
+  if (strcmp(mode, "linear") && strcmp(mode, "nearest") && strcmp(mode, "cubic")) return fail(nc, "unsupported mode");
+  qir_op *op = op_begin(IMP, QIR_OP_GRID_SAMPLE, 2, nc->in);
+  set_w(IMP, op, "mode", mode);
+  const char *pad = attr_str(nc, "padding_mode", "zeros");
+  if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection")) {
+    qir_op_unlink(op);
+    return fail(nc, "unsupported padding_mode");
+  }
+  set_w(IMP, op, "padding_mode", pad);
+  set_i(IMP, op, "align_corners", attr_int(nc, "align_corners", 0) != 0);
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const struct {
@@ -1396,6 +1415,7 @@ static const struct {
     {"Resize", cv_resize, "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,"
                           "extrapolation_value,antialias,axes,keep_aspect_ratio_policy"},
     {"Upsample", cv_resize, "mode,scales"},
+    {"GridSample", cv_grid_sample, "align_corners,mode,padding_mode"},
     {"If", convert_if, "then_branch,else_branch"}, {"Loop", convert_loop, "body"},
     {"Scan", convert_scan, "body,num_scan_inputs,scan_input_axes,scan_input_directions,scan_output_axes,"
                            "scan_output_directions,directions"},
