@@ -547,6 +547,10 @@ static bool rule_resize(rule_ctx *c) {
     /* floor(in*scale), forgiving the rounding of scales the importer derived from sizes */
     double v = (double)x->dims[i] * scales[i], r = round(v);
     t.dims[i] = (int64_t)(fabs(v - r) < 1e-6 * (r > 1 ? r : 1) ? r : floor(v));
+    /* keep_aspect_ratio_policy rounds in*scale to the nearest: a declared
+     * result may say so */
+    const qir_type *d = declared(c, 0);
+    if (d->rank == x->rank && d->dims[i] == (int64_t)floor(v + 0.5)) t.dims[i] = d->dims[i];
   }
   c->out[0] = t;
   return true;

@@ -17,7 +17,7 @@
  *
  * Compute axes must have positive extents, so ops with an empty result have no
  * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
- * resize with tf_crop_and_resize or antialias.  The multi-stage ops (softmax,
+ * resize with antialias.  The multi-stage ops (softmax,
  * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
  * argmax/argmin) have a chain through qir_op_expand_computes only; the
  * multi-result ops (split, max_pool with indices, layer_norm with statistics,
@@ -967,8 +967,12 @@ static qir_op *te_range(te *t) {
 
 /* resize: the input coordinate of output position o along one axis, as the
  * reference evaluator computes it (the real-valued output extent in*scale). */
-static qir_expr *resize_source(te *t, const char *ctm, int64_t in, int64_t on, double s, qir_expr *o) {
+static qir_expr *resize_source(te *t, const char *ctm, int64_t in, int64_t on, double s, qir_expr *o, const double *roi) {
   double out_w = s * (double)in;
+  if (!strcmp(ctm, "tf_crop_and_resize")) {
+    double r0 = roi[0], r1 = roi[1], span = (r1 - r0) * (double)(in - 1), start = r0 * (double)(in - 1);
+    return out_w == 1 ? flit(t, span / 2 + start) : add(t, mul(t, o, flit(t, span / (out_w - 1))), flit(t, start));
+  }
   if (!strcmp(ctm, "align_corners"))
     return out_w == 1 ? flit(t, 0) : mul(t, o, flit(t, (double)(in - 1) / (out_w - 1)));
   if (!strcmp(ctm, "asymmetric")) return dv(t, o, flit(t, s));
@@ -1004,18 +1008,25 @@ static qir_op *te_resize(te *t) {
   bool nearest = !strcmp(mode, "nearest"), cubic = !strcmp(mode, "cubic");
   bool exclude = qir_op_attr_int(t->op, "exclude_outside", 0) != 0;
   double a = attr_f(t, "cubic_coeff_a", -0.75);
-  if (!strcmp(ctm, "tf_crop_and_resize") || qir_op_attr_int(t->op, "antialias", 0)) return NULL;
-  double scales[QIR_MAX_RANK];
+  if (qir_op_attr_int(t->op, "antialias", 0)) return NULL;
+  double scales[QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
   if (qir_op_attr_floats(t->op, "scales", scales, QIR_MAX_RANK) != x->rank) return NULL;
+  bool crop = !strcmp(ctm, "tf_crop_and_resize");
+  if (crop && qir_op_attr_floats(t->op, "roi", roi, 2 * QIR_MAX_RANK) != 2 * x->rank) return NULL;
   set_axes(t, out);
-  qir_expr *idx[QIR_MAX_RANK], *weight = NULL;
+  qir_expr *idx[QIR_MAX_RANK], *weight = NULL, *outside = NULL;
   for (int i = 0; i < x->rank; i++) {
     int64_t in = x->dims[i];
-    if (in == out->dims[i] && scales[i] == 1) {
+    if (in == out->dims[i] && scales[i] == 1 && (!crop || (roi[i] == 0 && roi[x->rank + i] == 1))) {
       idx[i] = var(t, i);
       continue;
     }
-    qir_expr *src = resize_source(t, ctm, in, out->dims[i], scales[i], var(t, i));
+    double axis_roi[2] = {crop ? roi[i] : 0, crop ? roi[x->rank + i] : 1};
+    qir_expr *src = resize_source(t, ctm, in, out->dims[i], scales[i], var(t, i), axis_roi);
+    if (crop) { /* past the input: the extrapolation value */
+      qir_expr *o = bin(t, QIR_FN_OR, bin(t, QIR_FN_LT, src, flit(t, 0)), bin(t, QIR_FN_GT, src, flit(t, (double)(in - 1))));
+      outside = outside ? bin(t, QIR_FN_OR, outside, o) : o;
+    }
     if (nearest) {
       qir_expr *r;
       if (!strcmp(nm, "floor")) r = un(t, QIR_FN_FLOOR, src);
@@ -1045,8 +1056,11 @@ static qir_op *te_resize(te *t) {
     idx[i] = clamp_index(t, tap, in);
   }
   qir_expr *v = access(t, 0, x->rank, idx);
-  if (nearest || !weight) return finish(t, v, QIR_REDUCE_NONE);
-  return finish(t, mul(t, weight, v), QIR_REDUCE_SUM);
+  qir_expr *ex = flit(t, attr_f(t, "extrapolation_value", 0));
+  if (nearest || !weight) return finish(t, outside ? sel(t, outside, ex, v) : v, QIR_REDUCE_NONE);
+  qir_expr *body = mul(t, weight, v);
+  if (outside) body = sel(t, outside, sel(t, first_iteration(t), ex, flit(t, 0)), body);
+  return finish(t, body, QIR_REDUCE_SUM);
 }
 
 /* ---------------------------------------------------------------- dispatch */

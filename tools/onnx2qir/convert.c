@@ -1277,13 +1277,23 @@ static bool cv_resize(node_ctx *nc) {
   if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "cubic") && strcmp(mode, "bilinear"))
     return fail(nc, "unsupported mode");
   if (strcmp(mode, "bilinear") == 0) mode = "linear";
-  if (strcmp(ctm, "tf_crop_and_resize") == 0) return fail(nc, "coordinate_transformation_mode tf_crop_and_resize is not supported");
+  bool crop = strcmp(ctm, "tf_crop_and_resize") == 0;
   if (attr_int(nc, "antialias", 0)) return fail(nc, "antialias is not supported");
   int64_t axes[QIR_MAX_RANK];
   int na = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
-  if (attr_find(nc, "keep_aspect_ratio_policy") && strcmp(attr_str(nc, "keep_aspect_ratio_policy", "stretch"), "stretch"))
-    return fail(nc, "keep_aspect_ratio_policy other than stretch is not supported");
+  const char *policy = attr_str(nc, "keep_aspect_ratio_policy", "stretch");
+  if (strcmp(policy, "stretch") && strcmp(policy, "not_larger") && strcmp(policy, "not_smaller"))
+    return fail(nc, "keep_aspect_ratio_policy must be stretch, not_larger or not_smaller");
   int n_ax = na >= 0 ? na : r;
+  /* roi: [starts.., ends..] over the axes (tf_crop_and_resize only) */
+  double roi_in[2 * QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
+  int n_roi = -1;
+  if (crop) {
+    if (!IN(1) || qir_type_numel(&IN(1)->type) == 0) return fail(nc, "tf_crop_and_resize needs roi");
+    if (!need_const_floats(nc, 1, roi_in, 2 * QIR_MAX_RANK, &n_roi)) return false;
+    if (n_roi != 2 * n_ax) return fail(nc, "roi needs a start and an end per axis");
+  }
+  for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
   double full_sc[QIR_MAX_RANK];
   int64_t d[QIR_MAX_RANK];
   for (int i = 0; i < r; i++) {
@@ -1297,10 +1307,25 @@ static bool cv_resize(node_ctx *nc) {
   } else {
     return fail(nc, "neither scales nor sizes is given");
   }
+  /* keep_aspect_ratio_policy: one scale for every axis, the smallest
+   * (not_larger) or largest (not_smaller) of the sizes' ratios */
+  double keep = -1;
+  if (n_sz > 0 && strcmp(policy, "stretch")) {
+    for (int i = 0; i < n_ax; i++) {
+      int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
+      if (a < 0 || x->type.dims[a] == 0) return fail(nc, "axis out of range or empty");
+      double s = (double)sizes[i] / (double)x->type.dims[a];
+      if (keep < 0 || (!strcmp(policy, "not_larger") ? s < keep : s > keep)) keep = s;
+    }
+  }
   for (int i = 0; i < n_ax; i++) {
     int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
     if (a < 0) return fail(nc, "axis out of range");
-    if (n_sz > 0) {
+    if (crop) roi[a] = roi_in[i], roi[r + a] = roi_in[n_ax + i];
+    if (keep >= 0) {
+      full_sc[a] = keep;
+      d[a] = (int64_t)floor(keep * (double)x->type.dims[a] + 0.5);
+    } else if (n_sz > 0) {
       if (sizes[i] < 0) return fail(nc, "negative size");
       d[a] = sizes[i];
       full_sc[a] = x->type.dims[a] ? (double)sizes[i] / (double)x->type.dims[a] : 1;
@@ -1319,6 +1344,7 @@ static bool cv_resize(node_ctx *nc) {
   set_i(IMP, op, "exclude_outside", attr_int(nc, "exclude_outside", 0));
   set_f(IMP, op, "extrapolation_value", attr_float(nc, "extrapolation_value", 0));
   set_floats(IMP, op, "scales", r, full_sc);
+  if (crop) set_floats(IMP, op, "roi", 2 * r, roi);
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
