@@ -1457,5 +1457,5 @@ bool find_converter(const char *op_type, convert_fn *fn, const char **attrs) {
       *attrs = converters[i].attrs;
       return true;
     }
-  return find_composite(op_type, fn, attrs) || find_signal_op(op_type, fn, attrs);
+  return find_composite(op_type, fn, attrs) || find_signal_op(op_type, fn, attrs) || find_datadep_op(op_type, fn, attrs);
 }

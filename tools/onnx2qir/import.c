@@ -776,6 +776,8 @@ static qir_value *need_const_at_most(node_ctx *nc, int input, int cap, int *n) {
   return v;
 }
 
+qir_value *need_const_input(node_ctx *nc, int input) { return need_const(nc, input) ? nc->in[input] : NULL; }
+
 bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n) {
   qir_value *v = need_const_at_most(nc, input, cap, n);
   if (!v) return false;

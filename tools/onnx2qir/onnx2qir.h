@@ -6,6 +6,7 @@
  * rnn.c      LSTM, GRU, RNN as loop regions of primitive ops
  * composite.c operators built from primitive ops (losses, RMSNorm, Q/DQ, ...)
  * signal.c   DFT, STFT and the window functions
+ * datadep.c  operators with data-dependent shapes, computed when their inputs are constants
  * main.c     command line, weights sidecar, printing
  */
 #ifndef ONNX2QIR_H
@@ -146,6 +147,8 @@ qir_op *const_def(qir_value *v);
  * input and the graph inputs it depends on) when v is not a constant. */
 bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n);
 bool need_const_floats(node_ctx *nc, int input, double *out, int cap, int *n);
+/* The constant at `input` (any size), or NULL after the same error. */
+qir_value *need_const_input(node_ctx *nc, int input);
 double const_elem(importer *imp, qir_value *v, int64_t i);
 int64_t const_int(importer *imp, qir_value *v, int64_t i); /* exact for i64 */
 /* Names the value (sanitised, unique in the module). */
@@ -171,6 +174,8 @@ bool find_converter(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- composite.c: operators built from primitive qir ops */
 bool find_composite(const char *op_type, convert_fn *fn, const char **attrs);
+/* ---- datadep.c: NonZero, Compress, Unique, NonMaxSuppression (constant inputs) */
+bool find_datadep_op(const char *op_type, convert_fn *fn, const char **attrs);
 /* ---- signal.c: DFT, STFT, window functions */
 bool find_signal_op(const char *op_type, convert_fn *fn, const char **attrs);
 
