@@ -189,13 +189,27 @@ def widen_narrow(path, out_path):
     with open(path, "rb") as fh:
         b = fh.read()
     _, dims, dtype, raw = tensor_header(b)
-    if dtype not in NARROW or raw is None:
+    if dtype not in NARROW:
         return False
     bits, dec, descr = NARROW[dtype]
     n = 1
     for d in dims:
         n *= d
+    if raw is None:
+        # int32_data (field 5): one byte of the packed layout per entry
+        vals = []
+        for f, w, v in _fields(b):
+            if f == 5 and w == 0:
+                vals.append(v)
+            elif f == 5 and w == 2:
+                i = 0
+                while i < len(v):
+                    x, i = _varint(v, i)
+                    vals.append(x)
+        raw = bytes(x & 0xFF for x in vals)
     per = 8 // bits
+    if len(raw) * per < n:
+        return False
     vals = [dec((raw[i // per] >> (bits * (i % per))) & ((1 << bits) - 1)) for i in range(n)]
     if descr == "<f4":
         data = struct.pack("<%df" % n, *vals)

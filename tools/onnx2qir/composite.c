@@ -712,6 +712,11 @@ static bool cv_quantize(node_ctx *nc) {
   if (!quant_axis(nc, x, &axis, &block)) return false;
   qir_dtype to = QIR_U8;
   const Onnx__AttributeProto *od = attr_find(nc, "output_dtype");
+  const char *narrow = narrow_origin(IMP, IN(2));
+  if (narrow) {
+    imp_error(IMP, "quantisation to %s (the zero point's type) is not supported: qir has no such element type", narrow);
+    return false;
+  }
   if (IN(2)) to = IN(2)->type.dtype;
   else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return fail(nc, "output_dtype has no qir element type");
   qir_value *s = quant_param(nc, IN(1), x, axis, block);

@@ -208,6 +208,11 @@ static bool cv_cast(node_ctx *nc) {
   qir_dtype to;
   if (strcmp(nc->node->op_type, "CastLike") == 0) {
     if (!need_inputs(nc, 2)) return false;
+    const char *narrow = narrow_origin(IMP, IN(1));
+    if (narrow) {
+      imp_error(IMP, "cast to %s is not supported", narrow);
+      return false;
+    }
     to = IN(1)->type.dtype;
   } else {
     const Onnx__AttributeProto *a = attr_find(nc, "to");

@@ -198,6 +198,12 @@ bool onnx_narrow_input_type(int32_t t, qir_dtype *out) {
   }
 }
 
+const char *narrow_origin(importer *imp, const qir_value *v) {
+  if (!v || v == POISON || !v->def || v->def->code != QIR_OP_INPUT || !imp->narrow_inputs) return NULL;
+  const char *name = qir_op_attr_str(v->def, "name", NULL);
+  return name ? strmap_get(imp->narrow_inputs, name) : NULL;
+}
+
 const char *onnx_dtype_name(int32_t t) {
   static const char *const names[] = {
       "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
@@ -318,6 +324,7 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
     /* qir has no 8/4/2-bit float or 4/2-bit int types: such inputs are
      * widened (every value is exact in the wider type); casts from them work,
      * casts to them do not. */
+    if (imp->narrow_inputs) strmap_put(imp->narrow_inputs, name, (void *)onnx_dtype_name(tt->elem_type));
   } else if (!tt->has_elem_type || !onnx_dtype_to_qir(tt->elem_type, &dt)) {
     imp_error(imp, "graph input '%s' has unsupported element type %s", name,
               onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));

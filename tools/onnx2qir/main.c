@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
   imp.m = qir_module_new(stem);
   imp.used_names = strmap_new();
   imp.unsupported = strmap_new();
+  imp.narrow_inputs = strmap_new();
   bool ok = import_model(&imp, model);
   onnx__model_proto__free_unpacked(model, NULL);
   status = 0;
@@ -283,6 +284,7 @@ done:
   free(stem);
   strmap_free(imp.used_names);
   strmap_free(imp.unsupported);
+  strmap_free(imp.narrow_inputs);
   qir_module_free(imp.m);
 free_args: /* every path, after an import or before one started */
   for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
