@@ -2189,7 +2189,8 @@ static bool eval_lp_norm(ev *e, const qir_tensor *x, qir_tensor *r) {
         s += p == 1 ? fabs(v) : v * v;
       }
       if (p == 2) s = sqrt(s);
-      for (int64_t k = 0; k < len; k++) X[(o * len + k) * inner + i] /= s; /* 0/0 is NaN, as ONNX's reference */
+      for (int64_t k = 0; k < len; k++) /* a zero norm gives 0, as ONNX's reference */
+        X[(o * len + k) * inner + i] = s == 0 ? 0 : X[(o * len + k) * inner + i] / s;
     }
   store_f64(r, X);
   free(X);

@@ -1372,7 +1372,9 @@ static int expand_chain(chain *c) {
     qir_value *ops2[2] = {xv, nrm};
     qir_expr *den = stat_at(t, 1, &nrm->type);
     if (!l1) den = un(t, QIR_FN_SQRT, den);
-    return push(c, stage_final(c, 2, ops2, dv(t, bcast(t, 0), den))) ? c->n : 0;
+    /* a zero norm gives 0 (ONNX's reference) */
+    qir_expr *y = sel(t, bin(t, QIR_FN_EQ, den, flit(t, 0)), flit(t, 0), dv(t, bcast(t, 0), den));
+    return push(c, stage_final(c, 2, ops2, y)) ? c->n : 0;
   }
   case QIR_OP_REDUCE_L2: {
     int64_t axes[QIR_MAX_RANK];

@@ -70,6 +70,8 @@ static qir_value *where(importer *imp, qir_value *c, qir_value *a, qir_value *b)
 
 static bool is_int_dtype(qir_dtype dt) { return !qir_dtype_is_float(dt) && dt != QIR_BOOL; }
 
+static qir_value *quantize(node_ctx *nc, qir_value *x, qir_value *s, qir_value *zp, qir_dtype to);
+
 /* ---------------------------------------------------------------- losses */
 
 /* NegativeLogLikelihoodLoss on log-probabilities lp [N, C, d1..] and targets
@@ -616,6 +618,192 @@ static bool cv_affine_grid(node_ctx *nc) {
   return set_out(nc, 0, emit_reshape(IMP, g, sd + 2, gd));
 }
 
+/* Det: Leibniz's sum over permutations of the last two (square) dims, for
+ * matrices up to 4 x 4 (24 products of gathered elements). */
+static bool cv_det(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  int r = x->type.rank;
+  if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return fail(nc, "input must be [..., M, M]");
+  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  int64_t n = x->type.dims[r - 1];
+  if (n < 1 || n > 4) return fail(nc, "Det of matrices larger than 4 x 4 is not supported");
+  int64_t d[QIR_MAX_RANK];
+  for (int i = 0; i < r - 2; i++) d[i] = x->type.dims[i];
+  d[r - 2] = n * n;
+  qir_value *flat = emit_reshape(IMP, x, r - 1, d), *sum = NULL;
+  int perm[4] = {0, 1, 2, 3};
+  int64_t count = 1;
+  for (int64_t i = 2; i <= n; i++) count *= i;
+  for (int64_t p = 0; p < count; p++) {
+    /* the p-th permutation in lexicographic order (factorial number system) and its sign */
+    int avail[4] = {0, 1, 2, 3}, m = (int)n;
+    int64_t q = p, f = count;
+    for (int i = 0; i < n; i++) {
+      f /= (n - i);
+      int k = (int)(q / f);
+      q %= f;
+      perm[i] = avail[k];
+      for (int j = k; j < m - 1; j++) avail[j] = avail[j + 1];
+      m--;
+    }
+    int inv = 0;
+    for (int i = 0; i < n; i++)
+      for (int j = i + 1; j < n; j++) inv += perm[i] > perm[j];
+    qir_value *prod = NULL;
+    for (int i = 0; i < n; i++) {
+      qir_value *e = gather(IMP, QIR_OP_GATHER, flat, const_scalar(IMP, QIR_I64, (double)(i * n + perm[i])), r - 2);
+      prod = prod ? emit2(IMP, QIR_OP_MUL, prod, e) : e;
+    }
+    sum = !sum ? (inv % 2 ? emit1(IMP, QIR_OP_NEG, prod) : prod) : emit2(IMP, inv % 2 ? QIR_OP_SUB : QIR_OP_ADD, sum, prod);
+  }
+  return set_out(nc, 0, sum);
+}
+
+/* CausalConvWithState (opset 27): past state (zeros if absent) prepended on
+ * the time axis, a depthwise valid conv1d, optional SiLU; the new state is
+ * the last k-1 steps of the padded input. */
+static bool cv_causal_conv_with_state(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0), *w = IN(1), *b = IN(2), *past = IN(3);
+  if (x->type.rank != 3 || w->type.rank != 3) return fail(nc, "input must be [B, C, L] and weight [C, 1, k]");
+  int64_t B = x->type.dims[0], C = x->type.dims[1], L = x->type.dims[2], k = w->type.dims[2];
+  if (w->type.dims[0] != C || w->type.dims[1] != 1 || k < 1) return fail(nc, "weight must be [C, 1, k]");
+  const char *act = attr_str(nc, "activation", "none");
+  if (strcmp(act, "none") && strcmp(act, "silu") && strcmp(act, "swish")) return fail(nc, "activation must be none, silu or swish");
+  int64_t pd[3] = {B, C, k - 1};
+  if (past && (past->type.rank != 3 || past->type.dims[0] != B || past->type.dims[1] != C || past->type.dims[2] != k - 1))
+    return fail(nc, "past_state must be [B, C, k-1]");
+  qir_value *padded = x;
+  if (k > 1) padded = concat2(IMP, past ? past : const_splat(IMP, qir_type_make(x->type.dtype, 3, pd), 0), x, 2);
+  if (!b) b = const_splat(IMP, qir_type_make(x->type.dtype, 1, &C), 0);
+  int64_t one = 1, zero2[2] = {0, 0};
+  qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, (qir_value *[]){padded, w, b});
+  set_ints(IMP, op, "strides", 1, &one);
+  set_ints(IMP, op, "pads", 2, zero2);
+  set_ints(IMP, op, "dilations", 1, &one);
+  set_i(IMP, op, "group", C);
+  qir_value *y = op_end(IMP, op, NULL);
+  if (strcmp(act, "none")) y = emit2(IMP, QIR_OP_MUL, y, emit1(IMP, QIR_OP_SIGMOID, y));
+  if (!set_out(nc, 0, y)) return false;
+  if (wants_out(nc, 1)) nc->out[1] = slice_last(IMP, padded, L, L + k - 1, 1);
+  return true;
+}
+
+/* QLinearConv: dequantise x and w (per-tensor, or per output channel for w),
+ * convolve in f32 with the i32 bias scaled by x_scale * w_scale, quantise. */
+static bool cv_qlinear_conv(node_ctx *nc) {
+  if (!need_inputs(nc, 8)) return false;
+  qir_value *x = IN(0), *w = IN(3);
+  if (x->type.rank < 3 || w->type.rank != x->type.rank) return fail(nc, "x and w must be [N, C, ...] and [M, C/group, ...]");
+  int r = x->type.rank;
+  int64_t M = w->type.dims[0], d[QIR_MAX_RANK];
+  for (int i = 0; i < r; i++) d[i] = i == 0 ? M : 1;
+  qir_value *xs = emit_reshape(IMP, emit_cast(IMP, IN(1), QIR_F32), 0, NULL);
+  qir_value *xf = emit2(IMP, QIR_OP_MUL, emit2(IMP, QIR_OP_SUB, emit_cast(IMP, x, QIR_F32), emit_reshape(IMP, emit_cast(IMP, IN(2), QIR_F32), 0, NULL)), xs);
+  int64_t nw = qir_type_numel(&IN(4)->type);
+  if (nw != 1 && nw != M) return fail(nc, "w_scale must be a scalar or one per output channel");
+  qir_value *ws = emit_reshape(IMP, emit_cast(IMP, IN(4), QIR_F32), r, (int64_t[QIR_MAX_RANK]){nw, 1, 1, 1, 1, 1, 1, 1});
+  qir_value *wz = emit_cast(IMP, IN(5), QIR_F32);
+  wz = emit_reshape(IMP, wz, r, (int64_t[QIR_MAX_RANK]){qir_type_numel(&IN(5)->type), 1, 1, 1, 1, 1, 1, 1});
+  qir_value *wf = emit2(IMP, QIR_OP_MUL, emit2(IMP, QIR_OP_SUB, emit_cast(IMP, w, QIR_F32), wz), ws);
+  qir_value *bias = const_splat(IMP, qir_type_make(QIR_F32, 1, &M), 0);
+  if (IN(8)) {
+    qir_value *bs = emit2(IMP, QIR_OP_MUL, emit_reshape(IMP, emit_cast(IMP, IN(4), QIR_F32), 1, &nw), xs);
+    bias = emit2(IMP, QIR_OP_MUL, emit_cast(IMP, IN(8), QIR_F32), bs);
+    if (bias && bias->type.dims[0] != M) bias = emit2(IMP, QIR_OP_ADD, bias, const_splat(IMP, qir_type_make(QIR_F32, 1, &M), 0));
+  }
+  (void)d;
+  if (!xf || !wf || !bias) return false;
+  int ns = r - 2;
+  int64_t k[QIR_MAX_RANK], st[QIR_MAX_RANK], dil[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK];
+  if (attr_ints(nc, "kernel_shape", k, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) k[i] = w->type.dims[2 + i];
+  if (attr_ints(nc, "strides", st, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) st[i] = 1;
+  if (attr_ints(nc, "dilations", dil, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) dil[i] = 1;
+  if (attr_ints(nc, "pads", pads, 2 * QIR_MAX_RANK) < 0) for (int i = 0; i < 2 * ns; i++) pads[i] = 0;
+  if (strcmp(attr_str(nc, "auto_pad", "NOTSET"), "NOTSET")) return fail(nc, "QLinearConv with auto_pad is not supported");
+  qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, (qir_value *[]){xf, wf, bias});
+  set_ints(IMP, op, "strides", ns, st);
+  set_ints(IMP, op, "pads", 2 * ns, pads);
+  set_ints(IMP, op, "dilations", ns, dil);
+  set_i(IMP, op, "group", attr_int(nc, "group", 1));
+  qir_value *y = op_end(IMP, op, NULL);
+  qir_value *ys = emit_reshape(IMP, IN(6), 0, NULL), *yz = emit_reshape(IMP, IN(7), 0, NULL);
+  return set_out(nc, 0, quantize(nc, y, ys, yz, IN(7)->type.dtype));
+}
+
+/* ---------------------------------------------------------------- ai.onnx.ml */
+
+static bool cv_binarizer(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  qir_value *gt = emit2(IMP, QIR_OP_GREATER, x, const_scalar(IMP, x->type.dtype, attr_float(nc, "threshold", 0)));
+  return set_out(nc, 0, emit_cast(IMP, gt, x->type.dtype));
+}
+
+static bool cv_array_feature_extractor(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = IN(0);
+  if (x->type.rank < 1) return fail(nc, "input must have rank >= 1");
+  int64_t n = qir_type_numel(&IN(1)->type);
+  return set_out(nc, 0, gather(IMP, QIR_OP_GATHER, x, emit_reshape(IMP, IN(1), 1, &n), x->type.rank - 1));
+}
+
+/* ---------------------------------------------------------------- ai.onnx.preview.training */
+
+/* Adagrad, Momentum, Adam: one update of n tensors.  Inputs R (rate), T
+ * (step count), then n X, n G and one or two n-lists of state; outputs the n
+ * new X, then the new states. */
+static bool cv_optimizer(node_ctx *nc) {
+  const char *t = nc->node->op_type;
+  int n_state = !strcmp(t, "Adam") ? 2 : 1, per = 2 + n_state;
+  if (nc->n_in < 2 + per || (nc->n_in - 2) % per) return fail(nc, "expects R, T and a multiple of X, G and the state tensors");
+  if (!need_inputs(nc, nc->n_in)) return false;
+  int n = (nc->n_in - 2) / per;
+  qir_value *R = emit_reshape(IMP, IN(0), 0, NULL), *T = emit_reshape(IMP, IN(1), 0, NULL);
+  if (!R || !T || !qir_dtype_is_float(R->type.dtype)) return fail(nc, "R must be a float scalar");
+  qir_dtype dt = R->type.dtype;
+  double nc_ = attr_float(nc, "norm_coefficient", 0);
+  qir_value *Tf = emit_cast(IMP, T, dt), *t_pos = emit2(IMP, QIR_OP_GREATER, T, const_scalar(IMP, T->type.dtype, 0));
+  for (int i = 0; i < n; i++) {
+    qir_value *X = IN(2 + i), *G = IN(2 + n + i), *S1 = IN(2 + 2 * n + i), *S2 = n_state > 1 ? IN(2 + 3 * n + i) : NULL;
+    qir_value *g = nc_ != 0 ? emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, nc_), X), G) : G;
+    qir_value *xn = NULL, *s1 = NULL, *s2 = NULL;
+    if (!strcmp(t, "Adagrad")) {
+      qir_value *r = emit2(IMP, QIR_OP_DIV, R, emit2(IMP, QIR_OP_ADD, const_scalar(IMP, dt, 1),
+                                                       emit2(IMP, QIR_OP_MUL, Tf, const_scalar(IMP, dt, attr_float(nc, "decay_factor", 0)))));
+      s1 = emit2(IMP, QIR_OP_ADD, S1, emit2(IMP, QIR_OP_MUL, g, g));
+      qir_value *h = emit2(IMP, QIR_OP_ADD, emit1(IMP, QIR_OP_SQRT, s1), const_scalar(IMP, dt, attr_float(nc, "epsilon", 1e-6)));
+      xn = emit2(IMP, QIR_OP_SUB, X, emit2(IMP, QIR_OP_DIV, emit2(IMP, QIR_OP_MUL, r, g), h));
+    } else if (!strcmp(t, "Momentum")) {
+      double alpha = attr_float(nc, "alpha", 0), beta = attr_float(nc, "beta", 0);
+      const char *mode = attr_str(nc, "mode", "standard");
+      if (strcmp(mode, "standard") && strcmp(mode, "nesterov")) return fail(nc, "mode must be standard or nesterov");
+      qir_value *b = where(IMP, t_pos, const_scalar(IMP, dt, beta), const_scalar(IMP, dt, 1));
+      s1 = emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, alpha), S1), emit2(IMP, QIR_OP_MUL, b, g));
+      qir_value *step = !strcmp(mode, "standard") ? s1 : emit2(IMP, QIR_OP_ADD, g, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, alpha), s1));
+      xn = emit2(IMP, QIR_OP_SUB, X, emit2(IMP, QIR_OP_MUL, R, step));
+    } else {
+      double alpha = attr_float(nc, "alpha", 0.9), beta = attr_float(nc, "beta", 0.999);
+      s1 = emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, alpha), S1), emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, 1 - alpha), g));
+      s2 = emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, beta), S2),
+                 emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, 1 - beta), emit2(IMP, QIR_OP_MUL, g, g)));
+      qir_value *h = emit2(IMP, QIR_OP_ADD, emit1(IMP, QIR_OP_SQRT, s2), const_scalar(IMP, dt, attr_float(nc, "epsilon", 1e-6)));
+      qir_value *bc = emit1(IMP, QIR_OP_SQRT, emit2(IMP, QIR_OP_SUB, const_scalar(IMP, dt, 1), emit2(IMP, QIR_OP_POW, const_scalar(IMP, dt, beta), Tf)));
+      qir_value *ac = emit2(IMP, QIR_OP_SUB, const_scalar(IMP, dt, 1), emit2(IMP, QIR_OP_POW, const_scalar(IMP, dt, alpha), Tf));
+      qir_value *ra = where(IMP, t_pos, emit2(IMP, QIR_OP_DIV, emit2(IMP, QIR_OP_MUL, R, bc), ac), R);
+      xn = emit2(IMP, QIR_OP_SUB, X, emit2(IMP, QIR_OP_MUL, ra, emit2(IMP, QIR_OP_DIV, s1, h)));
+      double post = attr_float(nc, "norm_coefficient_post", 0);
+      if (post != 0) xn = emit2(IMP, QIR_OP_MUL, xn, const_scalar(IMP, dt, 1 - post));
+    }
+    if (!xn || !s1 || (n_state > 1 && !s2)) return false;
+    if (i < nc->n_out) nc->out[i] = xn;
+    if (n + i < nc->n_out) nc->out[n + i] = s1;
+    if (s2 && 2 * n + i < nc->n_out) nc->out[2 * n + i] = s2;
+  }
+  return true;
+}
+
 /* ---------------------------------------------------------------- quantisation */
 
 /* A per-tensor, per-axis (1-D along axis) or blocked (same rank, block_size
@@ -967,6 +1155,9 @@ static const struct {
     {"TensorScatter", cv_tensor_scatter, "axis,mode"},
     {"MaxUnpool", cv_max_unpool, "kernel_shape,pads,strides"},
     {"AffineGrid", cv_affine_grid, "align_corners"},
+    {"Det", cv_det, ""},
+    {"CausalConvWithState", cv_causal_conv_with_state, "activation"},
+    {"QLinearConv", cv_qlinear_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"DequantizeLinear", cv_dequantize, "axis,block_size,output_dtype"},
     {"QuantizeLinear", cv_quantize, "axis,block_size,output_dtype,saturate,precision"},
     {"DynamicQuantizeLinear", cv_dynamic_quantize, ""},
@@ -974,6 +1165,28 @@ static const struct {
     {"QLinearMatMul", cv_qlinear_matmul, ""},
     {"Attention", cv_attention, "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,softcap,softmax_precision"},
 };
+
+static const struct {
+  const char *domain, *op_type;
+  convert_fn fn;
+  const char *attrs;
+} domain_ops[] = {
+    {"ai.onnx.ml", "Binarizer", cv_binarizer, "threshold"},
+    {"ai.onnx.ml", "ArrayFeatureExtractor", cv_array_feature_extractor, ""},
+    {"ai.onnx.preview.training", "Adagrad", cv_optimizer, "decay_factor,epsilon,norm_coefficient"},
+    {"ai.onnx.preview.training", "Momentum", cv_optimizer, "alpha,beta,mode,norm_coefficient"},
+    {"ai.onnx.preview.training", "Adam", cv_optimizer, "alpha,beta,epsilon,norm_coefficient,norm_coefficient_post"},
+};
+
+bool find_domain_op(const char *domain, const char *op_type, convert_fn *fn, const char **attrs) {
+  for (size_t i = 0; i < sizeof domain_ops / sizeof *domain_ops; i++)
+    if (!strcmp(domain_ops[i].domain, domain) && !strcmp(domain_ops[i].op_type, op_type)) {
+      *fn = domain_ops[i].fn;
+      *attrs = domain_ops[i].attrs;
+      return true;
+    }
+  return false;
+}
 
 bool find_composite(const char *op_type, convert_fn *fn, const char **attrs) {
   for (size_t i = 0; i < sizeof composites / sizeof *composites; i++)

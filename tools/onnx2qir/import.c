@@ -1026,7 +1026,11 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
   convert_fn fn = NULL;
   const char *allowed = NULL;
   const char *domain = nd->domain ? nd->domain : "";
-  if ((domain[0] && strcmp(domain, "ai.onnx") != 0) || !find_converter(op_type, &fn, &allowed)) {
+  /* a few operators of the ML and training domains are built from primitive ops */
+  bool other_domain = domain[0] && strcmp(domain, "ai.onnx") != 0;
+  if (other_domain && find_domain_op(domain, op_type, &fn, &allowed)) other_domain = false;
+  else if (!other_domain && !find_converter(op_type, &fn, &allowed)) fn = NULL;
+  if (other_domain || !fn) {
     char key[512];
     snprintf(key, sizeof key, "%s/%s", domain, op_type);
     if (!strmap_get(imp->unsupported, key)) {

@@ -179,6 +179,8 @@ bool find_converter(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- composite.c: operators built from primitive qir ops */
 bool find_composite(const char *op_type, convert_fn *fn, const char **attrs);
+/* operators of other domains (ai.onnx.ml, ai.onnx.preview.training) built here */
+bool find_domain_op(const char *domain, const char *op_type, convert_fn *fn, const char **attrs);
 /* ---- datadep.c: NonZero, Compress, Unique, NonMaxSuppression (constant inputs) */
 bool find_datadep_op(const char *op_type, convert_fn *fn, const char **attrs);
 /* ---- signal.c: DFT, STFT, window functions */
