@@ -908,8 +908,9 @@ static bool cv_quantize(node_ctx *nc) {
   if (IN(2)) to = IN(2)->type.dtype;
   else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return fail(nc, "output_dtype has no qir element type");
   qir_value *s = quant_param(nc, IN(1), x, axis, block);
+  if (!s) return false;
   qir_value *zp = IN(2) ? quant_param(nc, IN(2), x, axis, block) : NULL;
-  if (!s || (IN(2) && !zp)) return false;
+  if (IN(2) && !zp) return false;
   return set_out(nc, 0, quantize(nc, x, s, zp, to));
 }
 

@@ -172,6 +172,7 @@ static bool cv_dft(node_ctx *nc) {
   int64_t axis, L;
   int n;
   if (nc->opset >= 20) {
+    if (attr_find(nc, "axis")) return fail(nc, "from opset 20 the axis is an input, not an attribute");
     axis = -2;
     if (IN(2) && !need_const_ints(nc, 2, &axis, 1, &n)) return false;
   } else {
