@@ -71,6 +71,8 @@ static qir_value *where(importer *imp, qir_value *c, qir_value *a, qir_value *b)
 static bool is_int_dtype(qir_dtype dt) { return !qir_dtype_is_float(dt) && dt != QIR_BOOL; }
 
 static qir_value *quantize(node_ctx *nc, qir_value *x, qir_value *s, qir_value *zp, qir_dtype to);
+static qir_value *reshape_to(importer *imp, qir_value *x, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                             int64_t d4);
 
 /* ---------------------------------------------------------------- losses */
 
@@ -732,6 +734,97 @@ static bool cv_qlinear_conv(node_ctx *nc) {
   return set_out(nc, 0, quantize(nc, y, ys, yz, IN(7)->type.dtype));
 }
 
+/* LinearAttention (opset 27): the recurrence over time steps, unrolled (the
+ * step count is static): per step the state [B, Hkv, dk, dv] decays by
+ * exp(decay) (gated rules), the value is corrected by what the state already
+ * holds for the key (delta rules), the key-value outer product is added, and
+ * each query head reads its KV head's state.  In f32. */
+#define LINEAR_ATTENTION_MAX_STEPS 256
+static bool cv_linear_attention(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  importer *imp = IMP;
+  const char *rule = attr_str(nc, "update_rule", "gated_delta");
+  bool gating = !strcmp(rule, "gated") || !strcmp(rule, "gated_delta"), delta = !strcmp(rule, "delta") || !strcmp(rule, "gated_delta");
+  if (!gating && !delta && strcmp(rule, "linear")) return fail(nc, "update_rule must be linear, gated, delta or gated_delta");
+  int64_t hq = attr_int(nc, "q_num_heads", 0), hkv = attr_int(nc, "kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv) return fail(nc, "q_num_heads must be a positive multiple of kv_num_heads");
+  qir_value *q = IN(0), *k = IN(1), *v = IN(2), *past = IN(3), *decay = IN(4), *beta = IN(5), *erase = IN(6);
+  if (gating != (decay != NULL)) return fail(nc, "decay is required by the gated rules and forbidden otherwise");
+  if (delta != (beta != NULL)) return fail(nc, "beta is required by the delta rules and forbidden otherwise");
+  if (erase && !delta) return fail(nc, "erase_gate needs a delta rule");
+  if (q->type.rank != 3 || k->type.rank != 3 || v->type.rank != 3) return fail(nc, "query, key and value must be [B, T, H*D]");
+  int64_t B = q->type.dims[0], T = q->type.dims[1];
+  if (q->type.dims[2] % hq || k->type.dims[2] % hkv || v->type.dims[2] % hkv) return fail(nc, "hidden sizes must divide by the head counts");
+  int64_t dk = q->type.dims[2] / hq, dv = v->type.dims[2] / hkv, G = hq / hkv;
+  if (k->type.dims[2] != hkv * dk || k->type.dims[0] != B || v->type.dims[0] != B || k->type.dims[1] != T || v->type.dims[1] != T)
+    return fail(nc, "query, key and value shapes do not match");
+  if (T > LINEAR_ATTENTION_MAX_STEPS) return fail(nc, "more than 256 time steps (the recurrence is unrolled)");
+  double scale = attr_float(nc, "scale", 0);
+  if (scale == 0) scale = 1 / sqrt((double)dk);
+  static const int64_t perm[4] = {0, 2, 1, 3};
+  /* [B, T, H*D] -> f32 [B, H, T, D] */
+  qir_value *q4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, q, QIR_F32), 4, B, T, hq, dk, 0), 4, perm);
+  qir_value *k4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, k, QIR_F32), 4, B, T, hkv, dk, 0), 4, perm);
+  qir_value *v4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, v, QIR_F32), 4, B, T, hkv, dv, 0), 4, perm);
+  qir_value *d4 = NULL, *b4 = NULL, *e4 = NULL;
+  int64_t dlast = 0, blast = 0;
+  if (decay) {
+    dlast = decay->type.rank == 3 ? decay->type.dims[2] : -1;
+    if (dlast != hkv && dlast != hkv * dk) return fail(nc, "decay must be [B, T, kv_heads] or [B, T, kv_heads*d_k]");
+    d4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, decay, QIR_F32), 4, B, T, hkv, dlast / hkv, 0), 4, perm);
+  }
+  if (beta) {
+    blast = beta->type.rank == 3 ? beta->type.dims[2] : -1;
+    if (blast != hkv && blast != 1) return fail(nc, "beta must be [B, T, kv_heads] or [B, T, 1]");
+    b4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, beta, QIR_F32), 4, B, T, blast, 1, 0), 4, perm);
+  }
+  if (erase) {
+    if (erase->type.rank != 3 || erase->type.dims[2] != hkv * dk) return fail(nc, "erase_gate must be [B, T, kv_heads*d_k]");
+    e4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, erase, QIR_F32), 4, B, T, hkv, dk, 0), 4, perm);
+  }
+  qir_value *state;
+  if (past) {
+    if (past->type.rank != 4 || past->type.dims[0] != B || past->type.dims[1] != hkv || past->type.dims[2] != dk || past->type.dims[3] != dv)
+      return fail(nc, "past_state must be [B, kv_heads, d_k, d_v]");
+    state = emit_cast(imp, past, QIR_F32);
+  } else {
+    int64_t sd[4] = {B, hkv, dk, dv};
+    state = const_splat(imp, qir_type_make(QIR_F32, 4, sd), 0);
+  }
+  qir_value **outs = calloc((size_t)T + 1, sizeof *outs);
+  if (!outs) abort();
+  for (int64_t t = 0; t < T && state; t++) {
+    qir_value *ti = const_scalar(imp, QIR_I64, (double)t);
+    qir_value *kt = gather(imp, QIR_OP_GATHER, k4, ti, 2), *vt = gather(imp, QIR_OP_GATHER, v4, ti, 2); /* [B, Hkv, D] */
+    if (gating) {
+      qir_value *g = gather(imp, QIR_OP_GATHER, d4, ti, 2); /* [B, Hkv, 1 | dk] */
+      state = emit2(imp, QIR_OP_MUL, state, emit_insert_unit_axis(imp, emit1(imp, QIR_OP_EXP, g), 3));
+    }
+    if (delta) {
+      qir_value *ke = erase ? emit2(imp, QIR_OP_MUL, gather(imp, QIR_OP_GATHER, e4, ti, 2), kt) : kt;
+      qir_value *got = reshape_to(imp, emit2(imp, QIR_OP_MATMUL, emit_insert_unit_axis(imp, ke, 2), state), 3, B, hkv, dv, 0, 0);
+      qir_value *bt = gather(imp, QIR_OP_GATHER, b4, ti, 2); /* [B, Hkv | 1, 1] */
+      vt = emit2(imp, QIR_OP_MUL, bt, emit2(imp, QIR_OP_SUB, vt, got));
+    }
+    state = emit2(imp, QIR_OP_ADD, state, emit2(imp, QIR_OP_MUL, emit_insert_unit_axis(imp, kt, 3), emit_insert_unit_axis(imp, vt, 2)));
+    qir_value *qt = reshape_to(imp, gather(imp, QIR_OP_GATHER, q4, ti, 2), 5, B, hkv, G, 1, dk);
+    qir_value *read = emit2(imp, QIR_OP_MATMUL, qt, reshape_to(imp, state, 5, B, hkv, 1, dk, dv)); /* [B, Hkv, G, 1, dv] */
+    outs[t] = emit2(imp, QIR_OP_MUL, reshape_to(imp, read, 4, B, hq, 1, dv, 0), const_scalar(imp, QIR_F32, scale));
+    if (!outs[t]) state = NULL;
+  }
+  qir_value *y = NULL;
+  if (state) {
+    qir_op *op = op_begin(imp, QIR_OP_CONCAT, (int)T, outs);
+    set_i(imp, op, "axis", 2);
+    y = op_end(imp, op, NULL);
+  }
+  free(outs);
+  y = reshape_to(imp, emit_transpose(imp, y, 4, perm), 3, B, T, hq * dv, 0, 0);
+  if (!set_out(nc, 0, emit_cast(imp, y, q->type.dtype))) return false;
+  if (wants_out(nc, 1)) nc->out[1] = emit_cast(imp, state, past ? past->type.dtype : q->type.dtype);
+  return true;
+}
+
 /* ---------------------------------------------------------------- ai.onnx.ml */
 
 static bool cv_binarizer(node_ctx *nc) {
@@ -1157,6 +1250,7 @@ static const struct {
     {"MaxUnpool", cv_max_unpool, "kernel_shape,pads,strides"},
     {"AffineGrid", cv_affine_grid, "align_corners"},
     {"Det", cv_det, ""},
+    {"LinearAttention", cv_linear_attention, "chunk_size,kv_num_heads,q_num_heads,scale,update_rule"},
     {"CausalConvWithState", cv_causal_conv_with_state, "activation"},
     {"QLinearConv", cv_qlinear_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"DequantizeLinear", cv_dequantize, "axis,block_size,output_dtype"},
