@@ -699,8 +699,7 @@ static bool cv_qlinear_conv(node_ctx *nc) {
   qir_value *x = IN(0), *w = IN(3);
   if (x->type.rank < 3 || w->type.rank != x->type.rank) return fail(nc, "x and w must be [N, C, ...] and [M, C/group, ...]");
   int r = x->type.rank;
-  int64_t M = w->type.dims[0], d[QIR_MAX_RANK];
-  for (int i = 0; i < r; i++) d[i] = i == 0 ? M : 1;
+  int64_t M = w->type.dims[0];
   qir_value *xs = emit_reshape(IMP, emit_cast(IMP, IN(1), QIR_F32), 0, NULL);
   qir_value *xf = emit2(IMP, QIR_OP_MUL, emit2(IMP, QIR_OP_SUB, emit_cast(IMP, x, QIR_F32), emit_reshape(IMP, emit_cast(IMP, IN(2), QIR_F32), 0, NULL)), xs);
   int64_t nw = qir_type_numel(&IN(4)->type);
@@ -715,7 +714,6 @@ static bool cv_qlinear_conv(node_ctx *nc) {
     bias = emit2(IMP, QIR_OP_MUL, emit_cast(IMP, IN(8), QIR_F32), bs);
     if (bias && bias->type.dims[0] != M) bias = emit2(IMP, QIR_OP_ADD, bias, const_splat(IMP, qir_type_make(QIR_F32, 1, &M), 0));
   }
-  (void)d;
   if (!xf || !wf || !bias) return false;
   int ns = r - 2;
   int64_t k[QIR_MAX_RANK], st[QIR_MAX_RANK], dil[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK];
@@ -856,11 +854,11 @@ static bool cv_optimizer(node_ctx *nc) {
   qir_value *R = emit_reshape(IMP, IN(0), 0, NULL), *T = emit_reshape(IMP, IN(1), 0, NULL);
   if (!R || !T || !qir_dtype_is_float(R->type.dtype)) return fail(nc, "R must be a float scalar");
   qir_dtype dt = R->type.dtype;
-  double nc_ = attr_float(nc, "norm_coefficient", 0);
+  double norm_coef = attr_float(nc, "norm_coefficient", 0);
   qir_value *Tf = emit_cast(IMP, T, dt), *t_pos = emit2(IMP, QIR_OP_GREATER, T, const_scalar(IMP, T->type.dtype, 0));
   for (int i = 0; i < n; i++) {
     qir_value *X = IN(2 + i), *G = IN(2 + n + i), *S1 = IN(2 + 2 * n + i), *S2 = n_state > 1 ? IN(2 + 3 * n + i) : NULL;
-    qir_value *g = nc_ != 0 ? emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, nc_), X), G) : G;
+    qir_value *g = norm_coef != 0 ? emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, norm_coef), X), G) : G;
     qir_value *xn = NULL, *s1 = NULL, *s2 = NULL;
     if (!strcmp(t, "Adagrad")) {
       qir_value *r = emit2(IMP, QIR_OP_DIV, R, emit2(IMP, QIR_OP_ADD, const_scalar(IMP, dt, 1),

@@ -70,11 +70,11 @@ static bool cv_compress(node_ctx *nc) {
     x = emit_reshape(IMP, x, 1, &n);
     if (!x) return false;
   }
-  int64_t len = x->type.dims[axis], nc_ = qir_type_numel(&cond->type);
+  int64_t len = x->type.dims[axis], n_cond = qir_type_numel(&cond->type);
   if (cond->type.rank != 1) return fail(nc, "condition must be 1-D");
-  if (nc_ > len) return fail(nc, "condition is longer than the compressed axis");
-  int64_t *idx = alloc_i64(nc_), k = 0;
-  for (int64_t i = 0; i < nc_; i++)
+  if (n_cond > len) return fail(nc, "condition is longer than the compressed axis");
+  int64_t *idx = alloc_i64(n_cond), k = 0;
+  for (int64_t i = 0; i < n_cond; i++)
     if (const_elem(IMP, cond, i) != 0) idx[k++] = i;
   qir_value *in[2] = {x, const_i64s(IMP, (int)k, idx)};
   free(idx);
@@ -208,11 +208,11 @@ static bool cv_nms(node_ctx *nc) {
   int64_t *sel = alloc_i64(3 * B * C * (N > 0 ? N : 1)), n_sel = 0, *cand = alloc_i64(N), *kept = alloc_i64(N);
   for (int64_t b = 0; b < B; b++)
     for (int64_t c = 0; c < C; c++) {
-      int64_t nc_ = 0, nk = 0;
+      int64_t n_cand = 0, nk = 0;
       for (int64_t i = 0; i < N; i++)
-        if (const_elem(IMP, scores, (b * C + c) * N + i) > score_thr) cand[nc_++] = i;
+        if (const_elem(IMP, scores, (b * C + c) * N + i) > score_thr) cand[n_cand++] = i;
       /* stable insertion sort by descending score */
-      for (int64_t j = 1; j < nc_; j++)
+      for (int64_t j = 1; j < n_cand; j++)
         for (int64_t k = j; k > 0; k--) {
           double p = const_elem(IMP, scores, (b * C + c) * N + cand[k - 1]), q = const_elem(IMP, scores, (b * C + c) * N + cand[k]);
           if (!(q > p)) break;
@@ -220,7 +220,7 @@ static bool cv_nms(node_ctx *nc) {
           cand[k] = cand[k - 1];
           cand[k - 1] = t;
         }
-      for (int64_t j = 0; j < nc_ && nk < max_out; j++) {
+      for (int64_t j = 0; j < n_cand && nk < max_out; j++) {
         box bj = read_box(IMP, boxes, b * N + cand[j], center);
         bool keep = true;
         for (int64_t k = 0; k < nk && keep; k++) keep = !(iou(bj, read_box(IMP, boxes, b * N + kept[k], center)) > iou_thr);

@@ -261,11 +261,61 @@ static bool cv_window(node_ctx *nc) {
   return set_out(nc, 0, w);
 }
 
+/* MelWeightMatrix: the triangular mel filter bank [dft_length/2+1, bins], a
+ * constant of constant inputs, after ONNX's reference (bin edges floored to
+ * spectrogram bins). */
+static bool cv_mel_weight_matrix(node_ctx *nc) {
+  int64_t bins, dft_len, rate;
+  double lo, hi;
+  int n;
+  for (int i = 0; i < 5; i++)
+    if (!IN(i)) return fail(nc, "all five inputs are required");
+  if (!need_const_ints(nc, 0, &bins, 1, &n) || !need_const_ints(nc, 1, &dft_len, 1, &n) ||
+      !need_const_ints(nc, 2, &rate, 1, &n) || !need_const_floats(nc, 3, &lo, 1, &n) || !need_const_floats(nc, 4, &hi, 1, &n))
+    return false;
+  if (bins < 1 || dft_len < 1 || rate < 1 || bins > 4096 || dft_len > (1 << 16)) return fail(nc, "sizes out of range");
+  qir_dtype dt = QIR_F32;
+  const Onnx__AttributeProto *od = attr_find(nc, "output_datatype");
+  if (od && !onnx_dtype_to_qir((int32_t)od->i, &dt)) return fail(nc, "unsupported output_datatype");
+  int64_t spec = dft_len / 2 + 1, *edge = malloc(sizeof *edge * (size_t)(bins + 2));
+  double *w = calloc((size_t)(spec * bins), sizeof *w);
+  if (!edge || !w) abort();
+  double mlo = 2595 * log10(1 + lo / 700), mhi = 2595 * log10(1 + hi / 700), step = (mhi - mlo) / (double)(bins + 2);
+  for (int64_t i = 0; i < bins + 2; i++) {
+    double hz = 700 * (pow(10, ((double)i * step + mlo) / 2595) - 1);
+    edge[i] = (int64_t)floor((double)(dft_len + 1) * hz / (double)rate);
+  }
+  bool ok = true;
+  for (int64_t i = 0; i < bins && ok; i++) {
+    int64_t l = edge[i], c = edge[i + 1], h = edge[i + 2];
+    if (l < 0 || c < l || h < c || h > spec || c >= spec) ok = false;
+    else if (c == l) w[c * bins + i] = 1;
+    else
+      for (int64_t j = l; j <= c; j++) w[j * bins + i] = (double)(j - l) / (double)(c - l);
+    if (ok && h > c)
+      for (int64_t j = c; j < h; j++) w[j * bins + i] = (double)(h - j) / (double)(h - c);
+  }
+  qir_value *v = NULL;
+  if (ok) {
+    char *buf = calloc((size_t)(spec * bins), (size_t)qir_dtype_size(dt));
+    if (!buf) abort();
+    for (int64_t i = 0; i < spec * bins; i++) qir_store_elem(dt, buf, i, w[i]);
+    int64_t d[2] = {spec, bins};
+    v = const_data(IMP, qir_type_make(dt, 2, d), buf);
+    free(buf);
+  }
+  free(edge);
+  free(w);
+  if (!ok) return fail(nc, "the band edges fall outside the spectrogram bins");
+  return set_out(nc, 0, v);
+}
+
 static const struct {
   const char *op_type;
   convert_fn fn;
   const char *attrs;
 } signal_ops[] = {
+    {"MelWeightMatrix", cv_mel_weight_matrix, "output_datatype"},
     {"DFT", cv_dft, "axis,inverse,onesided"},
     {"STFT", cv_stft, "onesided"},
     {"HannWindow", cv_window, "output_datatype,periodic"},
