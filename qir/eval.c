@@ -2217,9 +2217,27 @@ static void cubic_coeffs(double r, double A, double *c) {
   c[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
 }
 
+/* Antialiased linear / cubic (downsampling): the kernel stretched by 1/scale,
+ * n = 2 - 2*start taps, weights normalised (ONNX's reference). */
+static int antialias_start(char mode, double scale) {
+  double s = scale < 1 ? scale : 1;
+  return (int)floor((mode == 'c' ? -2 : -1) / s) + 1;
+}
+
+static double antialias_kernel(char mode, double A, double x) {
+  x = fabs(x);
+  if (mode == 'l') return x < 1 ? 1 - x : 0;
+  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
+
 static bool resize_build_axis(ev *e, resize_axis *ax, int64_t in_len, int64_t out_len, double scale, const double *roi,
-                              char mode, const char *ctm, const char *nmode, double A, bool excl) {
-  ax->n = mode == 'c' ? 4 : 2;
+                              char mode, const char *ctm, const char *nmode, double A, bool excl, bool antialias) {
+  antialias = antialias && mode != 'n';
+  int aa_start = antialias ? antialias_start(mode, scale) : 0;
+  if (antialias && 2 - 2 * aa_start > 1 << 16) return FAIL(e, "'resize': the antialiasing kernel is too wide");
+  ax->n = antialias ? 2 - 2 * aa_start : mode == 'c' ? 4 : 2;
   ax->idx = xmalloc(e, (size_t)(out_len * ax->n) * sizeof *ax->idx);
   ax->wt = xmalloc(e, (size_t)(out_len * ax->n) * sizeof *ax->wt);
   ax->outside = xcalloc(e, (size_t)out_len, sizeof *ax->outside);
@@ -2242,8 +2260,14 @@ static bool resize_build_axis(ev *e, resize_axis *ax, int64_t in_len, int64_t ou
     } else {
       return FAIL(e, "'resize': unknown coordinate_transformation_mode '%s'", ctm);
     }
-    double fl = floor(xo), ratio = xo == fl ? 1 : xo - fl, c[4];
-    if (mode == 'c') cubic_coeffs(ratio, A, c);
+    double fl = floor(xo), ratio = xo == fl ? 1 : xo - fl, c4[4], *c = c4;
+    if (antialias) {
+      c = xmalloc(e, sizeof *c * (size_t)ax->n);
+      if (!c) return false;
+      double s = scale < 1 ? scale : 1, sum = 0;
+      for (int t = 0; t < ax->n; t++) sum += c[t] = antialias_kernel(mode, A, ((double)(aa_start + t) - ratio) * s);
+      for (int t = 0; t < ax->n; t++) c[t] /= sum;
+    } else if (mode == 'c') cubic_coeffs(ratio, A, c);
     else if (mode == 'l') { c[0] = 1 - ratio; c[1] = ratio; }
     else {
       bool up;
@@ -2273,6 +2297,7 @@ static bool resize_build_axis(ev *e, resize_axis *ax, int64_t in_len, int64_t ou
       ax->idx[x * n + t] = i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
     }
     for (int t = 0; t < n; t++) ax->wt[x * n + t] = excl ? (sum != 0 ? c[t] / sum : 0) : c[t];
+    if (c != c4) free(c);
   }
   return true;
 }
@@ -2285,7 +2310,7 @@ static bool eval_resize(ev *e, const qir_tensor *x, qir_tensor *r) {
   const char *nmode = attr_s(e, "nearest_mode", "round_prefer_floor");
   char mode = !strcmp(mode_s, "nearest") ? 'n' : !strcmp(mode_s, "linear") ? 'l' : !strcmp(mode_s, "cubic") ? 'c' : 0;
   if (!mode) return FAIL(e, "'resize': unknown mode '%s'", mode_s);
-  if (attr_int(e, "antialias", 0)) return FAIL(e, "'resize': antialias=1 is not supported");
+  bool antialias = attr_int(e, "antialias", 0) != 0;
   double A = attr_f(e, "cubic_coeff_a", -0.75), extrap = attr_f(e, "extrapolation_value", 0.0);
   bool excl = attr_int(e, "exclude_outside", 0) != 0;
   double scales[QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
@@ -2306,7 +2331,9 @@ static bool eval_resize(ev *e, const qir_tensor *x, qir_tensor *r) {
   bool ok = true;
   for (int i = 0; ok && i < rank; i++) {
     double rr[2] = {nr == -2 ? 0 : roi[i], nr == -2 ? 1 : roi[i + rank]};
-    ok = resize_build_axis(e, &ax[i], xt->dims[i], rt->dims[i], scales[i], rr, mode, ctm, nmode, A, excl);
+    /* axes kept as they are are not resized, antialias or not */
+    bool same = xt->dims[i] == rt->dims[i] && scales[i] == 1;
+    ok = resize_build_axis(e, &ax[i], xt->dims[i], rt->dims[i], scales[i], rr, mode, ctm, nmode, A, excl, antialias && !same);
   }
   double *X = ok ? load_f64(e, x) : NULL, *Y = ok ? xmalloc(e, (size_t)numel(rt) * sizeof *Y) : NULL;
   ok = ok && X && Y;

@@ -17,7 +17,7 @@
  *
  * Compute axes must have positive extents, so ops with an empty result have no
  * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
- * resize with antialias.  The multi-stage ops (softmax,
+ * resize with both antialias and exclude_outside.  The multi-stage ops (softmax,
  * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
  * argmax/argmin) have a chain through qir_op_expand_computes only; the
  * multi-result ops (split, max_pool with indices, layer_norm with statistics,
@@ -1008,7 +1008,8 @@ static qir_op *te_resize(te *t) {
   bool nearest = !strcmp(mode, "nearest"), cubic = !strcmp(mode, "cubic");
   bool exclude = qir_op_attr_int(t->op, "exclude_outside", 0) != 0;
   double a = attr_f(t, "cubic_coeff_a", -0.75);
-  if (qir_op_attr_int(t->op, "antialias", 0)) return NULL;
+  bool antialias = qir_op_attr_int(t->op, "antialias", 0) != 0 && !nearest;
+  if (antialias && exclude) return NULL;
   double scales[QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
   if (qir_op_attr_floats(t->op, "scales", scales, QIR_MAX_RANK) != x->rank) return NULL;
   bool crop = !strcmp(ctm, "tf_crop_and_resize");
@@ -1034,6 +1035,27 @@ static qir_op *te_resize(te *t) {
       else if (!strcmp(nm, "round_prefer_ceil")) r = un(t, QIR_FN_FLOOR, add(t, src, flit(t, 0.5)));
       else r = un(t, QIR_FN_CEIL, sub(t, src, flit(t, 0.5))); /* round_prefer_floor */
       idx[i] = clamp_index(t, qir_expr_cast(t->m, QIR_I64, r), in);
+      continue;
+    }
+    if (antialias) {
+      /* the kernel stretched by 1/scale when downsampling: n = 2 - 2*start taps
+       * around src (the left one first when src is integral), normalised */
+      double s = scales[i] < 1 ? scales[i] : 1;
+      int start = (int)floor((cubic ? -2 : -1) / s) + 1, n = 2 - 2 * start;
+      if (n > 64 || t->n_axes + t->n_red >= 2 * QIR_MAX_RANK) return NULL;
+      qir_expr *base = iadd(t, qir_expr_cast(t->m, QIR_I64, un(t, QIR_FN_CEIL, src)), start - 1);
+      qir_expr *sum = NULL;
+      for (int k = 0; k < n; k++) {
+        qir_expr *d = mul(t, un(t, QIR_FN_ABS, sub(t, src, iadd(t, base, k))), flit(t, s));
+        qir_expr *wk = cubic ? resize_kernel(t, true, a, d) : bin(t, QIR_FN_MAX, sub(t, flit(t, 1), d), flit(t, 0));
+        sum = sum ? add(t, sum, wk) : wk;
+      }
+      int tau = add_red(t, n);
+      qir_expr *tap = add(t, base, var(t, tau));
+      qir_expr *d = mul(t, un(t, QIR_FN_ABS, sub(t, src, tap)), flit(t, s));
+      qir_expr *w = dv(t, cubic ? resize_kernel(t, true, a, d) : bin(t, QIR_FN_MAX, sub(t, flit(t, 1), d), flit(t, 0)), sum);
+      weight = weight ? mul(t, weight, w) : w;
+      idx[i] = clamp_index(t, tap, in);
       continue;
     }
     int n_taps = cubic ? 4 : 2;

@@ -114,6 +114,7 @@ static const attr_spec attr_specs[] = {
   {QIR_OP_RESIZE, "exclude_outside", A_FLAG, false, NULL},
   {QIR_OP_RESIZE, "extrapolation_value", A_FLOAT, false, NULL},
   {QIR_OP_RESIZE, "roi", A_FLOATS, false, NULL},
+  {QIR_OP_RESIZE, "antialias", A_FLAG, false, NULL},
   {QIR_OP_DEPTH_TO_SPACE, "blocksize", A_INT, true, NULL},
   {QIR_OP_DEPTH_TO_SPACE, "mode", A_WORD, false, "DCR|CRD"},
   {QIR_OP_SPACE_TO_DEPTH, "blocksize", A_INT, true, NULL},

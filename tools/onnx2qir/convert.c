@@ -1283,7 +1283,6 @@ static bool cv_resize(node_ctx *nc) {
     return fail(nc, "unsupported mode");
   if (strcmp(mode, "bilinear") == 0) mode = "linear";
   bool crop = strcmp(ctm, "tf_crop_and_resize") == 0;
-  if (attr_int(nc, "antialias", 0)) return fail(nc, "antialias is not supported");
   int64_t axes[QIR_MAX_RANK];
   int na = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
   const char *policy = attr_str(nc, "keep_aspect_ratio_policy", "stretch");
@@ -1350,6 +1349,7 @@ static bool cv_resize(node_ctx *nc) {
   set_f(IMP, op, "extrapolation_value", attr_float(nc, "extrapolation_value", 0));
   set_floats(IMP, op, "scales", r, full_sc);
   if (crop) set_floats(IMP, op, "roi", 2 * r, roi);
+  if (attr_int(nc, "antialias", 0) && strcmp(mode, "nearest")) set_i(IMP, op, "antialias", 1);
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
