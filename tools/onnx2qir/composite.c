@@ -823,6 +823,80 @@ static bool cv_linear_attention(node_ctx *nc) {
   return true;
 }
 
+/* RoiAlign (mode avg, a fixed sampling_ratio): each RoI's sampling points as a
+ * grid_sample grid (pixel coordinates, align_corners, border: ONNX clamps
+ * points in [-1, 0) and (D-1, D] to the edge), points farther out masked to 0,
+ * then the mean over each bin's points. */
+static bool cv_roi_align(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  importer *imp = IMP;
+  qir_value *x = IN(0), *rois = IN(1), *bidx = IN(2);
+  if (x->type.rank != 4 || !qir_dtype_is_float(x->type.dtype)) return fail(nc, "X must be a float [N, C, H, W]");
+  if (rois->type.rank != 2 || rois->type.dims[1] != 4 || bidx->type.rank != 1 || bidx->type.dims[0] != rois->type.dims[0])
+    return fail(nc, "rois must be [R, 4] and batch_indices [R]");
+  if (strcmp(attr_str(nc, "mode", "avg"), "avg")) return fail(nc, "RoiAlign mode max is not supported");
+  int64_t oh = attr_int(nc, "output_height", 1), ow = attr_int(nc, "output_width", 1), sr = attr_int(nc, "sampling_ratio", 0);
+  if (oh < 1 || ow < 1) return fail(nc, "output_height and output_width must be positive");
+  if (sr <= 0) return fail(nc, "sampling_ratio 0 (a per-RoI adaptive grid) is not supported");
+  if (oh * sr > 4096 || ow * sr > 4096) return fail(nc, "sampling grid too large");
+  bool half = !strcmp(attr_str(nc, "coordinate_transformation_mode", "half_pixel"), "half_pixel");
+  double scale = attr_float(nc, "spatial_scale", 1), off = half ? 0.5 : 0;
+  int64_t R = rois->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
+  if (H < 2 || W < 2) return fail(nc, "RoiAlign needs an image of at least 2 x 2");
+  qir_dtype dt = x->type.dtype;
+  qir_value *rf = emit_cast(imp, rois, dt);
+  /* per RoI and axis (0: y, 1: x): sample coordinates [R, n*sr] */
+  qir_value *coord[2], *inside[2];
+  for (int a = 0; a < 2; a++) {
+    int64_t n = a ? ow : oh, D = a ? W : H;
+    qir_op *op;
+    qir_value *lo = NULL, *hi = NULL;
+    for (int e = 0; e < 2; e++) { /* rois are (x1, y1, x2, y2) */
+      int64_t s[2] = {0, (a ? 0 : 1) + 2 * e}, en[2] = {R, s[1] + 1}, st[2] = {1, 1};
+      op = op_begin(imp, QIR_OP_SLICE, 1, &rf);
+      set_ints(imp, op, "starts", 2, s);
+      set_ints(imp, op, "ends", 2, en);
+      set_ints(imp, op, "steps", 2, st);
+      qir_value *v = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, op_end(imp, op, NULL), const_scalar(imp, dt, scale)), const_scalar(imp, dt, off));
+      if (e == 0) lo = v;
+      else hi = v;
+    }
+    qir_value *len = emit2(imp, QIR_OP_SUB, hi, lo);
+    if (!half) len = emit2(imp, QIR_OP_MAX, len, const_scalar(imp, dt, 1));
+    qir_value *bin = emit2(imp, QIR_OP_DIV, len, const_scalar(imp, dt, (double)n)); /* [R, 1] */
+    int64_t m = n * sr;
+    char *buf = calloc((size_t)m, (size_t)qir_dtype_size(dt));
+    if (!buf) abort();
+    for (int64_t i = 0; i < m; i++) qir_store_elem(dt, buf, i, (double)(i / sr) + ((double)(i % sr) + 0.5) / (double)sr);
+    int64_t md[2] = {1, m};
+    qir_value *steps = const_data(imp, qir_type_make(dt, 2, md), buf);
+    free(buf);
+    coord[a] = emit2(imp, QIR_OP_ADD, lo, emit2(imp, QIR_OP_MUL, steps, bin)); /* [R, m] */
+    inside[a] = emit2(imp, QIR_OP_AND, emit2(imp, QIR_OP_GREATER_EQUAL, coord[a], const_scalar(imp, dt, -1)),
+                      emit2(imp, QIR_OP_LESS_EQUAL, coord[a], const_scalar(imp, dt, (double)D)));
+  }
+  int64_t MH = oh * sr, MW = ow * sr;
+  /* grid [R, MH, MW, 2] = (x, y) normalised for align_corners: 2 v / (D - 1) - 1 */
+  qir_value *gx = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, coord[1], const_scalar(imp, dt, 2.0 / (double)(W - 1))), const_scalar(imp, dt, 1));
+  qir_value *gy = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, coord[0], const_scalar(imp, dt, 2.0 / (double)(H - 1))), const_scalar(imp, dt, 1));
+  int64_t fd[4] = {R, MH, MW, 1};
+  qir_value *zeros = const_splat(imp, qir_type_make(dt, 4, fd), 0);
+  gx = emit2(imp, QIR_OP_ADD, reshape_to(imp, gx, 4, R, 1, MW, 1, 0), zeros);
+  gy = emit2(imp, QIR_OP_ADD, reshape_to(imp, gy, 4, R, MH, 1, 1, 0), zeros);
+  qir_value *grid = concat2(imp, gx, gy, 3);
+  qir_value *xr = gather(imp, QIR_OP_GATHER, x, emit_cast(imp, bidx, QIR_I64), 0); /* [R, C, H, W] */
+  if (!grid || !xr) return false;
+  qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xr, grid});
+  set_w(imp, op, "mode", "linear");
+  set_w(imp, op, "padding_mode", "border");
+  set_i(imp, op, "align_corners", 1);
+  qir_value *smp = op_end(imp, op, NULL); /* [R, C, MH, MW] */
+  qir_value *mask = emit2(imp, QIR_OP_AND, reshape_to(imp, inside[0], 4, R, 1, MH, 1, 0), reshape_to(imp, inside[1], 4, R, 1, 1, MW, 0));
+  smp = emit2(imp, QIR_OP_MUL, smp, emit_cast(imp, mask, dt));
+  int64_t d6[6] = {R, C, oh, sr, ow, sr}, axes[2] = {3, 5};
+  return set_out(nc, 0, reduce(imp, QIR_OP_REDUCE_MEAN, emit_reshape(imp, smp, 6, d6), 2, axes, 0));
+}
+
 /* ---------------------------------------------------------------- ai.onnx.ml */
 
 static bool cv_binarizer(node_ctx *nc) {
@@ -1248,6 +1322,7 @@ static const struct {
     {"MaxUnpool", cv_max_unpool, "kernel_shape,pads,strides"},
     {"AffineGrid", cv_affine_grid, "align_corners"},
     {"Det", cv_det, ""},
+    {"RoiAlign", cv_roi_align, "coordinate_transformation_mode,mode,output_height,output_width,sampling_ratio,spatial_scale"},
     {"LinearAttention", cv_linear_attention, "chunk_size,kv_num_heads,q_num_heads,scale,update_rule"},
     {"CausalConvWithState", cv_causal_conv_with_state, "activation"},
     {"QLinearConv", cv_qlinear_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
