@@ -46,7 +46,8 @@ $(GEN)/lex.yy.c $(GEN)/lex.yy.h &: grammar/qir.l $(GEN)/qir.tab.h
 	flex --header-file=$(GEN)/lex.yy.h -o $(GEN)/lex.yy.c $<
 
 # Generated C is compiled with the project's flags except those flex's output trips.
-$(GEN)/%.o: $(GEN)/%.c
+# The parser's actions name qir.h's enums (expression functions, opcodes).
+$(GEN)/%.o: $(GEN)/%.c $(wildcard qir/*.h) qir/ops.def
 	$(CC) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c -o $@ $<
 
 $(BUILD)/obj/%.o: %.c $(GEN)/qir.tab.h $(GEN)/lex.yy.h $(GEN)/onnx.pb-c.h qir/qir.h qir/ops.def

@@ -347,6 +347,14 @@ static bool unary_float(ev *e, double *v, int64_t n) {
   case QIR_OP_ROUND: for (int64_t i = 0; i < n; i++) v[i] = round_even(v[i]); break;
   case QIR_OP_SIN: for (int64_t i = 0; i < n; i++) v[i] = sin(v[i]); break;
   case QIR_OP_COS: for (int64_t i = 0; i < n; i++) v[i] = cos(v[i]); break;
+  case QIR_OP_ASIN: for (int64_t i = 0; i < n; i++) v[i] = asin(v[i]); break;
+  case QIR_OP_ACOS: for (int64_t i = 0; i < n; i++) v[i] = acos(v[i]); break;
+  case QIR_OP_ATAN: for (int64_t i = 0; i < n; i++) v[i] = atan(v[i]); break;
+  case QIR_OP_SINH: for (int64_t i = 0; i < n; i++) v[i] = sinh(v[i]); break;
+  case QIR_OP_COSH: for (int64_t i = 0; i < n; i++) v[i] = cosh(v[i]); break;
+  case QIR_OP_ASINH: for (int64_t i = 0; i < n; i++) v[i] = asinh(v[i]); break;
+  case QIR_OP_ACOSH: for (int64_t i = 0; i < n; i++) v[i] = acosh(v[i]); break;
+  case QIR_OP_ATANH: for (int64_t i = 0; i < n; i++) v[i] = atanh(v[i]); break;
   case QIR_OP_SIGN: for (int64_t i = 0; i < n; i++) v[i] = signum(v[i]); break;
   case QIR_OP_NOT: for (int64_t i = 0; i < n; i++) v[i] = v[i] == 0; break;
   case QIR_OP_ISNAN: for (int64_t i = 0; i < n; i++) v[i] = isnan(v[i]) ? 1 : 0; break;
@@ -395,7 +403,7 @@ static bool unary_float(ev *e, double *v, int64_t n) {
 static bool unary_int_ok(qir_opcode c) {
   switch (c) {
   case QIR_OP_NEG: case QIR_OP_ABS: case QIR_OP_SIGN: case QIR_OP_RELU: case QIR_OP_NOT: case QIR_OP_CEIL:
-  case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_ISNAN: return true;
+  case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_ISNAN: case QIR_OP_BITWISE_NOT: return true;
   default: return false;
   }
 }
@@ -410,6 +418,7 @@ static void unary_int(qir_opcode c, int64_t *v, int64_t n, bool uns) {
     case QIR_OP_RELU: x = (uns || x > 0) ? x : 0; break;
     case QIR_OP_NOT: x = x == 0; break;
     case QIR_OP_ISNAN: x = 0; break;
+    case QIR_OP_BITWISE_NOT: x = (int64_t)~(uint64_t)x; break; /* the store keeps the type's bits */
     default: break;
     }
     v[i] = x;
@@ -528,6 +537,12 @@ static bool binary_int(qir_opcode c, int64_t a, int64_t b, bool u, int64_t fmod_
   case QIR_OP_OR: *out = a || b; return true;
   case QIR_OP_XOR: *out = (a != 0) != (b != 0); return true;
   case QIR_OP_PRELU: *out = (!u && a < 0) ? (int64_t)(ua * ub) : a; return true;
+  case QIR_OP_BITWISE_AND: *out = (int64_t)(ua & ub); return true;
+  case QIR_OP_BITWISE_OR: *out = (int64_t)(ua | ub); return true;
+  case QIR_OP_BITWISE_XOR: *out = (int64_t)(ua ^ ub); return true;
+  case QIR_OP_BIT_SHIFT: /* shift amounts past 63 shift everything out */
+    *out = ub > 63 ? 0 : (int64_t)(fmod_attr ? ua >> ub : ua << ub);
+    return true;
   default: *out = 0; return true;
   }
 }
@@ -567,7 +582,10 @@ static bool eval_nary(ev *e, const qir_tensor *in, int n_in, qir_tensor *r) {
   qir_opcode c = e->op->code;
   const qir_type *out = &r->type;
   int64_t n = numel(out);
-  int64_t fm = attr_int(e, "fmod", 0);
+  /* binary_int's mode flag: fmod for mod, right (1) or left (0) for bit_shift */
+  int64_t fm = c == QIR_OP_BIT_SHIFT ? !strcmp(attr_s(e, "direction", ""), "right") : attr_int(e, "fmod", 0);
+  if (c == QIR_OP_BIT_SHIFT && strcmp(attr_s(e, "direction", ""), "right") && strcmp(attr_s(e, "direction", ""), "left"))
+    return FAIL(e, "'bit_shift': direction must be left or right");
   for (int k = 0; k < n_in; k++) {
     /* prelu's slope broadcasts to x (unidirectional) */
     if (!check_bcast(e, &in[k], out, k)) return false;
@@ -837,24 +855,26 @@ static bool eval_cumsum(ev *e, const qir_tensor *x, qir_tensor *r) {
   bool excl = attr_int(e, "exclusive", 0) != 0, rev = attr_int(e, "reverse", 0) != 0;
   int64_t outer, len, inner;
   around_axis(&x->type, (int)axis, &outer, &len, &inner);
-  bool ints = !is_float(x->type.dtype);
+  bool ints = !is_float(x->type.dtype), prod = e->op->code == QIR_OP_CUMPROD;
   double *v = ints ? NULL : load_f64(e, x);
   int64_t *w = ints ? load_i64(e, x) : NULL;
   if (!v && !w) return false;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
-      double s = 0;
-      uint64_t si = 0;
+      double s = prod ? 1 : 0;
+      uint64_t si = prod ? 1 : 0;
       for (int64_t kk = 0; kk < len; kk++) {
         int64_t k = rev ? len - 1 - kk : kk, p = (o * len + k) * inner + in;
         if (ints) {
           uint64_t cur = (uint64_t)w[p];
-          if (excl) { w[p] = (int64_t)si; si += cur; }
-          else { si += cur; w[p] = (int64_t)si; }
+          if (excl) w[p] = (int64_t)si;
+          si = prod ? si * cur : si + cur;
+          if (!excl) w[p] = (int64_t)si;
         } else {
           double cur = v[p];
-          if (excl) { v[p] = s; s += cur; }
-          else { s += cur; v[p] = s; }
+          if (excl) v[p] = s;
+          s = prod ? s * cur : s + cur;
+          if (!excl) v[p] = s;
         }
       }
     }
@@ -862,6 +882,70 @@ static bool eval_cumsum(ev *e, const qir_tensor *x, qir_tensor *r) {
   else store_f64(r, v);
   free(v);
   free(w);
+  return true;
+}
+
+/* top_k: a stable merge sort of each slice's indices, best first. */
+typedef struct {
+  const double *v;      /* values as doubles (float operands) */
+  const int64_t *w;     /* values as integers (integer operands) */
+  bool uns, largest;
+  int64_t inner;        /* stride of the axis */
+} topk_order;
+
+/* a before b?  Equal values keep index order (the sort is stable); NaN is
+ * the largest value, as numpy's sort. */
+static bool topk_before(const topk_order *o, int64_t a, int64_t b) {
+  int cmp;
+  if (o->w) {
+    int64_t x = o->w[a * o->inner], y = o->w[b * o->inner];
+    cmp = (o->uns ? (uint64_t)x > (uint64_t)y : x > y) ? 1 : x == y ? 0 : -1;
+  } else {
+    double x = o->v[a * o->inner], y = o->v[b * o->inner];
+    cmp = isnan(x) ? (isnan(y) ? 0 : 1) : isnan(y) ? -1 : x > y ? 1 : x == y ? 0 : -1;
+  }
+  return o->largest ? cmp > 0 : cmp < 0;
+}
+
+static void topk_sort(const topk_order *o, int64_t *idx, int64_t *tmp, int64_t n) {
+  if (n < 2) return;
+  int64_t h = n / 2;
+  topk_sort(o, idx, tmp, h);
+  topk_sort(o, idx + h, tmp, n - h);
+  int64_t i = 0, j = h, k = 0;
+  while (i < h && j < n) tmp[k++] = topk_before(o, idx[j], idx[i]) ? idx[j++] : idx[i++];
+  while (i < h) tmp[k++] = idx[i++];
+  while (j < n) tmp[k++] = idx[j++];
+  memcpy(idx, tmp, sizeof *idx * (size_t)n);
+}
+
+static bool eval_top_k(ev *e, const qir_tensor *x, qir_tensor *vals, qir_tensor *inds) {
+  int64_t axis, outer, len, inner, k = attr_int(e, "k", -1);
+  if (!get_axis(e, "axis", x->type.rank - 1, x->type.rank, &axis)) return false;
+  around_axis(&x->type, (int)axis, &outer, &len, &inner);
+  if (k < 0 || k > len || vals->type.dims[axis] != k) return FAIL(e, "'top_k': k = %lld does not fit the types", (long long)k);
+  bool ints = !is_float(x->type.dtype);
+  double *v = ints ? NULL : load_f64(e, x);
+  int64_t *w = ints ? load_i64(e, x) : NULL;
+  int64_t *idx = xmalloc(e, sizeof *idx * (size_t)(2 * len + 1));
+  if ((!v && !w) || !idx) { free(v); free(w); free(idx); return false; }
+  size_t es = esize(&x->type);
+  int64_t *out_i = (int64_t *)inds->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t base = o * len * inner + in;
+      topk_order ord = {v ? v + base : NULL, w ? w + base : NULL, is_uns(x->type.dtype), attr_int(e, "largest", 1) != 0, inner};
+      for (int64_t i = 0; i < len; i++) idx[i] = i;
+      topk_sort(&ord, idx, idx + len, len);
+      for (int64_t j = 0; j < k; j++) {
+        int64_t dst = (o * k + j) * inner + in;
+        memcpy((char *)vals->data + (size_t)dst * es, (const char *)x->data + (size_t)(base + idx[j] * inner) * es, es);
+        out_i[dst] = idx[j];
+      }
+    }
+  free(v);
+  free(w);
+  free(idx);
   return true;
 }
 
@@ -1136,6 +1220,193 @@ static bool eval_gather_elements(ev *e, const qir_tensor *x, const qir_tensor *i
     memcpy((char *)r->data + (size_t)k * es, (const char *)x->data + (size_t)s * es, es);
     next_index(idx, r->type.dims, r->type.rank);
   }
+  return true;
+}
+
+static bool eval_gather_nd(ev *e, const qir_tensor *x, const qir_tensor *ind, qir_tensor *r) {
+  int64_t b = attr_int(e, "batch_dims", 0), q = ind->type.rank, m = q ? ind->type.dims[q - 1] : 0;
+  if (q < 1 || b < 0 || b >= q || m < 1 || b + m > x->type.rank || x->type.dtype != r->type.dtype)
+    return FAIL(e, "'gather_nd': data, indices and result do not fit");
+  int64_t xst[QIR_MAX_RANK], inner = 1;
+  strides_of(&x->type, xst);
+  for (int64_t i = b + m; i < x->type.rank; i++) inner *= x->type.dims[i];
+  int64_t n_tuples = numel(&ind->type) / m, bst = 1;
+  for (int64_t i = b; i < q - 1; i++) bst *= ind->type.dims[i]; /* tuples per batch */
+  if (n_tuples * inner != numel(&r->type)) return FAIL(e, "'gather_nd': result shape does not match");
+  size_t es = esize(&x->type);
+  for (int64_t t = 0; t < n_tuples; t++) {
+    /* batch coordinates of tuple t, then its m indices */
+    int64_t bi = t / bst, off = 0;
+    for (int64_t i = b - 1; i >= 0; i--) {
+      off += (bi % x->type.dims[i]) * xst[i];
+      bi /= x->type.dims[i];
+    }
+    for (int64_t k = 0; k < m; k++) {
+      int64_t j = index_at(e, ind, t * m + k, x->type.dims[b + k]);
+      if (j < 0) return false;
+      off += j * xst[b + k];
+    }
+    memcpy((char *)r->data + (size_t)(t * inner) * es, (const char *)x->data + (size_t)off * es, (size_t)inner * es);
+  }
+  return true;
+}
+
+/* One update into element p of the result (already holding data). */
+static void scatter_combine(qir_tensor *r, int64_t p, const qir_tensor *upd, int64_t u, const char *red) {
+  qir_dtype dt = r->type.dtype;
+  if (!strcmp(red, "none")) {
+    size_t es = esize(&r->type);
+    memcpy((char *)r->data + (size_t)p * es, (const char *)upd->data + (size_t)u * es, es);
+    return;
+  }
+  if (!is_float(dt)) {
+    bool us = is_uns(dt);
+    int64_t a = load_int(dt, r->data, p), v = load_int(dt, upd->data, u), o;
+    if (!strcmp(red, "add")) o = (int64_t)((uint64_t)a + (uint64_t)v);
+    else if (!strcmp(red, "mul")) o = (int64_t)((uint64_t)a * (uint64_t)v);
+    else if (!strcmp(red, "max")) o = (us ? (uint64_t)v > (uint64_t)a : v > a) ? v : a;
+    else o = (us ? (uint64_t)v < (uint64_t)a : v < a) ? v : a;
+    store_int(dt, r->data, p, o, us);
+    return;
+  }
+  double a = qir_load_elem(dt, r->data, p), v = qir_load_elem(dt, upd->data, u), o;
+  if (!strcmp(red, "add")) o = a + v;
+  else if (!strcmp(red, "mul")) o = a * v;
+  else if (!strcmp(red, "max")) o = fmax_nan(a, v);
+  else o = fmin_nan(a, v);
+  qir_store_elem(dt, r->data, p, o);
+}
+
+static bool eval_scatter(ev *e, const qir_tensor *x, const qir_tensor *ind, const qir_tensor *upd, qir_tensor *r) {
+  if (!check_same_shape(e, &x->type, &r->type, "data and result")) return false;
+  const char *red = attr_s(e, "reduction", "none");
+  if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
+    return FAIL(e, "'%s': unknown reduction '%s'", opname(e->op), red);
+  memcpy(r->data, x->data, (size_t)numel(&x->type) * esize(&x->type));
+  int64_t xst[QIR_MAX_RANK];
+  strides_of(&x->type, xst);
+  if (e->op->code == QIR_OP_SCATTER_ELEMENTS) {
+    int64_t axis, idx[QIR_MAX_RANK] = {0}, n = numel(&ind->type);
+    if (!get_axis(e, "axis", 0, x->type.rank, &axis)) return false;
+    if (ind->type.rank != x->type.rank || !same_shape(&ind->type, &upd->type))
+      return FAIL(e, "'scatter_elements': indices and updates do not fit data");
+    for (int i = 0; i < x->type.rank; i++)
+      if (i != axis && ind->type.dims[i] > x->type.dims[i]) return FAIL(e, "'scatter_elements': indices exceed data on axis %d", i);
+    for (int64_t k = 0; k < n; k++) {
+      int64_t j = index_at(e, ind, k, x->type.dims[axis]), p = 0;
+      if (j < 0) return false;
+      for (int i = 0; i < x->type.rank; i++) p += (i == axis ? j : idx[i]) * xst[i];
+      scatter_combine(r, p, upd, k, red);
+      next_index(idx, ind->type.dims, ind->type.rank);
+    }
+    return true;
+  }
+  int64_t q = ind->type.rank, m = q ? ind->type.dims[q - 1] : 0, inner = 1;
+  if (q < 1 || m < 1 || m > x->type.rank) return FAIL(e, "'scatter_nd': indices do not fit data");
+  for (int64_t i = m; i < x->type.rank; i++) inner *= x->type.dims[i];
+  int64_t n_tuples = numel(&ind->type) / m;
+  if (n_tuples * inner != numel(&upd->type)) return FAIL(e, "'scatter_nd': updates do not fit");
+  for (int64_t t = 0; t < n_tuples; t++) {
+    int64_t off = 0;
+    for (int64_t k = 0; k < m; k++) {
+      int64_t j = index_at(e, ind, t * m + k, x->type.dims[k]);
+      if (j < 0) return false;
+      off += j * xst[k];
+    }
+    for (int64_t i = 0; i < inner; i++) scatter_combine(r, off + i, upd, t * inner + i, red);
+  }
+  return true;
+}
+
+/* grid_sample, after ONNX's reference: coordinates denormalised, moved into
+ * [lo, hi] (border: clamped to the pixels; reflection: reflected) when outside,
+ * then each tap read with the padding mode. */
+static double gs_reflect(double x, double lo, double hi) {
+  double rng = hi - lo;
+  if (rng <= 0) return lo;
+  if (x < lo) {
+    double dx = lo - x, n = floor(dx / rng), r = dx - n * rng;
+    return fmod(n, 2) == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    double dx = x - hi, n = floor(dx / rng), r = dx - n * rng;
+    return fmod(n, 2) == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+static void gs_cubic(double t, double *w) {
+  const double a = -0.75;
+  double x = fabs(t);
+  w[0] = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a;
+  w[1] = ((a + 2) * x - (a + 3)) * x * x + 1;
+  w[2] = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1;
+  w[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
+}
+
+static bool eval_grid_sample(ev *e, const qir_tensor *x, const qir_tensor *g, qir_tensor *r) {
+  const char *mode = attr_s(e, "mode", "linear"), *pad = attr_s(e, "padding_mode", "zeros");
+  bool align = attr_int(e, "align_corners", 0) != 0;
+  int k = x->type.rank - 2, gr = g->type.rank;
+  if (k < 1 || gr != r->type.rank || g->type.dims[gr - 1] != k) return FAIL(e, "'grid_sample': x, grid and result do not fit");
+  int taps1 = !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "linear") ? 2 : 4, taps = 1;
+  for (int d = 0; d < k; d++) taps *= taps1;
+  int64_t N = x->type.dims[0], C = x->type.dims[1], P = numel(&g->type) / (N * k), plane = 1, xst[QIR_MAX_RANK];
+  for (int d = 0; d < k; d++) plane *= x->type.dims[2 + d];
+  strides_of(&x->type, xst);
+  double *xv = load_f64(e, x), *gv = load_f64(e, g), *out = xmalloc(e, sizeof *out * (size_t)(N * C * P + 1));
+  if (!xv || !gv || !out) { free(xv); free(gv); free(out); return false; }
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t p = 0; p < P; p++) {
+      double w[QIR_MAX_RANK][4];
+      int64_t base[QIR_MAX_RANK];
+      for (int d = 0; d < k; d++) {
+        double D = (double)x->type.dims[2 + d], gn = gv[(n * P + p) * k + (k - 1 - d)];
+        double v = align ? (gn + 1) / 2 * (D - 1) : ((gn + 1) * D - 1) / 2;
+        double lo = align ? 0 : -0.5, hi = align ? D - 1 : D - 0.5;
+        if (taps1 == 1) v = nearbyint(v); /* half to even, in every rank */
+        if (v < lo || v > hi) {
+          if (!strcmp(pad, "border")) v = v < 0 ? 0 : v > D - 1 ? D - 1 : v;
+          else if (!strcmp(pad, "reflection")) v = gs_reflect(v, lo, hi);
+        }
+        if (taps1 == 1) {
+          base[d] = (int64_t)v; /* truncates, as the reference's int cast */
+          w[d][0] = 1;
+        } else {
+          double f = floor(v), t = v - f;
+          base[d] = (int64_t)f - (taps1 == 4);
+          if (taps1 == 2) w[d][0] = 1 - t, w[d][1] = t;
+          else gs_cubic(t, w[d]);
+        }
+      }
+      for (int64_t c = 0; c < C; c++) {
+        double acc = 0;
+        for (int tp = 0; tp < taps; tp++) {
+          double wt = 1;
+          int64_t off = (n * C + c) * plane;
+          bool zero = false;
+          for (int d = 0, rem = tp; d < k; d++, rem /= taps1) {
+            int j = rem % taps1;
+            int64_t i = base[d] + j, D = x->type.dims[2 + d];
+            wt *= w[d][j];
+            if (i < 0 || i >= D) {
+              if (!strcmp(pad, "zeros")) zero = true;
+              else if (!strcmp(pad, "border")) i = i < 0 ? 0 : D - 1;
+              else i = (int64_t)gs_reflect((double)i, align ? 0 : -0.5, align ? (double)D - 1 : (double)D - 0.5);
+            }
+            if (i < 0) i = 0; /* the reflection of an index can land on -0.5: the reference's int() gives 0 */
+            if (i >= D) i = D - 1;
+            off += i * xst[2 + d];
+          }
+          if (!zero) acc += wt * xv[off];
+        }
+        out[(n * C + c) * P + p] = acc;
+      }
+    }
+  store_f64(r, out);
+  free(xv);
+  free(gv);
+  free(out);
   return true;
 }
 
@@ -1918,7 +2189,8 @@ static bool eval_lp_norm(ev *e, const qir_tensor *x, qir_tensor *r) {
         s += p == 1 ? fabs(v) : v * v;
       }
       if (p == 2) s = sqrt(s);
-      for (int64_t k = 0; k < len; k++) X[(o * len + k) * inner + i] /= s; /* 0/0 is NaN, as ONNX's reference */
+      for (int64_t k = 0; k < len; k++) /* a zero norm gives 0, as ONNX's reference */
+        X[(o * len + k) * inner + i] = s == 0 ? 0 : X[(o * len + k) * inner + i] / s;
     }
   store_f64(r, X);
   free(X);
@@ -1945,9 +2217,27 @@ static void cubic_coeffs(double r, double A, double *c) {
   c[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
 }
 
+/* Antialiased linear / cubic (downsampling): the kernel stretched by 1/scale,
+ * n = 2 - 2*start taps, weights normalised (ONNX's reference). */
+static int antialias_start(char mode, double scale) {
+  double s = scale < 1 ? scale : 1;
+  return (int)floor((mode == 'c' ? -2 : -1) / s) + 1;
+}
+
+static double antialias_kernel(char mode, double A, double x) {
+  x = fabs(x);
+  if (mode == 'l') return x < 1 ? 1 - x : 0;
+  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
+
 static bool resize_build_axis(ev *e, resize_axis *ax, int64_t in_len, int64_t out_len, double scale, const double *roi,
-                              char mode, const char *ctm, const char *nmode, double A, bool excl) {
-  ax->n = mode == 'c' ? 4 : 2;
+                              char mode, const char *ctm, const char *nmode, double A, bool excl, bool antialias) {
+  antialias = antialias && mode != 'n';
+  int aa_start = antialias ? antialias_start(mode, scale) : 0;
+  if (antialias && 2 - 2 * aa_start > 1 << 16) return FAIL(e, "'resize': the antialiasing kernel is too wide");
+  ax->n = antialias ? 2 - 2 * aa_start : mode == 'c' ? 4 : 2;
   ax->idx = xmalloc(e, (size_t)(out_len * ax->n) * sizeof *ax->idx);
   ax->wt = xmalloc(e, (size_t)(out_len * ax->n) * sizeof *ax->wt);
   ax->outside = xcalloc(e, (size_t)out_len, sizeof *ax->outside);
@@ -1970,8 +2260,14 @@ static bool resize_build_axis(ev *e, resize_axis *ax, int64_t in_len, int64_t ou
     } else {
       return FAIL(e, "'resize': unknown coordinate_transformation_mode '%s'", ctm);
     }
-    double fl = floor(xo), ratio = xo == fl ? 1 : xo - fl, c[4];
-    if (mode == 'c') cubic_coeffs(ratio, A, c);
+    double fl = floor(xo), ratio = xo == fl ? 1 : xo - fl, c4[4], *c = c4;
+    if (antialias) {
+      c = xmalloc(e, sizeof *c * (size_t)ax->n);
+      if (!c) return false;
+      double s = scale < 1 ? scale : 1, sum = 0;
+      for (int t = 0; t < ax->n; t++) sum += c[t] = antialias_kernel(mode, A, ((double)(aa_start + t) - ratio) * s);
+      for (int t = 0; t < ax->n; t++) c[t] /= sum;
+    } else if (mode == 'c') cubic_coeffs(ratio, A, c);
     else if (mode == 'l') { c[0] = 1 - ratio; c[1] = ratio; }
     else {
       bool up;
@@ -2001,6 +2297,7 @@ static bool resize_build_axis(ev *e, resize_axis *ax, int64_t in_len, int64_t ou
       ax->idx[x * n + t] = i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
     }
     for (int t = 0; t < n; t++) ax->wt[x * n + t] = excl ? (sum != 0 ? c[t] / sum : 0) : c[t];
+    if (c != c4) free(c);
   }
   return true;
 }
@@ -2013,7 +2310,7 @@ static bool eval_resize(ev *e, const qir_tensor *x, qir_tensor *r) {
   const char *nmode = attr_s(e, "nearest_mode", "round_prefer_floor");
   char mode = !strcmp(mode_s, "nearest") ? 'n' : !strcmp(mode_s, "linear") ? 'l' : !strcmp(mode_s, "cubic") ? 'c' : 0;
   if (!mode) return FAIL(e, "'resize': unknown mode '%s'", mode_s);
-  if (attr_int(e, "antialias", 0)) return FAIL(e, "'resize': antialias=1 is not supported");
+  bool antialias = attr_int(e, "antialias", 0) != 0;
   double A = attr_f(e, "cubic_coeff_a", -0.75), extrap = attr_f(e, "extrapolation_value", 0.0);
   bool excl = attr_int(e, "exclude_outside", 0) != 0;
   double scales[QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
@@ -2034,7 +2331,9 @@ static bool eval_resize(ev *e, const qir_tensor *x, qir_tensor *r) {
   bool ok = true;
   for (int i = 0; ok && i < rank; i++) {
     double rr[2] = {nr == -2 ? 0 : roi[i], nr == -2 ? 1 : roi[i + rank]};
-    ok = resize_build_axis(e, &ax[i], xt->dims[i], rt->dims[i], scales[i], rr, mode, ctm, nmode, A, excl);
+    /* axes kept as they are are not resized, antialias or not */
+    bool same = xt->dims[i] == rt->dims[i] && scales[i] == 1;
+    ok = resize_build_axis(e, &ax[i], xt->dims[i], rt->dims[i], scales[i], rr, mode, ctm, nmode, A, excl, antialias && !same);
   }
   double *X = ok ? load_f64(e, x) : NULL, *Y = ok ? xmalloc(e, (size_t)numel(rt) * sizeof *Y) : NULL;
   ok = ok && X && Y;
@@ -2593,6 +2892,14 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
     case QIR_FN_ROUND: FU(round_even(f)); break;
     case QIR_FN_SIN: FU(sin(f)); break;
     case QIR_FN_COS: FU(cos(f)); break;
+    case QIR_FN_ASIN: FU(asin(f)); break;
+    case QIR_FN_ACOS: FU(acos(f)); break;
+    case QIR_FN_ATAN: FU(atan(f)); break;
+    case QIR_FN_SINH: FU(sinh(f)); break;
+    case QIR_FN_COSH: FU(cosh(f)); break;
+    case QIR_FN_ASINH: FU(asinh(f)); break;
+    case QIR_FN_ACOSH: FU(acosh(f)); break;
+    case QIR_FN_ATANH: FU(atanh(f)); break;
     case QIR_FN_RECIP: FU(1 / f); break;
     case QIR_FN_SIGN: FU(signum(f)); break;
     default: vfail(c, x, "bad unary function %d", (int)x->fn); return;
@@ -2622,6 +2929,11 @@ static void veval(vctx *c, vnode *n, const unsigned char *m) {
       case QIR_FN_NE: IB(p != q); break;
       case QIR_FN_MAX: IB(p > q ? p : q); break;
       case QIR_FN_MIN: IB(p < q ? p : q); break;
+      case QIR_FN_BITAND: IB((int64_t)((uint64_t)p & (uint64_t)q)); break;
+      case QIR_FN_BITOR: IB((int64_t)((uint64_t)p | (uint64_t)q)); break;
+      case QIR_FN_BITXOR: IB((int64_t)((uint64_t)p ^ (uint64_t)q)); break;
+      case QIR_FN_SHL: IB((uint64_t)q > 63 ? 0 : (int64_t)((uint64_t)p << q)); break;
+      case QIR_FN_SHR: IB((uint64_t)q > 63 ? 0 : (int64_t)((uint64_t)p >> q)); break;
       case QIR_FN_DIV: case QIR_FN_MOD: case QIR_FN_FLOORDIV: case QIR_FN_FMOD: case QIR_FN_POW:
         FOR_LANES(n, m, l) {
           int64_t p = GI(a, l), q = GI(b, l), r = 0;
@@ -2852,20 +3164,23 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_IDENTITY: case QIR_OP_NEG: case QIR_OP_ABS: case QIR_OP_EXP: case QIR_OP_LOG: case QIR_OP_SQRT:
   case QIR_OP_RECIPROCAL: case QIR_OP_SIGMOID: case QIR_OP_TANH: case QIR_OP_RELU: case QIR_OP_ERF: case QIR_OP_CEIL:
   case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_SIN: case QIR_OP_COS: case QIR_OP_SIGN: case QIR_OP_NOT:
+  case QIR_OP_ASIN: case QIR_OP_ACOS: case QIR_OP_ATAN: case QIR_OP_SINH: case QIR_OP_COSH: case QIR_OP_ASINH: case QIR_OP_ACOSH: case QIR_OP_ATANH:
   case QIR_OP_ISNAN: case QIR_OP_CAST: case QIR_OP_LEAKY_RELU: case QIR_OP_ELU: case QIR_OP_SELU:
-  case QIR_OP_HARD_SIGMOID: case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU:
+  case QIR_OP_HARD_SIGMOID: case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_BITWISE_NOT:
     return eval_unary(e, &in[0], &res[0]);
   case QIR_OP_CLIP: return eval_clip(e, &in[0], &in[1], &in[2], &res[0]);
   case QIR_OP_ADD: case QIR_OP_SUB: case QIR_OP_MUL: case QIR_OP_DIV: case QIR_OP_MOD: case QIR_OP_POW:
   case QIR_OP_MAX: case QIR_OP_MIN: case QIR_OP_SUM: case QIR_OP_MEAN: case QIR_OP_EQUAL: case QIR_OP_LESS:
   case QIR_OP_LESS_EQUAL: case QIR_OP_GREATER: case QIR_OP_GREATER_EQUAL: case QIR_OP_AND: case QIR_OP_OR:
-  case QIR_OP_XOR: case QIR_OP_PRELU:
+  case QIR_OP_XOR: case QIR_OP_PRELU: case QIR_OP_BITWISE_AND: case QIR_OP_BITWISE_OR: case QIR_OP_BITWISE_XOR:
+  case QIR_OP_BIT_SHIFT:
     return eval_nary(e, in, n_in, &res[0]);
   case QIR_OP_WHERE: return eval_where(e, in, &res[0]);
   case QIR_OP_REDUCE_SUM: case QIR_OP_REDUCE_MEAN: case QIR_OP_REDUCE_MAX: case QIR_OP_REDUCE_MIN:
   case QIR_OP_REDUCE_PROD: case QIR_OP_REDUCE_L2:
     return eval_reduce(e, &in[0], &res[0]);
   case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: return eval_argmax(e, &in[0], &res[0]);
+  case QIR_OP_TOP_K: return n_res == 2 ? eval_top_k(e, &in[0], &res[0], &res[1]) : FAIL(e, "'top_k' has two results");
   case QIR_OP_RESHAPE: return eval_reshape(e, &in[0], &res[0]);
   case QIR_OP_TRANSPOSE: return eval_transpose(e, &in[0], &res[0]);
   case QIR_OP_CONCAT: return eval_concat(e, in, n_in, &res[0]);
@@ -2875,11 +3190,14 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_EXPAND: case QIR_OP_TILE: return eval_expand_tile(e, &in[0], &res[0]);
   case QIR_OP_GATHER: return eval_gather(e, &in[0], &in[1], &res[0]);
   case QIR_OP_GATHER_ELEMENTS: return eval_gather_elements(e, &in[0], &in[1], &res[0]);
+  case QIR_OP_GATHER_ND: return eval_gather_nd(e, &in[0], &in[1], &res[0]);
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return eval_scatter(e, &in[0], &in[1], &in[2], &res[0]);
   case QIR_OP_RESIZE: return eval_resize(e, &in[0], &res[0]);
+  case QIR_OP_GRID_SAMPLE: return eval_grid_sample(e, &in[0], &in[1], &res[0]);
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return eval_depth_space(e, &in[0], &res[0]);
   case QIR_OP_RANGE: return eval_range(e, in, &res[0]);
   case QIR_OP_TRILU: return eval_trilu(e, &in[0], &res[0]);
-  case QIR_OP_CUMSUM: return eval_cumsum(e, &in[0], &res[0]);
+  case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: return eval_cumsum(e, &in[0], &res[0]);
   case QIR_OP_ONE_HOT: return eval_one_hot(e, &in[0], &in[1], &res[0]);
   case QIR_OP_MATMUL: return eval_matmul(e, &in[0], &in[1], &res[0]);
   case QIR_OP_GEMM: return eval_gemm(e, &in[0], &in[1], &in[2], &res[0]);

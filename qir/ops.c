@@ -153,6 +153,9 @@ static dtype_class elementwise_class(qir_opcode code) {
     return DT_NUMERIC;
   case QIR_OP_NOT: case QIR_OP_AND: case QIR_OP_OR: case QIR_OP_XOR:
     return DT_BOOL;
+  case QIR_OP_BITWISE_AND: case QIR_OP_BITWISE_OR: case QIR_OP_BITWISE_XOR: case QIR_OP_BIT_SHIFT:
+  case QIR_OP_BITWISE_NOT:
+    return DT_INT;
   default:
     return DT_FLOAT;
   }
@@ -279,6 +282,22 @@ static bool rule_argminmax(rule_ctx *c) {
     else if (keepdims) t.dims[t.rank++] = 1;
   }
   c->out[0] = t;
+  return true;
+}
+
+static bool rule_top_k(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0);
+  int64_t axis, k, flag;
+  if (x->rank == 0) return fail(c, "operand must have rank >= 1");
+  if (!attr_axis(c, "axis", x->rank - 1, x->rank, &axis) || !attr_int(c, "k", -1, &k) ||
+      !attr_int(c, "largest", 1, &flag) || !attr_int(c, "sorted", 1, &flag) || !require_class(c, 0, DT_NUMERIC))
+    return false;
+  if (k < 0 || k > x->dims[axis])
+    return fail(c, "k = %lld must be in [0, %lld] (the extent of axis %lld)", (long long)k, (long long)x->dims[axis],
+                (long long)axis);
+  c->out[0] = *x;
+  c->out[0].dims[axis] = k;
+  c->out[1] = with_dtype(&c->out[0], QIR_I64);
   return true;
 }
 
@@ -446,6 +465,73 @@ static bool rule_gather(rule_ctx *c) {
   return true;
 }
 
+static bool rule_gather_nd(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0), *idx = operand_type(c, 1);
+  int64_t b;
+  if (!attr_int(c, "batch_dims", 0, &b)) return false;
+  if (idx->dtype != QIR_I64 && idx->dtype != QIR_I32) return fail(c, "indices must be i32 or i64, not %s", tstr(idx).s);
+  if (idx->rank < 1 || b < 0 || b >= idx->rank || b >= x->rank) return fail(c, "batch_dims %lld does not fit data %s and indices %s", (long long)b, tstr(x).s, tstr(idx).s);
+  int64_t m = idx->dims[idx->rank - 1];
+  if (m < 1 || b + m > x->rank) return fail(c, "indices' last dim %lld must be in [1, %lld]", (long long)m, (long long)(x->rank - b));
+  for (int i = 0; i < b; i++)
+    if (x->dims[i] != idx->dims[i]) return fail(c, "batch dim %d differs between data %s and indices %s", i, tstr(x).s, tstr(idx).s);
+  qir_type t = *x;
+  t.rank = 0;
+  if (idx->rank - 1 + x->rank - b - m > QIR_MAX_RANK) return fail(c, "result rank exceeds %d", QIR_MAX_RANK);
+  for (int i = 0; i < idx->rank - 1; i++) t.dims[t.rank++] = idx->dims[i];
+  for (int64_t i = b + m; i < x->rank; i++) t.dims[t.rank++] = x->dims[i];
+  c->out[0] = t;
+  return true;
+}
+
+static bool rule_scatter(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0), *idx = operand_type(c, 1), *upd = operand_type(c, 2);
+  const char *red = qir_op_attr_str(c->op, "reduction", "none");
+  if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
+    return fail(c, "reduction must be none, add, mul, max or min, not '%s'", red);
+  if (idx->dtype != QIR_I64 && idx->dtype != QIR_I32) return fail(c, "indices must be i32 or i64, not %s", tstr(idx).s);
+  if (upd->dtype != x->dtype) return fail(c, "updates %s must have the element type of data %s", tstr(upd).s, tstr(x).s);
+  if (x->rank == 0) return fail(c, "data must have rank >= 1");
+  if (c->op->code == QIR_OP_SCATTER_ELEMENTS) {
+    int64_t axis;
+    if (!attr_axis(c, "axis", 0, x->rank, &axis)) return false;
+    if (idx->rank != x->rank || !same_dims(idx, upd)) return fail(c, "indices %s and updates %s must have data's rank and one shape", tstr(idx).s, tstr(upd).s);
+    for (int i = 0; i < x->rank; i++)
+      if (i != axis && idx->dims[i] > x->dims[i]) return fail(c, "indices %s exceed data %s on axis %d", tstr(idx).s, tstr(x).s, i);
+  } else {
+    int64_t m = idx->rank ? idx->dims[idx->rank - 1] : 0;
+    if (idx->rank < 1 || m < 1 || m > x->rank) return fail(c, "indices %s must be [.., m] with 1 <= m <= %d", tstr(idx).s, x->rank);
+    qir_type want = *upd;
+    want.rank = 0;
+    for (int i = 0; i < idx->rank - 1; i++) want.dims[want.rank++] = idx->dims[i];
+    for (int64_t i = m; i < x->rank; i++) want.dims[want.rank++] = x->dims[i];
+    if (idx->rank - 1 + x->rank - m > QIR_MAX_RANK || !same_dims(&want, upd))
+      return fail(c, "updates %s must be %s", tstr(upd).s, tstr(&want).s);
+  }
+  c->out[0] = *x;
+  return true;
+}
+
+static bool rule_grid_sample(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0), *g = operand_type(c, 1);
+  const char *mode = qir_op_attr_str(c->op, "mode", "linear"), *pad = qir_op_attr_str(c->op, "padding_mode", "zeros");
+  if (strcmp(mode, "linear") && strcmp(mode, "nearest") && strcmp(mode, "cubic"))
+    return fail(c, "mode must be linear, nearest or cubic, not '%s'", mode);
+  if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection"))
+    return fail(c, "padding_mode must be zeros, border or reflection, not '%s'", pad);
+  if (!require_class(c, 0, DT_FLOAT) || !require_class(c, 1, DT_FLOAT)) return false;
+  int k = x->rank - 2;
+  if (k < 1) return fail(c, "x must be [N, C, spatial...], not %s", tstr(x).s);
+  if (g->rank < 2 || g->dims[0] != x->dims[0] || g->dims[g->rank - 1] != k)
+    return fail(c, "grid %s must be [N, ..., %d] for x %s", tstr(g).s, k, tstr(x).s);
+  if (g->rank > QIR_MAX_RANK) return fail(c, "result rank exceeds %d", QIR_MAX_RANK);
+  qir_type t = *x;
+  t.rank = g->rank;
+  for (int i = 2; i < g->rank; i++) t.dims[i] = g->dims[i - 1];
+  c->out[0] = t;
+  return true;
+}
+
 static bool rule_resize(rule_ctx *c) {
   const qir_type *x = operand_type(c, 0);
   double scales[QIR_MAX_RANK];
@@ -461,6 +547,10 @@ static bool rule_resize(rule_ctx *c) {
     /* floor(in*scale), forgiving the rounding of scales the importer derived from sizes */
     double v = (double)x->dims[i] * scales[i], r = round(v);
     t.dims[i] = (int64_t)(fabs(v - r) < 1e-6 * (r > 1 ? r : 1) ? r : floor(v));
+    /* keep_aspect_ratio_policy rounds in*scale to the nearest: a declared
+     * result may say so */
+    const qir_type *d = declared(c, 0);
+    if (d->rank == x->rank && d->dims[i] == (int64_t)floor(v + 0.5)) t.dims[i] = d->dims[i];
   }
   c->out[0] = t;
   return true;
@@ -523,11 +613,11 @@ static bool rule_same_shape(rule_ctx *c) {
   qir_opcode code = c->op->code;
   int64_t axis;
   if (code == QIR_OP_TRILU && x->rank < 2) return fail(c, "operand must have rank >= 2");
-  if ((code == QIR_OP_CUMSUM || code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX ||
+  if ((code == QIR_OP_CUMSUM || code == QIR_OP_CUMPROD || code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX ||
        code == QIR_OP_LP_NORMALIZATION)) {
     if (x->rank == 0) return fail(c, "operand must have rank >= 1");
     /* cumsum's axis is required (verify.c); 0 as eval.c and te.c if absent */
-    if (!attr_axis(c, "axis", code == QIR_OP_CUMSUM ? 0 : x->rank - 1, x->rank, &axis)) return false;
+    if (!attr_axis(c, "axis", code == QIR_OP_CUMSUM || code == QIR_OP_CUMPROD ? 0 : x->rank - 1, x->rank, &axis)) return false;
   }
   if (code == QIR_OP_SOFTMAX || code == QIR_OP_LOG_SOFTMAX || code == QIR_OP_LRN) {
     if (!require_class(c, 0, DT_FLOAT)) return false;
@@ -874,19 +964,22 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_SQRT: case QIR_OP_RECIPROCAL: case QIR_OP_SIGMOID: case QIR_OP_TANH: case QIR_OP_RELU:
   case QIR_OP_ERF: case QIR_OP_CEIL: case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_SIN:
   case QIR_OP_COS: case QIR_OP_SIGN: case QIR_OP_NOT: case QIR_OP_ISNAN: case QIR_OP_CAST:
+  case QIR_OP_ASIN: case QIR_OP_ACOS: case QIR_OP_ATAN: case QIR_OP_SINH: case QIR_OP_COSH: case QIR_OP_ASINH: case QIR_OP_ACOSH: case QIR_OP_ATANH:
   case QIR_OP_LEAKY_RELU: case QIR_OP_ELU: case QIR_OP_SELU: case QIR_OP_HARD_SIGMOID:
-  case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_CLIP:
+  case QIR_OP_HARD_SWISH: case QIR_OP_SOFTPLUS: case QIR_OP_GELU: case QIR_OP_CLIP: case QIR_OP_BITWISE_NOT:
     return rule_unary;
   case QIR_OP_ADD: case QIR_OP_SUB: case QIR_OP_MUL: case QIR_OP_DIV: case QIR_OP_MOD:
   case QIR_OP_POW: case QIR_OP_MAX: case QIR_OP_MIN: case QIR_OP_SUM: case QIR_OP_MEAN:
   case QIR_OP_EQUAL: case QIR_OP_LESS: case QIR_OP_LESS_EQUAL: case QIR_OP_GREATER:
   case QIR_OP_GREATER_EQUAL: case QIR_OP_AND: case QIR_OP_OR: case QIR_OP_XOR: case QIR_OP_WHERE:
-  case QIR_OP_PRELU:
+  case QIR_OP_PRELU: case QIR_OP_BITWISE_AND: case QIR_OP_BITWISE_OR: case QIR_OP_BITWISE_XOR:
+  case QIR_OP_BIT_SHIFT:
     return rule_broadcast;
   case QIR_OP_REDUCE_SUM: case QIR_OP_REDUCE_MEAN: case QIR_OP_REDUCE_MAX: case QIR_OP_REDUCE_MIN:
   case QIR_OP_REDUCE_PROD: case QIR_OP_REDUCE_L2:
     return rule_reduce;
   case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: return rule_argminmax;
+  case QIR_OP_TOP_K: return rule_top_k;
   case QIR_OP_RESHAPE: return rule_reshape;
   case QIR_OP_TRANSPOSE: return rule_transpose;
   case QIR_OP_CONCAT: return rule_concat;
@@ -896,10 +989,13 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_EXPAND: return rule_expand;
   case QIR_OP_TILE: return rule_tile;
   case QIR_OP_GATHER: case QIR_OP_GATHER_ELEMENTS: return rule_gather;
+  case QIR_OP_GATHER_ND: return rule_gather_nd;
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return rule_scatter;
   case QIR_OP_RESIZE: return rule_resize;
+  case QIR_OP_GRID_SAMPLE: return rule_grid_sample;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return rule_depth_space;
   case QIR_OP_RANGE: return rule_range;
-  case QIR_OP_TRILU: case QIR_OP_CUMSUM: case QIR_OP_LP_NORMALIZATION: case QIR_OP_LRN:
+  case QIR_OP_TRILU: case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: case QIR_OP_LP_NORMALIZATION: case QIR_OP_LRN:
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX:
     return rule_same_shape;
   case QIR_OP_ONE_HOT: return rule_one_hot;

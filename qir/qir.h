@@ -137,13 +137,20 @@ typedef enum {
   X(AND, "&&") X(OR, "||")                                                     \
   /* binary calls */                                                          \
   X(MAX, "max") X(MIN, "min") X(POW, "pow") X(FLOORDIV, "floordiv")            \
-  X(FMOD, "fmod") X(ATAN2, "atan2")                                            \
+  X(FMOD, "fmod")                                                             \
+  /* bitwise, on integers (shr: logical, on the 64-bit pattern) */          \
+  X(BITAND, "bitand") X(BITOR, "bitor") X(BITXOR, "bitxor") X(SHL, "shl")     \
+  X(SHR, "shr")                                                               \
+  /* atan2 must stay the last binary function (qir_expr_fn_is_binary) */     \
+  X(ATAN2, "atan2")                                                           \
   /* unary prefix / calls */                                                  \
   X(NEG, "neg") X(NOT, "not") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt")      \
   X(RSQRT, "rsqrt") X(TANH, "tanh") X(SIGMOID, "sigmoid") X(ERF, "erf")        \
   X(ABS, "abs") X(FLOOR, "floor") X(CEIL, "ceil") X(ROUND, "round")            \
   X(SIN, "sin") X(COS, "cos") X(RECIP, "recip") X(SIGN, "sign")                \
-  X(ISNAN, "isnan") X(ISINF, "isinf")
+  X(ISNAN, "isnan") X(ISINF, "isinf")                                         \
+  X(ASIN, "asin") X(ACOS, "acos") X(ATAN, "atan") X(SINH, "sinh")              \
+  X(COSH, "cosh") X(ASINH, "asinh") X(ACOSH, "acosh") X(ATANH, "atanh")
 
 typedef enum {
 #define X(id, spelling) QIR_FN_##id,

@@ -17,11 +17,11 @@
  *
  * Compute axes must have positive extents, so ops with an empty result have no
  * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
- * resize with tf_crop_and_resize or antialias.  The multi-stage ops (softmax,
+ * resize with both antialias and exclude_outside.  The multi-stage ops (softmax,
  * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
  * argmax/argmin) have a chain through qir_op_expand_computes only; the
- * multi-result ops (split, max_pool with indices, layer_norm with statistics)
- * through qir_op_expand_results. */
+ * multi-result ops (split, max_pool with indices, layer_norm with statistics,
+ * top_k) through qir_op_expand_results. */
 #include "opsutil.h"
 
 #include <math.h>
@@ -238,6 +238,14 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_ROUND: return un(t, QIR_FN_ROUND, x);
   case QIR_OP_SIN: return un(t, QIR_FN_SIN, x);
   case QIR_OP_COS: return un(t, QIR_FN_COS, x);
+  case QIR_OP_ASIN: return un(t, QIR_FN_ASIN, x);
+  case QIR_OP_ACOS: return un(t, QIR_FN_ACOS, x);
+  case QIR_OP_ATAN: return un(t, QIR_FN_ATAN, x);
+  case QIR_OP_SINH: return un(t, QIR_FN_SINH, x);
+  case QIR_OP_COSH: return un(t, QIR_FN_COSH, x);
+  case QIR_OP_ASINH: return un(t, QIR_FN_ASINH, x);
+  case QIR_OP_ACOSH: return un(t, QIR_FN_ACOSH, x);
+  case QIR_OP_ATANH: return un(t, QIR_FN_ATANH, x);
   case QIR_OP_SIGN: return un(t, QIR_FN_SIGN, x);
   case QIR_OP_NOT: return un(t, QIR_FN_NOT, x);
   case QIR_OP_ISNAN: return un(t, QIR_FN_ISNAN, x);
@@ -324,6 +332,12 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_XOR: return bin(t, QIR_FN_NE, x, a[1]);
   case QIR_OP_WHERE: return sel(t, x, a[1], a[2]);
   case QIR_OP_PRELU: return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, a[1], x), x);
+  case QIR_OP_BITWISE_AND: return bin(t, QIR_FN_BITAND, x, a[1]);
+  case QIR_OP_BITWISE_OR: return bin(t, QIR_FN_BITOR, x, a[1]);
+  case QIR_OP_BITWISE_XOR: return bin(t, QIR_FN_BITXOR, x, a[1]);
+  case QIR_OP_BIT_SHIFT:
+    return bin(t, strcmp(qir_op_attr_str(op, "direction", ""), "right") ? QIR_FN_SHL : QIR_FN_SHR, x, a[1]);
+  case QIR_OP_BITWISE_NOT: return bin(t, QIR_FN_BITXOR, x, lit(t, -1)); /* the result's type keeps its bits */
   default: return NULL;
   }
 #undef ZERO
@@ -798,6 +812,89 @@ static qir_op *te_gather(te *t) {
   return finish(t, access(t, 0, x->rank, idx), QIR_REDUCE_NONE);
 }
 
+/* e, a possibly negative index into an axis of `extent`, wrapped */
+static qir_expr *wrap_index(te *t, qir_expr *e, int64_t extent) {
+  return sel(t, bin(t, QIR_FN_LT, e, lit(t, 0)), iadd(t, e, extent), e);
+}
+
+static qir_op *te_gather_nd(te *t) {
+  const qir_type *x = operand_type(t, 0), *ind = operand_type(t, 1);
+  int b = (int)attr_i(t, "batch_dims", 0), q = ind->rank;
+  int64_t m = ind->dims[q - 1];
+  set_axes(t, result_type(t));
+  qir_expr *xi[QIR_MAX_RANK], *ii[QIR_MAX_RANK];
+  for (int k = 0; k < q - 1; k++) ii[k] = var(t, k);
+  for (int k = 0; k < b; k++) xi[k] = var(t, k);
+  for (int64_t k = 0; k < m; k++) {
+    ii[q - 1] = lit(t, k);
+    xi[b + k] = wrap_index(t, access(t, 1, q, ii), x->dims[b + k]);
+  }
+  for (int64_t k = b + m; k < x->rank; k++) xi[k] = var(t, (int)(q - 1 + k - b - m));
+  return finish(t, access(t, 0, x->rank, xi), QIR_REDUCE_NONE);
+}
+
+/* Scatter as reductions over the updates: for result element p, `hit` says
+ * whether the update at the reduction variables lands on p; `upd` reads it
+ * (only under hit) and `lin` numbers it in writing order. */
+typedef struct {
+  qir_expr *hit, *upd, *lin;
+} scatter_terms;
+
+static bool scatter_read(te *t, int upd_operand, scatter_terms *s) {
+  const qir_type *x = operand_type(t, 0), *ind = operand_type(t, 1);
+  qir_expr *ii[QIR_MAX_RANK], *guard = NULL;
+  if (t->op->code == QIR_OP_SCATTER_ELEMENTS) {
+    int axis = (int)attr_i(t, "axis", 0);
+    int j = add_red(t, ind->dims[axis]);
+    for (int k = 0; k < x->rank; k++) {
+      ii[k] = k == axis ? var(t, j) : var(t, k);
+      if (k != axis && ind->dims[k] < x->dims[k]) guard = and_(t, guard, bin(t, QIR_FN_LT, var(t, k), lit(t, ind->dims[k])));
+    }
+    qir_expr *on = bin(t, QIR_FN_EQ, wrap_index(t, access(t, 1, ind->rank, ii), x->dims[axis]), var(t, axis));
+    s->hit = and_(t, guard, on);
+    s->upd = access(t, upd_operand, ind->rank, ii);
+    s->lin = var(t, j);
+    return true;
+  }
+  int q = ind->rank;
+  int64_t m = ind->dims[q - 1];
+  if (x->rank + q - 1 > 2 * QIR_MAX_RANK) return false;
+  qir_expr *ui[QIR_MAX_RANK], *lin = NULL;
+  for (int k = 0; k < q - 1; k++) {
+    int j = add_red(t, ind->dims[k]);
+    ii[k] = ui[k] = var(t, j);
+    lin = lin ? add(t, imul(t, lin, ind->dims[k]), var(t, j)) : var(t, j);
+  }
+  for (int64_t k = 0; k < m; k++) {
+    ii[q - 1] = lit(t, k);
+    guard = and_(t, guard, bin(t, QIR_FN_EQ, wrap_index(t, access(t, 1, q, ii), x->dims[k]), var(t, (int)k)));
+  }
+  for (int64_t k = m; k < x->rank; k++) ui[q - 1 + k - m] = var(t, (int)k);
+  s->hit = guard;
+  s->upd = access(t, upd_operand, (int)(q - 1 + x->rank - m), ui);
+  s->lin = lin ? lin : lit(t, 0);
+  return true;
+}
+
+/* scatter with add | mul | max | min: one reduction, data folded in */
+static qir_op *te_scatter(te *t) {
+  const char *red = qir_op_attr_str(t->op, "reduction", "none");
+  qir_dtype dt = operand_type(t, 0)->dtype;
+  set_axes(t, result_type(t));
+  scatter_terms s;
+  if (!strcmp(red, "none") || !scatter_read(t, 2, &s)) return NULL;
+  qir_expr *data = bcast(t, 0);
+  if (!strcmp(red, "add"))
+    return finish(t, add(t, sel(t, first_iteration(t), data, lit_like(t, dt, 0)), sel(t, s.hit, s.upd, lit_like(t, dt, 0))),
+                  QIR_REDUCE_SUM);
+  if (!strcmp(red, "mul"))
+    return finish(t, mul(t, sel(t, first_iteration(t), data, lit_like(t, dt, 1)), sel(t, s.hit, s.upd, lit_like(t, dt, 1))),
+                  QIR_REDUCE_PROD);
+  /* every term includes data, so it takes part even when all updates hit */
+  bool mx = !strcmp(red, "max");
+  return finish(t, sel(t, s.hit, bin(t, mx ? QIR_FN_MAX : QIR_FN_MIN, s.upd, data), data), mx ? QIR_REDUCE_MAX : QIR_REDUCE_MIN);
+}
+
 static qir_op *te_depth_space(te *t) {
   const qir_type *x = operand_type(t, 0), *out = result_type(t);
   int64_t b = attr_i(t, "blocksize", 1);
@@ -839,7 +936,9 @@ static qir_op *te_cumsum(te *t) {
   int j = add_red(t, x->dims[axis]);
   qir_expr_fn cmp = reverse ? (exclusive ? QIR_FN_GT : QIR_FN_GE) : (exclusive ? QIR_FN_LT : QIR_FN_LE);
   qir_expr *take = bin(t, cmp, var(t, j), var(t, axis));
-  return finish(t, sel(t, take, at_with(t, 0, axis, var(t, j)), lit_like(t, x->dtype, 0)), QIR_REDUCE_SUM);
+  bool prod = t->op->code == QIR_OP_CUMPROD;
+  return finish(t, sel(t, take, at_with(t, 0, axis, var(t, j)), lit_like(t, x->dtype, prod ? 1 : 0)),
+                prod ? QIR_REDUCE_PROD : QIR_REDUCE_SUM);
 }
 
 static qir_op *te_one_hot(te *t) {
@@ -868,8 +967,12 @@ static qir_op *te_range(te *t) {
 
 /* resize: the input coordinate of output position o along one axis, as the
  * reference evaluator computes it (the real-valued output extent in*scale). */
-static qir_expr *resize_source(te *t, const char *ctm, int64_t in, int64_t on, double s, qir_expr *o) {
+static qir_expr *resize_source(te *t, const char *ctm, int64_t in, int64_t on, double s, qir_expr *o, const double *roi) {
   double out_w = s * (double)in;
+  if (!strcmp(ctm, "tf_crop_and_resize")) {
+    double r0 = roi[0], r1 = roi[1], span = (r1 - r0) * (double)(in - 1), start = r0 * (double)(in - 1);
+    return out_w == 1 ? flit(t, span / 2 + start) : add(t, mul(t, o, flit(t, span / (out_w - 1))), flit(t, start));
+  }
   if (!strcmp(ctm, "align_corners"))
     return out_w == 1 ? flit(t, 0) : mul(t, o, flit(t, (double)(in - 1) / (out_w - 1)));
   if (!strcmp(ctm, "asymmetric")) return dv(t, o, flit(t, s));
@@ -905,18 +1008,26 @@ static qir_op *te_resize(te *t) {
   bool nearest = !strcmp(mode, "nearest"), cubic = !strcmp(mode, "cubic");
   bool exclude = qir_op_attr_int(t->op, "exclude_outside", 0) != 0;
   double a = attr_f(t, "cubic_coeff_a", -0.75);
-  if (!strcmp(ctm, "tf_crop_and_resize") || qir_op_attr_int(t->op, "antialias", 0)) return NULL;
-  double scales[QIR_MAX_RANK];
+  bool antialias = qir_op_attr_int(t->op, "antialias", 0) != 0 && !nearest;
+  if (antialias && exclude) return NULL;
+  double scales[QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
   if (qir_op_attr_floats(t->op, "scales", scales, QIR_MAX_RANK) != x->rank) return NULL;
+  bool crop = !strcmp(ctm, "tf_crop_and_resize");
+  if (crop && qir_op_attr_floats(t->op, "roi", roi, 2 * QIR_MAX_RANK) != 2 * x->rank) return NULL;
   set_axes(t, out);
-  qir_expr *idx[QIR_MAX_RANK], *weight = NULL;
+  qir_expr *idx[QIR_MAX_RANK], *weight = NULL, *outside = NULL;
   for (int i = 0; i < x->rank; i++) {
     int64_t in = x->dims[i];
-    if (in == out->dims[i] && scales[i] == 1) {
+    if (in == out->dims[i] && scales[i] == 1 && (!crop || (roi[i] == 0 && roi[x->rank + i] == 1))) {
       idx[i] = var(t, i);
       continue;
     }
-    qir_expr *src = resize_source(t, ctm, in, out->dims[i], scales[i], var(t, i));
+    double axis_roi[2] = {crop ? roi[i] : 0, crop ? roi[x->rank + i] : 1};
+    qir_expr *src = resize_source(t, ctm, in, out->dims[i], scales[i], var(t, i), axis_roi);
+    if (crop) { /* past the input: the extrapolation value */
+      qir_expr *o = bin(t, QIR_FN_OR, bin(t, QIR_FN_LT, src, flit(t, 0)), bin(t, QIR_FN_GT, src, flit(t, (double)(in - 1))));
+      outside = outside ? bin(t, QIR_FN_OR, outside, o) : o;
+    }
     if (nearest) {
       qir_expr *r;
       if (!strcmp(nm, "floor")) r = un(t, QIR_FN_FLOOR, src);
@@ -924,6 +1035,27 @@ static qir_op *te_resize(te *t) {
       else if (!strcmp(nm, "round_prefer_ceil")) r = un(t, QIR_FN_FLOOR, add(t, src, flit(t, 0.5)));
       else r = un(t, QIR_FN_CEIL, sub(t, src, flit(t, 0.5))); /* round_prefer_floor */
       idx[i] = clamp_index(t, qir_expr_cast(t->m, QIR_I64, r), in);
+      continue;
+    }
+    if (antialias) {
+      /* the kernel stretched by 1/scale when downsampling: n = 2 - 2*start taps
+       * around src (the left one first when src is integral), normalised */
+      double s = scales[i] < 1 ? scales[i] : 1;
+      int start = (int)floor((cubic ? -2 : -1) / s) + 1, n = 2 - 2 * start;
+      if (n > 64 || t->n_axes + t->n_red >= 2 * QIR_MAX_RANK) return NULL;
+      qir_expr *base = iadd(t, qir_expr_cast(t->m, QIR_I64, un(t, QIR_FN_CEIL, src)), start - 1);
+      qir_expr *sum = NULL;
+      for (int k = 0; k < n; k++) {
+        qir_expr *d = mul(t, un(t, QIR_FN_ABS, sub(t, src, iadd(t, base, k))), flit(t, s));
+        qir_expr *wk = cubic ? resize_kernel(t, true, a, d) : bin(t, QIR_FN_MAX, sub(t, flit(t, 1), d), flit(t, 0));
+        sum = sum ? add(t, sum, wk) : wk;
+      }
+      int tau = add_red(t, n);
+      qir_expr *tap = add(t, base, var(t, tau));
+      qir_expr *d = mul(t, un(t, QIR_FN_ABS, sub(t, src, tap)), flit(t, s));
+      qir_expr *w = dv(t, cubic ? resize_kernel(t, true, a, d) : bin(t, QIR_FN_MAX, sub(t, flit(t, 1), d), flit(t, 0)), sum);
+      weight = weight ? mul(t, weight, w) : w;
+      idx[i] = clamp_index(t, tap, in);
       continue;
     }
     int n_taps = cubic ? 4 : 2;
@@ -946,8 +1078,11 @@ static qir_op *te_resize(te *t) {
     idx[i] = clamp_index(t, tap, in);
   }
   qir_expr *v = access(t, 0, x->rank, idx);
-  if (nearest || !weight) return finish(t, v, QIR_REDUCE_NONE);
-  return finish(t, mul(t, weight, v), QIR_REDUCE_SUM);
+  qir_expr *ex = flit(t, attr_f(t, "extrapolation_value", 0));
+  if (nearest || !weight) return finish(t, outside ? sel(t, outside, ex, v) : v, QIR_REDUCE_NONE);
+  qir_expr *body = mul(t, weight, v);
+  if (outside) body = sel(t, outside, sel(t, first_iteration(t), ex, flit(t, 0)), body);
+  return finish(t, body, QIR_REDUCE_SUM);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -976,9 +1111,11 @@ static te_fn te_for(qir_opcode code) {
   case QIR_OP_EXPAND: return te_expand;
   case QIR_OP_TILE: return te_tile;
   case QIR_OP_GATHER: case QIR_OP_GATHER_ELEMENTS: return te_gather;
+  case QIR_OP_GATHER_ND: return te_gather_nd;
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: return te_scatter;
   case QIR_OP_DEPTH_TO_SPACE: case QIR_OP_SPACE_TO_DEPTH: return te_depth_space;
   case QIR_OP_TRILU: return te_trilu;
-  case QIR_OP_CUMSUM: return te_cumsum;
+  case QIR_OP_CUMSUM: case QIR_OP_CUMPROD: return te_cumsum;
   case QIR_OP_ONE_HOT: return te_one_hot;
   case QIR_OP_RANGE: return te_range;
   case QIR_OP_RESIZE: return te_resize;
@@ -1094,6 +1231,109 @@ static bool normalised_axes(const qir_op *op, const qir_type *x, bool *reduced) 
   return true;
 }
 
+/* e reflected into [lo, hi] by its near border, as often as it takes */
+static qir_expr *reflect_into(te *t, qir_expr *e, double lo, double hi) {
+  double rng = hi - lo;
+  if (rng <= 0) return flit(t, lo);
+  qir_expr *r[2];
+  for (int side = 0; side < 2; side++) {
+    qir_expr *dx = side ? sub(t, e, flit(t, hi)) : sub(t, flit(t, lo), e);
+    qir_expr *n = un(t, QIR_FN_FLOOR, dv(t, dx, flit(t, rng)));
+    qir_expr *rest = sub(t, dx, mul(t, n, flit(t, rng)));
+    qir_expr *even = bin(t, QIR_FN_EQ, bin(t, QIR_FN_FMOD, n, flit(t, 2)), flit(t, 0));
+    qir_expr *from_lo = add(t, flit(t, lo), rest), *from_hi = sub(t, flit(t, hi), rest);
+    r[side] = side ? sel(t, even, from_hi, from_lo) : sel(t, even, from_lo, from_hi);
+  }
+  return sel(t, bin(t, QIR_FN_LT, e, flit(t, lo)), r[0], sel(t, bin(t, QIR_FN_GT, e, flit(t, hi)), r[1], e));
+}
+
+/* Keys' cubic weight of tap j (0..3) at fraction f, a = -0.75 */
+static qir_expr *cubic_weight(te *t, int j, qir_expr *f) {
+  const double a = -0.75;
+  qir_expr *x = j == 0 ? add(t, f, flit(t, 1)) : j == 1 ? f : j == 2 ? sub(t, flit(t, 1), f) : sub(t, flit(t, 2), f);
+  if (j == 1 || j == 2) /* ((a + 2) x - (a + 3)) x x + 1 */
+    return add(t, mul(t, mul(t, sub(t, mul(t, flit(t, a + 2), x), flit(t, a + 3)), x), x), flit(t, 1));
+  /* ((a x - 5a) x + 8a) x - 4a */
+  return sub(t, mul(t, add(t, mul(t, sub(t, mul(t, flit(t, a), x), flit(t, 5 * a)), x), flit(t, 8 * a)), x), flit(t, 4 * a));
+}
+
+/* grid_sample: stage 1 the sampling position per output point and spatial
+ * dim (denormalised, rounded for nearest, moved inside by border/reflection);
+ * stage 2 the taps around it, weighted, read with the padding mode. */
+static int expand_grid_sample(chain *c) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *x = operand_type(t, 0), *g = operand_type(t, 1);
+  const char *mode = qir_op_attr_str(op, "mode", "linear"), *pad = qir_op_attr_str(op, "padding_mode", "zeros");
+  bool align = qir_op_attr_int(op, "align_corners", 0) != 0;
+  int k = x->rank - 2, m = g->rank - 2, taps1 = !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "linear") ? 2 : 4;
+  if (k > 3 || m + 2 + k > 2 * QIR_MAX_RANK) return 0;
+  /* stage 1: pos [N, o1..om, k] */
+  qir_type pt = *g;
+  pt.dtype = stage_dtype(x->dtype);
+  set_axes(t, &pt);
+  qir_expr *body = NULL;
+  for (int d = k - 1; d >= 0; d--) {
+    double D = (double)x->dims[2 + d], lo = align ? 0 : -0.5, hi = align ? D - 1 : D - 0.5;
+    qir_expr *gi[QIR_MAX_RANK];
+    for (int i = 0; i <= m; i++) gi[i] = var(t, i);
+    gi[m + 1] = lit(t, k - 1 - d); /* the grid lists the last spatial dim first */
+    qir_expr *gn = add(t, access(t, 1, g->rank, gi), flit(t, 1));
+    qir_expr *v = align ? mul(t, dv(t, gn, flit(t, 2)), flit(t, D - 1)) : dv(t, sub(t, mul(t, gn, flit(t, D)), flit(t, 1)), flit(t, 2));
+    if (taps1 == 1) v = un(t, QIR_FN_ROUND, v);
+    if (!strcmp(pad, "border")) {
+      qir_expr *out = bin(t, QIR_FN_OR, bin(t, QIR_FN_LT, v, flit(t, lo)), bin(t, QIR_FN_GT, v, flit(t, hi)));
+      v = sel(t, out, bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, v, flit(t, 0)), flit(t, D - 1)), v);
+    } else if (!strcmp(pad, "reflection")) {
+      v = reflect_into(t, v, lo, hi);
+    }
+    body = body ? sel(t, bin(t, QIR_FN_EQ, var(t, m + 1), lit(t, d)), v, body) : v;
+  }
+  qir_value *pos = push(c, make_compute(t, 2, op->operands, &pt, body, QIR_REDUCE_NONE));
+  if (!pos) return 0;
+  /* stage 2 */
+  set_axes(t, result_type(t));
+  qir_expr *xi[QIR_MAX_RANK], *weight = NULL, *valid = NULL;
+  xi[0] = var(t, 0);
+  xi[1] = var(t, 1);
+  for (int d = 0; d < k; d++) {
+    int64_t D = x->dims[2 + d];
+    qir_expr *pi[QIR_MAX_RANK];
+    pi[0] = var(t, 0);
+    for (int i = 0; i < m; i++) pi[1 + i] = var(t, 2 + i);
+    pi[m + 1] = lit(t, d);
+    qir_expr *v = access(t, 1, m + 2, pi), *i;
+    if (taps1 == 1) {
+      i = qir_expr_cast(t->m, QIR_I64, v); /* truncates, as the reference's int cast */
+    } else {
+      int r = add_red(t, taps1);
+      qir_expr *f = un(t, QIR_FN_FLOOR, v), *frac = sub(t, v, f);
+      i = add(t, qir_expr_cast(t->m, QIR_I64, f), iadd(t, var(t, r), taps1 == 4 ? -1 : 0));
+      qir_expr *w;
+      if (taps1 == 2) {
+        w = sel(t, bin(t, QIR_FN_EQ, var(t, r), lit(t, 0)), sub(t, flit(t, 1), frac), frac);
+      } else {
+        w = cubic_weight(t, 3, frac);
+        for (int j = 2; j >= 0; j--) w = sel(t, bin(t, QIR_FN_EQ, var(t, r), lit(t, j)), cubic_weight(t, j, frac), w);
+      }
+      weight = weight ? mul(t, weight, w) : w;
+    }
+    if (!strcmp(pad, "zeros")) {
+      valid = and_(t, valid, and_(t, bin(t, QIR_FN_GE, i, lit(t, 0)), bin(t, QIR_FN_LT, i, lit(t, D))));
+    } else {
+      if (!strcmp(pad, "reflection"))
+        i = qir_expr_cast(t->m, QIR_I64, reflect_into(t, qir_expr_cast(t->m, QIR_F64, i), align ? 0 : -0.5, align ? (double)D - 1 : (double)D - 0.5));
+      i = bin(t, QIR_FN_MIN, bin(t, QIR_FN_MAX, i, lit(t, 0)), lit(t, D - 1));
+    }
+    xi[2 + d] = i;
+  }
+  qir_expr *val = access(t, 0, x->rank, xi);
+  if (weight) val = mul(t, weight, val);
+  if (valid) val = sel(t, valid, val, lit_like(t, x->dtype, 0));
+  qir_value *ops2[2] = {op->operands[0], pos};
+  return push(c, make_compute(t, 2, ops2, result_type(t), val, taps1 == 1 ? QIR_REDUCE_NONE : QIR_REDUCE_SUM)) ? c->n : 0;
+}
+
 static int expand_chain(chain *c) {
   te *t = &c->t;
   const qir_op *op = t->op;
@@ -1154,7 +1394,9 @@ static int expand_chain(chain *c) {
     qir_value *ops2[2] = {xv, nrm};
     qir_expr *den = stat_at(t, 1, &nrm->type);
     if (!l1) den = un(t, QIR_FN_SQRT, den);
-    return push(c, stage_final(c, 2, ops2, dv(t, bcast(t, 0), den))) ? c->n : 0;
+    /* a zero norm gives 0 (ONNX's reference) */
+    qir_expr *y = sel(t, bin(t, QIR_FN_EQ, den, flit(t, 0)), flit(t, 0), dv(t, bcast(t, 0), den));
+    return push(c, stage_final(c, 2, ops2, y)) ? c->n : 0;
   }
   case QIR_OP_REDUCE_L2: {
     int64_t axes[QIR_MAX_RANK];
@@ -1203,6 +1445,42 @@ static int expand_chain(chain *c) {
     qir_value *ops2[2] = {xv, ext};
     return push(c, make_compute(t, 2, ops2, result_type(t), body, last ? QIR_REDUCE_MAX : QIR_REDUCE_MIN)) ? c->n : 0;
   }
+  case QIR_OP_GRID_SAMPLE: return expand_grid_sample(c);
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: {
+    /* reduction none: the last update landing on each element (its number in
+     * writing order, -1 for none), then that update or the data */
+    qir_type lt = *x;
+    lt.dtype = QIR_I64;
+    set_axes(t, &lt);
+    scatter_terms s;
+    if (!scatter_read(t, 2, &s)) return 0;
+    qir_value *last = push(c, make_compute(t, 2, op->operands, &lt, sel(t, s.hit, s.lin, lit(t, -1)), QIR_REDUCE_MAX));
+    if (!last) return 0;
+    set_axes(t, result_type(t));
+    const qir_type *ind = operand_type(t, 1);
+    qir_expr *lv[QIR_MAX_RANK], *ui[QIR_MAX_RANK], *at = NULL;
+    for (int k = 0; k < x->rank; k++) lv[k] = var(t, k);
+    at = access(t, 2, x->rank, lv);
+    int n_ui;
+    if (op->code == QIR_OP_SCATTER_ELEMENTS) {
+      int axis = (int)qir_op_attr_int(op, "axis", 0);
+      for (int k = 0; k < x->rank; k++) ui[k] = k == axis ? at : var(t, k);
+      n_ui = x->rank;
+    } else {
+      /* the update's leading coordinates from its number */
+      int q = ind->rank;
+      int64_t m = ind->dims[q - 1], stride = 1;
+      for (int k = q - 2; k >= 0; k--) {
+        ui[k] = bin(t, QIR_FN_MOD, bin(t, QIR_FN_DIV, at, lit(t, stride)), lit(t, ind->dims[k]));
+        stride *= ind->dims[k];
+      }
+      for (int64_t k = m; k < x->rank; k++) ui[q - 1 + k - m] = var(t, (int)k);
+      n_ui = (int)(q - 1 + x->rank - m);
+    }
+    qir_value *ops3[3] = {xv, op->operands[2], last};
+    qir_expr *body = sel(t, bin(t, QIR_FN_GE, at, lit(t, 0)), access(t, 1, n_ui, ui), bcast(t, 0));
+    return push(c, stage_final(c, 3, ops3, body)) ? c->n : 0;
+  }
   case QIR_OP_LRN: {
     int64_t size = qir_op_attr_int(op, "size", 1), C = x->dims[1];
     double alpha = attr_f(t, "alpha", 1e-4), beta = attr_f(t, "beta", 0.75), bias = attr_f(t, "bias", 1);
@@ -1247,6 +1525,7 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
   switch (op->code) {
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
   case QIR_OP_LP_NORMALIZATION: case QIR_OP_REDUCE_L2: case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: case QIR_OP_LRN:
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: case QIR_OP_GRID_SAMPLE:
     break;
   default:
     return 0;
@@ -1314,6 +1593,44 @@ static int expand_max_pool_indices(chain *c, qir_value **results) {
   return c->n;
 }
 
+/* top_k as two reductions: each element's rank along the axis (how many
+ * elements go before it: better, or equal at a lower index), then the k
+ * outputs pick the element of rank p (exactly one term of each sum is taken).
+ * Quadratic in the axis extent; NaNs are not ordered. */
+static int expand_top_k(chain *c, qir_value **results) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *x = operand_type(t, 0);
+  int axis = (int)qir_op_attr_int(op, "axis", x->rank - 1);
+  bool largest = qir_op_attr_int(op, "largest", 1) != 0;
+  qir_type rt = *x;
+  rt.dtype = QIR_I64;
+  set_axes(t, &rt);
+  int j = add_red(t, x->dims[axis]);
+  qir_expr *xi = at_with(t, 0, axis, var(t, axis)), *xj = at_with(t, 0, axis, var(t, j));
+  qir_expr *better = x->dtype == QIR_U64 ? (largest ? u64_less(t, xi, xj) : u64_less(t, xj, xi))
+                                         : bin(t, largest ? QIR_FN_GT : QIR_FN_LT, xj, xi);
+  qir_expr *tie = and_(t, bin(t, QIR_FN_EQ, xj, xi), bin(t, QIR_FN_LT, var(t, j), var(t, axis)));
+  qir_expr *before = bin(t, QIR_FN_OR, better, tie);
+  qir_value *rank = push(c, make_compute(t, 1, op->operands, &rt, sel(t, before, lit(t, 1), lit(t, 0)), QIR_REDUCE_SUM));
+  if (!rank) return 0;
+  qir_value *ops2[2] = {op->operands[0], rank};
+  for (int r = 0; r < 2; r++) {
+    const qir_type *out = &op->results[r]->type;
+    set_axes(t, out);
+    int i = add_red(t, x->dims[axis]);
+    qir_expr *idx[QIR_MAX_RANK];
+    for (int k = 0; k < x->rank; k++) idx[k] = k == axis ? var(t, i) : var(t, k);
+    qir_expr *hit = bin(t, QIR_FN_EQ, access(t, 1, x->rank, idx), var(t, axis));
+    qir_expr *val = r == 0 ? access(t, 0, x->rank, idx) : var(t, i);
+    qir_value *v = push(c, make_compute(t, 2, ops2, out, sel(t, hit, val, r == 0 ? lit_like(t, x->dtype, 0) : lit(t, 0)),
+                                        QIR_REDUCE_SUM));
+    if (!v) return 0;
+    results[r] = v;
+  }
+  return c->n;
+}
+
 /* layer_norm with its mean and inv_std_dev results. */
 static int expand_layer_norm_stats(chain *c, qir_value **results) {
   te *t = &c->t;
@@ -1344,7 +1661,8 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
     if (n > 0) results[0] = out[n - 1]->results[0];
     return n;
   }
-  if (op->code != QIR_OP_SPLIT && op->code != QIR_OP_MAX_POOL && op->code != QIR_OP_LAYER_NORM) return 0;
+  if (op->code != QIR_OP_SPLIT && op->code != QIR_OP_MAX_POOL && op->code != QIR_OP_LAYER_NORM && op->code != QIR_OP_TOP_K)
+    return 0;
   qir_type *types = qir_alloc(m, sizeof *types * (size_t)(op->n_results + 1));
   if (!qir_infer_types(m, op, types, d)) return 0;
   for (int i = 0; i < op->n_results; i++) {
@@ -1355,6 +1673,7 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
   chain c = {{m, op, d, 0, 0, {0}}, out, 0, cap};
   int n = op->code == QIR_OP_SPLIT ? expand_split(&c, results)
           : op->code == QIR_OP_MAX_POOL ? expand_max_pool_indices(&c, results)
+          : op->code == QIR_OP_TOP_K ? expand_top_k(&c, results)
                                         : expand_layer_norm_stats(&c, results);
   if (n == 0)
     for (int i = 0; i < c.n; i++) qir_op_unlink(out[i]);

@@ -3,10 +3,13 @@
 against each test_data_set's expected outputs.
 
     scripts/conformance.py [-j N] [--bin DIR] [--tests DIR] [--filter SUBSTR]
-                           [--folder node|light|models]... [-v] [--keep DIR]
+                           [--folder node|node-all|light|models]... [-v] [--keep DIR]
 
 Folders under $ONNX_TESTS (default ../shared/onnx-tests next to the repo):
-node/ and light/ compare with |got-want| <= 1e-7 + 1e-3*|want| (integers and
+node/ (the quick set), node-all/ (all 1765 node tests of ONNX v1.22.0, a
+superset of node/), light/ and models/; without --folder the runner takes
+node light models, or the space-separated list in $QIR_CONFORMANCE.
+node/, node-all/ and light/ compare with |got-want| <= 1e-7 + 1e-3*|want| (integers and
 booleans exactly), models/ with atol 1e-4, rtol 1e-3.  input_K.pb feeds the
 K-th graph input that is not an initializer, output_K.pb is the K-th graph
 output.  Every input gets --shape from its test data.  When onnx2qir says a
@@ -87,6 +90,21 @@ def model_io(path):
         elif f == 12 and w == 2:
             outputs.append(_name_of(v, 1))
     return [n for n in inputs if n not in inits], outputs
+
+
+def model_ops(path):
+    """Operator types of the top-level graph's nodes, in order, deduplicated."""
+    with open(path, "rb") as fh:
+        b = fh.read()
+    ops = []
+    for f, w, v in _fields(b):
+        if f == 7 and w == 2:
+            for gf, gw, gv in _fields(v):
+                if gf == 1 and gw == 2:
+                    t = _name_of(gv, 4)
+                    if t not in ops:
+                        ops.append(t)
+    return ops
 
 
 def tensor_header(b):
@@ -171,13 +189,27 @@ def widen_narrow(path, out_path):
     with open(path, "rb") as fh:
         b = fh.read()
     _, dims, dtype, raw = tensor_header(b)
-    if dtype not in NARROW or raw is None:
+    if dtype not in NARROW:
         return False
     bits, dec, descr = NARROW[dtype]
     n = 1
     for d in dims:
         n *= d
+    if raw is None:
+        # int32_data (field 5): one byte of the packed layout per entry
+        vals = []
+        for f, w, v in _fields(b):
+            if f == 5 and w == 0:
+                vals.append(v)
+            elif f == 5 and w == 2:
+                i = 0
+                while i < len(v):
+                    x, i = _varint(v, i)
+                    vals.append(x)
+        raw = bytes(x & 0xFF for x in vals)
     per = 8 // bits
+    if len(raw) * per < n:
+        return False
     vals = [dec((raw[i // per] >> (bits * (i % per))) & ((1 << bits) - 1)) for i in range(n)]
     if descr == "<f4":
         data = struct.pack("<%df" % n, *vals)
@@ -310,11 +342,13 @@ def main():
     ap.add_argument("-j", type=int, default=2, help="parallel jobs (default 2)")
     ap.add_argument("--bin", default=os.environ.get("QIR_BIN", os.path.join(REPO, "build", "bin")))
     ap.add_argument("--tests", default=os.environ.get("ONNX_TESTS", os.path.join(REPO, "..", "shared", "onnx-tests")))
-    ap.add_argument("--folder", action="append", choices=["node", "light", "models"])
+    ap.add_argument("--folder", action="append", choices=["node", "node-all", "light", "models"])
     ap.add_argument("--filter", default="", help="only tests whose name contains this")
     ap.add_argument("--known", default=os.path.join(REPO, "test", "known-failures.txt"))
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--keep", help="keep the imported .qir files under this directory")
+    ap.add_argument("--by-op", action="store_true",
+                    help="after the run, count failing tests (listed or not) by the operators of their model")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every result")
     args = ap.parse_args()
     args.bin = os.path.abspath(args.bin)
@@ -328,7 +362,7 @@ def main():
             print("conformance: error: %s not found in %s (build first, or set QIR_BIN)" % (tool, args.bin))
             return 1
     known = load_known(args.known)
-    folders = args.folder or ["node", "light", "models"]
+    folders = args.folder or os.environ.get("QIR_CONFORMANCE", "node light models").split()
     tmp_root = args.keep or tempfile.mkdtemp(prefix="qir-conformance-")
     jobs = []
     for folder in folders:
@@ -382,6 +416,21 @@ def main():
         print("%s: %d passed, %d failed, %d skipped" % (folder, c["passed"], c["failed"], c["skipped"]))
         for k in total:
             total[k] += c[k]
+    if args.by_op:
+        by_op = {}
+        for folder in folders:
+            for name, ok, msg in results.get(folder, []):
+                if ok:
+                    continue
+                try:
+                    ops = model_ops(os.path.join(args.tests, folder, name, "model.onnx"))
+                except (OSError, ValueError, IndexError):
+                    ops = ["?"]
+                key = "+".join(ops) if len(ops) <= 3 else "+".join(ops[:3]) + "+..."
+                by_op.setdefault(key, []).append(name)
+        print("failing tests by operator (%d):" % sum(len(v) for v in by_op.values()))
+        for key, names in sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            print("  %4d  %s" % (len(names), key))
     # the last line in the form scripts/check.sh tallies
     print("%d passed, %d failed, %d skipped" % (total["passed"], total["failed"], total["skipped"]))
     return 1 if bad else 0

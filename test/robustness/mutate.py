@@ -538,6 +538,8 @@ def main():
     ap.add_argument("--extreme-cases", type=int, default=150,
                     help="one attribute integer set to an extreme value")
     ap.add_argument("--onnx-cases", type=int, default=150)
+    ap.add_argument("--onnx-all-cases", type=int, default=0,
+                    help="further ONNX cases from node-all/ models not in node/ (the operators only the whole suite has)")
     ap.add_argument("--tensor-cases", type=int, default=80)
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("-j", "--jobs", type=int, default=2)
@@ -608,8 +610,17 @@ def main():
         proto = "/usr/include/onnx/onnx.proto"
         have_protoc = shutil.which("protoc") and os.path.exists(proto)
         omuts = onnx_text_mutators()
-        for i in range(args.onnx_cases):
-            mpath = rng.choice(light) if light and rng.random() < 0.15 else rng.choice(models)
+        in_node = set(os.path.basename(os.path.dirname(m)) for m in models)
+        extra = [m for m in sorted(glob.glob(os.path.join(onnx_tests, "node-all", "*", "model.onnx")))
+                 if os.path.basename(os.path.dirname(m)) not in in_node]
+        if args.onnx_all_cases and not extra:
+            print("SKIPPED: node-all mutations (no $ONNX_TESTS/node-all)")
+            skipped += args.onnx_all_cases
+        for i in range(args.onnx_cases + (args.onnx_all_cases if extra else 0)):
+            if i >= args.onnx_cases:
+                mpath = rng.choice(extra)
+            else:
+                mpath = rng.choice(light) if light and rng.random() < 0.15 else rng.choice(models)
             raw = open(mpath, "rb").read()
             label = os.path.relpath(mpath, onnx_tests)
             if have_protoc and rng.random() < 0.5:

@@ -24,4 +24,4 @@ if ! command -v python3 >/dev/null 2>&1; then
   exit 0
 fi
 exec python3 "$here/mutate.py" --seed 1 --cases 800 --semantic-cases 200 --extreme-cases 300 \
-  --onnx-cases 250 --tensor-cases 120 -j "${JOBS:-2}" "$@"
+  --onnx-cases 250 --onnx-all-cases 200 --tensor-cases 120 -j "${JOBS:-2}" "$@"

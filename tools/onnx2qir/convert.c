@@ -80,13 +80,17 @@ static const struct {
     {"Sqrt", QIR_OP_SQRT}, {"Reciprocal", QIR_OP_RECIPROCAL}, {"Sigmoid", QIR_OP_SIGMOID},
     {"Tanh", QIR_OP_TANH}, {"Relu", QIR_OP_RELU}, {"Erf", QIR_OP_ERF}, {"Ceil", QIR_OP_CEIL},
     {"Floor", QIR_OP_FLOOR}, {"Round", QIR_OP_ROUND}, {"Sin", QIR_OP_SIN}, {"Cos", QIR_OP_COS},
+    {"Asin", QIR_OP_ASIN}, {"Acos", QIR_OP_ACOS}, {"Atan", QIR_OP_ATAN}, {"Sinh", QIR_OP_SINH},
+    {"Cosh", QIR_OP_COSH}, {"Asinh", QIR_OP_ASINH}, {"Acosh", QIR_OP_ACOSH}, {"Atanh", QIR_OP_ATANH},
     {"Sign", QIR_OP_SIGN}, {"Not", QIR_OP_NOT}, {"IsNaN", QIR_OP_ISNAN}, {"Softplus", QIR_OP_SOFTPLUS},
     {"HardSwish", QIR_OP_HARD_SWISH},
     {"Add", QIR_OP_ADD}, {"Sub", QIR_OP_SUB}, {"Mul", QIR_OP_MUL}, {"Div", QIR_OP_DIV},
     {"Pow", QIR_OP_POW}, {"Equal", QIR_OP_EQUAL}, {"Less", QIR_OP_LESS},
     {"LessOrEqual", QIR_OP_LESS_EQUAL}, {"Greater", QIR_OP_GREATER},
     {"GreaterOrEqual", QIR_OP_GREATER_EQUAL}, {"And", QIR_OP_AND}, {"Or", QIR_OP_OR},
-    {"Xor", QIR_OP_XOR}, {"Where", QIR_OP_WHERE}, {"PRelu", QIR_OP_PRELU},
+    {"Xor", QIR_OP_XOR},
+    {"BitwiseAnd", QIR_OP_BITWISE_AND}, {"BitwiseOr", QIR_OP_BITWISE_OR}, {"BitwiseXor", QIR_OP_BITWISE_XOR},
+    {"BitwiseNot", QIR_OP_BITWISE_NOT}, {"Where", QIR_OP_WHERE}, {"PRelu", QIR_OP_PRELU},
     {"MatMul", QIR_OP_MATMUL},
     {"Max", QIR_OP_MAX}, {"Min", QIR_OP_MIN}, {"Sum", QIR_OP_SUM}, {"Mean", QIR_OP_MEAN},
     {"GlobalAveragePool", QIR_OP_GLOBAL_AVG_POOL}, {"GlobalMaxPool", QIR_OP_GLOBAL_MAX_POOL},
@@ -121,6 +125,16 @@ static bool cv_mod(node_ctx *nc) {
   if (!need_inputs(nc, 2)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_MOD, 2, nc->in);
   set_i(IMP, op, "fmod", attr_int(nc, "fmod", 0));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+static bool cv_bit_shift(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  const char *a = attr_str(nc, "direction", "");
+  const char *dir = !strcmp(a, "LEFT") ? "left" : !strcmp(a, "RIGHT") ? "right" : NULL;
+  if (!dir) return fail(nc, "direction must be LEFT or RIGHT");
+  qir_op *op = op_begin(IMP, QIR_OP_BIT_SHIFT, 2, nc->in);
+  set_w(IMP, op, "direction", dir);
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
@@ -194,6 +208,11 @@ static bool cv_cast(node_ctx *nc) {
   qir_dtype to;
   if (strcmp(nc->node->op_type, "CastLike") == 0) {
     if (!need_inputs(nc, 2)) return false;
+    const char *narrow = narrow_origin(IMP, IN(1));
+    if (narrow) {
+      imp_error(IMP, "cast to %s is not supported", narrow);
+      return false;
+    }
     to = IN(1)->type.dtype;
   } else {
     const Onnx__AttributeProto *a = attr_find(nc, "to");
@@ -326,6 +345,35 @@ static bool cv_arg(node_ctx *nc) {
   set_i(IMP, op, "keepdims", attr_int(nc, "keepdims", 1));
   set_i(IMP, op, "select_last_index", attr_int(nc, "select_last_index", 0));
   return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+/* TopK with a constant k (a runtime k would give a data-dependent shape). */
+static bool cv_top_k(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  int64_t k = 0;
+  int n = 1;
+  if (nc->opset < 10) {
+    if (!attr_find(nc, "k")) return fail(nc, "attribute 'k' is missing");
+    k = attr_int(nc, "k", 0);
+  } else {
+    if (!need_inputs(nc, 2)) return false;
+    if (!need_const_ints(nc, 1, &k, 1, &n)) return false;
+    if (n != 1) return fail(nc, "K must have one element");
+  }
+  int64_t axis = norm_axis(attr_int(nc, "axis", -1), x->type.rank);
+  if (axis < 0) return fail(nc, "axis out of range");
+  if (k < 0 || k > x->type.dims[axis]) return fail(nc, "k is negative or larger than the axis");
+  qir_op *op = op_begin_n(IMP, QIR_OP_TOP_K, 1, &x, 2);
+  set_i(IMP, op, "axis", axis);
+  set_i(IMP, op, "k", k);
+  set_i(IMP, op, "largest", attr_int(nc, "largest", 1) != 0);
+  set_i(IMP, op, "sorted", attr_int(nc, "sorted", 1) != 0);
+  qir_value *outs[2];
+  if (!op_end(IMP, op, outs)) return false;
+  nc->out[0] = outs[0];
+  if (nc->n_out > 1) nc->out[1] = outs[1];
+  return true;
 }
 
 /* ---------------------------------------------------------------- shapes */
@@ -675,6 +723,30 @@ static bool cv_gather(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+static bool cv_gather_nd(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_op *op = op_begin(IMP, QIR_OP_GATHER_ND, 2, nc->in);
+  set_i(IMP, op, "batch_dims", attr_int(nc, "batch_dims", 0));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+/* ScatterElements, ScatterND and the deprecated Scatter (= ScatterElements). */
+static bool cv_scatter(node_ctx *nc) {
+  if (!need_inputs(nc, 3)) return false;
+  bool nd = strcmp(nc->node->op_type, "ScatterND") == 0;
+  qir_op *op = op_begin(IMP, nd ? QIR_OP_SCATTER_ND : QIR_OP_SCATTER_ELEMENTS, 3, nc->in);
+  if (!nd) {
+    int64_t axis = norm_axis(attr_int(nc, "axis", 0), IN(0)->type.rank);
+    if (axis < 0) {
+      qir_op_unlink(op);
+      return fail(nc, "axis out of range");
+    }
+    set_i(IMP, op, "axis", axis);
+  }
+  set_w(IMP, op, "reduction", attr_str(nc, "reduction", "none"));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
 static bool cv_shape(node_ctx *nc) {
   if (!need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
@@ -788,7 +860,7 @@ static bool cv_cumsum(node_ctx *nc) {
   if (!need_const_ints(nc, 1, &axis, 1, &n)) return false;
   axis = norm_axis(axis, IN(0)->type.rank);
   if (axis < 0) return fail(nc, "axis out of range");
-  qir_op *op = op_begin(IMP, QIR_OP_CUMSUM, 1, nc->in);
+  qir_op *op = op_begin(IMP, strcmp(nc->node->op_type, "CumProd") ? QIR_OP_CUMSUM : QIR_OP_CUMPROD, 1, nc->in);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "exclusive", attr_int(nc, "exclusive", 0));
   set_i(IMP, op, "reverse", attr_int(nc, "reverse", 0));
@@ -920,6 +992,33 @@ static bool cv_conv(node_ctx *nc) {
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
+/* ConvInteger: (x - x_zero_point) conv (w - w_zero_point) in i32; the weight
+ * zero point may be per output channel. */
+static bool cv_conv_integer(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  qir_value *x = emit_cast(IMP, IN(0), QIR_I32), *wt = emit_cast(IMP, IN(1), QIR_I32);
+  if (!x || !wt) return false;
+  if (wt->type.rank != x->type.rank) return fail(nc, "weights rank differs from input rank");
+  if (IN(2)) {
+    if (qir_type_numel(&IN(2)->type) != 1) return fail(nc, "x_zero_point must be a scalar");
+    x = emit2(IMP, QIR_OP_SUB, x, emit_reshape(IMP, emit_cast(IMP, IN(2), QIR_I32), 0, NULL));
+  }
+  if (IN(3)) {
+    int64_t m = wt->type.dims[0], n = qir_type_numel(&IN(3)->type), d[QIR_MAX_RANK];
+    if (n != 1 && n != m) return fail(nc, "w_zero_point must be a scalar or have one entry per output channel");
+    for (int i = 0; i < wt->type.rank; i++) d[i] = i == 0 ? n : 1;
+    wt = emit2(IMP, QIR_OP_SUB, wt, emit_reshape(IMP, emit_cast(IMP, IN(3), QIR_I32), wt->type.rank, d));
+  }
+  window w;
+  if (!x || !wt || !window_attrs(nc, x, wt->type.dims + 2, &w, false)) return false;
+  int64_t m = wt->type.dims[0];
+  qir_value *in[3] = {x, wt, const_splat(IMP, qir_type_make(QIR_I32, 1, &m), 0)};
+  qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, in);
+  set_window(IMP, op, &w, false);
+  set_i(IMP, op, "group", attr_int(nc, "group", 1));
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
 static bool cv_conv_transpose(node_ctx *nc) {
   if (!need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *wt = IN(1), *b = IN(2);
@@ -986,6 +1085,31 @@ static bool cv_pool(node_ctx *nc) {
   nc->out[0] = outs[0];
   if (n_res > 1) nc->out[1] = outs[1];
   return true;
+}
+
+/* LpPool: (sum over the window of |x|^p)^(1/p), the sum being an average
+ * pool that counts the padding, times the window size. */
+static bool cv_lp_pool(node_ctx *nc) {
+  if (!need_inputs(nc, 1)) return false;
+  qir_value *x = IN(0);
+  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  window w;
+  if (!window_attrs(nc, x, NULL, &w, false)) return false;
+  double p = (double)attr_int(nc, "p", 2);
+  if (p <= 0) return fail(nc, "p must be positive");
+  qir_dtype dt = x->type.dtype;
+  qir_value *ax = emit1(IMP, QIR_OP_ABS, x);
+  qir_value *xp = p == 1 ? ax : p == 2 ? emit2(IMP, QIR_OP_MUL, x, x) : emit2(IMP, QIR_OP_POW, ax, const_scalar(IMP, dt, p));
+  qir_op *op = op_begin(IMP, QIR_OP_AVG_POOL, 1, &xp);
+  set_window(IMP, op, &w, true);
+  set_i(IMP, op, "ceil_mode", attr_int(nc, "ceil_mode", 0));
+  set_i(IMP, op, "count_include_pad", 1);
+  int64_t taps = 1;
+  for (int i = 0; i < w.n; i++) taps *= w.kernel[i];
+  qir_value *sum = emit2(IMP, QIR_OP_MUL, op_end(IMP, op, NULL), const_scalar(IMP, dt, (double)taps));
+  if (p == 1) return set_out(nc, 0, sum);
+  if (p == 2) return set_out(nc, 0, emit1(IMP, QIR_OP_SQRT, sum));
+  return set_out(nc, 0, emit2(IMP, QIR_OP_POW, sum, const_scalar(IMP, dt, 1 / p)));
 }
 
 static bool cv_lp_norm(node_ctx *nc) {
@@ -1158,13 +1282,22 @@ static bool cv_resize(node_ctx *nc) {
   if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "cubic") && strcmp(mode, "bilinear"))
     return fail(nc, "unsupported mode");
   if (strcmp(mode, "bilinear") == 0) mode = "linear";
-  if (strcmp(ctm, "tf_crop_and_resize") == 0) return fail(nc, "coordinate_transformation_mode tf_crop_and_resize is not supported");
-  if (attr_int(nc, "antialias", 0)) return fail(nc, "antialias is not supported");
+  bool crop = strcmp(ctm, "tf_crop_and_resize") == 0;
   int64_t axes[QIR_MAX_RANK];
   int na = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
-  if (attr_find(nc, "keep_aspect_ratio_policy") && strcmp(attr_str(nc, "keep_aspect_ratio_policy", "stretch"), "stretch"))
-    return fail(nc, "keep_aspect_ratio_policy other than stretch is not supported");
+  const char *policy = attr_str(nc, "keep_aspect_ratio_policy", "stretch");
+  if (strcmp(policy, "stretch") && strcmp(policy, "not_larger") && strcmp(policy, "not_smaller"))
+    return fail(nc, "keep_aspect_ratio_policy must be stretch, not_larger or not_smaller");
   int n_ax = na >= 0 ? na : r;
+  /* roi: [starts.., ends..] over the axes (tf_crop_and_resize only) */
+  double roi_in[2 * QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
+  int n_roi = -1;
+  if (crop) {
+    if (!IN(1) || qir_type_numel(&IN(1)->type) == 0) return fail(nc, "tf_crop_and_resize needs roi");
+    if (!need_const_floats(nc, 1, roi_in, 2 * QIR_MAX_RANK, &n_roi)) return false;
+    if (n_roi != 2 * n_ax) return fail(nc, "roi needs a start and an end per axis");
+  }
+  for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
   double full_sc[QIR_MAX_RANK];
   int64_t d[QIR_MAX_RANK];
   for (int i = 0; i < r; i++) {
@@ -1178,10 +1311,25 @@ static bool cv_resize(node_ctx *nc) {
   } else {
     return fail(nc, "neither scales nor sizes is given");
   }
+  /* keep_aspect_ratio_policy: one scale for every axis, the smallest
+   * (not_larger) or largest (not_smaller) of the sizes' ratios */
+  double keep = -1;
+  if (n_sz > 0 && strcmp(policy, "stretch")) {
+    for (int i = 0; i < n_ax; i++) {
+      int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
+      if (a < 0 || x->type.dims[a] == 0) return fail(nc, "axis out of range or empty");
+      double s = (double)sizes[i] / (double)x->type.dims[a];
+      if (keep < 0 || (!strcmp(policy, "not_larger") ? s < keep : s > keep)) keep = s;
+    }
+  }
   for (int i = 0; i < n_ax; i++) {
     int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
     if (a < 0) return fail(nc, "axis out of range");
-    if (n_sz > 0) {
+    if (crop) roi[a] = roi_in[i], roi[r + a] = roi_in[n_ax + i];
+    if (keep >= 0) {
+      full_sc[a] = keep;
+      d[a] = (int64_t)floor(keep * (double)x->type.dims[a] + 0.5);
+    } else if (n_sz > 0) {
       if (sizes[i] < 0) return fail(nc, "negative size");
       d[a] = sizes[i];
       full_sc[a] = x->type.dims[a] ? (double)sizes[i] / (double)x->type.dims[a] : 1;
@@ -1200,6 +1348,27 @@ static bool cv_resize(node_ctx *nc) {
   set_i(IMP, op, "exclude_outside", attr_int(nc, "exclude_outside", 0));
   set_f(IMP, op, "extrapolation_value", attr_float(nc, "extrapolation_value", 0));
   set_floats(IMP, op, "scales", r, full_sc);
+  if (crop) set_floats(IMP, op, "roi", 2 * r, roi);
+  if (attr_int(nc, "antialias", 0) && strcmp(mode, "nearest")) set_i(IMP, op, "antialias", 1);
+  return set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+/* GridSample: opset 16's bilinear / bicubic are opset 20's linear / cubic. */
+static bool cv_grid_sample(node_ctx *nc) {
+  if (!need_inputs(nc, 2)) return false;
+  const char *mode = attr_str(nc, "mode", nc->opset >= 20 ? "linear" : "bilinear");
+  if (!strcmp(mode, "bilinear")) mode = "linear";
+  else if (!strcmp(mode, "bicubic")) mode = "cubic";
+  if (strcmp(mode, "linear") && strcmp(mode, "nearest") && strcmp(mode, "cubic")) return fail(nc, "unsupported mode");
+  qir_op *op = op_begin(IMP, QIR_OP_GRID_SAMPLE, 2, nc->in);
+  set_w(IMP, op, "mode", mode);
+  const char *pad = attr_str(nc, "padding_mode", "zeros");
+  if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection")) {
+    qir_op_unlink(op);
+    return fail(nc, "unsupported padding_mode");
+  }
+  set_w(IMP, op, "padding_mode", pad);
+  set_i(IMP, op, "align_corners", attr_int(nc, "align_corners", 0) != 0);
   return set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
@@ -1216,13 +1385,16 @@ static const struct {
     {"Reciprocal", cv_simple, "consumed_inputs"}, {"Sigmoid", cv_simple, "consumed_inputs"},
     {"Tanh", cv_simple, "consumed_inputs"}, {"Relu", cv_simple, "consumed_inputs"}, {"Erf", cv_simple, ""},
     {"Ceil", cv_simple, "consumed_inputs"}, {"Floor", cv_simple, "consumed_inputs"}, {"Round", cv_simple, ""},
-    {"Sin", cv_simple, ""}, {"Cos", cv_simple, ""}, {"Sign", cv_simple, ""}, {"Not", cv_simple, ""},
+    {"Sin", cv_simple, ""}, {"Cos", cv_simple, ""}, {"Asin", cv_simple, ""}, {"Acos", cv_simple, ""},
+    {"Atan", cv_simple, ""}, {"Sinh", cv_simple, ""}, {"Cosh", cv_simple, ""}, {"Asinh", cv_simple, ""},
+    {"Acosh", cv_simple, ""}, {"Atanh", cv_simple, ""}, {"Sign", cv_simple, ""}, {"Not", cv_simple, ""},
     {"IsNaN", cv_simple, ""}, {"Softplus", cv_simple, ""}, {"HardSwish", cv_simple, ""},
     {"Add", cv_simple, "consumed_inputs"}, {"Sub", cv_simple, "consumed_inputs"},
     {"Mul", cv_simple, "consumed_inputs"}, {"Div", cv_simple, "consumed_inputs"}, {"Pow", cv_simple, ""},
     {"Equal", cv_simple, ""}, {"Less", cv_simple, ""}, {"LessOrEqual", cv_simple, ""},
     {"Greater", cv_simple, ""}, {"GreaterOrEqual", cv_simple, ""}, {"And", cv_simple, ""},
-    {"Or", cv_simple, ""}, {"Xor", cv_simple, ""}, {"Where", cv_simple, ""}, {"PRelu", cv_simple, "consumed_inputs"},
+    {"Or", cv_simple, ""}, {"Xor", cv_simple, ""}, {"BitwiseAnd", cv_simple, ""}, {"BitwiseOr", cv_simple, ""},
+    {"BitwiseXor", cv_simple, ""}, {"BitwiseNot", cv_simple, ""}, {"BitShift", cv_bit_shift, "direction"}, {"Where", cv_simple, ""}, {"PRelu", cv_simple, "consumed_inputs"},
     {"MatMul", cv_simple, ""}, {"Max", cv_simple, "consumed_inputs"}, {"Min", cv_simple, "consumed_inputs"},
     {"Sum", cv_simple, "consumed_inputs"}, {"Mean", cv_simple, "consumed_inputs"},
     {"GlobalAveragePool", cv_simple, ""}, {"GlobalMaxPool", cv_simple, ""},
@@ -1245,23 +1417,27 @@ static const struct {
     {"ReduceSumSquare", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceLogSum", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceLogSumExp", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
-    {"ArgMax", cv_arg, "axis,keepdims,select_last_index"}, {"ArgMin", cv_arg, "axis,keepdims,select_last_index"},
+    {"ArgMax", cv_arg, "axis,keepdims,select_last_index"}, {"TopK", cv_top_k, "axis,k,largest,sorted"}, {"ArgMin", cv_arg, "axis,keepdims,select_last_index"},
     {"Reshape", cv_reshape, "shape,allowzero,consumed_inputs"}, {"Flatten", cv_flatten, "axis"},
     {"Squeeze", cv_squeeze, "axes"}, {"Unsqueeze", cv_unsqueeze, "axes"}, {"Transpose", cv_transpose, "perm"},
     {"Concat", cv_concat, "axis"}, {"Split", cv_split, "axis,split,num_outputs"},
     {"Slice", cv_slice, "starts,ends,axes"}, {"Pad", cv_pad, "mode,pads,paddings,value"},
     {"Expand", cv_expand, ""}, {"Tile", cv_tile, ""}, {"Gather", cv_gather, "axis"},
-    {"GatherElements", cv_gather, "axis"}, {"Shape", cv_shape, "start,end"}, {"Size", cv_size, ""},
+    {"GatherElements", cv_gather, "axis"}, {"GatherND", cv_gather_nd, "batch_dims"},
+    {"ScatterElements", cv_scatter, "axis,reduction"}, {"Scatter", cv_scatter, "axis"},
+    {"ScatterND", cv_scatter, "reduction"}, {"Shape", cv_shape, "start,end"}, {"Size", cv_size, ""},
     {"Constant", cv_constant, NULL}, {"ConstantOfShape", cv_constant_of_shape, "value"},
     {"Range", cv_range, ""}, {"DepthToSpace", cv_depth_space, "blocksize,mode"},
     {"SpaceToDepth", cv_depth_space, "blocksize"}, {"Trilu", cv_trilu, "upper"},
-    {"CumSum", cv_cumsum, "exclusive,reverse"}, {"OneHot", cv_one_hot, "axis"},
+    {"CumSum", cv_cumsum, "exclusive,reverse"}, {"CumProd", cv_cumsum, "exclusive,reverse"}, {"OneHot", cv_one_hot, "axis"},
+    {"ConvInteger", cv_conv_integer, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"Gemm", cv_gemm, "alpha,beta,transA,transB,broadcast"}, {"Einsum", cv_einsum, "equation"},
     {"Conv", cv_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"ConvTranspose", cv_conv_transpose, "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
     {"MaxPool", cv_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
     {"AveragePool", cv_pool, "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides"},
     {"LpNormalization", cv_lp_norm, "axis,p"},
+    {"LpPool", cv_lp_pool, "auto_pad,ceil_mode,dilations,kernel_shape,p,pads,strides"},
     {"BatchNormalization", cv_batch_norm, "epsilon,momentum,spatial,training_mode,is_test,consumed_inputs"},
     {"InstanceNormalization", cv_instance_norm, "epsilon"},
     {"LayerNormalization", cv_layer_norm, "axis,epsilon,stash_type"}, {"LRN", cv_lrn, "alpha,beta,bias,size"},
@@ -1270,6 +1446,7 @@ static const struct {
     {"Resize", cv_resize, "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,"
                           "extrapolation_value,antialias,axes,keep_aspect_ratio_policy"},
     {"Upsample", cv_resize, "mode,scales"},
+    {"GridSample", cv_grid_sample, "align_corners,mode,padding_mode"},
     {"If", convert_if, "then_branch,else_branch"}, {"Loop", convert_loop, "body"},
     {"Scan", convert_scan, "body,num_scan_inputs,scan_input_axes,scan_input_directions,scan_output_axes,"
                            "scan_output_directions,directions"},
@@ -1285,5 +1462,5 @@ bool find_converter(const char *op_type, convert_fn *fn, const char **attrs) {
       *attrs = converters[i].attrs;
       return true;
     }
-  return false;
+  return find_composite(op_type, fn, attrs) || find_signal_op(op_type, fn, attrs) || find_datadep_op(op_type, fn, attrs);
 }

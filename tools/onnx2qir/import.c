@@ -200,6 +200,12 @@ bool onnx_narrow_input_type(int32_t t, qir_dtype *out) {
   }
 }
 
+const char *narrow_origin(importer *imp, const qir_value *v) {
+  if (!v || v == POISON || !v->def || v->def->code != QIR_OP_INPUT || !imp->narrow_inputs) return NULL;
+  const char *name = qir_op_attr_str(v->def, "name", NULL);
+  return name ? strmap_get(imp->narrow_inputs, name) : NULL;
+}
+
 const char *onnx_dtype_name(int32_t t) {
   static const char *const names[] = {
       "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
@@ -709,6 +715,8 @@ static qir_value *need_const_at_most(node_ctx *nc, int input, int cap, int *n) {
   return v;
 }
 
+qir_value *need_const_input(node_ctx *nc, int input) { return need_const(nc, input) ? nc->in[input] : NULL; }
+
 bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n) {
   qir_value *v = need_const_at_most(nc, input, cap, n);
   if (!v) return false;
@@ -973,7 +981,11 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
   convert_fn fn = NULL;
   const char *allowed = NULL;
   const char *domain = nd->domain ? nd->domain : "";
-  if ((domain[0] && strcmp(domain, "ai.onnx") != 0) || !find_converter(op_type, &fn, &allowed)) {
+  /* a few operators of the ML and training domains are built from primitive ops */
+  bool other_domain = domain[0] && strcmp(domain, "ai.onnx") != 0;
+  if (other_domain && find_domain_op(domain, op_type, &fn, &allowed)) other_domain = false;
+  else if (!other_domain && !find_converter(op_type, &fn, &allowed)) fn = NULL;
+  if (other_domain || !fn) {
     char key[512];
     snprintf(key, sizeof key, "%s/%s", domain, op_type);
     if (!strmap_get(imp->unsupported, key)) {

@@ -4,6 +4,9 @@
  * convert.c  one converter per ONNX operator (the table at its end)
  * control.c  If, Loop, Scan
  * rnn.c      LSTM, GRU, RNN as loop regions of primitive ops
+ * composite.c operators built from primitive ops (losses, RMSNorm, Q/DQ, ...)
+ * signal.c   DFT, STFT and the window functions
+ * datadep.c  operators with data-dependent shapes, computed when their inputs are constants
  * dims.c     graph input types: --shape, --dim, symbolic dimensions defaulted
  *            to 1 (warnings, and notes on errors that depend on them)
  * main.c     command line, weights sidecar, printing
@@ -96,6 +99,7 @@ struct importer {
   const char *base;             /* name stem for helper values of the node */
   const Onnx__NodeProto *node;  /* node being converted, for messages */
   strmap *unsupported;          /* op types already reported */
+  strmap *narrow_inputs;        /* graph inputs widened from a narrow type -> its ONNX name */
   int n_shapes;
   shape_opt *shapes;
   int n_binds;
@@ -152,6 +156,10 @@ bool onnx_dtype_to_qir(int32_t onnx_type, qir_dtype *out);
 const char *onnx_dtype_name(int32_t onnx_type);
 /* Graph-input element types qir lacks that widen exactly (float8 -> f32, int4 -> i8, ...). */
 bool onnx_narrow_input_type(int32_t onnx_type, qir_dtype *out);
+/* The ONNX type name (FLOAT8E4M3FN, INT4, ...) v was widened from when it is
+ * such a graph input, else NULL: converters whose result type would follow
+ * v's refuse it rather than compute in the wide type. */
+const char *narrow_origin(importer *imp, const qir_value *v);
 /* TensorProto -> const op (not linked); NULL after an error (names `what`). */
 qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *what);
 /* Checks a shape: rank, non-negative dims, element count bounded. */
@@ -207,6 +215,8 @@ qir_op *const_def(qir_value *v);
  * input and the graph inputs it depends on) when v is not a constant. */
 bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n);
 bool need_const_floats(node_ctx *nc, int input, double *out, int cap, int *n);
+/* The constant at `input` (any size), or NULL after the same error. */
+qir_value *need_const_input(node_ctx *nc, int input);
 double const_elem(importer *imp, qir_value *v, int64_t i);
 int64_t const_int(importer *imp, qir_value *v, int64_t i); /* exact for i64 */
 /* Names the value (sanitised, unique in the module). */
@@ -229,6 +239,15 @@ typedef bool (*convert_fn)(node_ctx *nc);
 /* The converter of an op type, and the attributes it understands ("a,b,c";
  * NULL = any). */
 bool find_converter(const char *op_type, convert_fn *fn, const char **attrs);
+
+/* ---- composite.c: operators built from primitive qir ops */
+bool find_composite(const char *op_type, convert_fn *fn, const char **attrs);
+/* operators of other domains (ai.onnx.ml, ai.onnx.preview.training) built here */
+bool find_domain_op(const char *domain, const char *op_type, convert_fn *fn, const char **attrs);
+/* ---- datadep.c: NonZero, Compress, Unique, NonMaxSuppression (constant inputs) */
+bool find_datadep_op(const char *op_type, convert_fn *fn, const char **attrs);
+/* ---- signal.c: DFT, STFT, window functions */
+bool find_signal_op(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- control.c */
 bool convert_if(node_ctx *nc);

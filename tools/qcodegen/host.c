@@ -321,6 +321,8 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     } else if (op->code == QIR_OP_MAX_POOL && op->n_results == 2) {
       n = expand_max_pool2(m, op, chain, d);
       if (n > 0) results[0] = chain[0]->results[0], results[1] = chain[1]->results[0];
+    } else if (op->code == QIR_OP_TOP_K) {
+      n = qir_op_expand_results(m, op, chain, 64, results, d);
     }
     if (d->n_errors > errors) ok = false;
     if (n <= 0) continue;

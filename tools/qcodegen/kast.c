@@ -566,6 +566,11 @@ static const char *infix(qir_expr_fn fn) {
   case QIR_FN_NE: return "!=";
   case QIR_FN_AND: return "&&";
   case QIR_FN_OR: return "||";
+  case QIR_FN_BITAND: return "&";
+  case QIR_FN_BITOR: return "|";
+  case QIR_FN_BITXOR: return "^";
+  case QIR_FN_SHL: return "<<";
+  case QIR_FN_SHR: return ">>";
   default: return NULL;
   }
 }
@@ -1006,6 +1011,14 @@ void kprint_helpers(FILE *o) {
       "  QDEV T q_round_##S(T x) { return rint##F(x); } \\\n"
       "  QDEV T q_sin_##S(T x) { return sin##F(x); } \\\n"
       "  QDEV T q_cos_##S(T x) { return cos##F(x); } \\\n"
+      "  QDEV T q_asin_##S(T x) { return asin##F(x); } \\\n"
+      "  QDEV T q_acos_##S(T x) { return acos##F(x); } \\\n"
+      "  QDEV T q_atan_##S(T x) { return atan##F(x); } \\\n"
+      "  QDEV T q_sinh_##S(T x) { return sinh##F(x); } \\\n"
+      "  QDEV T q_cosh_##S(T x) { return cosh##F(x); } \\\n"
+      "  QDEV T q_asinh_##S(T x) { return asinh##F(x); } \\\n"
+      "  QDEV T q_acosh_##S(T x) { return acosh##F(x); } \\\n"
+      "  QDEV T q_atanh_##S(T x) { return atanh##F(x); } \\\n"
       "  QDEV T q_recip_##S(T x) { return (T)1 / x; } \\\n"
       "  QDEV T q_sign_##S(T x) { return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; } \\\n"
       "  QDEV int q_isnan_##S(T x) { return x != x; } \\\n"

@@ -233,6 +233,7 @@ static double fn_cost(qir_expr_fn fn) {
   switch (fn) {
   case QIR_FN_EXP: case QIR_FN_LOG: case QIR_FN_TANH: case QIR_FN_SIGMOID: case QIR_FN_ERF:
   case QIR_FN_SIN: case QIR_FN_COS: case QIR_FN_POW: case QIR_FN_ATAN2: return 8;
+  case QIR_FN_ASIN: case QIR_FN_ACOS: case QIR_FN_ATAN: case QIR_FN_SINH: case QIR_FN_COSH: case QIR_FN_ASINH: case QIR_FN_ACOSH: case QIR_FN_ATANH: return 8;
   case QIR_FN_DIV: case QIR_FN_SQRT: case QIR_FN_RSQRT: case QIR_FN_RECIP: case QIR_FN_FMOD: return 4;
   default: return 1;
   }
