@@ -43,6 +43,8 @@ typedef struct {
   qir_loc loc;
   const qir_expr *body;         /* what the reduction accumulates: the compute's body, less a bias */
   const qir_expr *bias;         /* term counted once (qir_compute_bias_term), or NULL */
+  const cg_group *group;        /* a composed Welder group with an epilogue, or NULL */
+  kexpr *acc_value;             /* while the epilogue is translated: the accumulated value */
 } lower_env;
 
 /* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
@@ -55,6 +57,9 @@ kvar *let(lower_env *env, const char *stem, kexpr *init);  /* a per-thread let o
 /* Decomposes `flat` (row-major over extents ext[0..n-1]) into coordinates. */
 void decompose(lower_env *env, kexpr *flat, const int64_t *ext, int n, kexpr **out);
 kexpr *out_index(lower_env *env, kexpr *const *idx);
+/* What is stored at output point idx (the compute's output axes): v, or the
+ * group's epilogue applied to v; t is the output's compute type. */
+kexpr *stored_value(lower_env *env, kexpr *const *idx, kexpr *v, ktype t);
 
 /* lower_mma.c: a contraction on the matrix units from a #tile plan with `mma`. */
 void lower_mma(lower_env *env, const tile_plan *p);
