@@ -178,8 +178,28 @@ static bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c0) {
 typedef struct {
   int count;                    /* access sites of the value */
   bool identity;                /* every site reads it at [i0, i1, ..] of the form's output axes */
+  bool at_point;                /* some site reads it there */
+  int n_other;                  /* distinct other index tuples */
+  const qir_expr *other[8];
   int64_t foot[QIR_MAX_RANK];   /* footprint of a block tile (max over sites) */
 } reads;
+
+static bool expr_equal(const qir_expr *a, const qir_expr *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->n_args != b->n_args) return false;
+  switch (a->kind) {
+  case QIR_EX_INT: if (a->ival != b->ival) return false; break;
+  case QIR_EX_FLOAT: if (a->fval != b->fval && !(a->fval != a->fval && b->fval != b->fval)) return false; break;
+  case QIR_EX_VAR: if (a->var != b->var) return false; break;
+  case QIR_EX_ACCESS: if (a->operand != b->operand) return false; break;
+  case QIR_EX_UNARY: case QIR_EX_BINARY: if (a->fn != b->fn) return false; break;
+  case QIR_EX_CAST: if (a->cast_to != b->cast_to) return false; break;
+  default: break;
+  }
+  for (int i = 0; i < a->n_args; i++)
+    if (!expr_equal(a->args[i], b->args[i])) return false;
+  return true;
+}
 
 /* How form c (operands args) reads v, for a block tile `block` over c's
  * output axes (reduction axes: their whole extent); block NULL = no tile. */
@@ -191,7 +211,17 @@ static void collect_reads(const qir_compute *c, qir_value *const *args, const qi
     bool id = e->n_args == c->n_axes && v->type.rank == c->n_axes;
     for (int j = 0; id && j < e->n_args; j++)
       id = e->args[j]->kind == QIR_EX_VAR && e->args[j]->var == j && v->type.dims[j] == c->axis_extents[j];
-    if (!id) r->identity = false;
+    if (!id) {
+      r->identity = false;
+      bool seen = false;
+      for (int k = 0; k < r->n_other && !seen; k++) seen = expr_equal(r->other[k], e);
+      if (!seen) {
+        if (r->n_other < 8) r->other[r->n_other] = e;
+        r->n_other++;
+      }
+    } else {
+      r->at_point = true;
+    }
     int nv = c->n_axes + c->n_red;
     for (int j = 0; block && j < e->n_args && j < QIR_MAX_RANK; j++) {
       int64_t coef[32], c0, span = v->type.dims[j];
@@ -233,24 +263,58 @@ static bool in_group(region_ctx *rc, const qir_op *op, int g) {
   return false;
 }
 
+/* Nodes of the composed expression of member n (producers inlined where they
+ * are read), memoised in size[] (0: not yet); the anchor counts once. */
+static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g, double *size);
+
+static double member_size(region_ctx *rc, node *n, int g, double *size) {
+  int i = (int)(n - rc->nodes);
+  if (size[i] == 0) size[i] = 1 + expr_size(rc, n->comp->body, n, g, size);
+  return size[i];
+}
+
+static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g, double *size) {
+  if (!e) return 0;
+  double s = 1;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0) {
+    node *p = producer(rc, n->args[e->operand]);
+    if (p && p->group == g && p->comp && p->comp->n_red == 0) s += member_size(rc, p, g, size);
+  }
+  for (int i = 0; i < e->n_args; i++) s += expr_size(rc, e->args[i], n, g, size);
+  return s;
+}
+
+/* Largest composed expression a group may have: inlining a value read at
+ * several places copies it, and chains of such copies grow exponentially. */
+#define MAX_COMPOSED_NODES 4096
+
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
   if (p->group >= 0 || !p->comp || p->op->n_results != 1) return false;
   qir_value *v = p->op->results[0];
   if (!v->uses) return false;
   int64_t numel = qir_type_numel(&v->type);
+  /* reads at the consumers' own output points (same shape) are one read of
+   * each element, however many: the same registers; others count per site */
   double reads_total = 0;
-  bool identity = true;
+  bool identity = true, at_point = false;
   for (qir_use *u = v->uses; u; u = u->next) {
     if (!in_group(rc, u->user, g)) return false;
     node *c = producer(rc, u->user->results[0]);
     if (!c || !c->comp) return false;
-    reads r = {0, true, {0}};
+    reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
     if (r.count == 0) return false;           /* read outside the form (should not happen) */
-    reads_total += (double)r.count * (double)form_points(c->comp);
+    if (c->comp->n_red > 0) {
+      /* inside a reduction every step would evaluate it again */
+      reads_total += (double)(r.n_other + (r.at_point ? 1 : 0)) * (double)form_points(c->comp);
+    } else {
+      reads_total += (double)r.n_other * (double)form_points(c->comp);
+      at_point |= r.at_point;
+    }
     identity &= r.identity && c->identity;
   }
+  if (at_point) reads_total += (double)numel;
   if (p->comp->n_red == 0) {
     if (reads_total > (double)numel * (1 + 1e-9)) return false;   /* would recompute */
     p->identity = identity;
@@ -260,6 +324,15 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
     p->identity = true;
   }
   p->group = g;
+  double *size = calloc((size_t)rc->n_nodes + 1, sizeof *size);
+  if (!size) abort();
+  double total = member_size(rc, (node *)root, g, size);
+  free(size);
+  if (total > MAX_COMPOSED_NODES) {
+    p->group = -1;
+    if (p->comp->n_red > 0) *has_anchor = false;
+    return false;
+  }
   return true;
 }
 
@@ -312,7 +385,7 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   }
   for (int i = n_mem - 2; i >= 0; i--) {
     qir_value *v = mem[i]->op->results[0];
-    reads acc = {0, true, {0}};
+    reads acc = {.identity = true};
     for (int c = i + 1; c < n_mem; c++)
       if (have_block[c] && mem[c]->comp) collect_reads(mem[c]->comp, mem[c]->args, mem[c]->comp->body, v, blocks[c], &acc);
     if (acc.count == 0) continue;
