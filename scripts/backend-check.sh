@@ -20,7 +20,8 @@
 #    each for both.
 # 3. HIP: the node sample (and with --full the cls model) through hipcc
 #    --offload-arch=gfx90a.
-# A missing compiler or test folder prints SKIPPED and counts as skipped.
+# --light adds the light/ models to 1.  A missing compiler or test folder
+# prints SKIPPED and counts as skipped.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 : "${QIR_BIN:=$top/build/bin}"
@@ -39,6 +40,7 @@ ap.add_argument("--filter", default="")
 ap.add_argument("--no-gpu", action="store_true", help="skip the nvcc/hipcc compile checks")
 ap.add_argument("--full", action="store_true", help="cc -O2, and the larger GPU sample for both CUDA architectures")
 ap.add_argument("--keep", help="keep generated files under this directory")
+ap.add_argument("--light", action="store_true", help="also the light/ models (ONNX model zoo CNNs; minutes each at -O1)")
 ap.add_argument("--passes", default="", help="qopt passes run between onnx2qir and qcodegen, e.g. '-canonicalize -roller'")
 ap.add_argument("-v", "--verbose", action="store_true")
 args = ap.parse_args(sys.argv[2:])
@@ -219,7 +221,7 @@ def c_backend(job):
         inputs, outputs = conf.model_io(os.path.join(test_dir, "model.onnx"))
     except Exception as e:  # unreadable model: the importer's business
         return "skip", "cannot read model: %s" % e
-    atol, rtol = (1e-4, 1e-3) if folder == "models" else (1e-7, 1e-3)
+    atol, rtol = (1e-4, 1e-3) if folder in ("models", "light") else (1e-7, 1e-3)
     sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
     if not sets:
         return "skip", "no test data"
@@ -238,7 +240,7 @@ def c_backend(job):
             return "fail", "qcodegen: " + "; ".join(msg.strip().splitlines()[:1])
         # Most of a node test's compile time is the -main runtime, not its
         # kernels: -O0 there; models run long enough to want -O1.
-        opt = "-O2" if args.full else "-O1" if folder == "models" else "-O0"
+        opt = "-O2" if args.full else "-O1" if folder in ("models", "light") else "-O0"
         rc, msg = run([CC, opt, "-fopenmp", "-o", exe, src, "-lm"])
         if rc != 0:
             return "fail", "cc: " + "; ".join(msg.strip().splitlines()[:3])
@@ -302,7 +304,7 @@ def count(kind, label, msg=""):
 def c_suite(tmp):
     known_qrun = conf.load_known(os.path.join(top, "test", "known-failures.txt"))
     jobs = []
-    for folder in ("node", "models"):
+    for folder in ("node", "models") + (("light",) if args.light else ()):
         base = os.path.join(TESTS, folder)
         if not os.path.isdir(base):
             print("SKIPPED: %s/ not found" % base)
