@@ -4,7 +4,7 @@
 # Suites: lit (tools built with ASan+UBSan), printer fixed point, mutated bad
 # inputs (ASan+UBSan), ONNX conformance (onnx2qir + qrun), passes checked
 # numerically against their input, the C back end on the same tests with roller
-# plans and with default schedules, nvcc/hipcc compile checks (skipped where
+# plans, under the race checker, and with default schedules, nvcc/hipcc compile checks (skipped where
 # absent), qviz rendering, benchmark smoke runs.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,8 +67,12 @@ run_suite lit lit_suite
 [ -f scripts/conformance.py ] && run_suite conformance env QIR_BIN="$top/build/bin" python3 scripts/conformance.py -j "$JOBS"
 [ -f scripts/pass-check.py ] && run_suite passes env QIR_BIN="$top/build/bin" python3 scripts/pass-check.py --bin "$top/build/bin" --quick -j "$JOBS"
 [ -f scripts/backend-check.sh ] && run_suite backends env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --passes "-canonicalize -roller"
-# Welder's kernel groups on the same tests: one fused kernel per group.
-[ -f scripts/backend-check.sh ] && run_suite backends-welder env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --passes "-canonicalize -roller -welder"
+# The same programs under the race, bounds and barrier checker (qcodegen -check),
+# with the light/ networks: every kernel the passes generate must run clean.
+[ -f scripts/backend-check.sh ] && run_suite racecheck env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --passes "-canonicalize -roller"
+# Welder's kernel groups on the same tests and the light/ networks, one fused kernel
+# per group, under the checker too.
+[ -f scripts/backend-check.sh ] && run_suite backends-welder env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --passes "-canonicalize -roller -welder"
 # The same tests without plans: qcodegen's default schedules.
 [ -f scripts/backend-check.sh ] && run_suite backends-default env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu
 [ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh
