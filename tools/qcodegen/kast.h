@@ -220,12 +220,14 @@ typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;
  * expression over the output axes in which an access of operand acc_operand
  * (one past the compute's operands) is the accumulated value, rounded to
  * acc_dtype.  NULL epilogue: the compute's result is stored as it is. */
+typedef struct cg_rows cg_rows;   /* lower.h: a group of row reductions */
 typedef struct {
   const qir_op *op;             /* the composed compute op */
   const char *name;
   const qir_expr *epilogue;
   int acc_operand;
   qir_dtype acc_dtype;
+  const cg_rows *rows;          /* a row group (softmax, norms): one warp per row */
 } cg_group;
 
 typedef struct {

@@ -49,6 +49,8 @@ static etype expr_type(lower_env *env, const qir_expr *e) {
   case QIR_EX_VAR: return (etype){KT_I32, false};
   case QIR_EX_ACCESS:
     if (env->group && e->operand == env->group->acc_operand) return (etype){ktype_of_dtype(env->group->acc_dtype), false};
+    if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
+      return (etype){ktype_of_dtype(env->marker_dtypes[e->operand - env->marker_base]), false};
     return (etype){ktype_of_dtype(env->args[e->operand]->type.dtype), false};
   case QIR_EX_CAST: return (etype){ktype_of_dtype(e->cast_to), false};
   case QIR_EX_SELECT: return unify(expr_type(env, e->args[1]), expr_type(env, e->args[2]));
@@ -154,6 +156,8 @@ kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, in
 static kexpr *tr_access(lower_env *env, const qir_expr *e) {
   kbuilder *b = env->b;
   if (env->group && e->operand == env->group->acc_operand) return env->acc_value;
+  if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
+    return env->marker_values[e->operand - env->marker_base];
   for (int s = 0; s < env->n_staged; s++) {
     staged_access *sa = &env->staged[s];
     if (!expr_equal(sa->access, e)) continue;
@@ -264,6 +268,10 @@ static kexpr *reduce_init(kbuilder *b, qir_reduce_kind r, ktype t) {
 static kexpr *combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t) {
   return ke_bin(b, reduce_fn(r), acc, ke_cast(b, v, t), t);
 }
+
+qir_expr_fn reduce_fn_of(qir_reduce_kind r) { return reduce_fn(r); }
+kexpr *reduce_identity(kbuilder *b, qir_reduce_kind r, ktype t) { return reduce_init(b, r, t); }
+kexpr *reduce_combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t) { return combine(b, r, acc, v, t); }
 
 kexpr *out_index(lower_env *env, kexpr *const *idx) {
   const qir_type *t = &env->k->args[0]->type;
@@ -1065,7 +1073,9 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     qir_error(cg->d, env.loc, "compute with %d axes: qcodegen supports at most %d", comp->n_axes + comp->n_red, MAX_AXES);
     return NULL;
   }
-  if (!body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
+  const cg_group *grp = plan_op ? cg_group_of(cg, plan_op) : NULL;
+  /* a row group's bodies read its reductions (checked when it was composed) */
+  if (!(grp && grp->rows) && !body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
   if ((comp->n_red > 0) != (comp->reduce != QIR_REDUCE_NONE)) {
     qir_error(cg->d, env.loc, "compute: reduction axes and reduction kind disagree");
     return NULL;
@@ -1094,7 +1104,6 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     qir_error(cg->d, env.loc, "tensor of %" PRId64 " elements: qcodegen indexes with 32 bits", numel);
     return NULL;
   }
-  const cg_group *grp = plan_op ? cg_group_of(cg, plan_op) : NULL;
   if (grp && grp->epilogue) env.group = grp;
   if (grp) what = qir_sprintf(cg->m, "kernel @%s", grp->name);
   env.body = comp->body;
@@ -1102,7 +1111,9 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   if (!env.bias) env.body = comp->body;
   const qir_attr *tile = plan_op ? qir_op_attr(plan_op, "tile") : NULL;
   tile_plan p;
-  if (tile) {
+  if (grp && grp->rows) {
+    lower_rows(&env, grp->rows);
+  } else if (tile) {
     if (!plan_from_attr(&env, tile, &p)) return NULL;
     if (p.mma) lower_mma(&env, &p);
     else if (p.rsplit > 1) lower_rsplit(&env, &p);
