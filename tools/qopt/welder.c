@@ -28,9 +28,11 @@
  * the anchor keeps its full plan; the group gets #tile (the plan), #est_us
  * and #global_bytes.
  *
- * The shared-memory level (#fuse=smem: softmax and norm rows, attention) is
- * legal in the IR and evaluated by qrun, but this pass does not choose it yet:
- * qcodegen composes only the register level into one kernel.
+ * Row ops (softmax, log_softmax, layer norm: reductions over the rows of their
+ * result) root groups of their own, one kernel in qcodegen (a warp per row);
+ * the elementwise producer of their input joins at the shared-memory level
+ * (#fuse=smem: its row computed once into shared memory, read by every
+ * stage), its own producers by the rules above.
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time before and after, and its own time, on stderr. */
@@ -48,6 +50,8 @@ typedef struct {
   qir_op *op;
   const qir_compute *comp;      /* tensor-expression form, or NULL: not fusable */
   qir_value **args;             /* operands of the form (accesses index these) */
+  bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
+                                 * of its own in qcodegen (a row group) */
   int group;                    /* -1: none yet */
   bool identity;                /* reaches its group's root through identity reads only */
   double bytes;                 /* modelled global traffic as its own kernel */
@@ -269,7 +273,16 @@ static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g,
 
 static double member_size(region_ctx *rc, node *n, int g, double *size) {
   int i = (int)(n - rc->nodes);
-  if (size[i] == 0) size[i] = 1 + expr_size(rc, n->comp->body, n, g, size);
+  if (size[i] != 0) return size[i];
+  if (n->comp) {
+    size[i] = 1 + expr_size(rc, n->comp->body, n, g, size);
+  } else {                      /* a row op: its stages read the operands */
+    size[i] = 1;
+    for (int k = 0; k < n->op->n_operands; k++) {
+      node *p = producer(rc, n->op->operands[k]);
+      if (p && p->group == g && p->comp && p->comp->n_red == 0) size[i] += member_size(rc, p, g, size);
+    }
+  }
   return size[i];
 }
 
@@ -288,6 +301,17 @@ static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g,
  * several places copies it, and chains of such copies grow exponentially. */
 #define MAX_COMPOSED_NODES 4096
 
+/* Ops whose definition is a chain of reductions over the same axes of the
+ * result and an elementwise last stage: qcodegen runs such a group one warp
+ * per row, its input row staged in shared memory. */
+static bool row_op(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: return op->n_results == 1;
+  case QIR_OP_LAYER_NORM: return op->n_results == 1;
+  default: return false;
+  }
+}
+
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
   if (p->group >= 0 || !p->comp || p->op->n_results != 1) return false;
@@ -301,6 +325,12 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   for (qir_use *u = v->uses; u; u = u->next) {
     if (!in_group(rc, u->user, g)) return false;
     node *c = producer(rc, u->user->results[0]);
+    if (c && c->row && u->operand_index == 0 && qir_type_equal(&v->type, &c->op->results[0]->type)) {
+      /* the row input: computed once into shared memory, read there by every stage */
+      reads_total += (double)numel;
+      identity = false;
+      continue;
+    }
     if (!c || !c->comp) return false;
     reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
@@ -405,7 +435,11 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
     if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
     c->results[0]->name = op->results[0]->name;
-    if (mem[i] != root) qir_op_set_attr(m, c, "fuse", qir_attr_word(m, "reg"), true);
+    if (mem[i] != root) {
+      /* the row a row group reads is handed over in shared memory */
+      bool smem = root->row && op->results[0] == root->op->operands[0];
+      qir_op_set_attr(m, c, "fuse", qir_attr_word(m, smem ? "smem" : "reg"), true);
+    }
     if (mem[i] != anchor && have_block[i]) {
       qir_attr e = {.key = "block", .val = qir_attr_ints(m, op->results[0]->type.rank, blocks[i])};
       qir_op_set_attr(m, c, "tile", qir_attr_dict(m, 1, &e), true);
@@ -455,6 +489,7 @@ static void weld_region(welder *w, qir_region *r) {
   for (qir_op *op = r->first; op; op = op->next) {
     node *nd = &rc.nodes[rc.n_nodes];
     *nd = (node){.op = op, .group = -1};
+    nd->row = fusable_code(op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
     if (fusable_code(op) && qir_type_numel(&op->results[0]->type) > 0) {
       qir_op *form = op;
       if (op->code != QIR_OP_COMPUTE) {
@@ -477,11 +512,11 @@ static void weld_region(welder *w, qir_region *r) {
   int next_group = 0;
   for (int i = rc.n_nodes - 1; i >= 0; i--) {
     node *root = &rc.nodes[i];
-    if (root->group >= 0 || !root->comp) continue;
+    if (root->group >= 0 || (!root->comp && !root->row)) continue;
     int g = next_group++;
     root->group = g;
     root->identity = true;
-    bool has_anchor = root->comp->n_red > 0;
+    bool has_anchor = root->row || root->comp->n_red > 0;
     int n_mem = 1;
     for (bool grew = true; grew && n_mem < MAX_MEMBERS;) {
       grew = false;
@@ -493,13 +528,13 @@ static void weld_region(welder *w, qir_region *r) {
         }
       }
     }
-    if (n_mem < 2) continue;
+    if (n_mem < 2 && !root->row) continue;
     node *mem[MAX_MEMBERS], *anchor = NULL;
     int k = 0;
     for (int j = 0; j <= i; j++)
       if (rc.nodes[j].group == g) {
         mem[k++] = &rc.nodes[j];
-        if (rc.nodes[j].comp->n_red > 0) anchor = &rc.nodes[j];
+        if (rc.nodes[j].comp && rc.nodes[j].comp->n_red > 0) anchor = &rc.nodes[j];
       }
     build_group(&rc, mem, k, root, anchor);
   }
