@@ -15,9 +15,14 @@
  * with the group's #tile (else the anchor's or the root's) as its plan: one
  * kernel, on C, CUDA and HIP alike.
  *
- * What does not compose yet (two reductions in one group, e.g. a softmax row
- * meant for shared memory; a reshape inside a group) runs as its ops, one
- * kernel each, after a warning: the numbers stay right. */
+ * A group with several reductions over the same axes of its result (softmax,
+ * log-softmax, layer norm, with their elementwise producers) is a row group
+ * instead (compose_rows, lower_rows): one warp per row; the row the first
+ * reduction reads is computed once into shared memory (the `smem` edge); each
+ * reduction walks the row lane-strided and is combined across the warp; then
+ * the result is written.  What composes neither way (reductions over other
+ * axes, a reshape inside a group) runs as its ops, one kernel each, after a
+ * warning: the numbers stay right. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
