@@ -52,6 +52,7 @@ typedef struct {
   qir_value **args;             /* operands of the form (accesses index these) */
   bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
                                  * of its own in qcodegen (a row group) */
+  bool solo;                    /* a multi-stage op that is one kernel as a group of its own */
   int group;                    /* -1: none yet */
   bool identity;                /* reaches its group's root through identity reads only */
   double bytes;                 /* modelled global traffic as its own kernel */
@@ -115,6 +116,18 @@ static bool is_operator(const qir_op *op) {
   return op->code != QIR_OP_INPUT && op->code != QIR_OP_OUTPUT && op->code != QIR_OP_CONST && op->code != QIR_OP_YIELD;
 }
 
+/* Kernels qcodegen launches for an op outside a group: one per stage of its
+ * definition (softmax: 3, layer norm: 3, LRN: 2), else one. */
+static int op_kernels(const welder *w, qir_op *op) {
+  if (op->code == QIR_OP_COMPUTE || op->n_results != 1) return 1;
+  qir_diag qd;
+  qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+  qir_op *chain[16];
+  int n = qir_op_expand_computes(w->m, op, chain, 16, &qd);
+  for (int i = 0; i < n; i++) qir_op_unlink(chain[i]);
+  return n > 0 ? n : 1;
+}
+
 static void totals_region(const welder *w, qir_region *r, model_totals *s) {
   for (qir_op *op = r->first; op; op = op->next) {
     if (op->code == QIR_OP_KERNEL) {
@@ -129,7 +142,7 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
     s->n_ops += is_operator(op);
     for (int i = 0; i < op->n_regions; i++) totals_region(w, op->regions[i], s);
     if (!launches(op)) continue;
-    s->n_kernels++;
+    s->n_kernels += op_kernels(w, op);
     double b = op_bytes(op);
     s->bytes += b;
     s->est_us += op_est_us(w, op, b);
@@ -306,11 +319,17 @@ static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g,
  * per row, its input row staged in shared memory. */
 static bool row_op(const qir_op *op) {
   switch (op->code) {
-  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: return op->n_results == 1;
-  case QIR_OP_LAYER_NORM: return op->n_results == 1;
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
+  case QIR_OP_LP_NORMALIZATION:
+    return op->n_results == 1;
   default: return false;
   }
 }
+
+/* Ops whose definition is a reduction and an elementwise stage reading it at
+ * the output point (LRN): one kernel as a group of their own (anchor and
+ * epilogue); their producers are read across a window, so none joins. */
+static bool solo_op(const qir_op *op) { return op->code == QIR_OP_LRN && op->n_results == 1; }
 
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
@@ -490,6 +509,7 @@ static void weld_region(welder *w, qir_region *r) {
     node *nd = &rc.nodes[rc.n_nodes];
     *nd = (node){.op = op, .group = -1};
     nd->row = fusable_code(op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
+    nd->solo = fusable_code(op) && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
     if (fusable_code(op) && qir_type_numel(&op->results[0]->type) > 0) {
       qir_op *form = op;
       if (op->code != QIR_OP_COMPUTE) {
@@ -512,13 +532,13 @@ static void weld_region(welder *w, qir_region *r) {
   int next_group = 0;
   for (int i = rc.n_nodes - 1; i >= 0; i--) {
     node *root = &rc.nodes[i];
-    if (root->group >= 0 || (!root->comp && !root->row)) continue;
+    if (root->group >= 0 || (!root->comp && !root->row && !root->solo)) continue;
     int g = next_group++;
     root->group = g;
     root->identity = true;
-    bool has_anchor = root->row || root->comp->n_red > 0;
+    bool has_anchor = root->row || root->solo || root->comp->n_red > 0;
     int n_mem = 1;
-    for (bool grew = true; grew && n_mem < MAX_MEMBERS;) {
+    for (bool grew = !root->solo; grew && n_mem < MAX_MEMBERS;) {
       grew = false;
       for (int j = i - 1; j >= 0 && n_mem < MAX_MEMBERS; j--) {
         node *p = &rc.nodes[j];
@@ -528,7 +548,7 @@ static void weld_region(welder *w, qir_region *r) {
         }
       }
     }
-    if (n_mem < 2 && !root->row) continue;
+    if (n_mem < 2 && !root->row && !root->solo) continue;
     node *mem[MAX_MEMBERS], *anchor = NULL;
     int k = 0;
     for (int j = 0; j <= i; j++)
