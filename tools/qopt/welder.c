@@ -366,6 +366,16 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   if (at_point) reads_total += (double)numel;
   if (p->comp->n_red == 0) {
     if (reads_total > (double)numel * (1 + 1e-9)) return false;   /* would recompute */
+    /* an epilogue (p reads a free reduction at its own point) stays with that
+     * reduction rather than joining a group that reads p elsewhere (a transpose) */
+    if (!identity)
+      for (int k = 0; k < p->op->n_operands; k++) {
+        node *q = producer(rc, p->op->operands[k]);
+        if (!q || q->group >= 0 || !q->comp || q->comp->n_red == 0) continue;
+        reads r = {.identity = true};
+        collect_reads(p->comp, p->args, p->comp->body, p->op->operands[k], NULL, &r);
+        if (r.count > 0 && r.identity) return false;
+      }
     p->identity = identity;
   } else {
     if (*has_anchor || !identity || v->type.dtype != root->op->results[0]->type.dtype) return false;
