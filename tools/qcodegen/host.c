@@ -304,7 +304,9 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
     case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
-      if (op->results[0]->type.dtype == op->operands[0]->type.dtype) continue;
+      /* a view, except inside a kernel group, whose reads it remaps */
+      if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
+        continue;
       break;
     default: break;
     }

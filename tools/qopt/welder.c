@@ -14,8 +14,11 @@
  *     the way to the root (so the group's output tile is the anchor's output
  *     tile, and the root's chain becomes the anchor's epilogue), with the
  *     root's element type: #fuse=reg, the accumulator handed over in registers.
- * Both steps remove a round trip of the producer's tensor through global
- * memory and add no work, so the modelled time falls with each.  A hand-written
+ *   - it is a transpose or reshape (its form only reads its operand at other
+ *     indices): folded into its readers' access maps at any reuse, no work
+ *     recomputed (not into matrix-unit plans, which stage plain tiles).
+ * Each step removes a round trip of the producer's tensor through global
+ * memory and adds no work, so the modelled time falls with each.  A hand-written
  * `kernel` group is honoured: it is neither regrouped nor absorbed.
  *
  * Sub-graph tiling.  The group's output tile is Roller's plan of the anchor
@@ -53,6 +56,7 @@ typedef struct {
   bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
                                  * of its own in qcodegen (a row group) */
   bool solo;                    /* a multi-stage op that is one kernel as a group of its own */
+  bool movement;                /* transpose, reshape: its form only reads its operand elsewhere */
   int group;                    /* -1: none yet */
   bool identity;                /* reaches its group's root through identity reads only */
   double bytes;                 /* modelled global traffic as its own kernel */
@@ -331,6 +335,11 @@ static bool row_op(const qir_op *op) {
  * epilogue); their producers are read across a window, so none joins. */
 static bool solo_op(const qir_op *op) { return op->code == QIR_OP_LRN && op->n_results == 1; }
 
+static bool mma_plan(const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
+}
+
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
   if (p->group >= 0 || !p->comp || p->op->n_results != 1) return false;
@@ -351,6 +360,7 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
       continue;
     }
     if (!c || !c->comp) return false;
+    if (p->movement && mma_plan(c->op)) return false;   /* the matrix units stage plain tiles */
     reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
     if (r.count == 0) return false;           /* read outside the form (should not happen) */
@@ -365,7 +375,8 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   }
   if (at_point) reads_total += (double)numel;
   if (p->comp->n_red == 0) {
-    if (reads_total > (double)numel * (1 + 1e-9)) return false;   /* would recompute */
+    /* a movement op only remaps indices: reading it anywhere recomputes nothing */
+    if (!p->movement && reads_total > (double)numel * (1 + 1e-9)) return false;   /* would recompute */
     /* an epilogue (p reads a free reduction at its own point) stays with that
      * reduction rather than joining a group that reads p elsewhere (a transpose) */
     if (!identity)
@@ -520,7 +531,8 @@ static void weld_region(welder *w, qir_region *r) {
     *nd = (node){.op = op, .group = -1};
     nd->row = fusable_code(op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
     nd->solo = fusable_code(op) && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
-    if (fusable_code(op) && qir_type_numel(&op->results[0]->type) > 0) {
+    bool view = op->code == QIR_OP_RESHAPE && op->n_results == 1 && op->n_operands == 1;
+    if ((fusable_code(op) || view) && qir_type_numel(&op->results[0]->type) > 0) {
       qir_op *form = op;
       if (op->code != QIR_OP_COMPUTE) {
         qir_diag qd;
@@ -531,6 +543,10 @@ static void weld_region(welder *w, qir_region *r) {
       if (form && form->comp && form->comp->body && form->comp->n_axes + form->comp->n_red <= 16) {
         nd->comp = form->comp;
         nd->args = form->operands;
+        const qir_expr *e = nd->comp->body;
+        while (e->kind == QIR_EX_CAST) e = e->args[0];
+        nd->movement = nd->comp->n_red == 0 && e->kind == QIR_EX_ACCESS &&
+                       (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE);
       }
     }
     nd->bytes = op_bytes(op);
@@ -543,6 +559,7 @@ static void weld_region(welder *w, qir_region *r) {
   for (int i = rc.n_nodes - 1; i >= 0; i--) {
     node *root = &rc.nodes[i];
     if (root->group >= 0 || (!root->comp && !root->row && !root->solo)) continue;
+    if (root->op->code == QIR_OP_RESHAPE) continue;   /* a view: no kernel of its own */
     int g = next_group++;
     root->group = g;
     root->identity = true;
