@@ -268,6 +268,7 @@ typedef struct {
   int n_nodes;
   int *node_of;                 /* value id -> node index, -1 */
   int n_ids;                    /* ids node_of covers (groups add values later) */
+  double *size;                 /* scratch for member_size, n_nodes entries */
 } region_ctx;
 
 static node *producer(region_ctx *rc, const qir_value *v) {
@@ -394,10 +395,9 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
     p->identity = true;
   }
   p->group = g;
-  double *size = calloc((size_t)rc->n_nodes + 1, sizeof *size);
-  if (!size) abort();
+  double *size = rc->size;
+  memset(size, 0, sizeof *size * (size_t)(rc->n_nodes + 1));
   double total = member_size(rc, (node *)root, g, size);
-  free(size);
   if (total > MAX_COMPOSED_NODES) {
     p->group = -1;
     if (p->comp->n_red > 0) *has_anchor = false;
@@ -523,8 +523,8 @@ static void weld_region(welder *w, qir_region *r) {
   int n = 0;
   for (qir_op *op = r->first; op; op = op->next) n++;
   region_ctx rc = {w, calloc((size_t)n + 1, sizeof(node)), 0, malloc(sizeof(int) * ((size_t)w->m->next_value_id + 1)),
-                   w->m->next_value_id + 1};
-  if (!rc.nodes || !rc.node_of) abort();
+                   w->m->next_value_id + 1, calloc((size_t)n + 1, sizeof(double))};
+  if (!rc.nodes || !rc.node_of || !rc.size) abort();
   for (int i = 0; i <= w->m->next_value_id; i++) rc.node_of[i] = -1;
   for (qir_op *op = r->first; op; op = op->next) {
     node *nd = &rc.nodes[rc.n_nodes];
@@ -587,6 +587,7 @@ static void weld_region(welder *w, qir_region *r) {
   }
   free(rc.nodes);
   free(rc.node_of);
+  free(rc.size);
 }
 
 /* ---------------------------------------------------------------- the pass */
