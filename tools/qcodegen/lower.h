@@ -62,6 +62,9 @@ struct cg_rows {
   const qir_dtype *dtypes;      /* per stage, then the staged row's */
   int marker_base;
   const qir_expr *staged;       /* over the result's axes, or NULL */
+  const qir_compute *point;     /* a reduction the staged row reads at its own point (QK^T before a
+                                 * softmax), computed per point while staging: operand
+                                 * marker_base + n_stages + 1; its dtype follows the staged row's */
   bool reduced[QIR_MAX_RANK];
 };
 void lower_rows(lower_env *env, const cg_rows *rows);

@@ -43,6 +43,7 @@ typedef struct {
   int n_stages;
   qir_op *stages[8];
   const qir_value *staged;      /* the row computed once into shared memory, or NULL */
+  const qir_op *point;          /* a reduction read only by the staged row, at its point */
   bool expanding_staged;
   const qir_compute *ctx;       /* the compute whose variables the indices use */
   bool ctx_stage;               /* ctx is a stage: its reduction variables walk the row */
@@ -135,6 +136,11 @@ static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, 
     cm->why = "a value from outside the group";
   } else if (v->def->code != QIR_OP_COMPUTE || !v->def->comp) {
     cm->why = qir_sprintf(m, "'%s' has no compute form to inline", qir_opinfo_get(v->def->code)->name);
+  } else if (cm->rows && v->def == cm->point) {
+    if (!cm->expanding_staged || !row_point(cm, idx, n_idx, true))
+      cm->why = "a reduction read elsewhere than by the staged row at its point";
+    else
+      r = qir_expr_access(m, cm->acc_operand + cm->n_stages + 1, n_idx, idx);
   } else if (cm->rows && v->def->comp->n_red > 0) {
     int k = 0;
     while (k < cm->n_stages && cm->stages[k] != v->def) k++;
@@ -281,11 +287,24 @@ static qir_op *compose_rows(composer *cm) {
   cm->rank = n;
   for (qir_op *op = cm->body->first; op; op = op->next) {
     if (op->code != QIR_OP_COMPUTE || !op->comp || !op->comp->n_red) continue;
+    const qir_type *rt = &op->results[0]->type;
+    if (rt->rank == n && !memcmp(rt->dims, E, sizeof(int64_t) * (size_t)n) && op->comp->n_axes == n) {
+      if (cm->point) {
+        cm->why = "two reductions at the row's points";
+        return NULL;
+      }
+      cm->point = op;           /* one value per point of the row: computed while staging */
+      continue;
+    }
     if (cm->n_stages == 8) {
       cm->why = "more than 8 row reductions";
       return NULL;
     }
     cm->stages[cm->n_stages++] = op;
+  }
+  if (cm->n_stages == 0) {
+    cm->why = "no reduction over the rows";
+    return NULL;
   }
   int n_red = 0;
   int64_t row_len = 1;
@@ -308,13 +327,17 @@ static qir_op *compose_rows(composer *cm) {
   }
   cm->staged = row_to_stage(cm, cm->stages[0], cm->stages[0]->comp->body, &out->type);
   if (cm->staged && row_len * qir_dtype_size(cm->staged->type.dtype) > ROW_SMEM_LIMIT) cm->staged = NULL;
+  if (cm->point && !cm->staged) {
+    cm->why = "a reduction at the row's points without a staged row";
+    return NULL;
+  }
   cm->acc_operand = k->n_operands;
   cg_rows *rows = qir_alloc(m, sizeof *rows);
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;
   memcpy(rows->reduced, cm->reduced, sizeof rows->reduced);
   const qir_compute **stages = qir_alloc(m, sizeof *stages * (size_t)cm->n_stages);
-  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 1));
+  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 2));
   cm->ctx_stage = true;
   for (int s = 0; s < cm->n_stages && !cm->why; s++) {
     const qir_op *st = cm->stages[s];
@@ -337,6 +360,20 @@ static qir_op *compose_rows(composer *cm) {
     fc->axis_extents[v] = root->comp->axis_extents[v];
   }
   if (!cm->why) fc->body = substitute(cm, root, root->comp->body, identity_vars(m, n), n);
+  if (!cm->why && cm->point) {
+    const qir_compute *pc = cm->point->comp;
+    qir_compute *c = qir_compute_new(m, n, pc->n_red);
+    for (int v = 0; v < n + pc->n_red; v++) {
+      c->axis_names[v] = pc->axis_names[v];
+      c->axis_extents[v] = pc->axis_extents[v];
+    }
+    c->reduce = pc->reduce;
+    cm->ctx = pc;
+    c->body = substitute(cm, cm->point, pc->body, identity_vars(m, n + pc->n_red), n + pc->n_red);
+    cm->ctx = root->comp;
+    rows->point = c;
+    dtypes[cm->n_stages + 1] = cm->point->results[0]->type.dtype;
+  }
   if (!cm->why && cm->staged) {
     cm->expanding_staged = true;
     rows->staged = expand(cm, cm->staged, identity_vars(m, n), n);
@@ -368,7 +405,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   k->threads = W;
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
-  env->n_markers = rows->n_stages + (rows->staged ? 1 : 0);
+  env->n_markers = rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
   env->marker_dtypes = rows->dtypes;
   env->marker_values = qir_alloc(b->m, sizeof(kexpr *) * (size_t)(env->n_markers + 1));
   kexpr *rc[MAX_AXES], *row[MAX_AXES];
@@ -402,6 +439,23 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   kstmt *body;
   if (smem) {                           /* the row, computed once into shared memory */
     ROW_LOOP(p, body, -1);
+    if (rows->point) {                  /* its reduction, at this point of the row */
+      const qir_compute *pc = rows->point;
+      qir_dtype pd = rows->dtypes[rows->n_stages + 1];
+      ktype pt = ktype_of_dtype(pd);
+      kvar *pacc = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, pacc, reduce_identity(b, pc->reduce, pt)));
+      kstmt *cur = body;
+      for (int a = 0; a < pc->n_red; a++) {
+        kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+        env->vars[n + a] = ke_var(b, r);
+        kstmt *lb = ks_seq(b);
+        ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
+        cur = lb;
+      }
+      ks_add(b, cur, ks_assign(b, pacc, NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc), tr_as(env, pc->body, pt), pt)));
+      env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc), pd);
+    }
     ks_add(b, body, ks_assign(b, smem, ke_var(b, p), tr_as(env, rows->staged, smem->type)));
     ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
     ks_add(b, k->body, ks_barrier(b));
@@ -427,8 +481,9 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
   ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
   #undef ROW_LOOP
-  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each, %d reductions%s", n_rows, len,
-                           rows->n_stages, smem ? ", the row staged in shared memory" : "");
+  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each, %d reductions%s%s", n_rows, len,
+                           rows->n_stages, smem ? ", the row staged in shared memory" : "",
+                           rows->point ? " (computed from a reduction at each point)" : "");
 }
 
 /* Runs the group's ops as they are: moved out before the kernel op, reading

@@ -35,7 +35,9 @@
  * result) root groups of their own, one kernel in qcodegen (a warp per row);
  * the elementwise producer of their input joins at the shared-memory level
  * (#fuse=smem: its row computed once into shared memory, read by every
- * stage), its own producers by the rules above.
+ * stage), its own producers by the rules above, and a short reduction that
+ * row reads at its own points (QK^T before the softmax) joins too: computed
+ * per point while the row is staged.
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time before and after, and its own time, on stderr. */
@@ -43,6 +45,7 @@
 #include "target.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -269,6 +272,7 @@ typedef struct {
   int *node_of;                 /* value id -> node index, -1 */
   int n_ids;                    /* ids node_of covers (groups add values later) */
   double *size;                 /* scratch for member_size, n_nodes entries */
+  int point_group;              /* the row group that has its point reduction, or -1 */
 } region_ctx;
 
 static node *producer(region_ctx *rc, const qir_value *v) {
@@ -331,6 +335,25 @@ static bool row_op(const qir_op *op) {
   }
 }
 
+/* A row group's point reduction stays short: one lane computes each point's
+ * whole reduction (QK^T over a head's 64 is fine, a 768-long projection per
+ * point of a warp is not). */
+#define MAX_POINT_REDUCTION 256
+/* The staged row must fit the shared memory qcodegen gives it. */
+#define ROW_SMEM_BYTES (32 * 1024)
+
+/* Bytes of one row of a row op's result (its reduced axes). */
+static int64_t row_bytes(const qir_op *op) {
+  const qir_type *t = &op->results[0]->type;
+  int64_t axis = qir_op_attr_int(op, "axis", op->code == QIR_OP_INSTANCE_NORM ? 2 : -1);
+  if (axis < 0) axis += t->rank;
+  if (axis < 0 || axis >= t->rank) return INT64_MAX;
+  int64_t n = 1;
+  bool to_end = op->code == QIR_OP_LAYER_NORM || op->code == QIR_OP_INSTANCE_NORM;
+  for (int d = (int)axis; d < (to_end ? t->rank : axis + 1); d++) n *= t->dims[d];
+  return n * qir_dtype_size(t->dtype);
+}
+
 /* Ops whose definition is a reduction and an elementwise stage reading it at
  * the output point (LRN): one kernel as a group of their own (anchor and
  * epilogue); their producers are read across a window, so none joins. */
@@ -339,6 +362,15 @@ static bool solo_op(const qir_op *op) { return op->code == QIR_OP_LRN && op->n_r
 static bool mma_plan(const qir_op *op) {
   const qir_attr *tile = qir_op_attr(op, "tile");
   return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
+}
+
+/* Whether reduction q could join row group g as its point reduction. */
+static bool point_candidate(region_ctx *rc, const node *q, int g, const node *root) {
+  if (!root->row || rc->point_group == g || !q->comp || q->op->n_results != 1) return false;
+  const qir_value *v = q->op->results[0];
+  int64_t numel = qir_type_numel(&v->type);
+  return numel > 0 && qir_type_equal(&v->type, &root->op->results[0]->type) &&
+         form_points(q->comp) / numel <= MAX_POINT_REDUCTION && row_bytes(root->op) <= ROW_SMEM_BYTES;
 }
 
 /* Tries to absorb the producer p into group g (root node root). */
@@ -350,7 +382,7 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   /* reads at the consumers' own output points (same shape) are one read of
    * each element, however many: the same registers; others count per site */
   double reads_total = 0;
-  bool identity = true, at_point = false;
+  bool identity = true, at_point = false, all_at_point = true;
   for (qir_use *u = v->uses; u; u = u->next) {
     if (!in_group(rc, u->user, g)) return false;
     node *c = producer(rc, u->user->results[0]);
@@ -365,6 +397,7 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
     reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
     if (r.count == 0) return false;           /* read outside the form (should not happen) */
+    all_at_point &= r.identity && c->comp->n_red == 0;
     if (c->comp->n_red > 0) {
       /* inside a reduction every step would evaluate it again */
       reads_total += (double)(r.n_other + (r.at_point ? 1 : 0)) * (double)form_points(c->comp);
@@ -386,9 +419,15 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
         if (!q || q->group >= 0 || !q->comp || q->comp->n_red == 0) continue;
         reads r = {.identity = true};
         collect_reads(p->comp, p->args, p->comp->body, p->op->operands[k], NULL, &r);
-        if (r.count > 0 && r.identity) return false;
+        if (r.count > 0 && r.identity && !point_candidate(rc, q, g, root)) return false;
       }
     p->identity = identity;
+  } else if (root->row) {
+    /* a short reduction the row input reads at its own points (QK^T before
+     * the softmax): computed per point while the row is staged */
+    if (!all_at_point || !point_candidate(rc, p, g, root)) return false;
+    rc->point_group = g;
+    p->identity = false;
   } else {
     if (*has_anchor || !identity || v->type.dtype != root->op->results[0]->type.dtype) return false;
     *has_anchor = true;
@@ -523,7 +562,7 @@ static void weld_region(welder *w, qir_region *r) {
   int n = 0;
   for (qir_op *op = r->first; op; op = op->next) n++;
   region_ctx rc = {w, calloc((size_t)n + 1, sizeof(node)), 0, malloc(sizeof(int) * ((size_t)w->m->next_value_id + 1)),
-                   w->m->next_value_id + 1, calloc((size_t)n + 1, sizeof(double))};
+                   w->m->next_value_id + 1, calloc((size_t)n + 1, sizeof(double)), -1};
   if (!rc.nodes || !rc.node_of || !rc.size) abort();
   for (int i = 0; i <= w->m->next_value_id; i++) rc.node_of[i] = -1;
   for (qir_op *op = r->first; op; op = op->next) {
