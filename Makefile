@@ -2,11 +2,13 @@
 #   make            IR library and every tool into build/bin
 #   make check      every test (lit, sanitizer build, conformance, backends)
 #   make demo       the pipeline on a bundled example
-#   make install    PREFIX=/usr/local
+#   make install    PREFIX=/usr/local (tools in bin, man pages in share/man/man1)
+#   make uninstall  PREFIX=/usr/local (removes what install put there)
 #   make fuzz       libFuzzer target for the parser (clang)
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
+MANDIR  ?= $(PREFIX)/share/man
 CC      ?= cc
 OPT     ?= -O2
 SAN     ?=
@@ -91,8 +93,13 @@ demo: deps all
 	@sh scripts/demo.sh
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(TOOLS:%=$(BUILD)/bin/%) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(TOOLS:%=docs/man/%.1) $(DESTDIR)$(MANDIR)/man1
+
+# Removes exactly what install wrote (the directories stay: they may be shared).
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%) $(TOOLS:%=$(DESTDIR)$(MANDIR)/man1/%.1)
 
 fuzz:
 	@sh scripts/fuzz.sh
@@ -104,4 +111,4 @@ docs-pictures: all
 clean:
 	rm -rf build
 
-.PHONY: all check demo install fuzz clean deps docs-pictures
+.PHONY: all check demo install uninstall fuzz clean deps docs-pictures

@@ -5,6 +5,7 @@
 #include "qir.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -730,4 +731,44 @@ bool qir_opcode_from_name(const char *s, size_t len, qir_opcode *out) {
       return true;
     }
   return false;
+}
+
+int qir_input_dims_note(const qir_op *input, char *buf, size_t cap) {
+  const qir_attr *params = qir_op_attr(input, "dim_params"), *sources = qir_op_attr(input, "dim_source");
+  if (cap) buf[0] = 0;
+  if (!params || !sources || input->n_results != 1 || params->val.kind != QIR_ATTR_LIST ||
+      sources->val.kind != QIR_ATTR_LIST)
+    return 0;
+  const qir_type *t = &input->results[0]->type;
+  if (params->val.n != t->rank || sources->val.n != t->rank) return 0;
+  const char *name = qir_op_attr_str(input, "name", input->results[0]->name ? input->results[0]->name : "");
+  size_t w = 0;
+  for (int k = 0; k < t->rank; k++) {
+    const qir_attr_val *p = &params->val.items[k], *s = &sources->val.items[k];
+    if ((p->kind != QIR_ATTR_STRING && p->kind != QIR_ATTR_WORD) || (s->kind != QIR_ATTR_STRING && s->kind != QIR_ATTR_WORD))
+      continue;
+    bool by_default = strcmp(s->s, "default") == 0, by_dim = strcmp(s->s, "dim") == 0;
+    if (!by_default && !by_dim && strcmp(s->s, "shape") != 0) continue;
+    char what[160], flag[400];
+    if (p->s[0]) snprintf(what, sizeof what, "axis %d ('%.100s')", k, p->s);
+    else snprintf(what, sizeof what, "axis %d", k);
+    if (p->s[0]) {
+      snprintf(flag, sizeof flag, "--dim %.100s=SIZE", p->s);
+    } else { /* an unnamed axis: the whole shape, SIZE at this axis */
+      int f = snprintf(flag, sizeof flag, "--shape %.100s=", name);
+      for (int j = 0; j < t->rank && f > 0 && (size_t)f < sizeof flag; j++) {
+        if (j == k) f += snprintf(flag + f, sizeof flag - (size_t)f, "%sSIZE", j ? "," : "");
+        else f += snprintf(flag + f, sizeof flag - (size_t)f, "%s%" PRId64, j ? "," : "", t->dims[j]);
+      }
+    }
+    int n = snprintf(buf + w, w < cap ? cap - w : 0, "%s%s was set to %" PRId64 " %s at import; onnx2qir %s changes it",
+                     w ? "; " : "", what, t->dims[k], by_default ? "by default" : by_dim ? "by --dim" : "by --shape", flag);
+    if (n < 0) break;
+    w += (size_t)n;
+    if (w >= cap) {
+      w = cap ? cap - 1 : 0;
+      break;
+    }
+  }
+  return (int)w;
 }

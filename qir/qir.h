@@ -321,6 +321,12 @@ double qir_op_attr_float(const qir_op *op, const char *key, double dflt);
 const char *qir_op_attr_str(const qir_op *op, const char *key, const char *dflt); /* STRING or WORD */
 int qir_op_attr_ints(const qir_op *op, const char *key, int64_t *out, int cap);
 int qir_op_attr_floats(const qir_op *op, const char *key, double *out, int cap);
+/* For an `input` whose extents onnx2qir chose (attributes dim_params and
+ * dim_source): one sentence saying which axes were chosen, how, and the flag
+ * that changes them, e.g. "axis 0 ('batch') was set to 1 by default at import;
+ * onnx2qir --dim batch=SIZE changes it".  Returns the length written (0: the
+ * model fixed every extent, or there is no record). */
+int qir_input_dims_note(const qir_op *input, char *buf, size_t cap);
 
 /* Constants. */
 qir_op *qir_const_new_data(qir_module *m, qir_type t, const void *data, size_t nbytes, qir_loc loc);

@@ -74,6 +74,8 @@ typedef struct {
  * the passes that write them. */
 static const attr_spec attr_specs[] = {
   {QIR_OP_INPUT, "name", A_STRING, false, NULL},
+  {QIR_OP_INPUT, "dim_params", A_WORDS, false, NULL},
+  {QIR_OP_INPUT, "dim_source", A_WORDS, false, NULL},
   {QIR_OP_OUTPUT, "name", A_STRING, false, NULL},
   {QIR_OP_LOOP, "max_trip", A_INT, false, NULL},
   {QIR_OP_CAST, "to", A_STRING, false, NULL},
@@ -198,6 +200,26 @@ static void check_attrs(verifier *v, const qir_op *op) {
     }
     if (s->kind == A_WORD && s->allowed && !word_allowed(s->allowed, x->s))
       ERR(v, attr_loc(op, a), "'%s' attribute '%s' must be one of %s, not '%s'", op_name(op), s->key, s->allowed, x->s);
+  }
+}
+
+/* An input's record of how the importer chose each extent: one entry per axis,
+ * and each dim_source one of the words docs/qir.md lists. */
+static void check_input_dims(verifier *v, const qir_op *op) {
+  static const char *const keys[] = {"dim_params", "dim_source"};
+  int rank = op->n_results == 1 ? op->results[0]->type.rank : -1;
+  for (int i = 0; i < 2; i++) {
+    const qir_attr *a = qir_op_attr(op, keys[i]);
+    if (!a || a->val.kind != QIR_ATTR_LIST || rank < 0) continue;
+    if (a->val.n != rank) {
+      ERR(v, attr_loc(op, a), "'input' attribute '%s' has %d entries but the input has rank %d", keys[i], a->val.n, rank);
+      continue;
+    }
+    if (i == 1)
+      for (int k = 0; k < a->val.n; k++)
+        if (is_text(&a->val.items[k]) && !word_allowed("model|shape|dim|default", a->val.items[k].s))
+          ERR(v, attr_loc(op, a), "'input' attribute 'dim_source' entry %d must be one of model|shape|dim|default, not '%s'",
+              k, a->val.items[k].s);
   }
 }
 
@@ -486,6 +508,7 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   /* attributes, payloads, types */
   int errors_before_attrs = v->d->n_errors;
   check_attrs(v, op);
+  if (op->code == QIR_OP_INPUT) check_input_dims(v, op);
   bool attrs_ok = v->d->n_errors == errors_before_attrs; /* else the shape rule would repeat them */
   if (op->code == QIR_OP_COMPUTE) check_compute(v, op);
   if (op->code == QIR_OP_CONST) check_const(v, op);

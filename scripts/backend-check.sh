@@ -49,6 +49,7 @@ ap.add_argument("--passes", default="", help="qopt passes run between onnx2qir a
 ap.add_argument("--check", action="store_true", help="run the C programs under qcodegen's race, bounds and barrier checker")
 ap.add_argument("--ratio", action="store_true", help="with --check: time the checked against the plain program (models, light)")
 ap.add_argument("--folders", default="node,models", help="which folders of $ONNX_TESTS: node, models, light")
+ap.add_argument("--light", default="", help="comma-separated light/ networks to run (default: all of them)")
 ap.add_argument("-v", "--verbose", action="store_true")
 args = ap.parse_args(sys.argv[2:])
 BIN = os.path.abspath(os.environ["QIR_BIN"])
@@ -340,6 +341,11 @@ def c_suite(tmp):
         for name in sorted(os.listdir(base)):
             d = os.path.join(base, name)
             if not os.path.isfile(os.path.join(d, "model.onnx")) or args.filter not in name:
+                continue
+            if folder == "light" and args.light and name.replace("light_", "") not in args.light.split(","):
+                counts["skipped"] += 1
+                if args.verbose:
+                    print("SKIPPED: c/light/%s (not in --light)" % name)
                 continue
             if name in known_qrun:  # the reference interpreter does not pass it: out of scope here
                 counts["skipped"] += 1

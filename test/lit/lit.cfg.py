@@ -30,6 +30,9 @@ config.environment["QIR_BIN"] = qir_bin
 config.environment["ONNX_TESTS"] = onnx_tests
 config.environment["PATH"] = os.pathsep.join(
     [qir_bin, llvm_bin, config.environment.get("PATH", os.environ.get("PATH", ""))])
+# Tests write only under the build folder or temporary ones: no bytecode caches
+# next to the scripts they run (make check fails on new files in the tree).
+config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 for var in ["HOME", "TMPDIR", "CC", "CUDA_HOME", "ROCM_PATH", "LANG", "LC_ALL"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]

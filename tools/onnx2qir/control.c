@@ -138,7 +138,8 @@ bool convert_if(node_ctx *nc) {
       dv[i] = const_splat(imp, live[i]->type, fill);
     }
     imp->region = saved;
-    fprintf(stderr, "%s: warning: node '%s' (If, opset %lld): the %s branch cannot be imported for these input shapes "
+    if (!imp->probe)
+      fprintf(stderr, "%s: warning: node '%s' (If, opset %lld): the %s branch cannot be imported for these input shapes "
             "(%s); it yields %s\n", imp->model_path, nc->node->name ? nc->node->name : "", (long long)imp->opset, dead,
             ok_t ? first_e : first_t, "NaN/zero placeholders and must not be taken");
   }

@@ -103,7 +103,8 @@ void imp_error(importer *imp, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   imp->n_errors++;
-  if (imp->quiet) {
+  if (imp->node && imp->node == imp->probe_node) imp->probe_failed = true;
+  if (imp->quiet || imp->probe) {
     if (!imp->quiet_first[0]) {
       int w = 0;
       if (imp->node)
@@ -132,6 +133,7 @@ void imp_error(importer *imp, const char *fmt, ...) {
   for (char *q = line; *q; q++)
     if ((unsigned char)*q < 32 || *q == 127) *q = '?';
   fprintf(stderr, "%s\n", line);
+  if (imp->node && imp->node_taint) dims_note(imp, imp->node_taint);
 }
 
 /* Runs a library call with a diag that captures its messages, and turns the
@@ -210,8 +212,7 @@ const char *onnx_dtype_name(int32_t t) {
 
 /* ---------------------------------------------------------------- tensors */
 
-/* Checks a shape: rank, non-negative dims, element count bounded. */
-static bool check_dims(importer *imp, size_t n, const int64_t *dims, const char *what) {
+bool check_dims(importer *imp, size_t n, const int64_t *dims, const char *what) {
   if (n > QIR_MAX_RANK) {
     imp_error(imp, "%s has rank %zu (at most %d supported)", what, n, QIR_MAX_RANK);
     return false;
@@ -299,74 +300,6 @@ qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *w
     op->cst->nbytes = nbytes;
   }
   return op;
-}
-
-bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *out) {
-  const char *name = vi->name ? vi->name : "";
-  const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) {
-    const char *kind = !tp ? "no type" :
-                       tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "a sequence type" :
-                       tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "an optional type" :
-                       tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE ? "a map type" : "a non-tensor type";
-    imp_error(imp, "graph input '%s' has %s: only tensors are supported", name, kind);
-    return false;
-  }
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-  qir_dtype dt;
-  if (tt->has_elem_type && onnx_narrow_input_type(tt->elem_type, &dt)) {
-    /* qir has no 8/4/2-bit float or 4/2-bit int types: such inputs are
-     * widened (every value is exact in the wider type); casts from them work,
-     * casts to them do not. */
-  } else if (!tt->has_elem_type || !onnx_dtype_to_qir(tt->elem_type, &dt)) {
-    imp_error(imp, "graph input '%s' has unsupported element type %s", name,
-              onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
-    return false;
-  }
-  for (int i = 0; i < imp->n_shapes; i++)
-    if (strcmp(imp->shapes[i].name, name) == 0) {
-      if (tt->shape && (int)tt->shape->n_dim != imp->shapes[i].rank) {
-        imp_error(imp, "--shape %s has %d dimensions but the input has %zu", name, imp->shapes[i].rank,
-                  tt->shape->n_dim);
-        return false;
-      }
-      if (tt->shape)
-        for (int k = 0; k < imp->shapes[i].rank; k++) {
-          const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
-          if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-              d->dim_value != imp->shapes[i].dims[k]) {
-            imp_error(imp, "--shape %s: dimension %d is %lld in the model, not %lld", name, k,
-                      (long long)d->dim_value, (long long)imp->shapes[i].dims[k]);
-            return false;
-          }
-        }
-      *out = qir_type_make(dt, imp->shapes[i].rank, imp->shapes[i].dims);
-      return check_dims(imp, (size_t)out->rank, out->dims, "--shape");
-    }
-  if (!tt->shape) {
-    imp_error(imp, "graph input '%s' has no shape: give one with --shape %s=D0,D1,...", name, name);
-    return false;
-  }
-  int64_t dims[QIR_MAX_RANK];
-  if (tt->shape->n_dim > QIR_MAX_RANK) {
-    imp_error(imp, "graph input '%s' has rank %zu (at most %d supported)", name, tt->shape->n_dim, QIR_MAX_RANK);
-    return false;
-  }
-  for (size_t k = 0; k < tt->shape->n_dim; k++) {
-    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
-    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-      imp_error(imp, "graph input '%s' has symbolic dimension %zu ('%s'): fix it with --shape %s=D0,D1,...", name,
-                k, d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "?",
-                name);
-      return false;
-    }
-    dims[k] = d->dim_value;
-  }
-  char what[300];
-  snprintf(what, sizeof what, "graph input '%.200s'", name);
-  if (!check_dims(imp, tt->shape->n_dim, dims, what)) return false;
-  *out = qir_type_make(dt, (int)tt->shape->n_dim, dims);
-  return true;
 }
 
 /* ---------------------------------------------------------------- names */
@@ -999,6 +932,29 @@ static bool name_results_visit(qir_op *op, void *ctx) {
   return true;
 }
 
+/* Every name the subgraphs of nd read (NULL when it has none). */
+static strmap *node_subgraph_reads(const Onnx__NodeProto *nd) {
+  strmap *reads = NULL;
+  for (size_t a = 0; a < nd->n_attribute; a++) {
+    if (!nd->attribute[a]->g && !nd->attribute[a]->n_graphs) continue;
+    if (!reads) reads = strmap_new();
+    if (nd->attribute[a]->g) subgraph_reads(nd->attribute[a]->g, reads);
+    for (size_t k = 0; k < nd->attribute[a]->n_graphs; k++) subgraph_reads(nd->attribute[a]->graphs[k], reads);
+  }
+  return reads;
+}
+
+/* Whether a subgraph of nd reads an outer value whose node failed. */
+static bool subgraphs_read_poison(const Onnx__NodeProto *nd, scope *sc) {
+  strmap *reads = node_subgraph_reads(nd);
+  if (!reads) return false;
+  bool poison = false;
+  for (size_t sl = 0; sl < reads->cap && !poison; sl++)
+    if (reads->slots[sl].key && scope_lookup(sc, reads->slots[sl].key) == POISON) poison = true;
+  strmap_free(reads);
+  return poison;
+}
+
 static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
   imp->node = nd;
   const char *op_type = nd->op_type ? nd->op_type : "";
@@ -1050,10 +1006,29 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
     imp->base = stem;
     qir_op *before = imp->region->last;
     int errors_before = imp->n_errors;
+    uintptr_t saved_taint = imp->node_taint;
+    imp->node_taint = 0;
+    for (size_t k = 0; k < nd->n_input; k++)
+      if (nd->input[k][0]) imp->node_taint |= (uintptr_t)strmap_get(imp->taint, nd->input[k]);
+    if (nd == imp->probe_node) imp->probe_reached = true;
     ok = fn(&nc);
-    /* a converter that fails must say why; this catches one that does not */
-    if (!ok && imp->n_errors == errors_before)
-      imp_error(imp, "cannot convert this node (%d input(s) given: missing or invalid inputs or attributes)", nc.n_in);
+    /* a node's outputs depend on what its inputs and its subgraphs read */
+    uintptr_t taint = imp->node_taint;
+    if (imp->n_syms) {
+      strmap *reads = node_subgraph_reads(nd);
+      for (size_t sl = 0; reads && sl < reads->cap; sl++)
+        if (reads->slots[sl].key) taint |= (uintptr_t)strmap_get(imp->taint, reads->slots[sl].key);
+      strmap_free(reads);
+      for (size_t k = 0; k < nd->n_output; k++)
+        if (nd->output[k][0] && taint) strmap_put(imp->taint, nd->output[k], (void *)taint);
+    }
+    imp->node_taint = saved_taint;
+    /* a converter that fails must say why; this catches one that does not,
+     * unless its subgraphs read a value that already failed (reported there) */
+    if (!ok && imp->n_errors == errors_before) {
+      if (subgraphs_read_poison(nd, sc)) imp->n_errors++;
+      else imp_error(imp, "cannot convert this node (%d input(s) given: missing or invalid inputs or attributes)", nc.n_in);
+    }
     if (ok) {
       for (int k = 0; k < nc.n_out; k++) {
         if (!nd->output[k][0]) continue;
@@ -1063,7 +1038,7 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
           break;
         }
         name_value(imp, nc.out[k], nd->output[k]);
-        if (getenv("ONNX2QIR_TRACE")) {
+        if (getenv("ONNX2QIR_TRACE") && !imp->probe) {
           char tb[160];
           qir_type_format(&nc.out[k]->type, tb, sizeof tb);
           fprintf(stderr, "trace: %s %s -> %%%s : %s", op_type, nd->output[k], nc.out[k]->name, tb);
@@ -1214,6 +1189,7 @@ static qir_op *read_bound_tensor(importer *imp, const char *name, const char *pa
 }
 
 bool import_model(importer *imp, const Onnx__ModelProto *model) {
+  imp->model = model;
   imp->ir_version = model->has_ir_version ? model->ir_version : 0;
   imp->opset = -1;
   for (size_t i = 0; i < model->n_opset_import; i++) {
@@ -1252,6 +1228,7 @@ bool import_model(importer *imp, const Onnx__ModelProto *model) {
       ok = false;
     }
   }
+  if (!dims_prepare(imp, g)) ok = false;
   for (size_t i = 0; i < g->n_input; i++) {
     const Onnx__ValueInfoProto *vi = g->input[i];
     const char *name = vi->name ? vi->name : "";
@@ -1277,18 +1254,30 @@ bool import_model(importer *imp, const Onnx__ModelProto *model) {
       continue;
     }
     qir_type t;
-    if (!value_info_type(imp, vi, &t)) {
+    input_dims info;
+    if (!value_info_type(imp, vi, &t, &info)) {
       ok = false;
       strmap_put(sc->vals, name, POISON);
       continue;
     }
     qir_op *in = qir_op_new(imp->m, QIR_OP_INPUT, 0, NULL, 1, &t, (qir_loc){0});
     qir_op_set_attr(imp->m, in, "name", qir_attr_string(imp->m, name), false);
+    if (info.symbolic) { /* how each extent was chosen, for a reader of the module */
+      qir_attr_val params[QIR_MAX_RANK], sources[QIR_MAX_RANK];
+      for (int k = 0; k < t.rank; k++) {
+        params[k] = qir_attr_string(imp->m, info.param[k]);
+        sources[k] = qir_attr_word(imp->m, info.source[k]);
+      }
+      qir_op_set_attr(imp->m, in, "dim_params", qir_attr_list(imp->m, t.rank, params), false);
+      qir_op_set_attr(imp->m, in, "dim_source", qir_attr_list(imp->m, t.rank, sources), false);
+    }
+    if (info.taint) strmap_put(imp->taint, name, (void *)info.taint);
     qir_op_append(imp->region, in);
     name_value(imp, in->results[0], name);
     strmap_put(sc->vals, name, in->results[0]);
   }
   strmap_free(inits);
+  if (!imp->n_errors) dims_warn(imp);
   if (ok || imp->n_errors == 0) {
     qir_value **outs = calloc(g->n_output + 1, sizeof *outs);
     if (!outs) abort();

@@ -1,13 +1,13 @@
 /* onnx2qir: ONNX model -> qir text (+ weights sidecar).
  *
- *   onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--bind NAME=FILE.pb]...
- *            [--inline-weights] MODEL.onnx
+ *   onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N]...
+ *            [--strict-shapes] [--bind NAME=FILE.pb]... [--inline-weights] MODEL.onnx
  *
  * The IR goes to stdout unless -o is given.  Constants of more than 64
  * elements go to the weights sidecar (raw little-endian bytes at 64-byte
  * aligned offsets), named in the module by `weights "..."`: by default OUT.qw
  * next to OUT.qir, or <model>.qw in the working directory when writing to
- * stdout.  Splat constants stay splats.  Errors name the model, the node, its
+ * stdout.  Symbolic input dimensions: see dims.c.  Splat constants stay splats.  Errors name the model, the node, its
  * op type and the opset, one line each, and exit 1.
  *
  * ONNX2QIR_TRACE=1 in the environment prints every node's result types (and
@@ -26,14 +26,34 @@
 #define WEIGHT_ALIGN 64
 
 static void usage(FILE *f) {
-  fputs("usage: onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--bind NAME=FILE.pb]...\n"
-        "                [--inline-weights] MODEL.onnx\n"
+  fputs("usage: onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N]...\n"
+        "                [--strict-shapes] [--bind NAME=FILE.pb]... [--inline-weights] MODEL.onnx\n"
         "  -o FILE            write the IR to FILE (default: stdout)\n"
         "  -w FILE            weights sidecar (default: OUT.qw, or <model>.qw in the cwd)\n"
         "  --shape NAME=DIMS  fix the shape of graph input NAME (comma-separated; empty = scalar)\n"
+        "  --dim NAME=N       fix every symbolic dimension called NAME (e.g. --dim batch=8)\n"
+        "  --strict-shapes    a symbolic dimension nothing fixes is an error (default: 1, with a warning)\n"
         "  --bind NAME=FILE   make graph input NAME a constant read from a TensorProto file\n"
         "  --inline-weights   keep every constant in the IR text (no sidecar)\n",
         f);
+}
+
+static bool parse_dim(const char *arg, named_dim *d) {
+  const char *eq = strrchr(arg, '=');
+  if (!eq || eq == arg || !eq[1]) return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(eq + 1, &end, 10);
+  if (*end || errno || v < 0 || v > MAX_NUMEL) return false;
+  d->name = strndup(arg, (size_t)(eq - arg));
+  char *from = malloc(strlen(arg) + 8);
+  if (!d->name || !from) abort();
+  sprintf(from, "--dim %s", arg);
+  d->from = from;
+  d->value = v;
+  d->source = "dim";
+  d->used = false;
+  return true;
 }
 
 static bool parse_shape(const char *arg, shape_opt *s) {
@@ -102,9 +122,11 @@ int main(int argc, char **argv) {
   memset(&imp, 0, sizeof imp);
   imp.shapes = calloc((size_t)argc + 1, sizeof *imp.shapes);
   imp.binds = calloc((size_t)argc + 1, sizeof *imp.binds);
+  imp.named = calloc((size_t)argc + 1, sizeof *imp.named);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if ((strcmp(a, "-o") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--bind") == 0) &&
+    if ((strcmp(a, "-o") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--bind") == 0 ||
+         strcmp(a, "--dim") == 0) &&
         i + 1 >= argc) {
       fprintf(stderr, "onnx2qir: error: %s needs an argument\n", a);
       goto free_args;
@@ -118,6 +140,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "onnx2qir: error: bad --shape '%s' (want NAME=D0,D1,...)\n", v);
         goto free_args;
       }
+    } else if (strcmp(a, "--dim") == 0 || strncmp(a, "--dim=", 6) == 0) {
+      const char *v = a[5] == '=' ? a + 6 : argv[++i];
+      named_dim d;
+      if (!parse_dim(v, &d)) {
+        fprintf(stderr, "onnx2qir: error: bad --dim '%s' (want NAME=N)\n", v);
+        goto free_args;
+      }
+      for (int k = 0; k < imp.n_named; k++)
+        if (strcmp(imp.named[k].name, d.name) == 0) {
+          fprintf(stderr, "onnx2qir: error: --dim %s is given twice\n", d.name);
+          free((void *)d.name);
+          free((void *)d.from);
+          goto free_args;
+        }
+      imp.named[imp.n_named++] = d;
+    } else if (strcmp(a, "--strict-shapes") == 0) {
+      imp.strict_shapes = true;
     } else if (strcmp(a, "--bind") == 0 || strncmp(a, "--bind=", 7) == 0) {
       const char *v = a[6] == '=' ? a + 7 : argv[++i];
       const char *eq = strrchr(v, '=');
@@ -147,6 +186,7 @@ int main(int argc, char **argv) {
     goto free_args;
   }
   imp.model_path = model_path;
+  imp.n_dim_opts = imp.n_named;
 
   /* read and decode */
   FILE *f = fopen(model_path, "rb");
@@ -180,6 +220,7 @@ int main(int argc, char **argv) {
   imp.m = qir_module_new(stem);
   imp.used_names = strmap_new();
   imp.unsupported = strmap_new();
+  imp.taint = strmap_new();
   bool ok = import_model(&imp, model);
   onnx__model_proto__free_unpacked(model, NULL);
   status = 0;
@@ -283,8 +324,16 @@ done:
   free(stem);
   strmap_free(imp.used_names);
   strmap_free(imp.unsupported);
+  strmap_free(imp.taint);
   qir_module_free(imp.m);
 free_args: /* every path, after an import or before one started */
+  dims_free(&imp);
+  for (int i = 0; i < imp.n_named; i++)
+    if (strcmp(imp.named[i].source, "dim") == 0) {
+      free((void *)imp.named[i].name);
+      free((void *)imp.named[i].from);
+    }
+  free(imp.named);
   for (int i = 0; i < imp.n_shapes; i++) free((void *)imp.shapes[i].name);
   for (int i = 0; i < imp.n_binds; i++) free((void *)imp.binds[i].name);
   free(imp.shapes);

@@ -4,6 +4,8 @@
  * convert.c  one converter per ONNX operator (the table at its end)
  * control.c  If, Loop, Scan
  * rnn.c      LSTM, GRU, RNN as loop regions of primitive ops
+ * dims.c     graph input types: --shape, --dim, symbolic dimensions defaulted
+ *            to 1 (warnings, and notes on errors that depend on them)
  * main.c     command line, weights sidecar, printing
  */
 #ifndef ONNX2QIR_H
@@ -47,6 +49,39 @@ typedef struct {
   const char *path;
 } bind_opt;
 
+/* A named dimension's value: from --dim NAME=N (source "dim") or learnt from a
+ * --shape of an input that names the dimension (source "shape"). */
+typedef struct {
+  const char *name;
+  int64_t value;
+  const char *source;
+  const char *from;             /* the option, for messages: "--dim N=8", "--shape x" */
+  bool used;                    /* some graph input has a dimension of this name */
+} named_dim;
+
+/* A symbolic dimension of the graph inputs that nothing set, so onnx2qir chose
+ * 1: one per dim_param name, one per unnamed axis. */
+#define SYM_USES 8
+typedef struct {
+  const char *name;             /* dim_param; NULL for an unnamed axis */
+  int n_uses;                   /* (input, axis) pairs it sets; the first SYM_USES kept */
+  struct {
+    const char *input;
+    int axis;
+    int rank;
+    int64_t dims[QIR_MAX_RANK]; /* the input's shape, for a --shape hint */
+  } uses[SYM_USES];
+} sym_dim;
+
+/* How each axis of a graph input got its extent, recorded on the input op
+ * (attributes dim_params and dim_source, see docs/qir.md). */
+typedef struct {
+  const char *param[QIR_MAX_RANK];  /* the model's dim_param, "" when none */
+  const char *source[QIR_MAX_RANK]; /* "model", "shape", "dim" or "default" */
+  bool symbolic;                    /* some axis is not fixed by the model */
+  uintptr_t taint;                  /* bits of imp->syms this input's shape uses */
+} input_dims;
+
 typedef struct importer importer;
 struct importer {
   qir_module *m;
@@ -65,6 +100,22 @@ struct importer {
   shape_opt *shapes;
   int n_binds;
   bind_opt *binds;
+  int n_named;                  /* --dim options first, then names learnt from --shape */
+  named_dim *named;
+  bool strict_shapes;           /* --strict-shapes: a symbolic dimension is an error */
+  int n_syms, cap_syms;
+  sym_dim *syms;                /* defaulted dimensions, in order of appearance */
+  strmap *taint;                /* ONNX value name -> bits of syms its shape depends on */
+  uintptr_t node_taint;         /* the same for the inputs of the node being converted */
+  int n_dim_opts;               /* how many of named[] are --dim options */
+  const Onnx__ModelProto *model;
+  /* A probe import (dims.c) asks whether a node still fails with other
+   * extents for the defaulted dimensions: it prints nothing. */
+  const int64_t *probe;         /* extent of each syms[i] instead of 1 */
+  int n_probe;
+  const Onnx__NodeProto *probe_node;
+  bool probe_reached, probe_failed;
+  int probes_run;               /* bounded: each is a whole import */
   int quiet;                    /* > 0: count errors without printing (trial imports) */
   char quiet_first[512];        /* the first error seen while quiet */
   int64_t unrolled;             /* loop iterations unrolled so far (bounded) */
@@ -103,8 +154,20 @@ const char *onnx_dtype_name(int32_t onnx_type);
 bool onnx_narrow_input_type(int32_t onnx_type, qir_dtype *out);
 /* TensorProto -> const op (not linked); NULL after an error (names `what`). */
 qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *what);
-/* Type of a graph input from its ValueInfoProto and --shape overrides. */
-bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *out);
+/* Checks a shape: rank, non-negative dims, element count bounded. */
+bool check_dims(importer *imp, size_t n, const int64_t *dims, const char *what);
+
+/* ---- dims.c */
+/* Before the inputs are typed: the names --shape fixes, --dim names no input has. */
+bool dims_prepare(importer *imp, const Onnx__GraphProto *g);
+/* Type of a graph input from its ValueInfoProto, --shape, --dim and the
+ * default of 1; info says how each axis got its extent. */
+bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *out, input_dims *info);
+/* One warning per defaulted dimension, naming the inputs and the flag. */
+void dims_warn(importer *imp);
+/* Notes after an error whose node depends on defaulted dimensions (mask). */
+void dims_note(importer *imp, uintptr_t mask);
+void dims_free(importer *imp);
 
 /* Building ops.  begin, set attributes, end: end infers the result types (or
  * checks the given ones), folds the op into a constant when every operand is

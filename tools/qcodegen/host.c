@@ -626,6 +626,8 @@ static void emit_cstring(FILE *o, const char *s) {
   fputc('"', o);
 }
 
+/* One q_tensor_info per input or output: name, dtype, shape, and for inputs
+ * whose extents the importer chose, the note that says how to change them. */
 static void emit_io_table(FILE *o, const char *what, qir_op **ops, int n, bool is_input) {
   fprintf(o, "static const q_tensor_info q_%s[%d] = {\n", what, n ? n : 1);
   for (int i = 0; i < n; i++) {
@@ -635,11 +637,17 @@ static void emit_io_table(FILE *o, const char *what, qir_op **ops, int n, bool i
     fprintf(o, ", %d, %d, {", (int)v->type.dtype, v->type.rank);
     for (int d = 0; d < v->type.rank; d++) fprintf(o, "%s%" PRId64, d ? ", " : "", v->type.dims[d]);
     if (!v->type.rank) fputs("0", o);
-    fputs("}},\n", o);
+    fputs("}, ", o);
+    char note[1024] = "";
+    if (is_input) qir_input_dims_note(ops[i], note, sizeof note);
+    emit_cstring(o, note);
+    fputs("},\n", o);
   }
-  if (!n) fputs("  {\"\", 0, 0, {0}},\n", o);
+  if (!n) fputs("  {\"\", 0, 0, {0}, \"\"},\n", o);
   fputs("};\n", o);
 }
+
+extern const char cg_check_text[];
 
 extern const char cg_main_text[];
 
@@ -746,7 +754,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   host h = {.m = m, .d = d, .opt = opt};
   if (!expand_named_ops(m, m->body, d)) return 1;
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
-  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP ? 64 : 32, .kb = {.m = m}};
+  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
   if (!cg_compose_groups(&h.cg, m->body)) return 1;
   int n = count_ops(m->body);
   h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));
@@ -802,7 +810,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
           " *       unchanged until then; control flow (loop/if) reads its trip counts\n"
           " *       and conditions back to the host.\n",
           o);
-  fputs(" *   void qir_free(qir_model *model);\n *\n", o);
+  fputs(" *   int qir_check_input(int index, const char *dtype, int rank, const int64_t *dims);\n"
+        " *       0 when input `index` (from 0) has this element type (\"f32\", \"i64\", ...) and\n"
+        " *       shape; otherwise prints which input it is and what the model expects\n"
+        " *       (qir_run itself cannot check: it gets bare pointers).\n"
+        " *   void qir_free(qir_model *model);\n *\n", o);
   for (int i = 0; i < h.n_inputs; i++) {
     char tb[128];
     qir_type_format(&h.inputs[i]->results[0]->type, tb, sizeof tb);
@@ -913,10 +925,19 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     h.dev_ptr = NULL;
   }
 
+  /* ---- input checks: the API's qir_check_input, which the program uses too */
+  fputs("\n/* ---- input checks */\n", o);
+  fputs("typedef struct { const char *name; int dtype; int rank; int64_t dims[8]; const char *note; } q_tensor_info;\n", o);
+  fprintf(o, "#define Q_N_INPUTS %d\n", h.n_inputs);
+  fputs("static const char *const q_tname[] = {", o);
+  for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s\"%s\"", t ? ", " : "", qir_dtype_name((qir_dtype)t));
+  fputs("};\n", o);
+  emit_io_table(o, "inputs", h.inputs, h.n_inputs, true);
+  fputs(cg_check_text, o);
+
   if (opt->main_program) {
     fputs("\n/* ---- program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N] */\n", o);
-    fputs("typedef struct { const char *name; int dtype; int rank; int64_t dims[8]; } q_tensor_info;\n", o);
-    fprintf(o, "#define Q_N_INPUTS %d\n#define Q_N_OUTPUTS %d\n", h.n_inputs, h.n_outputs);
+    fprintf(o, "#define Q_N_OUTPUTS %d\n", h.n_outputs);
     fputs("static const int q_dsize[] = {", o);
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", qir_dtype_size((qir_dtype)t));
     fputs("};\nstatic const char *const q_descr[] = {", o);
@@ -924,7 +945,6 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fputs("};\nstatic const int q_onnx[] = {", o);
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", onnx_code((qir_dtype)t));
     fputs("};\n", o);
-    emit_io_table(o, "inputs", h.inputs, h.n_inputs, true);
     emit_io_table(o, "outputs", h.outputs, h.n_outputs, false);
     fputs(cg_main_text, o);
   }

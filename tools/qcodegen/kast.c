@@ -545,7 +545,8 @@ static void print_global_index(FILE *o, int param, const kexpr *index, const kke
   }
   const kparam *p = &k->params[param];
   const qir_value *v = k->args[param];
-  int site = cg_check_site(st->chk, k, "%s `%s` (%%%s)", write ? "write of" : "read of", p->name, v && v->name ? v->name : "?");
+  int site = cg_check_site(st->chk, k, "%s `%s`%s%s%s", write ? "write of" : "read of", p->name, v && v->name ? " (%" : "",
+                           v && v->name ? v->name : "", v && v->name ? ")" : "");
   fprintf(o, "%s(&q_b, q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
   kprint_expr(o, index, k, st);
   fprintf(o, "), tid, %d)", site);
@@ -788,6 +789,15 @@ static void print_store(FILE *o, const kstmt *s, const kkernel *k, const kprint_
 }
 
 void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
+  if (st->chk && (s->kind == KS_BARRIER || s->kind == KS_WARP_REDUCE || ks_is_mma(s))) {
+    /* collectives belong at block level (print_c.c); reached here, from
+     * per-thread code, only the threads that get here would run them */
+    const char *what = s->kind == KS_BARRIER ? (s->warp_only ? "__syncwarp" : "__syncthreads")
+                       : s->kind == KS_WARP_REDUCE ? "a warp shuffle" : "a matrix-unit statement";
+    indent_to(o, ind);
+    fprintf(o, "q_reach(&q_b, %d);\n", cg_check_site(st->chk, k, "%s", what));
+    return;
+  }
   switch (s->kind) {
   case KS_SEQ:
     for (int i = 0; i < s->n_items; i++) kprint_stmt(o, s->items[i], k, st, ind);
@@ -845,17 +855,6 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     indent_to(o, ind);
     print_store(o, s, k, st);
     return;
-  case KS_BARRIER: case KS_WARP_REDUCE: case KS_MMA_FILL: case KS_MMA_LOAD: case KS_MMA_SYNC: case KS_MMA_STORE:
-    if (st->chk) {        /* collective statements belong at block level: here only some threads may reach them */
-      indent_to(o, ind);
-      fprintf(o, "q_reach(&q_b, %d);\n", cg_check_site(st->chk, k, "%s", s->kind == KS_BARRIER ? (s->warp_only ? "__syncwarp" : "__syncthreads")
-                                                                      : s->kind == KS_WARP_REDUCE ? "a warp shuffle" : "a matrix-unit statement"));
-      return;
-    }
-    break;
-  default: break;
-  }
-  switch (s->kind) {
   case KS_BARRIER:
     indent_to(o, ind);
     /* a wavefront's lanes run in lock step, but LDS traffic needs the full barrier's waits */
@@ -931,7 +930,6 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     indent_to(o, ind);
     fprintf(o, "/* %s */\n", s->text);
     return;
-  default: return;          /* printed by the first switch */
   }
 }
 

@@ -300,6 +300,7 @@ typedef struct {
   bool embed_weights;
   bool check;                   /* C: the race, bounds and barrier checker */
   const char *plant;            /* a bug to plant (debug), or NULL */
+  bool wavefront64;             /* C: lower for 64-lane warps, as for HIP (to check HIP's plans) */
 } cg_options;
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *out);
 

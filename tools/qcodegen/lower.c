@@ -1143,7 +1143,8 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   const qir_op *src = out->def ? out->def : plan_op;
   k->id = cg->n_kernels;
   k->loc = src ? src->loc : (qir_loc){0};
-  k->op_text = src ? qir_sprintf(cg->m, "%%%s = %s", out->name ? out->name : "?", qir_opinfo_get(src->code)->name) : "?";
+  k->op_text = !src ? "?" : out->name ? qir_sprintf(cg->m, "%%%s = %s", out->name, qir_opinfo_get(src->code)->name)
+                                       : qir_opinfo_get(src->code)->name;
   if (cg->n_kernels == cg->cap_kernels) {
     int cap = cg->cap_kernels ? cg->cap_kernels * 2 : 16;
     kkernel **ks = qir_alloc(cg->m, sizeof *ks * (size_t)cap);

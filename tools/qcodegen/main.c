@@ -19,6 +19,7 @@ static int usage(FILE *o) {
         "                  and uninitialised accesses, divergent barriers and shuffles, unordered\n"
         "                  global accesses across blocks; hazards reported at the op's .qir line,\n"
         "                  qir_run returns 1 (compile without -fopenmp)\n"
+        "  -wavefront64    with -c: lower for 64-lane warps as -hip does, so -check covers HIP's kernels\n"
         "  -main           add a program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N]\n"
         "  -embed-weights  put the weights file's bytes into the source\n"
         "  -o OUT          write to OUT instead of stdout\n"
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-c")) backend = CG_C;
     else if (!strcmp(a, "-main")) opt.main_program = true;
     else if (!strcmp(a, "-check")) opt.check = true;
+    else if (!strcmp(a, "-wavefront64")) opt.wavefront64 = true;
     else if (!strncmp(a, "-plant=", 7)) opt.plant = a + 7;
     else if (!strcmp(a, "-embed-weights")) opt.embed_weights = true;
     else if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
@@ -54,8 +56,8 @@ int main(int argc, char **argv) {
     fputs("qcodegen: choose a backend: -cuda, -hip or -c\n", stderr);
     return usage(stderr);
   }
-  if (opt.check && backend != CG_C) {
-    fputs("qcodegen: -check runs the kernels on the CPU: use it with -c\n", stderr);
+  if ((opt.check || opt.wavefront64) && backend != CG_C) {
+    fprintf(stderr, "qcodegen: %s runs the kernels on the CPU: use it with -c\n", opt.check ? "-check" : "-wavefront64");
     return usage(stderr);
   }
   qir_diag d;

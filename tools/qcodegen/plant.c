@@ -111,6 +111,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       for (int j = 0; j < cg->kernels[i]->n_vars && !p.done; j++) {
         kvar *v = cg->kernels[i]->vars[j];
         if (v->space != KV_SHARED || p.seen++ != p.target) continue;
+        p.k = cg->kernels[i];
         if (p.kind == PLANT_SHRINK_SMEM) {
           v->size = (v->size + 1) / 2;
         } else {
@@ -121,7 +122,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
     break;
   case PLANT_SHIFT_STORE: case PLANT_COLLIDE_STORE: case PLANT_DROP_LANE: case PLANT_UNORDER_LAUNCH:
     if (n < cg->n_kernels) {
-      kkernel *k = cg->kernels[n];
+      kkernel *k = p.k = cg->kernels[n];
       if (p.kind == PLANT_DROP_LANE) k->threads = k->threads > 1 ? k->threads - 1 : 1;
       else if (p.kind == PLANT_UNORDER_LAUNCH) k->unordered_launch = true;
       else rewrite_writes(&p, k->body, NULL);
@@ -130,6 +131,8 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
     break;
   case PLANT_COUNT: break;
   }
+  if (p.done && p.k)
+    fprintf(cg->d->out, "qcodegen: planted %s in kernel %s (%s)\n", spec, p.k->name, p.k->op_text ? p.k->op_text : "?");
   if (!p.done) {
     fprintf(cg->d->out, "qcodegen: cannot plant '%s': the module has no such %s\n", spec,
             p.kind <= PLANT_DIVERGE_LOOP ? "barrier or barrier loop" : p.kind <= PLANT_COLLIDE_SMEM ? "shared array" : "kernel");

@@ -421,7 +421,7 @@ static void kernel(FILE *o, const kkernel *k) {
   if (k->chk) {
     print_check_setup(o, k);
     fprintf(o, "  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
-    fprintf(o, "    q_blk q_b = {%d, bid, %d, %d, 0, 0, {0}, {0}, 0};\n", k->id, k->threads, k->warp);
+    fprintf(o, "    q_blk q_b = {.kernel = %d, .block = bid, .threads = %d, .warp = %d};\n", k->id, k->threads, k->warp);
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "    q_shadow_reset(q_sh_%s, %" PRId64 "L);\n", k->vars[i]->name, k->vars[i]->size);
   } else {
@@ -430,9 +430,15 @@ static void kernel(FILE *o, const kkernel *k) {
   for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], k, &st, 2);
   print_block_level(o, k, k->body, &st, 2);
   fputs("  }\n", o);
-  if (k->chk)
+  if (k->chk) {
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "  free(q_sh_%s);\n", k->vars[i]->name);
+    for (int i = 0; i < k->n_params; i++)
+      if (k->params[i].written)
+        fprintf(o, "  q_coverage(%d, q_g_%s, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
+                cg_check_site(k->chk, k, "`%s`%s%s%s", k->params[i].name, k->args[i] && k->args[i]->name ? " (%" : "",
+                              k->args[i] && k->args[i]->name ? k->args[i]->name : "", k->args[i] && k->args[i]->name ? ")" : ""));
+  }
   fputs("}\n", o);
 }
 

@@ -350,6 +350,9 @@ int main(int argc, char **argv) {
         qir_type_format(&in_t[i].type, a, sizeof a);
         qir_type_format(want, b, sizeof b);
         fprintf(stderr, "%s: error: tensor is %s but input '%s' is %s\n", in_file[i], a, port_name(&ins[i]), b);
+        char note[1024];
+        if (qir_input_dims_note(ins[i].op, note, sizeof note))
+          fprintf(stderr, "%s: note: %s\n", positional[0], note);
         goto done;
       }
     } else if (!fits_in_memory(want) || !random_tensor(want, seed, i, &in_t[i])) {
