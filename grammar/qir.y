@@ -94,6 +94,8 @@ bool qp_attr_number(qp_ctx *c, const qp_num *n, qir_attr_val *out);
 qir_module *qp_module(qp_ctx *c);
 qir_op *qp_op_generic(qp_ctx *c, const char *name, qir_loc loc, qp_vec *operands, qp_vec *attrs,
                       qp_vec *types, qp_vec *regions);
+qir_op *qp_op_symbol(qp_ctx *c, const char *name, qir_loc loc, const char *sym, qir_loc sym_loc, qp_vec *operands,
+                     qp_vec *attrs, qp_vec *types, qp_vec *regions);
 qir_op *qp_op_const(qp_ctx *c, qir_loc loc, int64_t offset, qp_vec *dense, bool splat, qp_vec *attrs,
                     qp_vec *types);
 void qp_compute_begin(qp_ctx *c);
@@ -206,6 +208,10 @@ opcore
         if ((yychar == '{' || yychar == '(') && !qp_regions_allowed(ctx, $1, qp_loc(ctx, &yylloc))) YYABORT; }
     regions_opt
       { if (!($$ = qp_op_generic(ctx, $1, LOC(@1), $2, $3, $5, $7))) YYABORT; }
+  | IDENT SYMBOL operands_opt attrs_tail ':' typelist
+      { if ((yychar == '{' || yychar == '(') && !qp_regions_allowed(ctx, $1, qp_loc(ctx, &yylloc))) YYABORT; }
+    regions_opt
+      { if (!($$ = qp_op_symbol(ctx, $1, LOC(@1), $2, LOC(@2), $3, $4, $6, $8))) YYABORT; }
   | CONST OFFSET attrs_tail ':' typelist
       { int64_t off; if (!qp_offset(ctx, $2, LOC(@2), &off)) YYABORT;
         if (!($$ = qp_op_const(ctx, LOC(@1), off, NULL, false, $3, $5))) YYABORT; }

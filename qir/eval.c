@@ -3473,6 +3473,32 @@ static bool eval_if(mctx *c, const qir_op *op) {
   return ok;
 }
 
+/* A kernel group computes what its ops compute, in order: the fusion levels
+ * decide where tiles live on a device, never the numbers. */
+static bool eval_kernel(mctx *c, const qir_op *op) {
+  const qir_region *r = op->regions[0];
+  if (r->n_args != op->n_operands) return mfail(c, op, "'kernel': %d operands for %d region arguments", op->n_operands, r->n_args);
+  qir_tensor *args = calloc((size_t)op->n_operands + 1, sizeof *args);
+  qir_tensor *ys = calloc((size_t)op->n_results + 1, sizeof *ys);
+  bool ok = args && ys;
+  if (!ok) mfail(c, op, "out of memory");
+  int copied = 0;
+  for (; ok && copied < op->n_operands; copied++) {
+    qir_tensor *t = value_tensor(c, op, op->operands[copied]);
+    ok = t && tensor_copy(c, op, t, &args[copied]);
+  }
+  if (ok) ok = eval_region(c, r, args, ys, op->n_results);
+  else if (args) free_all(args, copied);
+  for (int k = 0; ok && k < op->n_results; k++) {
+    if (!qir_type_equal(&ys[k].type, &op->results[k]->type)) ok = mfail(c, op, "'kernel': its region yields value %d of another type", k);
+    else { ok = set_value(c, op, op->results[k], ys[k]); ys[k].data = NULL; }
+  }
+  if (ys) free_all(ys, op->n_results);
+  free(ys);
+  free(args);
+  return ok;
+}
+
 static bool eval_plain_op(mctx *c, const qir_op *op) {
   qir_tensor in_small[8], res_small[8];
   qir_tensor *in = op->n_operands <= 8 ? in_small : malloc(sizeof *in * (size_t)op->n_operands);
@@ -3535,6 +3561,7 @@ static bool eval_region(mctx *c, const qir_region *r, qir_tensor *args, qir_tens
       break;
     case QIR_OP_LOOP: ok = eval_loop(c, op); break;
     case QIR_OP_IF: ok = eval_if(c, op); break;
+    case QIR_OP_KERNEL: ok = eval_kernel(c, op); break;
     default: ok = eval_plain_op(c, op); break;
     }
     if (ok && plan && i < plan->n_ops)

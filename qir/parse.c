@@ -532,8 +532,10 @@ static void set_attrs(qir_module *m, qir_op *op, qp_vec *attrs) {
 
 static const char *plural(int n, const char *one, const char *many) { return n == 1 ? one : many; }
 
-qir_op *qp_op_generic(qp_ctx *c, const char *name, qir_loc loc, qp_vec *operands, qp_vec *attrs, qp_vec *types,
-                      qp_vec *regions) {
+/* An op of the generic form; sym is the `@name` after the op name (kernel
+ * only, where it is required). */
+static qir_op *op_generic(qp_ctx *c, const char *name, qir_loc loc, const char *sym, qir_loc sym_loc, qp_vec *operands,
+                          qp_vec *attrs, qp_vec *types, qp_vec *regions) {
   qir_opcode code;
   if (!qir_opcode_from_name(name, strlen(name), &code)) {
     qp_error(c, loc, "unknown op '%s'", name);
@@ -542,6 +544,14 @@ qir_op *qp_op_generic(qp_ctx *c, const char *name, qir_loc loc, qp_vec *operands
   const qir_opinfo *info = qir_opinfo_get(code);
   if (code == QIR_OP_CONST || code == QIR_OP_COMPUTE) {
     qp_error(c, loc, "'%s' is written in its own syntax (see docs/qir.md)", name);
+    return NULL;
+  }
+  if (sym && code != QIR_OP_KERNEL) {
+    qp_error(c, sym_loc, "only 'kernel' takes a name ('@%s') after the op name", sym);
+    return NULL;
+  }
+  if (!sym && code == QIR_OP_KERNEL) {
+    qp_error(c, loc, "'kernel' needs a name: kernel @NAME %%operands... : types (args) { ops }");
     return NULL;
   }
   int n_operands = operands ? operands->n : 0;
@@ -578,7 +588,18 @@ qir_op *qp_op_generic(qp_ctx *c, const char *name, qir_loc loc, qp_vec *operands
     r->parent_op = op;
     op->regions[i] = r;
   }
+  op->sym = sym;
   return op;
+}
+
+qir_op *qp_op_generic(qp_ctx *c, const char *name, qir_loc loc, qp_vec *operands, qp_vec *attrs, qp_vec *types,
+                      qp_vec *regions) {
+  return op_generic(c, name, loc, NULL, loc, operands, attrs, types, regions);
+}
+
+qir_op *qp_op_symbol(qp_ctx *c, const char *name, qir_loc loc, const char *sym, qir_loc sym_loc, qp_vec *operands,
+                     qp_vec *attrs, qp_vec *types, qp_vec *regions) {
+  return op_generic(c, name, loc, sym, sym_loc, operands, attrs, types, regions);
 }
 
 /* Stores number n as element i of a constant of type dt. */

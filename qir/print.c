@@ -576,8 +576,14 @@ static void print_op(printer *p, const qir_op *op, int level) {
   fputs(info ? info->name : "<unknown>", out);
   if (op->code == QIR_OP_CONST) print_const(out, op);
   else if (op->code == QIR_OP_COMPUTE) print_compute(p, op);
-  else
+  else {
+    if (op->sym) {
+      char *sym = sanitize(op->sym);
+      fprintf(out, " @%s", sym ? sym : "kernel");
+      free(sym);
+    }
     for (int i = 0; i < op->n_operands; i++) fprintf(out, "%s%%%s", i ? ", " : " ", value_name(p, op->operands[i]));
+  }
   print_attrs(out, op);
   if (op->n_results) {
     fputs(" : ", out);

@@ -258,6 +258,7 @@ struct qir_op {
   qir_loc loc;
   qir_const *cst;               /* QIR_OP_CONST only */
   qir_compute *comp;            /* QIR_OP_COMPUTE only */
+  const char *sym;              /* QIR_OP_KERNEL only: its name, without '@' */
 };
 
 /* A region is one block: arguments, then a list of ops ending, for nested

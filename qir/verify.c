@@ -429,6 +429,80 @@ static void check_device(verifier *v, qir_op *op, qir_region *r) {
   qir_device_plan_check(op, &outer, v->d);
 }
 
+/* Shared memory one block may hold on the largest built-in target: a group
+ * whose plan asks for more fits on none of them. */
+static int64_t max_smem_per_block(void) {
+  int64_t most = 0;
+  for (int i = 0; i < qir_target_count(); i++)
+    if (qir_target_at(i)->smem_per_block > most) most = qir_target_at(i)->smem_per_block;
+  return most;
+}
+
+/* kernel @name: a Welder group.  Operands bind to the region arguments; the
+ * region is isolated (so the group is convex: no path can leave it and come
+ * back), holds only ops without regions, ends in a yield of the result types;
+ * every inner producer states its level (#fuse=reg|smem), the yielded ones go
+ * to global memory; the plan's footprint fits a target. */
+static void check_kernel(verifier *v, qir_op *op) {
+  if (!op->sym || !op->sym[0]) ERR(v, op->loc, "'kernel' without a name");
+  if (op->n_regions != 1) return;
+  qir_region *body = op->regions[0];
+  if (body->n_args != op->n_operands) {
+    ERR(v, op->loc, "'kernel' has %d operands but its region %d arguments", op->n_operands, body->n_args);
+  } else {
+    for (int i = 0; i < op->n_operands; i++)
+      if (op->operands[i] && !qir_type_equal(&op->operands[i]->type, &body->args[i]->type))
+        ERR(v, op->loc, "'kernel' region argument #%d is %s but operand #%d is %s", i, tstr(&body->args[i]->type).s, i,
+            tstr(&op->operands[i]->type).s);
+  }
+  for (qir_op *in = body->first; in; in = in->next) {
+    if (in->n_regions) ERR(v, in->loc, "'%s' inside a kernel group: groups hold ops without regions", op_name(in));
+    for (int i = 0; i < in->n_operands; i++) {
+      qir_value *x = in->operands[i];
+      qir_region *home = !x ? NULL : x->def ? x->def->parent : x->arg_of;
+      if (x && home != body)
+        ERR(v, in->loc, "'%s' in kernel @%s uses %s from outside the group: pass it as an operand", op_name(in),
+            op->sym ? op->sym : "?", value_name(v, x));
+    }
+    if (in->code == QIR_OP_YIELD) continue;
+    bool inner_use = false, yielded = false;
+    for (int k = 0; k < in->n_results; k++)
+      for (qir_use *u = in->results[k]->uses; u; u = u->next) {
+        if (u->user->code == QIR_OP_YIELD) yielded = true;
+        else inner_use = true;
+      }
+    const qir_attr *fuse = qir_op_attr(in, "fuse");
+    if (inner_use && !fuse)
+      ERR(v, in->loc, "'%s' feeds other ops of kernel @%s but states no level: write #fuse=reg or #fuse=smem", op_name(in),
+          op->sym ? op->sym : "?");
+    if (!inner_use && yielded && fuse)
+      ERR(v, attr_loc(in, fuse), "'%s' only leaves kernel @%s (through global memory): '#fuse' does not apply",
+          op_name(in), op->sym ? op->sym : "?");
+  }
+  const qir_type **want = qir_alloc(v->m, sizeof *want * (size_t)(op->n_results + 1));
+  for (int i = 0; i < op->n_results; i++) want[i] = &op->results[i]->type;
+  check_yield_types(v, op, body, "region", op->n_results, want);
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  const qir_attr_val *smem = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "smem") : NULL;
+  if (smem && (smem->kind != QIR_ATTR_INT || smem->i < 0 || smem->i > max_smem_per_block()))
+    ERR(v, attr_loc(op, tile), "kernel @%s: its tile needs %s bytes of shared memory, more than any target has (%lld)",
+        op->sym ? op->sym : "?", smem->kind == QIR_ATTR_INT ? qir_sprintf(v->m, "%lld", (long long)smem->i) : "an invalid number of",
+        (long long)max_smem_per_block());
+}
+
+/* #fuse=reg|smem: only on ops directly inside a kernel group. */
+static void check_fuse(verifier *v, qir_op *op, qir_region *r) {
+  const qir_attr *fuse = qir_op_attr(op, "fuse");
+  if (!fuse) return;
+  if (!r->parent_op || r->parent_op->code != QIR_OP_KERNEL)
+    ERR(v, attr_loc(op, fuse), "'#fuse' on '%s' outside a kernel group", op_name(op));
+  else if (fuse->val.kind != QIR_ATTR_WORD && fuse->val.kind != QIR_ATTR_STRING)
+    ERR(v, attr_loc(op, fuse), "'#fuse' must be reg or smem");
+  else if (strcmp(fuse->val.s, "reg") != 0 && strcmp(fuse->val.s, "smem") != 0)
+    ERR(v, attr_loc(op, fuse), "'#fuse=%s': the level of an edge inside a group is reg or smem (global = not fused)",
+        fuse->val.s);
+}
+
 static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   const qir_opinfo *info = qir_opinfo_get(op->code);
   if (!info) {
@@ -470,7 +544,7 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   bool nested = r->parent_op != NULL;
   if ((op->code == QIR_OP_INPUT || op->code == QIR_OP_OUTPUT) && nested)
     ERR(v, op->loc, "'%s' may appear only in the module body", op_name(op));
-  if (op->code == QIR_OP_YIELD && !nested) ERR(v, op->loc, "'yield' outside a loop or if region");
+  if (op->code == QIR_OP_YIELD && !nested) ERR(v, op->loc, "'yield' outside a loop, if or kernel region");
   else if (op->code == QIR_OP_YIELD && op->next) ERR(v, op->loc, "'yield' must be the last op of its region");
   if (op->n_regions != info->n_regions)
     ERR(v, op->loc, "'%s' has %d regions, expected %d", op_name(op), op->n_regions, info->n_regions);
@@ -488,6 +562,8 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   for (int i = 0; i < op->n_regions; i++) verify_region(v, op->regions[i], depth + 1);
   if (op->code == QIR_OP_LOOP) check_loop(v, op);
   if (op->code == QIR_OP_IF) check_if(v, op);
+  if (op->code == QIR_OP_KERNEL) check_kernel(v, op);
+  check_fuse(v, op, r);
   if (operands_ok && attrs_ok) {
     qir_type *out = qir_alloc(v->m, sizeof *out * (size_t)(op->n_results + 1));
     if (qir_infer_types(v->m, op, out, v->d))

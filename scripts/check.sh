@@ -81,6 +81,7 @@ lit_suite() {
 run_suite lit lit_suite
 [ -x test/fixedpoint.sh ] && run_suite fixedpoint env QIR_BIN="$top/build/asan/bin" test/fixedpoint.sh
 [ -f test/robustness/mutate.sh ] && run_suite mutate env QIR_BIN="$top/build/asan/bin" sh test/robustness/mutate.sh
+[ -f test/robustness/fuzz-welder.py ] && run_suite fuzz-welder env QIR_BIN="$top/build/asan/bin" python3 test/robustness/fuzz-welder.py --cases 300
 # node-all/ is the whole ONNX node suite (node/ is a subset of it)
 [ -f scripts/conformance.py ] && run_suite conformance env QIR_BIN="$top/build/bin" QIR_CONFORMANCE="node-all light models" python3 scripts/conformance.py -j "$JOBS"
 [ -f scripts/pass-check.py ] && run_suite passes env QIR_BIN="$top/build/bin" python3 scripts/pass-check.py --bin "$top/build/bin" --quick -j "$JOBS"
@@ -90,6 +91,9 @@ run_suite lit lit_suite
 # kinds of layers, larger; all 9 run clean, see docs/checks.md): every kernel
 # the passes generate must run clean.
 [ -f scripts/backend-check.sh ] && run_suite racecheck env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller"
+# Welder's kernel groups on the same tests and the same light/ sample, one fused
+# kernel per group, under the checker too.
+[ -f scripts/backend-check.sh ] && run_suite backends-welder env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller -welder"
 # The same tests without plans: qcodegen's default schedules.
 [ -f scripts/backend-check.sh ] && run_suite backends-default env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu
 [ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh

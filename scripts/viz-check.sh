@@ -1,7 +1,8 @@
 #!/bin/sh
 # viz-check.sh: every real model draws.  For each model in $ONNX_TESTS/models
 # and $ONNX_TESTS/light: onnx2qir (then qopt -roller when qopt has it, so the
-# tile tables have plans), then `qviz -graph` and `qviz -tiles`, each piped
+# tile tables have plans, and the same after -welder, so kernel groups are
+# drawn), then `qviz -graph` and `qviz -tiles`, each piped
 # through `dot -Tsvg`; a check passes when dot exits 0 and prints nothing
 # (Graphviz warns about bad escapes, bad UTF-8, bad HTML labels).  The
 # hand-written modules of test/lit/qviz are drawn the same way, so the check
@@ -45,8 +46,9 @@ draw() {
   pass=$((pass + 1))
 }
 
-roller=""
+roller="" welder=""
 if [ -x "$bin/qopt" ] && "$bin/qopt" -print-passes 2>/dev/null | grep -q '^-roller'; then roller=1; fi
+if [ -x "$bin/qopt" ] && "$bin/qopt" -print-passes 2>/dev/null | grep -q '^-welder'; then welder=1; fi
 
 for f in "$top"/test/lit/qviz/*.qir; do
   [ -e "$f" ] || continue
@@ -87,6 +89,16 @@ else
     fi
     draw "$name" -graph "$qir"
     draw "$name" -tiles "$qir"
+    # Welder's kernel groups drawn as clusters, their tile tables per group
+    # (draw assigns name and qir: sh has no locals)
+    model=$name welded="$work/$name.welder.qir"
+    if [ -n "$welder" ] && "$bin/qopt" -welder "$qir" -o "$welded" 2>"$work/welder.err"; then
+      draw "$model+welder" -graph "$welded"
+      draw "$model+welder" -tiles "$welded"
+    elif [ -n "$welder" ]; then
+      echo "FAIL: $model: qopt -welder: $(head -n 1 "$work/welder.err")"
+      fail=$((fail + 1))
+    fi
   done
 fi
 echo "$pass passed, $fail failed, $skip skipped"

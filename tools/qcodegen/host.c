@@ -303,9 +303,11 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: continue;
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
-      if (op->results[0]->type.dtype == op->operands[0]->type.dtype) continue;
+      /* a view, except inside a kernel group, whose reads it remaps */
+      if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
+        continue;
       break;
     default: break;
     }
@@ -810,6 +812,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (!expand_named_ops(m, m->body, d)) return 1;
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
   h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
+  if (!cg_compose_groups(&h.cg, m->body)) return 1;
   int n = count_ops(m->body);
   h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));
   h.hash_cap = 16;

@@ -215,6 +215,21 @@ void kkernel_prune(kkernel *k);               /* drops unread local declarations
 /* ---- lowering (lower.c) */
 typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;
 
+/* A Welder group composed into one compute op (lower_group.c): the kernel's
+ * name, and the epilogue applied to the accumulator before each store: an
+ * expression over the output axes in which an access of operand acc_operand
+ * (one past the compute's operands) is the accumulated value, rounded to
+ * acc_dtype.  NULL epilogue: the compute's result is stored as it is. */
+typedef struct cg_rows cg_rows;   /* lower.h: a group of row reductions */
+typedef struct {
+  const qir_op *op;             /* the composed compute op */
+  const char *name;
+  const qir_expr *epilogue;
+  int acc_operand;
+  qir_dtype acc_dtype;
+  const cg_rows *rows;          /* a row group (softmax, norms): one warp per row */
+} cg_group;
+
 typedef struct {
   qir_module *m;
   qir_diag *d;
@@ -223,6 +238,8 @@ typedef struct {
   kbuilder kb;
   int n_kernels, cap_kernels;
   kkernel **kernels;
+  int n_groups, cap_groups;
+  cg_group *groups;
 } cg_ctx;
 
 /* Lowers one compute op (payload `comp`, operands `args`, result `out`) into a
@@ -230,6 +247,13 @@ typedef struct {
  * exactly.  Reports and returns NULL if the plan is invalid. */
 kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *comp, int n_args,
                           qir_value *const *args, qir_value *out, const char *what);
+
+/* ---- kernel groups (lower_group.c) */
+/* Replaces every `kernel` op under r by one compute op (the composed group,
+ * registered in cg->groups), or, when its ops do not compose into one kernel
+ * yet, by its ops (with a warning).  False after reporting an error. */
+bool cg_compose_groups(cg_ctx *cg, qir_region *r);
+const cg_group *cg_group_of(const cg_ctx *cg, const qir_op *op);
 
 /* ---- printers (print_c.c, print_cuda.c, print_hip.c) */
 typedef struct cg_printer {

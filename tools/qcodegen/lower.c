@@ -47,7 +47,11 @@ static etype expr_type(lower_env *env, const qir_expr *e) {
   case QIR_EX_INT: return (etype){KT_I64, true};
   case QIR_EX_FLOAT: return (etype){KT_F32, true};
   case QIR_EX_VAR: return (etype){KT_I32, false};
-  case QIR_EX_ACCESS: return (etype){ktype_of_dtype(env->args[e->operand]->type.dtype), false};
+  case QIR_EX_ACCESS:
+    if (env->group && e->operand == env->group->acc_operand) return (etype){ktype_of_dtype(env->group->acc_dtype), false};
+    if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
+      return (etype){ktype_of_dtype(env->marker_dtypes[e->operand - env->marker_base]), false};
+    return (etype){ktype_of_dtype(env->args[e->operand]->type.dtype), false};
   case QIR_EX_CAST: return (etype){ktype_of_dtype(e->cast_to), false};
   case QIR_EX_SELECT: return unify(expr_type(env, e->args[1]), expr_type(env, e->args[2]));
   case QIR_EX_UNARY: {
@@ -151,6 +155,9 @@ kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, in
 
 static kexpr *tr_access(lower_env *env, const qir_expr *e) {
   kbuilder *b = env->b;
+  if (env->group && e->operand == env->group->acc_operand) return env->acc_value;
+  if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
+    return env->marker_values[e->operand - env->marker_base];
   for (int s = 0; s < env->n_staged; s++) {
     staged_access *sa = &env->staged[s];
     if (!expr_equal(sa->access, e)) continue;
@@ -262,9 +269,32 @@ static kexpr *combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktyp
   return ke_bin(b, reduce_fn(r), acc, ke_cast(b, v, t), t);
 }
 
+qir_expr_fn reduce_fn_of(qir_reduce_kind r) { return reduce_fn(r); }
+kexpr *reduce_identity(kbuilder *b, qir_reduce_kind r, ktype t) { return reduce_init(b, r, t); }
+kexpr *reduce_combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t) { return combine(b, r, acc, v, t); }
+
 kexpr *out_index(lower_env *env, kexpr *const *idx) {
   const qir_type *t = &env->k->args[0]->type;
   return strides_linear(env, idx, t->dims, t->rank);
+}
+
+kexpr *stored_value(lower_env *env, kexpr *const *idx, kexpr *v, ktype t) {
+  if (!env->group || !env->group->epilogue) return v;
+  const qir_compute *c = env->comp;
+  kexpr *saved[MAX_AXES], **raw = env->raw_vars;
+  memcpy(saved, env->vars, sizeof saved);
+  int staged = env->n_staged;
+  /* the epilogue reads its operands from global memory at the output point */
+  env->n_staged = 0;
+  env->raw_vars = NULL;
+  for (int d = 0; d < c->n_axes; d++) env->vars[d] = idx[d];
+  env->acc_value = ke_cast_dtype(env->b, v, env->group->acc_dtype);
+  kexpr *r = tr_as(env, env->group->epilogue, t);
+  env->acc_value = NULL;
+  memcpy(env->vars, saved, sizeof saved);
+  env->n_staged = staged;
+  env->raw_vars = raw;
+  return r;
 }
 
 /* Body value converted to the output's compute type. */
@@ -345,7 +375,7 @@ static void lower_flat(lower_env *env, int threads, int per_thread) {
     kstmt *loops = reduce_loops(env, &inner);
     ks_add(b, inner, ks_assign(b, acc, NULL, combine(b, c->reduce, ke_var(b, acc), body_value(env, t), t)));
     ks_add(b, body, loops);
-    ks_add(b, body, ks_store(b, 0, ke_var(b, o), ke_var(b, acc)));
+    ks_add(b, body, ks_store(b, 0, ke_var(b, o), stored_value(env, env->vars, ke_var(b, acc), t)));
   }
   ks_add(b, outer, numel % ((int64_t)threads * per_thread) ? ks_if(b, ke_lt(b, ke_var(b, o), ke_int(b, numel)), body, NULL) : body);
   kstmt *guarded = outer;
@@ -415,7 +445,9 @@ static void lower_warp_reduce(lower_env *env) {
   ks_add(b, p1, ks_if(b, in_range, work, NULL));
   ks_add(b, k->body, p1);
   ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn(c->reduce), 0));
-  kstmt *st = ks_store(b, 0, ke_var(b, o), ke_var(b, acc));
+  kexpr *oc[MAX_AXES];
+  decompose(env, ke_var(b, o), c->axis_extents, c->n_axes, oc);
+  kstmt *st = ks_store(b, 0, ke_var(b, o), stored_value(env, oc, ke_var(b, acc), t));
   ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), in_range), st, NULL));
   k->summary = qir_sprintf(b->m, "warp per output: %d threads, %d outputs per block, reduction of %" PRId64 " by %d lanes",
                            threads, per_block, rtot, W);
@@ -478,7 +510,7 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
     ks_add(b, fin, ks_for(b, q, ke_int(b, 1), ke_int(b, wpg), 1, more));
     total = ke_var(b, sum);
   }
-  ks_add(b, fin, ks_store(b, 0, out_index(env, idx), total));
+  ks_add(b, fin, ks_store(b, 0, out_index(env, idx), stored_value(env, idx, total, t)));
   ks_add(b, k->body, ks_if(b, ke_and(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), guard), fin, NULL));
   k->summary = qir_sprintf(b->m, "split reduction: %" PRId64 " outputs per block x %d lanes, grid %" PRId64
                            ", reduction of %" PRId64 " by %d lanes%s", per_block, L, grid, rtot, L,
@@ -735,7 +767,7 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     ks_add(b, cur, full_step ? ks_if(b, full_step, nests[0], nests[1]) : nests[0]);
     if (env->n_staged) ks_add(b, cur, ks_barrier(b));
 
-    SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), ke_elem(b, acc, slot_index)), NULL), s);
+    SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), stored_value(env, outidx, ke_elem(b, acc, slot_index), t)), NULL), s);
     ks_add(b, k->body, s);
   }
   #undef SLOTS
@@ -1041,7 +1073,9 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     qir_error(cg->d, env.loc, "compute with %d axes: qcodegen supports at most %d", comp->n_axes + comp->n_red, MAX_AXES);
     return NULL;
   }
-  if (!body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
+  const cg_group *grp = plan_op ? cg_group_of(cg, plan_op) : NULL;
+  /* a row group's bodies read its reductions (checked when it was composed) */
+  if (!(grp && grp->rows) && !body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
   if ((comp->n_red > 0) != (comp->reduce != QIR_REDUCE_NONE)) {
     qir_error(cg->d, env.loc, "compute: reduction axes and reduction kind disagree");
     return NULL;
@@ -1070,12 +1104,16 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     qir_error(cg->d, env.loc, "tensor of %" PRId64 " elements: qcodegen indexes with 32 bits", numel);
     return NULL;
   }
+  if (grp && grp->epilogue) env.group = grp;
+  if (grp) what = qir_sprintf(cg->m, "kernel @%s", grp->name);
   env.body = comp->body;
   env.bias = qir_compute_bias_term(comp, &env.body);
   if (!env.bias) env.body = comp->body;
   const qir_attr *tile = plan_op ? qir_op_attr(plan_op, "tile") : NULL;
   tile_plan p;
-  if (tile) {
+  if (grp && grp->rows) {
+    lower_rows(&env, grp->rows);
+  } else if (tile) {
     if (!plan_from_attr(&env, tile, &p)) return NULL;
     if (p.mma) lower_mma(&env, &p);
     else if (p.rsplit > 1) lower_rsplit(&env, &p);

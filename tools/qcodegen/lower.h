@@ -43,7 +43,34 @@ typedef struct {
   qir_loc loc;
   const qir_expr *body;         /* what the reduction accumulates: the compute's body, less a bias */
   const qir_expr *bias;         /* term counted once (qir_compute_bias_term), or NULL */
+  const cg_group *group;        /* a composed Welder group with an epilogue, or NULL */
+  kexpr *acc_value;             /* while the epilogue is translated: the accumulated value */
+  int marker_base, n_markers;   /* reads of operands marker_base.. are values of the kernel: */
+  const qir_dtype *marker_dtypes;
+  kexpr **marker_values;        /* row reductions and a staged row (lower_rows) */
 } lower_env;
+
+/* A row group (lower_group.c): reductions over the same axes of the result
+ * (`reduced`), each read by the later ones and the result at the row's point;
+ * stage k's value is operand marker_base + k of their bodies, and the staged
+ * row (a value the first stage reads, computed once into shared memory),
+ * when there is one, operand marker_base + n_stages. */
+struct cg_rows {
+  int n_stages;
+  const qir_compute **stages;   /* output axes as the result's (reduced ones of extent 1),
+                                 * reduction variables = the reduced axes in order */
+  const qir_dtype *dtypes;      /* per stage, then the staged row's */
+  int marker_base;
+  const qir_expr *staged;       /* over the result's axes, or NULL */
+  const qir_compute *point;     /* a reduction the staged row reads at its own point (QK^T before a
+                                 * softmax), computed per point while staging: operand
+                                 * marker_base + n_stages + 1; its dtype follows the staged row's */
+  bool reduced[QIR_MAX_RANK];
+};
+void lower_rows(lower_env *env, const cg_rows *rows);
+qir_expr_fn reduce_fn_of(qir_reduce_kind r);
+kexpr *reduce_identity(kbuilder *b, qir_reduce_kind r, ktype t);
+kexpr *reduce_combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t);
 
 /* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
 bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c);
@@ -55,6 +82,9 @@ kvar *let(lower_env *env, const char *stem, kexpr *init);  /* a per-thread let o
 /* Decomposes `flat` (row-major over extents ext[0..n-1]) into coordinates. */
 void decompose(lower_env *env, kexpr *flat, const int64_t *ext, int n, kexpr **out);
 kexpr *out_index(lower_env *env, kexpr *const *idx);
+/* What is stored at output point idx (the compute's output axes): v, or the
+ * group's epilogue applied to v; t is the output's compute type. */
+kexpr *stored_value(lower_env *env, kexpr *const *idx, kexpr *v, ktype t);
 
 /* lower_mma.c: a contraction on the matrix units from a #tile plan with `mma`. */
 void lower_mma(lower_env *env, const tile_plan *p);

@@ -277,7 +277,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
     for (int a = 0; a < m; a++) env->vars[n + a] = ke_int(b, 0);
     val = ke_bin(b, QIR_FN_ADD, val, tr_as(env, bias, KT_F32), KT_F32);
   }
-  kstmt *store = ks_store(b, 0, out_index(env, oidx), val);
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), stored_value(env, oidx, val, ktype_of_dtype(k->args[0]->type.dtype)));
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
   ks_add(b, ep, ks_for(b, e, ke_mod(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA), W, st));
   ks_add(b, ep, ks_warp_barrier(b));

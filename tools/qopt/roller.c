@@ -1157,7 +1157,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   if (op->code != QIR_OP_COMPUTE) {
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF:
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_KERNEL:
       return true;
     default: break;
     }

@@ -258,19 +258,11 @@ const char *op_name(const qir_op *op) {
 bool op_is_named(const qir_op *op, const char *name) { return strcmp(op_name(op), name) == 0; }
 
 const char *kernel_group_of(const qir_op *op) {
-  qir_attr *a = qir_op_attr(op, "kernel");
-  if (!a || (a->val.kind != QIR_ATTR_STRING && a->val.kind != QIR_ATTR_WORD)) return NULL;
-  return a->val.s;
+  const qir_op *k = op->parent ? op->parent->parent_op : NULL;
+  return k && k->code == QIR_OP_KERNEL ? kernel_op_name(k) : NULL;
 }
 
-const char *kernel_op_name(const qir_op *op) {
-  static const char *keys[] = {"name", "sym", "kernel"};
-  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
-    const char *s = qir_op_attr_str(op, keys[i], NULL);
-    if (s) return s;
-  }
-  return "?";
-}
+const char *kernel_op_name(const qir_op *op) { return op->sym ? op->sym : "?"; }
 
 bool op_is_compute(const qir_op *op) {
   switch (op->code) {

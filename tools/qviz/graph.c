@@ -4,10 +4,9 @@
  * #tile; edges carry the tensor's type.  Constants are not drawn: each user
  * lists its constant operands, which keeps a 700-node ONNX model readable.
  * Nesting becomes clusters: loop/if regions (one sub-cluster per region),
- * kernel groups (#kernel="name" on ops, or a `kernel` op with a region once
- * ops.def has one).  An operand the consumer marks #fuse=reg|smem is drawn
- * thick red (registers) or dashed blue (shared memory); plain edges are
- * global memory.
+ * kernel groups (`kernel @name` ops).  An edge whose producer inside a
+ * group says #fuse=reg|smem is drawn thick red (registers) or dashed blue
+ * (shared memory); plain edges are global memory.
  */
 #include "qviz.h"
 #include "target.h"
@@ -69,32 +68,15 @@ static fuse_level fuse_word(const qir_attr_val *v) {
   return FUSE_GLOBAL;
 }
 
-/* A dict key names an operand by the producer's value name or by position
- * ("in1", "arg1", "operand1": any word ending in the operand's index). */
-static bool fuse_key_matches(const char *key, const qir_value *v, int index) {
-  if (v->name && strcmp(key, v->name) == 0) return true;
-  size_t n = strlen(key), digits = 0;
-  while (digits < n && key[n - 1 - digits] >= '0' && key[n - 1 - digits] <= '9') digits++;
-  if (!digits || digits > 6) return false;
-  int k = 0;
-  for (size_t i = n - digits; i < n; i++) k = k * 10 + (key[i] - '0');
-  return k == index;
-}
-
-/* How the consumer `op` reads operand `index`: #fuse=reg|smem applies to all
- * its operands, #fuse=[..] per position, #fuse{name=reg,...} per operand. */
+/* The level at which `op` reads operand `index`: the producer's #fuse when
+ * both are in the same kernel group, else global memory. */
 static fuse_level fuse_of(const qir_op *op, int index) {
-  qir_attr *a = qir_op_attr(op, "fuse");
-  if (!a) return FUSE_GLOBAL;
-  const qir_attr_val *v = &a->val;
-  if (v->kind == QIR_ATTR_LIST) return index < v->n ? fuse_word(&v->items[index]) : FUSE_GLOBAL;
-  if (v->kind == QIR_ATTR_DICT) {
-    for (int i = 0; i < v->n; i++)
-      if (fuse_key_matches(v->entries[i].key, op->operands[index], index))
-        return fuse_word(&v->entries[i].val);
+  const qir_value *v = op->operands[index];
+  const qir_op *def = v ? v->def : NULL;
+  if (!def || def->parent != op->parent || !op->parent->parent_op || op->parent->parent_op->code != QIR_OP_KERNEL)
     return FUSE_GLOBAL;
-  }
-  return fuse_word(v);
+  qir_attr *a = qir_op_attr(def, "fuse");
+  return a ? fuse_word(&a->val) : FUSE_GLOBAL;
 }
 
 static const char *node_fill(const qir_op *op) {
@@ -148,43 +130,9 @@ static void indent(graph_ctx *g, int depth) {
   for (int i = 0; i < depth; i++) fputs("  ", g->out);
 }
 
-/* Ops of one region: first each kernel group (#kernel="name") as a cluster of
- * its members, then the ungrouped ops. */
+/* Ops of one region; a kernel group is an op with a region (a cluster). */
 static void emit_region(graph_ctx *g, qir_region *r, int depth) {
-  const char *done[64];
-  int n_done = 0;
-  for (qir_op *op = r->first; op; op = op->next) {
-    const char *k = kernel_group_of(op);
-    if (!k) continue;
-    bool seen = false;
-    for (int i = 0; i < n_done; i++) seen |= strcmp(done[i], k) == 0;
-    if (seen) continue;
-    if (n_done < (int)(sizeof done / sizeof *done)) done[n_done++] = k;
-    else continue;   /* more groups than we track: draw the rest ungrouped */
-    int c = g->next_cluster++;
-    indent(g, depth);
-    fprintf(g->out, "subgraph cluster_%d {\n", c);
-    indent(g, depth + 1);
-    buf_clear(&g->label);
-    buf_puts(&g->label, "kernel @");
-    buf_put_clipped(&g->label, k, 40);
-    fputs("label=", g->out);
-    dot_quoted(g->out, g->label.s);
-    fprintf(g->out, "; style=\"filled,rounded\"; fillcolor=\"%s\"; color=\"#7f6000\";\n",
-            palette_color(c));
-    for (qir_op *q = op; q; q = q->next) {
-      const char *qk = kernel_group_of(q);
-      if (qk && strcmp(qk, k) == 0) emit_op(g, q, depth + 1);
-    }
-    indent(g, depth);
-    fputs("}\n", g->out);
-  }
-  for (qir_op *op = r->first; op; op = op->next) {
-    const char *k = kernel_group_of(op);
-    bool grouped = false;
-    for (int i = 0; k && i < n_done; i++) grouped |= strcmp(done[i], k) == 0;
-    if (!grouped) emit_op(g, op, depth);
-  }
+  for (qir_op *op = r->first; op; op = op->next) emit_op(g, op, depth);
 }
 
 static void emit_region_args(graph_ctx *g, qir_region *r, int depth) {

@@ -55,7 +55,7 @@ void fmt_tile_summary(qviz_buf *b, const qviz_tile *t);
  * have them yet (kernel groups, rProgram). */
 bool op_is_named(const qir_op *op, const char *name);
 const char *op_name(const qir_op *op);
-/* The schedule's kernel group of an op: #kernel="name" (or a word). */
+/* The kernel group an op is in (the name of the enclosing `kernel` op), or NULL. */
 const char *kernel_group_of(const qir_op *op);
 /* A kernel op's own name (kernel @name {...}), from its attributes. */
 const char *kernel_op_name(const qir_op *op);

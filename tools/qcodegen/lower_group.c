@@ -1,0 +1,543 @@
+/* lower_group.c: one kernel per Welder group (a `kernel` op, docs/qir.md).
+ *
+ * After host.c has replaced the group's named ops by their compute forms, the
+ * group is composed into one compute op plus an epilogue:
+ *   - a `reg` producer without a reduction is inlined per thread: each read
+ *     %p[e0, e1, ..] becomes p's body with its loop variables replaced by the
+ *     index expressions, rounded to p's element type as a store would round it;
+ *   - at most one reduction (the anchor: a contraction, a convolution, a pooling,
+ *     a row reduction) gives the kernel its loops and plan; what the group does
+ *     after it (bias, batch norm, activation, residual add, ...) is the
+ *     epilogue, applied to the accumulator at each output point before the
+ *     store, reading its other operands there.  The anchor must be read at
+ *     exactly the output point (identity access) and have the result's type.
+ * The composed compute op then goes through cg_lower_compute like any other,
+ * with the group's #tile (else the anchor's or the root's) as its plan: one
+ * kernel, on C, CUDA and HIP alike.
+ *
+ * A group with several reductions over the same axes of its result (softmax,
+ * log-softmax, layer norm, with their elementwise producers) is a row group
+ * instead (compose_rows, lower_rows): one warp per row; the row the first
+ * reduction reads is computed once into shared memory (the `smem` edge); each
+ * reduction walks the row lane-strided and is combined across the warp; then
+ * the result is written.  What composes neither way (reductions over other
+ * axes, a reshape inside a group) runs as its ops, one kernel each, after a
+ * warning: the numbers stay right. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower.h"
+
+typedef struct {
+  cg_ctx *cg;
+  qir_op *kernel;
+  qir_region *body;
+  const qir_op *anchor;         /* the compute with a reduction, or NULL */
+  int acc_operand;              /* marker operand for the anchor's value in the epilogue */
+  bool in_epilogue;
+  const char *why;              /* why it does not compose */
+  int depth;
+  /* row groups */
+  bool rows;
+  int n_stages;
+  qir_op *stages[8];
+  const qir_value *staged;      /* the row computed once into shared memory, or NULL */
+  const qir_op *point;          /* a reduction read only by the staged row, at its point */
+  bool expanding_staged;
+  const qir_compute *ctx;       /* the compute whose variables the indices use */
+  bool ctx_stage;               /* ctx is a stage: its reduction variables walk the row */
+  bool reduced[QIR_MAX_RANK];
+  int rank;
+} composer;
+
+/* idx (in ctx's variables) is the row's own point: kept axes their variable,
+ * reduced axes the variable walking the row (exact), or for a reduction's
+ * value (!exact) index 0 / an axis of extent 1. */
+static bool row_point(const composer *cm, qir_expr *const *idx, int n_idx, bool exact) {
+  if (n_idx != cm->rank) return false;
+  int m = 0;
+  for (int d = 0; d < n_idx; d++) {
+    const qir_expr *e = idx[d];
+    if (!cm->reduced[d]) {
+      if (e->kind != QIR_EX_VAR || e->var != d) return false;
+      continue;
+    }
+    int walk = cm->ctx_stage ? cm->rank + m : d;
+    m++;
+    if (exact) {
+      if (e->kind != QIR_EX_VAR || e->var != walk) return false;
+    } else if (!(e->kind == QIR_EX_INT && e->ival == 0) &&
+               !(e->kind == QIR_EX_VAR && e->var >= 0 && e->var < cm->ctx->n_axes + cm->ctx->n_red &&
+                 cm->ctx->axis_extents[e->var] == 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, int n_idx);
+
+/* e with loop variable i replaced by sub[i] and each read expanded. */
+static qir_expr *substitute(composer *cm, const qir_op *op, const qir_expr *e, qir_expr *const *sub, int n_sub) {
+  qir_module *m = cm->cg->m;
+  if (!e || cm->why) return NULL;
+  switch (e->kind) {
+  case QIR_EX_VAR:
+    if (e->var < 0 || e->var >= n_sub) {
+      cm->why = "a loop variable out of range";
+      return NULL;
+    }
+    return sub[e->var];
+  case QIR_EX_ACCESS: {
+    qir_expr *idx[QIR_MAX_RANK];
+    if (e->n_args > QIR_MAX_RANK || e->operand < 0 || e->operand >= op->n_operands) {
+      cm->why = "a malformed read";
+      return NULL;
+    }
+    for (int j = 0; j < e->n_args; j++)
+      if (!(idx[j] = substitute(cm, op, e->args[j], sub, n_sub))) return NULL;
+    return expand(cm, op->operands[e->operand], idx, e->n_args);
+  }
+  default: break;
+  }
+  qir_expr *c = qir_alloc(m, sizeof *c);
+  *c = *e;
+  if (e->n_args) {
+    c->args = qir_alloc(m, sizeof *c->args * (size_t)e->n_args);
+    for (int i = 0; i < e->n_args; i++)
+      if (!(c->args[i] = substitute(cm, op, e->args[i], sub, n_sub))) return NULL;
+  }
+  return c;
+}
+
+static bool is_identity(qir_expr *const *idx, int n_idx, int rank) {
+  if (n_idx != rank) return false;
+  for (int j = 0; j < n_idx; j++)
+    if (idx[j]->kind != QIR_EX_VAR || idx[j]->var != j) return false;
+  return true;
+}
+
+/* The value v at index idx, as an expression over the group's operands. */
+static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, int n_idx) {
+  qir_module *m = cm->cg->m;
+  if (cm->why) return NULL;
+  if (++cm->depth > 200) {
+    cm->why = "a chain too deep to inline";
+    return NULL;
+  }
+  qir_expr *r = NULL;
+  if (cm->rows && v == cm->staged && !cm->expanding_staged) {
+    if (!row_point(cm, idx, n_idx, true)) cm->why = "the staged row is read away from the row's point";
+    else r = qir_expr_access(m, cm->acc_operand + cm->n_stages, n_idx, idx);
+  } else if (v->arg_of == cm->body) {
+    r = qir_expr_access(m, v->arg_index, n_idx, idx);
+  } else if (!v->def || v->def->parent != cm->body) {
+    cm->why = "a value from outside the group";
+  } else if (v->def->code != QIR_OP_COMPUTE || !v->def->comp) {
+    cm->why = qir_sprintf(m, "'%s' has no compute form to inline", qir_opinfo_get(v->def->code)->name);
+  } else if (cm->rows && v->def == cm->point) {
+    if (!cm->expanding_staged || !row_point(cm, idx, n_idx, true))
+      cm->why = "a reduction read elsewhere than by the staged row at its point";
+    else
+      r = qir_expr_access(m, cm->acc_operand + cm->n_stages + 1, n_idx, idx);
+  } else if (cm->rows && v->def->comp->n_red > 0) {
+    int k = 0;
+    while (k < cm->n_stages && cm->stages[k] != v->def) k++;
+    if (k == cm->n_stages) cm->why = "a reduction that is not a stage of the row";
+    else if (!row_point(cm, idx, n_idx, false)) cm->why = "a row reduction read away from its row";
+    else r = qir_expr_access(m, cm->acc_operand + k, n_idx, idx);
+  } else if (v->def == cm->anchor) {
+    if (!cm->in_epilogue || !is_identity(idx, n_idx, cm->anchor->comp->n_axes))
+      cm->why = "the reduction is read at other points than the output's";
+    else
+      r = qir_expr_access(m, cm->acc_operand, n_idx, idx);
+  } else if (v->def->comp->n_red > 0) {
+    cm->why = "a second reduction (shared-memory edges are not composed yet)";
+  } else if (n_idx != v->def->comp->n_axes) {
+    cm->why = "a read with the wrong number of indices";
+  } else {
+    qir_expr *body = substitute(cm, v->def, v->def->comp->body, idx, n_idx);
+    if (body) r = qir_expr_cast(m, v->type.dtype, body);
+  }
+  cm->depth--;
+  return r;
+}
+
+static qir_expr **identity_vars(qir_module *m, int n) {
+  qir_expr **v = qir_alloc(m, sizeof *v * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) v[i] = qir_expr_var(m, i);
+  return v;
+}
+
+static void add_group(cg_ctx *cg, cg_group g) {
+  if (cg->n_groups == cg->cap_groups) {
+    int cap = cg->cap_groups ? cg->cap_groups * 2 : 16;
+    cg_group *gs = qir_alloc(cg->m, sizeof *gs * (size_t)cap);
+    if (cg->n_groups) memcpy(gs, cg->groups, sizeof *gs * (size_t)cg->n_groups);
+    cg->groups = gs;
+    cg->cap_groups = cap;
+  }
+  cg->groups[cg->n_groups++] = g;
+}
+
+const cg_group *cg_group_of(const cg_ctx *cg, const qir_op *op) {
+  for (int i = 0; i < cg->n_groups; i++)
+    if (cg->groups[i].op == op) return &cg->groups[i];
+  return NULL;
+}
+
+/* The group as one compute op (inserted before the kernel op), or NULL with
+ * cm->why set. */
+static qir_op *compose(composer *cm) {
+  qir_module *m = cm->cg->m;
+  qir_op *k = cm->kernel;
+  qir_op *y = cm->body->last;
+  if (k->n_results != 1 || !y || y->code != QIR_OP_YIELD || y->n_operands != 1) {
+    cm->why = "a group with more than one result";
+    return NULL;
+  }
+  qir_value *out = y->operands[0];
+  if (!out->def || out->def->parent != cm->body || out->def->code != QIR_OP_COMPUTE) {
+    cm->why = "a result that is not computed in the group";
+    return NULL;
+  }
+  const qir_op *root = out->def;
+  for (qir_op *op = cm->body->first; op; op = op->next) {
+    if (op->code != QIR_OP_COMPUTE || !op->comp || op->comp->n_red == 0) continue;
+    if (cm->anchor) {
+      cm->why = "a second reduction (shared-memory edges are not composed yet)";
+      return NULL;
+    }
+    cm->anchor = op;
+  }
+  const qir_op *lead = cm->anchor ? cm->anchor : root;
+  const qir_compute *mc = lead->comp;
+  if (cm->anchor && cm->anchor != root &&
+      (cm->anchor->results[0]->type.dtype != out->type.dtype || mc->n_axes != out->type.rank ||
+       memcmp(cm->anchor->results[0]->type.dims, out->type.dims, sizeof(int64_t) * (size_t)out->type.rank))) {
+    cm->why = "an epilogue that changes the reduction's type or shape";
+    return NULL;
+  }
+  cm->acc_operand = k->n_operands;
+  qir_compute *c = qir_compute_new(m, mc->n_axes, mc->n_red);
+  for (int v = 0; v < mc->n_axes + mc->n_red; v++) {
+    c->axis_names[v] = mc->axis_names[v];
+    c->axis_extents[v] = mc->axis_extents[v];
+  }
+  c->reduce = mc->reduce;
+  cm->in_epilogue = false;
+  c->body = substitute(cm, lead, mc->body, identity_vars(m, mc->n_axes + mc->n_red), mc->n_axes + mc->n_red);
+  qir_expr *epilogue = NULL;
+  if (c->body && cm->anchor && cm->anchor != root) {
+    cm->in_epilogue = true;
+    epilogue = expand(cm, out, identity_vars(m, out->type.rank), out->type.rank);
+  }
+  if (cm->why) return NULL;
+  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
+  op->comp = c;
+  const qir_attr *tile = qir_op_attr(k, "tile");
+  if (!tile) tile = qir_op_attr(lead, "tile");
+  if (tile) qir_op_set_attr(m, op, "tile", tile->val, true);
+  qir_op_insert_before(k, op);
+  add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .epilogue = epilogue,
+                               .acc_operand = cm->acc_operand,
+                               .acc_dtype = cm->anchor ? cm->anchor->results[0]->type.dtype : out->type.dtype});
+  return op;
+}
+
+/* Shared memory a staged row may take: within every GPU's static limit. */
+#define ROW_SMEM_LIMIT (32 * 1024)
+
+/* The first value the first stage reads that has the result's shape: the
+ * row every stage walks, worth computing once into shared memory. */
+static const qir_value *row_to_stage(composer *cm, const qir_op *stage, const qir_expr *e, const qir_type *t) {
+  if (!e) return NULL;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && e->operand < stage->n_operands) {
+    const qir_value *v = stage->operands[e->operand];
+    bool inner = v->arg_of == cm->body ||
+                 (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE && v->def->comp && v->def->comp->n_red == 0);
+    if (inner && v->type.rank == t->rank && !memcmp(v->type.dims, t->dims, sizeof(int64_t) * (size_t)t->rank)) return v;
+  }
+  for (int i = 0; i < e->n_args; i++) {
+    const qir_value *v = row_to_stage(cm, stage, e->args[i], t);
+    if (v) return v;
+  }
+  return NULL;
+}
+
+/* A group of reductions over the same axes of its result (softmax, layer
+ * norm, ...): one warp per row, the stages one after another, each reduced
+ * across the warp; the row computed once into shared memory. */
+static qir_op *compose_rows(composer *cm) {
+  qir_module *m = cm->cg->m;
+  qir_op *k = cm->kernel;
+  cm->why = NULL;
+  cm->anchor = NULL;
+  cm->depth = 0;
+  cm->rows = true;
+  qir_value *out = cm->body->last->operands[0];
+  const qir_op *root = out->def;
+  if (!root || root->parent != cm->body || root->code != QIR_OP_COMPUTE || root->comp->n_red) {
+    cm->why = "a row group's result must be elementwise over the row";
+    return NULL;
+  }
+  int n = out->type.rank;
+  const int64_t *E = out->type.dims;
+  cm->rank = n;
+  for (qir_op *op = cm->body->first; op; op = op->next) {
+    if (op->code != QIR_OP_COMPUTE || !op->comp || !op->comp->n_red) continue;
+    const qir_type *rt = &op->results[0]->type;
+    if (rt->rank == n && !memcmp(rt->dims, E, sizeof(int64_t) * (size_t)n) && op->comp->n_axes == n) {
+      if (cm->point) {
+        cm->why = "two reductions at the row's points";
+        return NULL;
+      }
+      cm->point = op;           /* one value per point of the row: computed while staging */
+      continue;
+    }
+    if (cm->n_stages == 8) {
+      cm->why = "more than 8 row reductions";
+      return NULL;
+    }
+    cm->stages[cm->n_stages++] = op;
+  }
+  if (cm->n_stages == 0) {
+    cm->why = "no reduction over the rows";
+    return NULL;
+  }
+  int n_red = 0;
+  int64_t row_len = 1;
+  for (int d = 0; d < n; d++) {
+    const qir_compute *c0 = cm->stages[0]->comp;
+    cm->reduced[d] = c0->n_axes == n && c0->axis_extents[d] == 1 && E[d] > 1;
+    if (cm->reduced[d]) n_red++, row_len *= E[d];
+  }
+  for (int s = 0; s < cm->n_stages; s++) {
+    const qir_compute *c = cm->stages[s]->comp;
+    bool ok = c->n_axes == n && c->n_red == n_red && n_red > 0 && n + n_red <= MAX_AXES;
+    for (int d = 0, r = 0; ok && d < n; d++) {
+      ok = c->axis_extents[d] == (cm->reduced[d] ? 1 : E[d]);
+      if (ok && cm->reduced[d]) ok = c->axis_extents[n + r++] == E[d];
+    }
+    if (!ok) {
+      cm->why = "reductions over different axes of the result";
+      return NULL;
+    }
+  }
+  cm->staged = row_to_stage(cm, cm->stages[0], cm->stages[0]->comp->body, &out->type);
+  if (cm->staged && row_len * qir_dtype_size(cm->staged->type.dtype) > ROW_SMEM_LIMIT) cm->staged = NULL;
+  if (cm->point && !cm->staged) {
+    cm->why = "a reduction at the row's points without a staged row";
+    return NULL;
+  }
+  cm->acc_operand = k->n_operands;
+  cg_rows *rows = qir_alloc(m, sizeof *rows);
+  rows->n_stages = cm->n_stages;
+  rows->marker_base = cm->acc_operand;
+  memcpy(rows->reduced, cm->reduced, sizeof rows->reduced);
+  const qir_compute **stages = qir_alloc(m, sizeof *stages * (size_t)cm->n_stages);
+  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 2));
+  cm->ctx_stage = true;
+  for (int s = 0; s < cm->n_stages && !cm->why; s++) {
+    const qir_op *st = cm->stages[s];
+    qir_compute *c = qir_compute_new(m, n, n_red);
+    for (int v = 0; v < n + n_red; v++) {
+      c->axis_names[v] = st->comp->axis_names[v];
+      c->axis_extents[v] = st->comp->axis_extents[v];
+    }
+    c->reduce = st->comp->reduce;
+    cm->ctx = st->comp;
+    c->body = substitute(cm, st, st->comp->body, identity_vars(m, n + n_red), n + n_red);
+    stages[s] = c;
+    dtypes[s] = st->results[0]->type.dtype;
+  }
+  cm->ctx_stage = false;
+  cm->ctx = root->comp;
+  qir_compute *fc = qir_compute_new(m, n, 0);
+  for (int v = 0; v < n; v++) {
+    fc->axis_names[v] = root->comp->axis_names[v];
+    fc->axis_extents[v] = root->comp->axis_extents[v];
+  }
+  if (!cm->why) fc->body = substitute(cm, root, root->comp->body, identity_vars(m, n), n);
+  if (!cm->why && cm->point) {
+    const qir_compute *pc = cm->point->comp;
+    qir_compute *c = qir_compute_new(m, n, pc->n_red);
+    for (int v = 0; v < n + pc->n_red; v++) {
+      c->axis_names[v] = pc->axis_names[v];
+      c->axis_extents[v] = pc->axis_extents[v];
+    }
+    c->reduce = pc->reduce;
+    cm->ctx = pc;
+    c->body = substitute(cm, cm->point, pc->body, identity_vars(m, n + pc->n_red), n + pc->n_red);
+    cm->ctx = root->comp;
+    rows->point = c;
+    dtypes[cm->n_stages + 1] = cm->point->results[0]->type.dtype;
+  }
+  if (!cm->why && cm->staged) {
+    cm->expanding_staged = true;
+    rows->staged = expand(cm, cm->staged, identity_vars(m, n), n);
+    cm->expanding_staged = false;
+    dtypes[cm->n_stages] = cm->staged->type.dtype;
+  }
+  if (cm->why) return NULL;
+  rows->stages = stages;
+  rows->dtypes = dtypes;
+  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
+  op->comp = fc;
+  qir_op_insert_before(k, op);
+  add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .acc_operand = -1, .rows = rows});
+  return op;
+}
+
+void lower_rows(lower_env *env, const cg_rows *rows) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *F = env->comp;
+  int n = F->n_axes, W = env->cg->warp;
+  int64_t kept[MAX_AXES], red[MAX_AXES], n_rows = 1, len = 1;
+  int nk = 0, nr = 0;
+  for (int d = 0; d < n; d++) {
+    if (rows->reduced[d]) red[nr++] = F->axis_extents[d], len *= F->axis_extents[d];
+    else kept[nk++] = F->axis_extents[d], n_rows *= F->axis_extents[d];
+  }
+  k->grid = n_rows;
+  k->threads = W;
+  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
+  env->marker_base = rows->marker_base;
+  env->n_markers = rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
+  env->marker_dtypes = rows->dtypes;
+  env->marker_values = qir_alloc(b->m, sizeof(kexpr *) * (size_t)(env->n_markers + 1));
+  kexpr *rc[MAX_AXES], *row[MAX_AXES];
+  decompose(env, ke_bid(b), kept, nk, rc);
+  for (int i = 0, d = 0; d < n; d++)
+    if (!rows->reduced[d]) row[d] = rc[i]->kind == KE_INT ? rc[i] : ke_var(b, let(env, "row", rc[i])), i++;
+  kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W)));
+  kvar *smem = rows->staged ? kvar_new(b, k, "rowtile", ktype_of_dtype(rows->dtypes[rows->n_stages]), len, KV_SHARED) : NULL;
+  /* one lane-strided walk over the row; `stage` < 0: the result's variables */
+  #define ROW_LOOP(p, body, stage)                                                          \
+    do {                                                                                  \
+      p = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);                                       \
+      body = ks_seq(b);                                                                   \
+      kexpr *pc_[MAX_AXES];                                                               \
+      decompose(env, ke_var(b, p), red, nr, pc_);                                         \
+      for (int d_ = 0, m_ = 0; d_ < n; d_++) {                                            \
+        if (!rows->reduced[d_]) { env->vars[d_] = row[d_]; continue; }                     \
+        kexpr *c_ = pc_[m_];                                                              \
+        if (c_->kind != KE_INT) {                                                         \
+          kvar *cv_ = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);                            \
+          ks_add(b, body, ks_decl(b, cv_, c_));                                           \
+          c_ = ke_var(b, cv_);                                                            \
+        }                                                                                 \
+        if ((stage) >= 0) env->vars[d_] = ke_int(b, 0), env->vars[n + m_] = c_;           \
+        else env->vars[d_] = c_;                                                          \
+        m_++;                                                                             \
+      }                                                                                   \
+      if (smem) env->marker_values[rows->n_stages] = ke_elem(b, smem, ke_var(b, p));      \
+    } while (0)
+  kvar *p;
+  kstmt *body;
+  if (smem) {                           /* the row, computed once into shared memory */
+    ROW_LOOP(p, body, -1);
+    if (rows->point) {                  /* its reduction, at this point of the row */
+      const qir_compute *pc = rows->point;
+      qir_dtype pd = rows->dtypes[rows->n_stages + 1];
+      ktype pt = ktype_of_dtype(pd);
+      kvar *pacc = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, pacc, reduce_identity(b, pc->reduce, pt)));
+      kstmt *cur = body;
+      for (int a = 0; a < pc->n_red; a++) {
+        kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+        env->vars[n + a] = ke_var(b, r);
+        kstmt *lb = ks_seq(b);
+        ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
+        cur = lb;
+      }
+      ks_add(b, cur, ks_assign(b, pacc, NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc), tr_as(env, pc->body, pt), pt)));
+      env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc), pd);
+    }
+    ks_add(b, body, ks_assign(b, smem, ke_var(b, p), tr_as(env, rows->staged, smem->type)));
+    ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
+    ks_add(b, k->body, ks_barrier(b));
+  }
+  for (int s = 0; s < rows->n_stages; s++) {
+    const qir_compute *c = rows->stages[s];
+    ktype at = ktype_of_dtype(rows->dtypes[s]);
+    kvar *acc = kvar_new(b, k, "acc", at, 0, KV_THREAD);
+    ks_add(b, k->body, ks_assign(b, acc, NULL, reduce_identity(b, c->reduce, at)));
+    ROW_LOOP(p, body, s);
+    const qir_compute *saved = env->comp;
+    env->comp = c;
+    ks_add(b, body, ks_assign(b, acc, NULL, reduce_combine(b, c->reduce, ke_var(b, acc), tr_as(env, c->body, at), at)));
+    env->comp = saved;
+    ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
+    ks_add(b, k->body, ks_warp_reduce(b, acc, reduce_fn_of(c->reduce), 0));
+    /* what the stage stores, as the unfused kernel would */
+    env->marker_values[s] = ke_cast_dtype(b, ke_var(b, acc), rows->dtypes[s]);
+  }
+  ROW_LOOP(p, body, -1);
+  kexpr *full[MAX_AXES];
+  for (int d = 0; d < n; d++) full[d] = env->vars[d];
+  ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
+  ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
+  #undef ROW_LOOP
+  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each, %d reductions%s%s", n_rows, len,
+                           rows->n_stages, smem ? ", the row staged in shared memory" : "",
+                           rows->point ? " (computed from a reduction at each point)" : "");
+}
+
+/* Runs the group's ops as they are: moved out before the kernel op, reading
+ * its operands instead of the region arguments. */
+static void dissolve(cg_ctx *cg, qir_op *k) {
+  qir_region *body = k->regions[0];
+  qir_op *y = body->last && body->last->code == QIR_OP_YIELD ? body->last : NULL;
+  qir_value **results = qir_alloc(cg->m, sizeof *results * (size_t)(k->n_results + 1));
+  for (int i = 0; i < k->n_results && y && i < y->n_operands; i++) results[i] = y->operands[i];
+  if (y) qir_op_unlink(y);
+  for (qir_op *op = body->first, *next; op; op = next) {
+    next = op->next;
+    qir_op_unlink(op);
+    qir_op_insert_before(k, op);
+    for (int j = 0; j < op->n_operands; j++) {
+      qir_value *v = op->operands[j];
+      if (v->arg_of == body) v = k->operands[v->arg_index];
+      op->operands[j] = NULL;                 /* unlink dropped the use: add it again */
+      qir_op_set_operand(cg->m, op, j, v);
+    }
+  }
+  for (int i = 0; i < k->n_results; i++) {
+    qir_value *r = results[i];
+    if (r && r->arg_of == body) r = k->operands[r->arg_index];
+    if (r) qir_value_replace_uses(cg->m, k->results[i], r);
+  }
+  qir_op_unlink(k);
+}
+
+bool cg_compose_groups(cg_ctx *cg, qir_region *r) {
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
+    if (op->code != QIR_OP_KERNEL) {
+      for (int i = 0; i < op->n_regions; i++)
+        if (!cg_compose_groups(cg, op->regions[i])) return false;
+      continue;
+    }
+    composer cm = {.cg = cg, .kernel = op, .body = op->regions[0]};
+    qir_op *fused = compose(&cm);
+    if (!fused && cm.anchor && op->n_results == 1) {
+      /* more than one reduction, or one read away from the output's point: rows? */
+      const char *why = cm.why;
+      composer rows = {.cg = cg, .kernel = op, .body = op->regions[0]};
+      fused = compose_rows(&rows);
+      cm.why = fused ? NULL : why;
+    }
+    if (fused) {
+      qir_value_replace_uses(cg->m, op->results[0], fused->results[0]);
+      qir_op_unlink(op);
+    } else {
+      qir_diag_report(cg->d, QIR_SEV_WARNING, op->loc, "kernel @%s runs as separate kernels: %s", op->sym ? op->sym : "?",
+                      cm.why ? cm.why : "it does not compose");
+      dissolve(cg, op);
+    }
+  }
+  return true;
+}

@@ -1,0 +1,672 @@
+/* welder.c: the -welder pass, tile-graph fusion (Welder, OSDI'23), by model.
+ *
+ * Graph connecting.  Every region is scanned from its end: an op not yet in a
+ * group becomes the root of a new group (its result goes to global memory),
+ * and the group grows backwards along producer -> consumer edges while each
+ * step lowers the modelled time.  A producer joins when all its uses are in
+ * the group and
+ *   - it has no reduction (elementwise, broadcast, movement) and the group
+ *     reads each of its elements at most once (the footprint of its readers'
+ *     access maps, summed over readers, is no larger than the tensor: no
+ *     recomputation): it is inlined per thread, #fuse=reg; or
+ *   - it is the group's one reduction (a contraction, a convolution, a pooling,
+ *     a row reduction: the anchor), read only through identity access maps on
+ *     the way to the root (so the group's output tile is the anchor's output
+ *     tile, and the root's chain becomes the anchor's epilogue), with the
+ *     root's element type: #fuse=reg, the accumulator handed over in registers.
+ *   - it is a transpose or reshape (its form only reads its operand at other
+ *     indices): folded into its readers' access maps at any reuse, no work
+ *     recomputed (not into matrix-unit plans, which stage plain tiles).
+ * Each step removes a round trip of the producer's tensor through global
+ * memory and adds no work, so the modelled time falls with each.  A hand-written
+ * `kernel` group is honoured: it is neither regrouped nor absorbed.
+ *
+ * Sub-graph tiling.  The group's output tile is Roller's plan of the anchor
+ * (or of the root when there is no anchor): `-roller` constructed it for the
+ * same output and reduction axes.  Inner tiles are derived by propagating the
+ * block tile backwards through the access maps of each consumer's tensor
+ * expression: an affine index covers sum |coef| * (extent - 1) + 1 elements
+ * (halos and strides included), a data-dependent one the whole dimension,
+ * reduction axes their whole extent.  Each member gets #tile{block = [...]},
+ * the anchor keeps its full plan; the group gets #tile (the plan), #est_us
+ * and #global_bytes.
+ *
+ * Row ops (softmax, log_softmax, layer norm: reductions over the rows of their
+ * result) root groups of their own, one kernel in qcodegen (a warp per row);
+ * the elementwise producer of their input joins at the shared-memory level
+ * (#fuse=smem: its row computed once into shared memory, read by every
+ * stage), its own producers by the rules above, and a short reduction that
+ * row reads at its own points (QK^T before the softmax) joins too: computed
+ * per point while the row is staged.
+ *
+ * With -stats the pass prints operators, kernels, modelled global bytes and
+ * modelled time before and after, and its own time, on stderr. */
+#include "qopt.h"
+#include "target.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_MEMBERS 64
+
+typedef struct {
+  qir_op *op;
+  const qir_compute *comp;      /* tensor-expression form, or NULL: not fusable */
+  qir_value **args;             /* operands of the form (accesses index these) */
+  bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
+                                 * of its own in qcodegen (a row group) */
+  bool solo;                    /* a multi-stage op that is one kernel as a group of its own */
+  bool movement;                /* transpose, reshape: its form only reads its operand elsewhere */
+  int group;                    /* -1: none yet */
+  bool identity;                /* reaches its group's root through identity reads only */
+  double bytes;                 /* modelled global traffic as its own kernel */
+  double est_us;                /* modelled time as its own kernel */
+} node;
+
+typedef struct {
+  qir_module *m;
+  const qir_target *t;
+  qir_diag *d;
+  FILE *quiet;                  /* what qir_op_to_compute says about ops without a form */
+  int n_groups;
+} welder;
+
+typedef struct {
+  int n_ops, n_kernels;
+  double bytes, est_us;
+} model_totals;
+
+/* ---------------------------------------------------------------- model */
+
+static int64_t value_bytes(const qir_value *v) { return qir_type_numel(&v->type) * qir_dtype_size(v->type.dtype); }
+
+static double bytes_us(const welder *w, double bytes) { return bytes / (w->t->dram_gbs * 1e3); }
+
+/* Each distinct operand read once, each result written once. */
+static double op_bytes(const qir_op *op) {
+  double b = 0;
+  for (int i = 0; i < op->n_operands; i++) {
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen |= op->operands[j] == op->operands[i];
+    if (!seen) b += (double)value_bytes(op->operands[i]);
+  }
+  for (int i = 0; i < op->n_results; i++) b += (double)value_bytes(op->results[i]);
+  return b;
+}
+
+/* Roller's estimate when the op has a plan, else its traffic at DRAM speed. */
+static double op_est_us(const welder *w, const qir_op *op, double bytes) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  const qir_attr_val *e = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "est_us") : NULL;
+  double mem = bytes_us(w, bytes);
+  if (e && (e->kind == QIR_ATTR_FLOAT || e->kind == QIR_ATTR_INT)) {
+    double v = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
+    return v > mem ? v : mem;
+  }
+  return mem;
+}
+
+/* Ops that launch no kernel: structure, constants, views. */
+static bool launches(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD:
+  case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
+    return false;
+  default: return true;
+  }
+}
+
+static bool is_operator(const qir_op *op) {
+  return op->code != QIR_OP_INPUT && op->code != QIR_OP_OUTPUT && op->code != QIR_OP_CONST && op->code != QIR_OP_YIELD;
+}
+
+/* Kernels qcodegen launches for an op outside a group: one per stage of its
+ * definition (softmax: 3, layer norm: 3, LRN: 2), else one. */
+static int op_kernels(const welder *w, qir_op *op) {
+  if (op->code == QIR_OP_COMPUTE || op->n_results != 1) return 1;
+  qir_diag qd;
+  qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+  qir_op *chain[16];
+  int n = qir_op_expand_computes(w->m, op, chain, 16, &qd);
+  for (int i = 0; i < n; i++) qir_op_unlink(chain[i]);
+  return n > 0 ? n : 1;
+}
+
+static void totals_region(const welder *w, qir_region *r, model_totals *s) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code == QIR_OP_KERNEL) {
+      s->n_kernels++;
+      for (qir_op *in = op->regions[0]->first; in; in = in->next) s->n_ops += is_operator(in);
+      double b = op_bytes(op);
+      s->bytes += b;
+      double est = qir_op_attr_float(op, "est_us", -1);
+      s->est_us += est >= 0 ? est : bytes_us(w, b);
+      continue;
+    }
+    s->n_ops += is_operator(op);
+    for (int i = 0; i < op->n_regions; i++) totals_region(w, op->regions[i], s);
+    if (!launches(op)) continue;
+    s->n_kernels += op_kernels(w, op);
+    double b = op_bytes(op);
+    s->bytes += b;
+    s->est_us += op_est_us(w, op, b);
+  }
+}
+
+/* ---------------------------------------------------------------- access maps */
+
+static int64_t form_points(const qir_compute *c) {
+  int64_t p = 1;
+  for (int v = 0; v < c->n_axes + c->n_red; v++) p *= c->axis_extents[v] > 0 ? c->axis_extents[v] : 1;
+  return p;
+}
+
+/* e == c0 + sum coef[v] * var_v ? */
+static bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c0) {
+  switch (e->kind) {
+  case QIR_EX_INT: memset(coef, 0, sizeof *coef * (size_t)n_vars); *c0 = e->ival; return true;
+  case QIR_EX_VAR:
+    if (e->var < 0 || e->var >= n_vars) return false;
+    memset(coef, 0, sizeof *coef * (size_t)n_vars);
+    coef[e->var] = 1;
+    *c0 = 0;
+    return true;
+  case QIR_EX_BINARY: {
+    int64_t ca[32], cb[32], a0, b0;
+    if (n_vars > 32 || !affine(e->args[0], n_vars, ca, &a0) || !affine(e->args[1], n_vars, cb, &b0)) return false;
+    if (e->fn == QIR_FN_ADD || e->fn == QIR_FN_SUB) {
+      int64_t s = e->fn == QIR_FN_ADD ? 1 : -1;
+      for (int v = 0; v < n_vars; v++) coef[v] = ca[v] + s * cb[v];
+      *c0 = a0 + s * b0;
+      return true;
+    }
+    if (e->fn == QIR_FN_MUL) {
+      bool a_const = true, b_const = true;
+      for (int v = 0; v < n_vars; v++) a_const &= ca[v] == 0, b_const &= cb[v] == 0;
+      if (!a_const && !b_const) return false;
+      int64_t k = a_const ? a0 : b0;
+      const int64_t *o = a_const ? cb : ca;
+      for (int v = 0; v < n_vars; v++) coef[v] = k * o[v];
+      *c0 = k * (a_const ? b0 : a0);
+      return true;
+    }
+    return false;
+  }
+  default: return false;
+  }
+}
+
+typedef struct {
+  int count;                    /* access sites of the value */
+  bool identity;                /* every site reads it at [i0, i1, ..] of the form's output axes */
+  bool at_point;                /* some site reads it there */
+  int n_other;                  /* distinct other index tuples */
+  const qir_expr *other[8];
+  int64_t foot[QIR_MAX_RANK];   /* footprint of a block tile (max over sites) */
+} reads;
+
+static bool expr_equal(const qir_expr *a, const qir_expr *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->n_args != b->n_args) return false;
+  switch (a->kind) {
+  case QIR_EX_INT: if (a->ival != b->ival) return false; break;
+  case QIR_EX_FLOAT: if (a->fval != b->fval && !(a->fval != a->fval && b->fval != b->fval)) return false; break;
+  case QIR_EX_VAR: if (a->var != b->var) return false; break;
+  case QIR_EX_ACCESS: if (a->operand != b->operand) return false; break;
+  case QIR_EX_UNARY: case QIR_EX_BINARY: if (a->fn != b->fn) return false; break;
+  case QIR_EX_CAST: if (a->cast_to != b->cast_to) return false; break;
+  default: break;
+  }
+  for (int i = 0; i < a->n_args; i++)
+    if (!expr_equal(a->args[i], b->args[i])) return false;
+  return true;
+}
+
+/* How form c (operands args) reads v, for a block tile `block` over c's
+ * output axes (reduction axes: their whole extent); block NULL = no tile. */
+static void collect_reads(const qir_compute *c, qir_value *const *args, const qir_expr *e, const qir_value *v,
+                          const int64_t *block, reads *r) {
+  if (!e) return;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && args[e->operand] == v) {
+    r->count++;
+    bool id = e->n_args == c->n_axes && v->type.rank == c->n_axes;
+    for (int j = 0; id && j < e->n_args; j++)
+      id = e->args[j]->kind == QIR_EX_VAR && e->args[j]->var == j && v->type.dims[j] == c->axis_extents[j];
+    if (!id) {
+      r->identity = false;
+      bool seen = false;
+      for (int k = 0; k < r->n_other && !seen; k++) seen = expr_equal(r->other[k], e);
+      if (!seen) {
+        if (r->n_other < 8) r->other[r->n_other] = e;
+        r->n_other++;
+      }
+    } else {
+      r->at_point = true;
+    }
+    int nv = c->n_axes + c->n_red;
+    for (int j = 0; block && j < e->n_args && j < QIR_MAX_RANK; j++) {
+      int64_t coef[32], c0, span = v->type.dims[j];
+      if (nv <= 32 && affine(e->args[j], nv, coef, &c0)) {
+        span = 1;
+        for (int x = 0; x < nv; x++) {
+          int64_t ext = x < c->n_axes ? block[x] : c->axis_extents[x];
+          span += llabs(coef[x]) * (ext > 0 ? ext - 1 : 0);
+        }
+        if (span > v->type.dims[j]) span = v->type.dims[j];
+      }
+      if (span > r->foot[j]) r->foot[j] = span;
+    }
+  }
+  for (int i = 0; i < e->n_args; i++) collect_reads(c, args, e->args[i], v, block, r);
+}
+
+/* ---------------------------------------------------------------- grouping */
+
+typedef struct {
+  welder *w;
+  node *nodes;
+  int n_nodes;
+  int *node_of;                 /* value id -> node index, -1 */
+  int n_ids;                    /* ids node_of covers (groups add values later) */
+  double *size;                 /* scratch for member_size, n_nodes entries */
+  int point_group;              /* the row group that has its point reduction, or -1 */
+} region_ctx;
+
+static node *producer(region_ctx *rc, const qir_value *v) {
+  if (!v->def || v->id < 0 || v->id >= rc->n_ids) return NULL;
+  int i = rc->node_of[v->id];
+  return i >= 0 ? &rc->nodes[i] : NULL;
+}
+
+static bool in_group(region_ctx *rc, const qir_op *op, int g) {
+  for (int k = 0; k < op->n_results; k++) {
+    node *n = producer(rc, op->results[k]);
+    if (n && n->op == op) return n->group == g;
+  }
+  return false;
+}
+
+/* Nodes of the composed expression of member n (producers inlined where they
+ * are read), memoised in size[] (0: not yet); the anchor counts once. */
+static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g, double *size);
+
+static double member_size(region_ctx *rc, node *n, int g, double *size) {
+  int i = (int)(n - rc->nodes);
+  if (size[i] != 0) return size[i];
+  if (n->comp) {
+    size[i] = 1 + expr_size(rc, n->comp->body, n, g, size);
+  } else {                      /* a row op: its stages read the operands */
+    size[i] = 1;
+    for (int k = 0; k < n->op->n_operands; k++) {
+      node *p = producer(rc, n->op->operands[k]);
+      if (p && p->group == g && p->comp && p->comp->n_red == 0) size[i] += member_size(rc, p, g, size);
+    }
+  }
+  return size[i];
+}
+
+static double expr_size(region_ctx *rc, const qir_expr *e, const node *n, int g, double *size) {
+  if (!e) return 0;
+  double s = 1;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0) {
+    node *p = producer(rc, n->args[e->operand]);
+    if (p && p->group == g && p->comp && p->comp->n_red == 0) s += member_size(rc, p, g, size);
+  }
+  for (int i = 0; i < e->n_args; i++) s += expr_size(rc, e->args[i], n, g, size);
+  return s;
+}
+
+/* Largest composed expression a group may have: inlining a value read at
+ * several places copies it, and chains of such copies grow exponentially. */
+#define MAX_COMPOSED_NODES 4096
+
+/* Ops whose definition is a chain of reductions over the same axes of the
+ * result and an elementwise last stage: qcodegen runs such a group one warp
+ * per row, its input row staged in shared memory. */
+static bool row_op(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
+  case QIR_OP_LP_NORMALIZATION:
+    return op->n_results == 1;
+  default: return false;
+  }
+}
+
+/* A row group's point reduction stays short: one lane computes each point's
+ * whole reduction (QK^T over a head's 64 is fine, a 768-long projection per
+ * point of a warp is not). */
+#define MAX_POINT_REDUCTION 256
+/* The staged row must fit the shared memory qcodegen gives it. */
+#define ROW_SMEM_BYTES (32 * 1024)
+
+/* Bytes of one row of a row op's result (its reduced axes). */
+static int64_t row_bytes(const qir_op *op) {
+  const qir_type *t = &op->results[0]->type;
+  int64_t axis = qir_op_attr_int(op, "axis", op->code == QIR_OP_INSTANCE_NORM ? 2 : -1);
+  if (axis < 0) axis += t->rank;
+  if (axis < 0 || axis >= t->rank) return INT64_MAX;
+  int64_t n = 1;
+  bool to_end = op->code == QIR_OP_LAYER_NORM || op->code == QIR_OP_INSTANCE_NORM;
+  for (int d = (int)axis; d < (to_end ? t->rank : axis + 1); d++) n *= t->dims[d];
+  return n * qir_dtype_size(t->dtype);
+}
+
+/* Ops whose definition is a reduction and an elementwise stage reading it at
+ * the output point (LRN): one kernel as a group of their own (anchor and
+ * epilogue); their producers are read across a window, so none joins. */
+static bool solo_op(const qir_op *op) { return op->code == QIR_OP_LRN && op->n_results == 1; }
+
+static bool mma_plan(const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
+}
+
+/* Whether reduction q could join row group g as its point reduction. */
+static bool point_candidate(region_ctx *rc, const node *q, int g, const node *root) {
+  if (!root->row || rc->point_group == g || !q->comp || q->op->n_results != 1) return false;
+  const qir_value *v = q->op->results[0];
+  int64_t numel = qir_type_numel(&v->type);
+  return numel > 0 && qir_type_equal(&v->type, &root->op->results[0]->type) &&
+         form_points(q->comp) / numel <= MAX_POINT_REDUCTION && row_bytes(root->op) <= ROW_SMEM_BYTES;
+}
+
+/* Tries to absorb the producer p into group g (root node root). */
+static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
+  if (p->group >= 0 || !p->comp || p->op->n_results != 1) return false;
+  qir_value *v = p->op->results[0];
+  if (!v->uses) return false;
+  int64_t numel = qir_type_numel(&v->type);
+  /* reads at the consumers' own output points (same shape) are one read of
+   * each element, however many: the same registers; others count per site */
+  double reads_total = 0;
+  bool identity = true, at_point = false, all_at_point = true;
+  for (qir_use *u = v->uses; u; u = u->next) {
+    if (!in_group(rc, u->user, g)) return false;
+    node *c = producer(rc, u->user->results[0]);
+    if (c && c->row && u->operand_index == 0 && qir_type_equal(&v->type, &c->op->results[0]->type)) {
+      /* the row input: computed once into shared memory, read there by every stage */
+      reads_total += (double)numel;
+      identity = false;
+      continue;
+    }
+    if (!c || !c->comp) return false;
+    if (p->movement && mma_plan(c->op)) return false;   /* the matrix units stage plain tiles */
+    reads r = {.identity = true};
+    collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
+    if (r.count == 0) return false;           /* read outside the form (should not happen) */
+    all_at_point &= r.identity && c->comp->n_red == 0;
+    if (c->comp->n_red > 0) {
+      /* inside a reduction every step would evaluate it again */
+      reads_total += (double)(r.n_other + (r.at_point ? 1 : 0)) * (double)form_points(c->comp);
+    } else {
+      reads_total += (double)r.n_other * (double)form_points(c->comp);
+      at_point |= r.at_point;
+    }
+    identity &= r.identity && c->identity;
+  }
+  if (at_point) reads_total += (double)numel;
+  if (p->comp->n_red == 0) {
+    /* a movement op only remaps indices: reading it anywhere recomputes nothing */
+    if (!p->movement && reads_total > (double)numel * (1 + 1e-9)) return false;   /* would recompute */
+    /* an epilogue (p reads a free reduction at its own point) stays with that
+     * reduction rather than joining a group that reads p elsewhere (a transpose) */
+    if (!identity)
+      for (int k = 0; k < p->op->n_operands; k++) {
+        node *q = producer(rc, p->op->operands[k]);
+        if (!q || q->group >= 0 || !q->comp || q->comp->n_red == 0) continue;
+        reads r = {.identity = true};
+        collect_reads(p->comp, p->args, p->comp->body, p->op->operands[k], NULL, &r);
+        if (r.count > 0 && r.identity && !point_candidate(rc, q, g, root)) return false;
+      }
+    p->identity = identity;
+  } else if (root->row) {
+    /* a short reduction the row input reads at its own points (QK^T before
+     * the softmax): computed per point while the row is staged */
+    if (!all_at_point || !point_candidate(rc, p, g, root)) return false;
+    rc->point_group = g;
+    p->identity = false;
+  } else {
+    if (*has_anchor || !identity || v->type.dtype != root->op->results[0]->type.dtype) return false;
+    *has_anchor = true;
+    p->identity = true;
+  }
+  p->group = g;
+  double *size = rc->size;
+  memset(size, 0, sizeof *size * (size_t)(rc->n_nodes + 1));
+  double total = member_size(rc, (node *)root, g, size);
+  if (total > MAX_COMPOSED_NODES) {
+    p->group = -1;
+    if (p->comp->n_red > 0) *has_anchor = false;
+    return false;
+  }
+  return true;
+}
+
+static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
+
+/* Builds the kernel op of group g (members in program order), replacing them. */
+static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor) {
+  welder *w = rc->w;
+  qir_module *m = w->m;
+  /* the operands: values read by members and defined outside the group */
+  int cap = 8;
+  for (int i = 0; i < n_mem; i++) cap += mem[i]->op->n_operands;
+  qir_value **ext = qir_alloc(m, sizeof *ext * (size_t)cap);
+  int n_ext = 0;
+  for (int i = 0; i < n_mem; i++)
+    for (int k = 0; k < mem[i]->op->n_operands; k++) {
+      qir_value *x = mem[i]->op->operands[k];
+      node *p = producer(rc, x);
+      if (p && p->group == root->group) continue;
+      bool seen = false;
+      for (int j = 0; j < n_ext; j++) seen |= ext[j] == x;
+      if (!seen) ext[n_ext++] = x;
+    }
+  /* the name says what it fuses: g3_conv_batch_norm_relu */
+  char name[96];
+  int len = snprintf(name, sizeof name, "g%d", w->n_groups++);
+  for (int i = 0; i < n_mem && len < (int)sizeof name - 24; i++)
+    len += snprintf(name + len, sizeof name - (size_t)len, "_%s", short_name(mem[i]->op));
+  qir_op *root_op = root->op;
+  qir_op *k = qir_op_new(m, QIR_OP_KERNEL, n_ext, ext, 1, &root_op->results[0]->type, root_op->loc);
+  k->sym = qir_strdup(m, name);
+  qir_region *body = k->regions[0];
+  qir_value **map = calloc((size_t)m->next_value_id + 1, sizeof *map);
+  if (!map) abort();
+  int n_values = m->next_value_id;
+  for (int j = 0; j < n_ext; j++) map[ext[j]->id] = qir_region_add_arg(m, body, ext[j]->type, ext[j]->name);
+  qir_op_insert_before(root_op, k);
+  /* the block tile of each member, propagated from the group's output */
+  int64_t blocks[MAX_MEMBERS][QIR_MAX_RANK];
+  bool have_block[MAX_MEMBERS] = {false};
+  const qir_attr *plan = qir_op_attr((anchor ? anchor : root)->op, "tile");
+  const qir_attr_val *pb = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "block") : NULL;
+  if (pb && pb->kind == QIR_ATTR_LIST && pb->n == root_op->results[0]->type.rank) {
+    have_block[n_mem - 1] = true;
+    for (int j = 0; j < pb->n; j++) {
+      int64_t dim = root_op->results[0]->type.dims[j];
+      int64_t b = pb->items[j].kind == QIR_ATTR_INT ? pb->items[j].i : dim;
+      blocks[n_mem - 1][j] = b < 1 ? 1 : b > dim ? dim : b;
+    }
+  }
+  for (int i = n_mem - 2; i >= 0; i--) {
+    qir_value *v = mem[i]->op->results[0];
+    reads acc = {.identity = true};
+    for (int c = i + 1; c < n_mem; c++)
+      if (have_block[c] && mem[c]->comp) collect_reads(mem[c]->comp, mem[c]->args, mem[c]->comp->body, v, blocks[c], &acc);
+    if (acc.count == 0) continue;
+    have_block[i] = true;
+    for (int j = 0; j < v->type.rank; j++) blocks[i][j] = acc.foot[j] > 0 ? acc.foot[j] : 1;
+  }
+  qir_op *new_root = NULL;
+  for (int i = 0; i < n_mem; i++) {
+    qir_op *op = mem[i]->op;
+    qir_value **opnds = qir_alloc(m, sizeof *opnds * (size_t)(op->n_operands + 1));
+    for (int j = 0; j < op->n_operands; j++) opnds[j] = map[op->operands[j]->id];
+    qir_type rt = op->results[0]->type;
+    qir_op *c = qir_op_new(m, op->code, op->n_operands, opnds, 1, &rt, op->loc);
+    c->comp = op->comp;
+    c->cst = op->cst;
+    c->n_attrs = op->n_attrs;
+    c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
+    if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
+    c->results[0]->name = op->results[0]->name;
+    if (mem[i] != root) {
+      /* the row a row group reads is handed over in shared memory */
+      bool smem = root->row && op->results[0] == root->op->operands[0];
+      qir_op_set_attr(m, c, "fuse", qir_attr_word(m, smem ? "smem" : "reg"), true);
+    }
+    if (mem[i] != anchor && have_block[i]) {
+      qir_attr e = {.key = "block", .val = qir_attr_ints(m, op->results[0]->type.rank, blocks[i])};
+      qir_op_set_attr(m, c, "tile", qir_attr_dict(m, 1, &e), true);
+    } else if (mem[i] != anchor) {
+      qir_op_remove_attr(c, "tile");
+    }
+    qir_op_remove_attr(c, "tile_alternatives");
+    qir_op_append(body, c);
+    if (op->results[0]->id < n_values) map[op->results[0]->id] = c->results[0];
+    if (mem[i] == root) new_root = c;
+  }
+  qir_op_append(body, qir_op_new(m, QIR_OP_YIELD, 1, &new_root->results[0], 0, NULL, root_op->loc));
+  free(map);
+  /* the group's plan and model */
+  if (plan) qir_op_set_attr(m, k, "tile", plan->val, true);
+  double bytes = op_bytes(k), est = 0;
+  if (anchor) est = anchor->est_us - bytes_us(w, anchor->bytes);
+  est += bytes_us(w, bytes);
+  if (anchor && est < anchor->est_us * 0.5) est = anchor->est_us * 0.5;
+  qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  qir_op_set_attr(m, k, "global_bytes", qir_attr_int((int64_t)bytes), true);
+  k->results[0]->name = root_op->results[0]->name;
+  qir_value_replace_uses(m, root_op->results[0], k->results[0]);
+  for (int i = n_mem - 1; i >= 0; i--) qir_op_unlink(mem[i]->op);
+}
+
+static void weld_region(welder *w, qir_region *r);
+
+static void weld_ops_in_regions(welder *w, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next)
+    if (op->code != QIR_OP_KERNEL)
+      for (int i = 0; i < op->n_regions; i++) weld_region(w, op->regions[i]);
+}
+
+static bool fusable_code(const qir_op *op) {
+  return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1;
+}
+
+static void weld_region(welder *w, qir_region *r) {
+  weld_ops_in_regions(w, r);
+  int n = 0;
+  for (qir_op *op = r->first; op; op = op->next) n++;
+  region_ctx rc = {w, calloc((size_t)n + 1, sizeof(node)), 0, malloc(sizeof(int) * ((size_t)w->m->next_value_id + 1)),
+                   w->m->next_value_id + 1, calloc((size_t)n + 1, sizeof(double)), -1};
+  if (!rc.nodes || !rc.node_of || !rc.size) abort();
+  for (int i = 0; i <= w->m->next_value_id; i++) rc.node_of[i] = -1;
+  for (qir_op *op = r->first; op; op = op->next) {
+    node *nd = &rc.nodes[rc.n_nodes];
+    *nd = (node){.op = op, .group = -1};
+    nd->row = fusable_code(op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
+    nd->solo = fusable_code(op) && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
+    bool view = op->code == QIR_OP_RESHAPE && op->n_results == 1 && op->n_operands == 1;
+    if ((fusable_code(op) || view) && qir_type_numel(&op->results[0]->type) > 0) {
+      qir_op *form = op;
+      if (op->code != QIR_OP_COMPUTE) {
+        qir_diag qd;
+        qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+        form = qir_op_to_compute(w->m, op, &qd);
+        if (form) qir_op_unlink(form);
+      }
+      if (form && form->comp && form->comp->body && form->comp->n_axes + form->comp->n_red <= 16) {
+        nd->comp = form->comp;
+        nd->args = form->operands;
+        const qir_expr *e = nd->comp->body;
+        while (e->kind == QIR_EX_CAST) e = e->args[0];
+        nd->movement = nd->comp->n_red == 0 && e->kind == QIR_EX_ACCESS &&
+                       (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE);
+      }
+    }
+    nd->bytes = op_bytes(op);
+    nd->est_us = op_est_us(w, op, nd->bytes);
+    for (int k = 0; k < op->n_results; k++)
+      if (op->results[k]->id >= 0 && op->results[k]->id < rc.n_ids) rc.node_of[op->results[k]->id] = rc.n_nodes;
+    rc.n_nodes++;
+  }
+  int next_group = 0;
+  for (int i = rc.n_nodes - 1; i >= 0; i--) {
+    node *root = &rc.nodes[i];
+    if (root->group >= 0 || (!root->comp && !root->row && !root->solo)) continue;
+    if (root->op->code == QIR_OP_RESHAPE) continue;   /* a view: no kernel of its own */
+    int g = next_group++;
+    root->group = g;
+    root->identity = true;
+    bool has_anchor = root->row || root->solo || root->comp->n_red > 0;
+    int n_mem = 1;
+    for (bool grew = !root->solo; grew && n_mem < MAX_MEMBERS;) {
+      grew = false;
+      for (int j = i - 1; j >= 0 && n_mem < MAX_MEMBERS; j--) {
+        node *p = &rc.nodes[j];
+        if (p->group < 0 && absorb(&rc, p, g, root, &has_anchor)) {
+          n_mem++;
+          grew = true;
+        }
+      }
+    }
+    if (n_mem < 2 && !root->row && !root->solo) continue;
+    node *mem[MAX_MEMBERS], *anchor = NULL;
+    int k = 0;
+    for (int j = 0; j <= i; j++)
+      if (rc.nodes[j].group == g) {
+        mem[k++] = &rc.nodes[j];
+        if (rc.nodes[j].comp && rc.nodes[j].comp->n_red > 0) anchor = &rc.nodes[j];
+      }
+    build_group(&rc, mem, k, root, anchor);
+  }
+  free(rc.nodes);
+  free(rc.node_of);
+  free(rc.size);
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+static const qir_target *pick_target(qopt_ctx *ctx, qir_target *from_file) {
+  const char *file = qopt_option_str(ctx, "target-file");
+  if (file && *file) return qir_target_parse_file(file, from_file, ctx->diag) ? from_file : NULL;
+  const qir_target *t = qir_target_get(qopt_option_str(ctx, "target"));
+  if (!t) qir_error(ctx->diag, (qir_loc){0}, "unknown target '%s' (qopt -help lists them)", qopt_option_str(ctx, "target"));
+  return t;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
+  double t0 = now_ms();
+  qir_target from_file;
+  const qir_target *t = pick_target(ctx, &from_file);
+  if (!t) return false;
+  FILE *quiet = fopen("/dev/null", "w");
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0};
+  /* group names continue after the ones already in the module */
+  for (qir_op *op = m->body->first; op; op = op->next)
+    if (op->code == QIR_OP_KERNEL) w.n_groups++;
+  model_totals before = {0}, after = {0};
+  totals_region(&w, m->body, &before);
+  weld_region(&w, m->body);
+  totals_region(&w, m->body, &after);
+  if (quiet) fclose(quiet);
+  if (qopt_option_bool(ctx, "stats")) {
+    double pct_b = before.bytes > 0 ? 100.0 * (before.bytes - after.bytes) / before.bytes : 0;
+    fprintf(stderr,
+            "welder: @%s on %s: %d operators; kernels %d -> %d; modelled global bytes %.0f -> %.0f (-%.1f%%); "
+            "modelled time %.1f -> %.1f us; pass %.1f ms\n",
+            m->name ? m->name : "main", t->name, before.n_ops, before.n_kernels, after.n_kernels, before.bytes,
+            after.bytes, pct_b, before.est_us, after.est_us, now_ms() - t0);
+  }
+  return true;
+}
