@@ -3212,6 +3212,7 @@ static bool eval_region(mctx *c, const qir_region *r, qir_tensor *args, qir_tens
       break;
     case QIR_OP_LOOP: ok = eval_loop(c, op); break;
     case QIR_OP_IF: ok = eval_if(c, op); break;
+    case QIR_OP_RPROGRAM: break;   /* a schedule: its kernels were evaluated where they stand */
     default: ok = eval_plain_op(c, op); break;
     }
     if (ok && plan && i < plan->n_ops)
