@@ -10,7 +10,8 @@ is imported the way scripts/conformance.py imports it (same code: its
 read_data_set / import_model), then run with qrun on the inputs of
 test_data_set_0; its outputs are the reference.  For every pipeline
 
-    -canonicalize | -lower | -canonicalize -lower | -roller | -lower -roller
+    -canonicalize | -lower | -canonicalize -lower | -roller | -lower -roller |
+    -canonicalize -roller -rammer
 
 the optimised module must
   - come out of qopt (which verifies it after the passes),
@@ -44,7 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import conformance  # noqa: E402  (the importer driver shared with conformance.py)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PIPELINES = ["-canonicalize", "-lower", "-canonicalize -lower", "-roller", "-lower -roller"]
+PIPELINES = ["-canonicalize", "-lower", "-canonicalize -lower", "-roller", "-lower -roller",
+             "-canonicalize -roller -rammer"]
 FOLDERS = ["light", "models", "node", "lit"]
 
 TYPE_RE = re.compile(r"\b(f64|f32|f16|bf16|i64|i32|i16|i8|u64|u32|u16|u8|bool)\[([0-9,]*)\]")

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kast.h"
+#include "rprogram.h"
 
 #define ALIGN 256
 
@@ -31,6 +32,7 @@ typedef struct {
   int n_kernels;
   kkernel **kernels;            /* launched in order */
   int *tmp;                     /* loop: a buffer per carried value */
+  qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
 } opinfo;
 
 typedef struct {
@@ -154,7 +156,7 @@ static const char *op_name(const qir_op *op) { return qir_opinfo_get(op->code)->
 static bool plan_op(host *h, opinfo *oi) {
   qir_op *op = oi->op;
   switch (op->code) {
-  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_IF: return true;
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_IF: case QIR_OP_RPROGRAM: return true;
   case QIR_OP_LOOP: {
     int n_carried = op->n_operands - 2;
     oi->tmp = qir_alloc(h->m, sizeof(int) * (size_t)(n_carried > 0 ? n_carried : 1));
@@ -302,7 +304,7 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: continue;
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_RPROGRAM: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype) continue;
       break;
@@ -350,6 +352,7 @@ static int use_end(host *h, qir_value *v, qir_op *user) {
     climbed = true;
   }
   opinfo *oi = op_info(h, u);
+  if (oi->packed_by) oi = op_info(h, oi->packed_by);
   return climbed ? oi->end : oi->start;
 }
 
@@ -564,6 +567,57 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   fputs("}\n", o);
 }
 
+/* An rprogram: its kernels in the order of their first tasks in the waves
+ * (the verifier proved every consumer's tasks ordered after all of its
+ * producers', so that order respects every dependence), each as its own
+ * launch: the fallback of a persistent kernel, which qcodegen does not
+ * generate yet. */
+static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
+  qir_rprogram p;
+  if (!qir_rprogram_read(h->m, op, &p, h->d)) {
+    h->failed = true;
+    return;
+  }
+  bool *done = qir_alloc(h->m, sizeof *done * (size_t)(p.n_kernels + 1));
+  ind(o, level);
+  fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs; launched separately in wave order */\n", p.n_kernels, p.n_waves,
+          (long long)p.veus);
+  for (int w = 0; w < p.n_waves; w++)
+    for (int i = 0; i < p.waves[w].n_runs; i++) {
+      int k = p.waves[w].runs[i].kernel;
+      if (done[k] || p.waves[w].runs[i].task_hi == p.waves[w].runs[i].task_lo) continue;
+      done[k] = true;
+      opinfo *ki = op_info(h, op->operands[k]->def);
+      for (int j = 0; j < ki->n_kernels; j++) launch(h, o, ki->kernels[j], level);
+    }
+}
+
+/* After expand_named_ops: every rprogram still names kernels with plans
+ * (a named op that became several computes no longer does), and each
+ * packed kernel is one launch of its plan's grid. */
+static bool bind_rprograms(host *h, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->n_regions; i++)
+      if (!bind_rprograms(h, op->regions[i])) return false;
+    if (op->code != QIR_OP_RPROGRAM) continue;
+    qir_rprogram p;
+    if (!qir_rprogram_read(h->m, op, &p, h->d) || qir_rprogram_check(h->m, &p, h->d)) {
+      qir_error(h->d, op->loc, "qcodegen: this rprogram no longer holds once named ops are expanded into computes");
+      return false;
+    }
+    for (int k = 0; k < p.n_kernels; k++) {
+      opinfo *ki = op_info(h, op->operands[k]->def);
+      ki->packed_by = op;
+      if (ki->n_kernels != 1 || ki->kernels[0]->grid != p.kernels[k].tasks) {
+        qir_error(h->d, op->loc, "qcodegen: rprogram kernel %d becomes %d kernel(s) of %lld blocks, but the program runs %lld tasks of it", k,
+                  ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 static void emit_region(host *h, FILE *o, qir_region *r, int level) {
   for (qir_op *op = r->first; op; op = op->next) {
     opinfo *oi = op_info(h, op);
@@ -595,7 +649,9 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     }
     case QIR_OP_LOOP: emit_loop(h, o, op, level); break;
     case QIR_OP_IF: emit_if(h, o, op, level); break;
+    case QIR_OP_RPROGRAM: emit_rprogram(h, o, op, level); break;
     default:
+      if (oi->packed_by) break;   /* launched by its rprogram */
       for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
       break;
     }
@@ -756,6 +812,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   h.vals = qir_alloc(m, sizeof *h.vals * (size_t)(m->next_value_id + 1));
   collect_io(&h);
   if (!plan_all(&h, m->body)) return 1;
+  if (!bind_rprograms(&h, m->body)) return 1;
   assign_values(&h, m->body);
   lifetimes(&h, m->body);
   allocate(&h);
