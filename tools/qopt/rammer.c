@@ -395,6 +395,11 @@ static void run_region(rammer *r, qir_region *reg) {
    * what they return, so every segment has been closed above */
 }
 
+static bool count_planned(qir_op *op, void *ctx) {
+  *(int *)ctx += qir_op_attr(op, "tile") != NULL;
+  return true;
+}
+
 bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
   const char *name = qopt_option_str(ctx, "target");
   const qir_target *t = qir_target_get(name);
@@ -415,7 +420,7 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
   run_region(&r, m->body);
   if (r.stats) {
     int kernels = 0;
-    for (qir_op *op = m->body->first; op; op = op->next) kernels += qir_op_attr(op, "tile") != NULL;
+    qir_walk(m->body, count_planned, &kernels);
     fprintf(stderr, "rammer: total: %d rprograms packing %d of %d planned kernels; modelled %.1f us for the packed segments' kernels, %.1f us unpacked\n",
             r.n_programs, r.n_packed, kernels, r.total_packed_us, r.total_unpacked_us);
   }
