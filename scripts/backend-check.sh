@@ -2,6 +2,7 @@
 # Back-end checks of qcodegen, ending in "N passed, N failed, N skipped".
 #
 #   scripts/backend-check.sh [-j N] [--filter SUBSTR] [--no-gpu] [--full] [-v]
+#                            [--passes "..."] [--check [--ratio]] [--folders node,models,light]
 #
 # 1. C back end, numerically: every ONNX node test and real model under
 #    $ONNX_TESTS that the reference interpreter passes (not listed in
@@ -11,6 +12,11 @@
 #    rtol*|want|, integers exactly; node tests 1e-7 + 1e-3, models 1e-4 +
 #    1e-3).  The comparison reads the .npy the program writes and the .pb
 #    ONNX ships, with its own code.
+#    With --check the programs are generated with `qcodegen -c -check` (the
+#    race, bounds and barrier checker; serial, no OpenMP): any hazard fails the
+#    test with the checker's first report.  --ratio also builds the plain
+#    program and prints the checked run's time over the plain run's (both
+#    single-threaded) for models and light/ networks.
 # 2. CUDA: qcodegen -cuda for every real model compiles with nvcc for sm_80
 #    and sm_90 (one nvcc run, two -gencode targets) with no warnings, and
 #    ptxas's resource report for the models' kernels shows no spills
@@ -27,7 +33,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 : "${ONNX_TESTS:=$top/../shared/onnx-tests}"
 export QIR_BIN ONNX_TESTS
 exec python3 - "$top" "$@" <<'PYEOF'
-import argparse, concurrent.futures, math, os, re, shutil, struct, subprocess, sys, tempfile
+import argparse, concurrent.futures, math, os, re, shutil, struct, subprocess, sys, tempfile, time
 
 top = sys.argv[1]
 sys.path.insert(0, os.path.join(top, "scripts"))
@@ -40,6 +46,9 @@ ap.add_argument("--no-gpu", action="store_true", help="skip the nvcc/hipcc compi
 ap.add_argument("--full", action="store_true", help="cc -O2, and the larger GPU sample for both CUDA architectures")
 ap.add_argument("--keep", help="keep generated files under this directory")
 ap.add_argument("--passes", default="", help="qopt passes run between onnx2qir and qcodegen, e.g. '-canonicalize -roller'")
+ap.add_argument("--check", action="store_true", help="run the C programs under qcodegen's race, bounds and barrier checker")
+ap.add_argument("--ratio", action="store_true", help="with --check: time the checked against the plain program (models, light)")
+ap.add_argument("--folders", default="node,models", help="which folders of $ONNX_TESTS: node, models, light")
 ap.add_argument("-v", "--verbose", action="store_true")
 args = ap.parse_args(sys.argv[2:])
 BIN = os.path.abspath(os.environ["QIR_BIN"])
@@ -50,6 +59,7 @@ HIPCC = os.environ.get("HIPCC", shutil.which("hipcc") or "/usr/bin/hipcc")
 LOG = os.path.join(top, "build", "check")
 os.makedirs(LOG, exist_ok=True)
 counts = {"passed": 0, "failed": 0, "skipped": 0}
+RATIOS = []  # (model, plain seconds, checked seconds) with --check --ratio
 
 # Tests the C back end is known not to pass yet, with the reason.
 KNOWN = {}
@@ -219,7 +229,7 @@ def c_backend(job):
         inputs, outputs = conf.model_io(os.path.join(test_dir, "model.onnx"))
     except Exception as e:  # unreadable model: the importer's business
         return "skip", "cannot read model: %s" % e
-    atol, rtol = (1e-4, 1e-3) if folder == "models" else (1e-7, 1e-3)
+    atol, rtol = (1e-4, 1e-3) if folder in ("models", "light") else (1e-7, 1e-3)
     sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
     if not sets:
         return "skip", "no test data"
@@ -233,15 +243,25 @@ def c_backend(job):
         if rc != 0:
             return "fail", msg
         src, exe = os.path.join(wd, ds + ".c"), os.path.join(wd, ds)
-        rc, msg = run([os.path.join(BIN, "qcodegen"), "-c", "-main", qir, "-o", src])
+        rc, msg = run([os.path.join(BIN, "qcodegen"), "-c", "-main"] + (["-check"] if args.check else []) + [qir, "-o", src])
         if rc != 0:
             return "fail", "qcodegen: " + "; ".join(msg.strip().splitlines()[:1])
         # Most of a node test's compile time is the -main runtime, not its
         # kernels: -O0 there; models run long enough to want -O1.
-        opt = "-O2" if args.full else "-O1" if folder == "models" else "-O0"
-        rc, msg = run([CC, opt, "-fopenmp", "-o", exe, src, "-lm"])
+        opt = "-O2" if args.full else "-O1" if folder in ("models", "light") else "-O0"
+        # the checker's shadow state is the program's own: serial
+        rc, msg = run([CC, opt] + ([] if args.check else ["-fopenmp"]) + ["-o", exe, src, "-lm"])
         if rc != 0:
             return "fail", "cc: " + "; ".join(msg.strip().splitlines()[:3])
+        plain = None
+        if args.check and args.ratio and folder != "node" and ds == sets[0]:
+            psrc = os.path.join(wd, ds + ".plain.c")
+            plain = os.path.join(wd, ds + ".plain")
+            rc, msg = run([os.path.join(BIN, "qcodegen"), "-c", "-main", qir, "-o", psrc])
+            if rc == 0:
+                rc, msg = run([CC, opt, "-o", plain, psrc, "-lm"])
+            if rc != 0:
+                return "fail", "plain program for the ratio: " + "; ".join(msg.strip().splitlines()[:2])
         out_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"output_\d+\.pb$", f)), key=lambda f: int(f[7:-3]))
         cmd = [exe]
         for nm, path in feeds.items():
@@ -257,11 +277,18 @@ def c_backend(job):
 
         def run_program(cmd):
             try:
-                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300, env=env)
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600, env=env)
                 return p.returncode, p.stdout.decode("utf-8", "replace")
             except subprocess.TimeoutExpired:
                 return 124, "timed out"
+        t0 = time.time()
         rc, msg = run_program(cmd)
+        t_checked = time.time() - t0
+        if plain and rc == 0:
+            t0 = time.time()
+            prc, pmsg = run_program([plain] + cmd[1:])
+            if prc == 0:
+                RATIOS.append((name, time.time() - t0, t_checked))
         if rc != 0 and ".pb:" in msg:
             # The program reads TensorProtos of the common types; packed ones
             # (int4, float8, ...) go through qrun's reader into .npy first.
@@ -280,6 +307,9 @@ def c_backend(job):
                     m = re.match(r"(.*?)=(.*\.pb)$", a)
                     cmd2.append("%s=%s" % (m.group(1), os.path.join(npy_dir, m.group(1) + ".npy")) if m and m.group(2) in feeds.values() else a)
                 rc, msg = run_program(cmd2)
+        if rc != 0 and args.check and "error:" in msg:
+            hazards = [l for l in msg.splitlines() if "error:" in l]
+            return "fail", "%s: checker: %d hazard(s): %s" % (ds, len(hazards), hazards[0])
         if rc != 0:
             return "fail", "%s: run: %s" % (ds, "; ".join(msg.strip().splitlines()[-2:]))
         for g, w in got:
@@ -302,7 +332,7 @@ def count(kind, label, msg=""):
 def c_suite(tmp):
     known_qrun = conf.load_known(os.path.join(top, "test", "known-failures.txt"))
     jobs = []
-    for folder in ("node", "models"):
+    for folder in [f for f in args.folders.split(",") if f]:
         base = os.path.join(TESTS, folder)
         if not os.path.isdir(base):
             print("SKIPPED: %s/ not found" % base)
@@ -331,7 +361,12 @@ def c_suite(tmp):
                 print("UNEXPECTEDLY PASSING: %s (listed: %s)" % (label, KNOWN[job[1]]))
             c[kind] += 1
             count(kind, label, msg)
-    print("C back end: %d passed, %d failed, %d skipped (import or qrun cannot run it), %d known failures" % (c["pass"], c["fail"], c["skip"], c["xfail"]))
+    print("C back end%s: %d passed, %d failed, %d skipped (import or qrun cannot run it), %d known failures" % (
+        " under the checker" if args.check else "", c["pass"], c["fail"], c["skip"], c["xfail"]))
+    if RATIOS:
+        print("checker cost (single-threaded runs, %s):" % CC)
+        for name, tp, tc in sorted(RATIOS):
+            print("  %-34s plain %7.2f s  checked %7.2f s  ratio %5.1fx" % (name, tp, tc, tc / tp if tp > 0 else float("inf")))
 
 
 # ---------------------------------------------------------------- GPU compilers

@@ -507,10 +507,22 @@ static void print_float(FILE *o, double v, ktype t) {
   if (v < 0) fputc(')', o);
 }
 
-static void print_var_ref(FILE *o, const kvar *v, const kexpr *index, const kkernel *k,
-                          const kprint_style *st) {
+/* An element reference.  Checked C: shared elements go through the shadow
+ * cells (q_sr/q_sw), register arrays through a bounds test (q_ix). */
+static void print_var_ref_rw(FILE *o, const kvar *v, const kexpr *index, const kkernel *k,
+                             const kprint_style *st, bool write) {
   fputs(v->name, o);
-  if (index) {
+  if (index && st->chk && v->space == KV_SHARED) {
+    int site = cg_check_site(st->chk, k, "%s shared `%s`", write ? "write of" : "read of", v->name);
+    fprintf(o, "[%s(&q_b, q_sh_%s, %" PRId64 "L, (long)(", write ? "q_sw" : "q_sr", v->name, v->size);
+    kprint_expr(o, index, k, st);
+    fprintf(o, "), tid, %d)]", site);
+  } else if (index && st->chk) {
+    int site = cg_check_site(st->chk, k, "register array `%s`", v->name);
+    fputs("[q_ix(&q_b, (long)(", o);
+    kprint_expr(o, index, k, st);
+    fprintf(o, "), %" PRId64 "L, tid, %d)]", v->size, site);
+  } else if (index) {
     fputc('[', o);
     kprint_expr(o, index, k, st);
     fputc(']', o);
@@ -518,6 +530,25 @@ static void print_var_ref(FILE *o, const kvar *v, const kexpr *index, const kker
   /* C: the thread index is the last (contiguous) one, so a loop over the
    * threads innermost reads consecutive elements and vectorises. */
   if (st->c_threads && v->space == KV_THREAD) fputs("[tid]", o);
+}
+
+static void print_var_ref(FILE *o, const kvar *v, const kexpr *index, const kkernel *k, const kprint_style *st) {
+  print_var_ref_rw(o, v, index, k, st, false);
+}
+
+/* A global tensor's element index, checked: q_gr/q_gw test the extent and the
+ * order of the blocks that touch it. */
+static void print_global_index(FILE *o, int param, const kexpr *index, const kkernel *k, const kprint_style *st, bool write) {
+  if (!st->chk) {
+    kprint_expr(o, index, k, st);
+    return;
+  }
+  const kparam *p = &k->params[param];
+  const qir_value *v = k->args[param];
+  int site = cg_check_site(st->chk, k, "%s `%s` (%%%s)", write ? "write of" : "read of", p->name, v && v->name ? v->name : "?");
+  fprintf(o, "%s(&q_b, q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
+  kprint_expr(o, index, k, st);
+  fprintf(o, "), tid, %d)", site);
 }
 
 static const char *infix(qir_expr_fn fn) {
@@ -596,7 +627,7 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
     qir_dtype dt = e->raw ? QIR_U16 : k->params[e->param].dtype;
     const char *pre = dt == QIR_F16 ? "q_h2f(" : dt == QIR_BF16 ? "q_bf2f(" : dt == QIR_BOOL ? "(int)(" : "";
     fprintf(o, "%s%s[", pre, k->params[e->param].name);
-    kprint_expr(o, e->a, k, st);
+    print_global_index(o, e->param, e->a, k, st, false);
     fprintf(o, "]%s", pre[0] ? ")" : "");
     return;
   }
@@ -744,7 +775,7 @@ void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_sty
 static void print_store(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
   const kparam *p = &k->params[s->param];
   fprintf(o, "%s[", p->name);
-  kprint_expr(o, s->index, k, st);
+  print_global_index(o, s->param, s->index, k, st, true);
   fputs("] = ", o);
   switch (p->dtype) {
   case QIR_F16: fputs("q_f2h(", o); break;
@@ -805,7 +836,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     return;
   case KS_ASSIGN:
     indent_to(o, ind);
-    print_var_ref(o, s->var, s->index, k, st);
+    print_var_ref_rw(o, s->var, s->index, k, st, true);
     fputs(" = ", o);
     kprint_expr(o, s->value, k, st);
     fputs(";\n", o);
@@ -814,6 +845,17 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     indent_to(o, ind);
     print_store(o, s, k, st);
     return;
+  case KS_BARRIER: case KS_WARP_REDUCE: case KS_MMA_FILL: case KS_MMA_LOAD: case KS_MMA_SYNC: case KS_MMA_STORE:
+    if (st->chk) {        /* collective statements belong at block level: here only some threads may reach them */
+      indent_to(o, ind);
+      fprintf(o, "q_reach(&q_b, %d);\n", cg_check_site(st->chk, k, "%s", s->kind == KS_BARRIER ? (s->warp_only ? "__syncwarp" : "__syncthreads")
+                                                                      : s->kind == KS_WARP_REDUCE ? "a warp shuffle" : "a matrix-unit statement"));
+      return;
+    }
+    break;
+  default: break;
+  }
+  switch (s->kind) {
   case KS_BARRIER:
     indent_to(o, ind);
     /* a wavefront's lanes run in lock step, but LDS traffic needs the full barrier's waits */
@@ -825,6 +867,23 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     return;
   case KS_VCOPY16:
     indent_to(o, ind);
+    if (st->chk) {         /* element by element, each checked */
+      int n = s->var->raw ? 8 : 4;
+      int wsite = cg_check_site(st->chk, k, "write of shared `%s` (16-byte copy)", s->var->name);
+      int rsite = cg_check_site(st->chk, k, "read of `%s` (16-byte copy)", k->params[s->param].name);
+      fprintf(o, "for (int q_e = 0; q_e < %d; q_e++) %s[q_sw(&q_b, q_sh_%s, %" PRId64 "L, (long)(", n, s->var->name, s->var->name, s->var->size);
+      kprint_expr(o, s->index, k, st);
+      fprintf(o, ") + q_e, tid, %d)] = ", wsite);
+      if (s->cond) {
+        fputs("(", o);
+        kprint_expr(o, s->cond, k, st);
+        fputs(") ? ", o);
+      }
+      fprintf(o, "%s[q_gr(&q_b, q_g_%s, %" PRId64 "L, (long)(", k->params[s->param].name, k->params[s->param].name, k->params[s->param].numel);
+      kprint_expr(o, s->lo, k, st);
+      fprintf(o, ") + q_e, tid, %d)]%s;\n", rsite, s->cond ? " : 0" : "");
+      return;
+    }
     if (st->c_threads) {
       fputs("if (", o);
       if (s->cond) kprint_expr(o, s->cond, k, st);
@@ -872,6 +931,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     indent_to(o, ind);
     fprintf(o, "/* %s */\n", s->text);
     return;
+  default: return;          /* printed by the first switch */
   }
 }
 

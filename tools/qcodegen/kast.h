@@ -143,6 +143,11 @@ typedef struct {
   kstmt *lets;                  /* SEQ of per-thread KS_DECLs from tid/bid, re-evaluated per phase in C */
   kstmt *body;                  /* SEQ */
   int64_t smem_bytes;
+  int id;                       /* its index among the module's kernels */
+  qir_loc loc;                  /* the op it came from, for the checker's reports */
+  const char *op_text;          /* that op, as "%y = conv" */
+  bool unordered_launch;        /* planted bug: not ordered after the kernels before it */
+  struct cg_check *chk;         /* C: print it instrumented (qcodegen -check) */
 } kkernel;
 
 /* ---- construction (all memory from the module's arena) */
@@ -236,8 +241,20 @@ typedef struct cg_printer {
 
 extern const cg_printer cg_printer_c, cg_printer_cuda, cg_printer_hip;
 
+/* ---- the race, bounds and barrier checker (check.c): C back end, -check */
+typedef struct cg_check cg_check;
+cg_check *cg_check_new(qir_module *m, const char *file);
+/* A new access site of kernel k, described by fmt (e.g. "read of shared `As3`"). */
+int cg_check_site(cg_check *c, const kkernel *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cg_check_prelude(FILE *o);                   /* the runtime the checked program carries */
+void cg_check_trailer(FILE *o, const cg_check *c); /* the site table and q_check_report() */
+
+/* ---- planted bugs (plant.c): prove the checker fires; "KIND:N", see qcodegen --help */
+bool cg_plant(cg_ctx *cg, const char *spec);
+
 /* Shared by the printers: expression and device-helper text. */
 typedef struct {
+  cg_check *chk;                /* C: instrument every access (qcodegen -check) */
   bool c_threads;               /* C: KV_THREAD variables are indexed by tid */
   bool hip;
   int c_tid_split;              /* C: > 0: the thread loop is split as tid = ty * this + tx,
@@ -257,6 +274,8 @@ int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a sh
 typedef struct {
   bool main_program;
   bool embed_weights;
+  bool check;                   /* C: the race, bounds and barrier checker */
+  const char *plant;            /* a bug to plant (debug), or NULL */
 } cg_options;
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *out);
 

@@ -1101,6 +1101,11 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   if (env.failed) return NULL;
   kkernel_prune(k);
   k->summary = qir_sprintf(cg->m, "%s: %s", what, k->summary ? k->summary : "");
+  /* where the checker's reports point: the op in the module that computes `out` */
+  const qir_op *src = out->def ? out->def : plan_op;
+  k->id = cg->n_kernels;
+  k->loc = src ? src->loc : (qir_loc){0};
+  k->op_text = src ? qir_sprintf(cg->m, "%%%s = %s", out->name ? out->name : "?", qir_opinfo_get(src->code)->name) : "?";
   if (cg->n_kernels == cg->cap_kernels) {
     int cap = cg->cap_kernels ? cg->cap_kernels * 2 : 16;
     kkernel **ks = qir_alloc(cg->m, sizeof *ks * (size_t)cap);

@@ -1,6 +1,6 @@
 /* qcodegen: .qir -> one self-contained CUDA, HIP or C source file.
  *
- *   qcodegen -cuda|-hip|-c [-main] [-embed-weights] [-o OUT] [FILE|-]
+ *   qcodegen -cuda|-hip|-c [-check] [-main] [-embed-weights] [-plant=KIND:N] [-o OUT] [FILE|-]
  *
  * Every kernel (a compute op, or a named op through its compute form) is
  * lowered to a kernel AST (kast.h) and printed by the backend's printer; the
@@ -11,13 +11,21 @@
 #include "kast.h"
 
 static int usage(FILE *o) {
-  fputs("usage: qcodegen -cuda|-hip|-c [-main] [-embed-weights] [-o OUT] [FILE|-]\n"
+  fputs("usage: qcodegen -cuda|-hip|-c [-check] [-main] [-embed-weights] [-o OUT] [FILE|-]\n"
         "  -cuda           CUDA C++ (.cu) for nvcc\n"
         "  -hip            HIP C++ for hipcc (64-lane wavefronts)\n"
         "  -c              C for cc -O2 [-fopenmp]: blocks as an OpenMP loop, threads as loops\n"
+        "  -check          with -c: check the kernels while they run: shared-memory races, out-of-bounds\n"
+        "                  and uninitialised accesses, divergent barriers and shuffles, unordered\n"
+        "                  global accesses across blocks; hazards reported at the op's .qir line,\n"
+        "                  qir_run returns 1 (compile without -fopenmp)\n"
         "  -main           add a program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N]\n"
         "  -embed-weights  put the weights file's bytes into the source\n"
-        "  -o OUT          write to OUT instead of stdout\n",
+        "  -o OUT          write to OUT instead of stdout\n"
+        "  -plant=KIND:N   (debug) plant a bug to show the checker catches it; KIND is drop-barrier,\n"
+        "                  diverge-barrier, diverge-loop (the Nth barrier / barrier loop), shrink-smem,\n"
+        "                  shift-smem, collide-smem (the Nth shared array), shift-store, collide-store,\n"
+        "                  drop-lane, unorder-launch (kernel kN)\n",
         o);
   return o == stdout ? 0 : 1;
 }
@@ -32,6 +40,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-hip")) backend = CG_HIP;
     else if (!strcmp(a, "-c")) backend = CG_C;
     else if (!strcmp(a, "-main")) opt.main_program = true;
+    else if (!strcmp(a, "-check")) opt.check = true;
+    else if (!strncmp(a, "-plant=", 7)) opt.plant = a + 7;
     else if (!strcmp(a, "-embed-weights")) opt.embed_weights = true;
     else if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
@@ -42,6 +52,10 @@ int main(int argc, char **argv) {
   }
   if (backend < 0) {
     fputs("qcodegen: choose a backend: -cuda, -hip or -c\n", stderr);
+    return usage(stderr);
+  }
+  if (opt.check && backend != CG_C) {
+    fputs("qcodegen: -check runs the kernels on the CPU: use it with -c\n", stderr);
     return usage(stderr);
   }
   qir_diag d;

@@ -247,7 +247,7 @@ static bool can_interchange(const kkernel *k, const kstmt *phase, const kprint_s
 
 static void flush_phase(FILE *o, const kkernel *k, kstmt *phase, const kprint_style *st, int ind) {
   if (!phase->n_items) return;
-  if (can_interchange(k, phase, st)) {
+  if (!st->chk && can_interchange(k, phase, st)) {
     interchange *x = calloc(1, sizeof *x);
     if (x) {
       interchange_stmt(o, k, x, phase, st, ind);
@@ -263,7 +263,35 @@ static void flush_phase(FILE *o, const kkernel *k, kstmt *phase, const kprint_st
   kprint_stmt(o, phase, k, st, ind + 1);
   indent_to(o, ind);
   fputs("}\n", o);
+  if (st->chk && ks_has_sync(phase)) {   /* collectives the threads reached one by one */
+    indent_to(o, ind);
+    fputs("q_phase_end(&q_b);\n", o);
+  }
   phase->n_items = 0;
+}
+
+/* Checked C: a uniform loop with barriers runs over thread 0's bounds, after
+ * every thread's bounds were compared with them (a loop whose trip count
+ * differs between threads reaches its barriers a different number of times). */
+static void print_checked_loop_head(FILE *o, const kkernel *k, const kstmt *c, const kprint_style *st, int ind) {
+  int site = cg_check_site(st->chk, k, "the barrier loop over `%s`", c->var->name);
+  kstmt bounds = {.kind = KS_IF, .cond = c->lo, .init = c->hi};
+  indent_to(o, ind);
+  fprintf(o, "long q_lo_%s = 0, q_hi_%s = 0;\n", c->var->name, c->var->name);
+  indent_to(o, ind);
+  fprintf(o, "for (int tid = 0; tid < %d; tid++) {\n", k->threads);
+  kprint_lets(o, k, &bounds, st, ind + 1);
+  indent_to(o, ind + 1);
+  fputs("q_loop_bounds(&q_b, tid, (long)(", o);
+  kprint_expr(o, c->lo, k, st);
+  fputs("), (long)(", o);
+  kprint_expr(o, c->hi, k, st);
+  fprintf(o, "), &q_lo_%s, &q_hi_%s, %d);\n", c->var->name, c->var->name, site);
+  indent_to(o, ind);
+  fputs("}\n", o);
+  indent_to(o, ind);
+  fprintf(o, "for (int %s = (int)q_lo_%s; %s < (int)q_hi_%s; %s += %" PRId64 ") {\n", c->var->name, c->var->name,
+          c->var->name, c->var->name, c->var->name, c->step);
 }
 
 /* Block-level statements: phases separated by barriers, uniform loops around phases. */
@@ -276,12 +304,30 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
     kstmt *c = s->items[i];
     if (c->kind == KS_BARRIER) {
       flush_phase(o, k, &phase, st, ind);
+      if (st->chk) {
+        indent_to(o, ind);
+        fprintf(o, "q_barrier(&q_b, %d);\n", c->warp_only);
+      }
       continue;
     }
     if (ks_is_mma(c)) {                      /* collective: once per warp */
       flush_phase(o, k, &phase, st, ind);
       indent_to(o, ind);
       fprintf(o, "for (int q_w = 0; q_w < %d; q_w++) ", k->threads / k->warp);
+      if (st->chk && (c->kind == KS_MMA_LOAD || c->kind == KS_MMA_STORE)) {
+        bool w = c->kind == KS_MMA_STORE;
+        int site = cg_check_site(st->chk, k, "matrix-unit %s shared `%s`", w ? "store to" : "load from", c->mem->name);
+        fprintf(o, "{\n");
+        indent_to(o, ind + 1);
+        fprintf(o, "q_mma_tile(&q_b, q_sh_%s, %" PRId64 "L, (long)(", c->mem->name, c->mem->size);
+        kprint_expr(o, c->lo, k, st);
+        fprintf(o, "), %" PRId64 ", %d, q_w, %d);\n", c->step, w, site);
+        indent_to(o, ind + 1);
+        kprint_mma_stmt(o, c, k, st);
+        indent_to(o, ind);
+        fputs("}\n", o);
+        continue;
+      }
       kprint_mma_stmt(o, c, k, st);
       continue;
     }
@@ -293,8 +339,15 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       fprintf(o, "for (int w = 0; w < %d; w += %d) { /* warp reduction: lanes combined as on the GPU */\n", k->threads, k->warp);
       indent_to(o, ind + 1);
       fprintf(o, "%s lane[%d];\n", t, k->warp);
-      indent_to(o, ind + 1);
-      fprintf(o, "for (int l = 0; l < %d; l++) lane[l] = %s[w + l];\n", k->warp, v);
+      if (st->chk) {          /* a partial warp: absent lanes hold 0 here, garbage on a GPU */
+        indent_to(o, ind + 1);
+        fprintf(o, "q_shuffle(&q_b, %d, %d);\n", (int)c->step, cg_check_site(st->chk, k, "the warp shuffle reducing `%s`", v));
+        indent_to(o, ind + 1);
+        fprintf(o, "for (int l = 0; l < %d; l++) lane[l] = w + l < %d ? %s[w + l] : 0;\n", k->warp, k->threads, v);
+      } else {
+        indent_to(o, ind + 1);
+        fprintf(o, "for (int l = 0; l < %d; l++) lane[l] = %s[w + l];\n", k->warp, v);
+      }
       indent_to(o, ind + 1);
       fprintf(o, "for (int off = %d; off > 0; off >>= 1) {\n", (c->step ? (int)c->step : k->warp) / 2);
       indent_to(o, ind + 2);
@@ -309,13 +362,25 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       indent_to(o, ind + 1);
       fputs("}\n", o);
       indent_to(o, ind + 1);
-      fprintf(o, "for (int l = 0; l < %d; l++) %s[w + l] = lane[l];\n", k->warp, v);
+      if (st->chk) fprintf(o, "for (int l = 0; l < %d && w + l < %d; l++) %s[w + l] = lane[l];\n", k->warp, k->threads, v);
+      else fprintf(o, "for (int l = 0; l < %d; l++) %s[w + l] = lane[l];\n", k->warp, v);
       indent_to(o, ind);
       fputs("}\n", o);
       continue;
     }
     if (c->kind == KS_FOR && c->uniform && ks_has_sync(c->body)) {
       flush_phase(o, k, &phase, st, ind);
+      if (st->chk) {
+        indent_to(o, ind);
+        fputs("{\n", o);
+        print_checked_loop_head(o, k, c, st, ind + 1);
+        print_block_level(o, k, c->body, st, ind + 2);
+        indent_to(o, ind + 1);
+        fputs("}\n", o);
+        indent_to(o, ind);
+        fputs("}\n", o);
+        continue;
+      }
       indent_to(o, ind);
       fprintf(o, "for (int %s = ", c->var->name);
       kprint_expr(o, c->lo, k, st);
@@ -333,20 +398,46 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
   flush_phase(o, k, &phase, st, ind);
 }
 
+/* Checked C: the shadow state of one launch (global regions, one shadow array
+ * per shared variable, reset for every block). */
+static void print_check_setup(FILE *o, const kkernel *k) {
+  for (int i = 0; i < k->n_params; i++)
+    fprintf(o, "  q_region *q_g_%s = q_region_of(%s, %" PRId64 "L, sizeof *%s, %d);\n  (void)q_g_%s;\n", k->params[i].name,
+            k->params[i].name, k->params[i].numel, k->params[i].name, k->params[i].written, k->params[i].name);
+  for (int i = 0; i < k->n_vars; i++)
+    if (k->vars[i]->space == KV_SHARED)
+      fprintf(o, "  q_scell *q_sh_%s = (q_scell *)malloc(sizeof(q_scell) * %" PRId64 ");\n"
+                 "  if (!q_sh_%s) { fputs(\"qir check: out of memory\\n\", stderr); exit(2); }\n",
+              k->vars[i]->name, k->vars[i]->size, k->vars[i]->name);
+}
+
 static void kernel(FILE *o, const kkernel *k) {
-  kprint_style st = {.c_threads = true};
+  kprint_style st = {.c_threads = true, .chk = k->chk};
   fprintf(o, "\n/* %s */\nstatic void %s(", k->summary, k->name);
   print_params(o, k);
   fputs(") {\n", o);
   for (int i = 0; i < k->n_params; i++)   /* operands the expression never reads */
     if (!ks_uses_param(k->body, i) && !ks_uses_param(k->lets, i)) fprintf(o, "  (void)%s;\n", k->params[i].name);
-  fprintf(o, "#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
+  if (k->chk) {
+    print_check_setup(o, k);
+    fprintf(o, "  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
+    fprintf(o, "    q_blk q_b = {%d, bid, %d, %d, 0, 0, {0}, {0}, 0};\n", k->id, k->threads, k->warp);
+    for (int i = 0; i < k->n_vars; i++)
+      if (k->vars[i]->space == KV_SHARED) fprintf(o, "    q_shadow_reset(q_sh_%s, %" PRId64 "L);\n", k->vars[i]->name, k->vars[i]->size);
+  } else {
+    fprintf(o, "#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
+  }
   for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], k, &st, 2);
   print_block_level(o, k, k->body, &st, 2);
-  fputs("  }\n}\n", o);
+  fputs("  }\n", o);
+  if (k->chk)
+    for (int i = 0; i < k->n_vars; i++)
+      if (k->vars[i]->space == KV_SHARED) fprintf(o, "  free(q_sh_%s);\n", k->vars[i]->name);
+  fputs("}\n", o);
 }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
+  if (k->chk) fprintf(o, "%sq_launch(%d);\n", indent, !k->unordered_launch);
   fprintf(o, "%s%s(", indent, k->name);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
   fputs(");\n", o);

@@ -1,0 +1,329 @@
+/* check.c: `qcodegen -c -check`, the race, bounds and barrier checker.
+ *
+ * The C back end already runs a kernel's plan phase by phase; in check mode
+ * every access the kernel makes goes through a shadow-memory test as well
+ * (compute-sanitizer's racecheck, memcheck, initcheck and synccheck, without
+ * a GPU):
+ *   - shared memory: a shadow cell per element remembers its last writer and
+ *     its readers (thread, or the warp for matrix-unit statements) and the
+ *     barrier interval of each access, so two accesses of one element by
+ *     different threads with no barrier between them are a race (read after
+ *     write, write after read, write after write); a `__syncwarp` orders the
+ *     lanes of one warp only; a read of an element nobody in the block wrote
+ *     is an initcheck error; an index outside the array is out of bounds;
+ *   - global tensors: every index is checked against the tensor's extent, and
+ *     a shadow cell per element of every tensor a kernel writes remembers the
+ *     (kernel, block, thread) that wrote it and in which grid epoch (a launch;
+ *     a grid barrier or a wait would open a new one), so a read or write of
+ *     an element that another block writes without a launch boundary between
+ *     them is reported with both tasks;
+ *   - barriers: a barrier, warp shuffle or matrix-unit statement reached from
+ *     per-thread control flow (some threads, or all but not at block level),
+ *     a barrier loop whose bounds differ between threads, and shuffles that
+ *     name lanes the block does not have.
+ * Each hazard is reported once per (kind, access, other access), located at
+ * the .qir line of the op the kernel came from, capped; qir_run returns 1.
+ *
+ * The instrumentation is printed by kast.c (expressions and statements, when
+ * kprint_style.chk is set) and print_c.c (block level); this file holds the
+ * site table (which access of which kernel a report is about) and the runtime
+ * text the checked program carries. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "kast.h"
+
+struct cg_check {
+  qir_module *m;
+  const char *file;             /* the .qir file name for locations */
+  int n_sites, cap_sites;
+  const kkernel **site_kernel;
+  const char **site_text;
+};
+
+cg_check *cg_check_new(qir_module *m, const char *file) {
+  cg_check *c = qir_alloc(m, sizeof *c);
+  c->m = m;
+  c->file = file ? file : "<stdin>";
+  return c;
+}
+
+int cg_check_site(cg_check *c, const kkernel *k, const char *fmt, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  /* one site per (kernel, access text): an access printed twice (a main loop
+   * and its remainder) is reported once */
+  for (int i = c->n_sites - 1; i >= 0 && c->site_kernel[i] == k; i--)
+    if (!strcmp(c->site_text[i], buf)) return i;
+  if (c->n_sites == c->cap_sites) {
+    int cap = c->cap_sites ? 2 * c->cap_sites : 64;
+    const kkernel **ks = qir_alloc(c->m, sizeof *ks * (size_t)cap);
+    const char **ts = qir_alloc(c->m, sizeof *ts * (size_t)cap);
+    if (c->n_sites) {
+      memcpy(ks, c->site_kernel, sizeof *ks * (size_t)c->n_sites);
+      memcpy(ts, c->site_text, sizeof *ts * (size_t)c->n_sites);
+    }
+    c->site_kernel = ks;
+    c->site_text = ts;
+    c->cap_sites = cap;
+  }
+  c->site_kernel[c->n_sites] = k;
+  c->site_text[c->n_sites] = qir_strdup(c->m, buf);
+  return c->n_sites++;
+}
+
+/* The runtime: shadow memory, hazard records.  Printed once, after the
+ * backend's prelude, in check mode only.  The program is serial (no OpenMP):
+ * the shadow state is the program's own. */
+static const char runtime_text[] =
+    "/* ---- race, bounds and barrier checker (qcodegen -check) */\n"
+    "enum { Q_HZ_RAW, Q_HZ_WAR, Q_HZ_WAW, Q_HZ_OOB_SHARED, Q_HZ_OOB_GLOBAL, Q_HZ_OOB_REG, Q_HZ_UNINIT,\n"
+    "       Q_HZ_DIVERGENT, Q_HZ_DIVERGENT_LOOP, Q_HZ_ABSENT_LANE, Q_HZ_G_RAW, Q_HZ_G_WAR, Q_HZ_G_WAW };\n"
+    "/* A block being checked.  bep counts its block barriers, sep every barrier\n"
+    " * (block or warp).  Actors: thread t is t; warp w as a whole (matrix-unit\n"
+    " * statements) is threads + w. */\n"
+    "typedef struct { int kernel; long block; int threads, warp; uint32_t bep, sep; int reach_site[8]; long reach_n[8]; int n_reach; } q_blk;\n"
+    "/* one distinct hazard: kind, the access, the other access (-1 none); a..e its numbers */\n"
+    "typedef struct { int kind, site, other; long a, b, c, d, e; int threads; long count; int printed; } q_hz;\n"
+    "#define Q_HZ_CAP 32\n"
+    "static q_hz q_hz_list[Q_HZ_CAP];\n"
+    "static int q_hz_n;\n"
+    "static long q_hz_more;                  /* distinct hazards past the cap */\n"
+    "static int q_hz_last = -1;              /* the record hit last: repeats are the common case */\n"
+    "static inline void q_hz_add(const q_blk *blk, int kind, int site, int other, long a, long b, long c, long e) {\n"
+    "  if (q_hz_last >= 0 && q_hz_list[q_hz_last].kind == kind && q_hz_list[q_hz_last].site == site && q_hz_list[q_hz_last].other == other) {\n"
+    "    q_hz_list[q_hz_last].count++;\n"
+    "    return;\n"
+    "  }\n"
+    "  for (int i = 0; i < q_hz_n; i++)\n"
+    "    if (q_hz_list[i].kind == kind && q_hz_list[i].site == site && q_hz_list[i].other == other) {\n"
+    "      q_hz_list[i].count++;\n"
+    "      q_hz_last = i;\n"
+    "      return;\n"
+    "    }\n"
+    "  if (q_hz_n == Q_HZ_CAP) { q_hz_more++; return; }\n"
+    "  q_hz_list[q_hz_n] = (q_hz){kind, site, other, a, b, c, blk->block, e, blk->threads, 1, 0};\n"
+    "  q_hz_last = q_hz_n++;\n"
+    "}\n"
+    "static inline int q_warp_of(const q_blk *b, int actor) { return actor < b->threads ? actor / b->warp : actor - b->threads; }\n"
+    "static inline int q_ordered(const q_blk *b, int actor, uint32_t bep, uint32_t sep, int cur) {\n"
+    "  return actor == cur || bep != b->bep || (sep != b->sep && q_warp_of(b, actor) == q_warp_of(b, cur));\n"
+    "}\n"
+    "static inline void q_barrier(q_blk *b, int warp_only) { if (!warp_only) b->bep++; b->sep++; }\n"
+    "\n"
+    "/* shared memory: w_actor -1 = not written in this block; r_actor -1 = no reader,\n"
+    " * -2 = several (r_warp: their common warp, or -1) */\n"
+    "typedef struct { int32_t w_actor, r_actor, r_warp, w_site, r_site; uint32_t w_bep, w_sep, r_bep, r_sep; } q_scell;\n"
+    "static inline void q_shadow_reset(q_scell *s, long n) { for (long i = 0; i < n; i++) s[i] = (q_scell){-1, -1, -1, -1, -1, 0, 0, 0, 0}; }\n"
+    "static inline int q_readers_ordered(const q_blk *b, const q_scell *c, int cur) {\n"
+    "  if (c->r_actor == -1) return 1;\n"
+    "  if (c->r_actor >= 0) return q_ordered(b, c->r_actor, c->r_bep, c->r_sep, cur);\n"
+    "  return c->r_bep != b->bep || (c->r_sep != b->sep && c->r_warp >= 0 && c->r_warp == q_warp_of(b, cur));\n"
+    "}\n"
+    "static inline long q_sr(q_blk *b, q_scell *sh, long n, long i, int actor, int site) {\n"
+    "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_SHARED, site, -1, i, n, actor, 0); return 0; }\n"
+    "  q_scell *c = &sh[i];\n"
+    "  if (c->w_actor == -1) q_hz_add(b, Q_HZ_UNINIT, site, -1, i, n, actor, 0);\n"
+    "  else if (!q_ordered(b, c->w_actor, c->w_bep, c->w_sep, actor)) q_hz_add(b, Q_HZ_RAW, site, c->w_site, i, c->w_actor, actor, 0);\n"
+    "  if (c->r_actor == -1 || c->r_bep != b->bep) { c->r_actor = actor; c->r_warp = q_warp_of(b, actor); }\n"
+    "  else if (c->r_actor != actor) { c->r_actor = -2; if (c->r_warp != q_warp_of(b, actor)) c->r_warp = -1; }\n"
+    "  c->r_bep = b->bep; c->r_sep = b->sep; c->r_site = site;\n"
+    "  return i;\n"
+    "}\n"
+    "static inline long q_sw(q_blk *b, q_scell *sh, long n, long i, int actor, int site) {\n"
+    "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_SHARED, site, -2, i, n, actor, 0); return 0; }\n"
+    "  q_scell *c = &sh[i];\n"
+    "  if (c->w_actor != -1 && !q_ordered(b, c->w_actor, c->w_bep, c->w_sep, actor)) q_hz_add(b, Q_HZ_WAW, site, c->w_site, i, c->w_actor, actor, 0);\n"
+    "  if (!q_readers_ordered(b, c, actor)) q_hz_add(b, Q_HZ_WAR, site, c->r_site, i, c->r_actor, actor, 0);\n"
+    "  c->w_actor = actor; c->w_bep = b->bep; c->w_sep = b->sep; c->w_site = site;\n"
+    "  return i;\n"
+    "}\n"
+    "/* a warp's 16x16 tile at off + r * ld + c (either layout touches the same elements) */\n"
+    "static inline void q_mma_tile(q_blk *b, q_scell *sh, long n, long off, long ld, int write, int warp, int site) {\n"
+    "  for (long r = 0; r < 16; r++)\n"
+    "    for (long c = 0; c < 16; c++) {\n"
+    "      long i = off + r * ld + c;\n"
+    "      if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_SHARED, site, write ? -2 : -1, i, n, b->threads + warp, 0); return; }\n"
+    "      if (write) q_sw(b, sh, n, i, b->threads + warp, site); else q_sr(b, sh, n, i, b->threads + warp, site);\n"
+    "    }\n"
+    "}\n"
+    "/* register arrays: bounds only */\n"
+    "static inline long q_ix(q_blk *b, long i, long n, int tid, int site) {\n"
+    "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_REG, site, -1, i, n, tid, 0); return 0; }\n"
+    "  return i;\n"
+    "}\n"
+    "\n"
+    "/* barriers reached from per-thread code during one phase: always a hazard */\n"
+    "static inline void q_reach(q_blk *b, int site) {\n"
+    "  for (int i = 0; i < b->n_reach; i++) if (b->reach_site[i] == site) { b->reach_n[i]++; return; }\n"
+    "  if (b->n_reach < 8) { b->reach_site[b->n_reach] = site; b->reach_n[b->n_reach++] = 1; }\n"
+    "}\n"
+    "static inline void q_phase_end(q_blk *b) {\n"
+    "  for (int i = 0; i < b->n_reach; i++) q_hz_add(b, Q_HZ_DIVERGENT, b->reach_site[i], -1, b->reach_n[i], b->threads, 0, 0);\n"
+    "  b->n_reach = 0;\n"
+    "}\n"
+    "/* a barrier loop's bounds, thread by thread: thread 0's are the block's */\n"
+    "static inline void q_loop_bounds(q_blk *b, int tid, long lo, long hi, long *lo0, long *hi0, int site) {\n"
+    "  if (tid == 0) { *lo0 = lo; *hi0 = hi; }\n"
+    "  else if (lo != *lo0 || hi != *hi0) q_hz_add(b, Q_HZ_DIVERGENT_LOOP, site, -1, lo, hi, tid, (*lo0 & 0xffffffffL) | (*hi0 << 32));\n"
+    "}\n"
+    "static inline void q_shuffle(q_blk *b, int width, int site) {\n"
+    "  if (b->threads % b->warp) q_hz_add(b, Q_HZ_ABSENT_LANE, site, -1, b->threads, b->warp, width, 0);\n"
+    "}\n"
+    "\n"
+    "/* global memory: a region per tensor some kernel writes, found by its address */\n"
+    "typedef struct { uint32_t w_gep, r_gep, w_bep; int32_t w_kernel, w_block, w_tid, w_site, r_kernel, r_block, r_site; } q_gcell;\n"
+    "typedef struct q_region { const void *base; long n; size_t esize; q_gcell *cells; struct q_region *next; } q_region;\n"
+    "static q_region *q_regions;\n"
+    "static uint32_t q_gep = 1;             /* grid epoch: a new one at every launch the order guarantees */\n"
+    "static inline void q_launch(int ordered) { if (ordered) q_gep++; }\n"
+    "static q_region *q_region_of(const void *base, long n, size_t esize, int written) {\n"
+    "  q_region *r = q_regions;\n"
+    "  while (r && r->base != base) r = r->next;\n"
+    "  if (!written) return r && r->esize == esize ? r : NULL;\n"
+    "  if (!r) {\n"
+    "    r = (q_region *)calloc(1, sizeof *r);\n"
+    "    if (!r) { fputs(\"qir check: out of memory\\n\", stderr); exit(2); }\n"
+    "    r->base = base; r->next = q_regions; q_regions = r;\n"
+    "  }\n"
+    "  if (r->n < n || r->esize != esize) {   /* memory reused for another tensor: its cells are from older epochs */\n"
+    "    free(r->cells);\n"
+    "    r->cells = (q_gcell *)calloc((size_t)(n ? n : 1), sizeof *r->cells);\n"
+    "    if (!r->cells) { fputs(\"qir check: out of memory\\n\", stderr); exit(2); }\n"
+    "    r->n = n; r->esize = esize;\n"
+    "  }\n"
+    "  return r;\n"
+    "}\n"
+    "static inline void q_regions_free(void) {\n"
+    "  while (q_regions) { q_region *r = q_regions; q_regions = r->next; free(r->cells); free(r); }\n"
+    "}\n"
+    "static inline long q_gr(q_blk *b, q_region *r, long n, long i, int tid, int site) {\n"
+    "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_GLOBAL, site, -1, i, n, tid, 0); return 0; }\n"
+    "  if (!r || i >= r->n) return i;\n"
+    "  q_gcell *c = &r->cells[i];\n"
+    "  if (c->w_gep == q_gep && (c->w_kernel != b->kernel || c->w_block != b->block))\n"
+    "    q_hz_add(b, Q_HZ_G_RAW, site, c->w_site, i, c->w_kernel, c->w_block, 0);\n"
+    "  else if (c->w_gep == q_gep && c->w_tid != tid && c->w_bep == b->bep)\n"
+    "    q_hz_add(b, Q_HZ_RAW, site, c->w_site, i, c->w_tid, tid, 1);\n"
+    "  if (c->r_gep != q_gep) { c->r_gep = q_gep; c->r_kernel = b->kernel; c->r_block = (int32_t)b->block; c->r_site = site; }\n"
+    "  else if (c->r_kernel != b->kernel || c->r_block != b->block) c->r_block = -2;\n"
+    "  return i;\n"
+    "}\n"
+    "static inline long q_gw(q_blk *b, q_region *r, long n, long i, int tid, int site) {\n"
+    "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_GLOBAL, site, -2, i, n, tid, 0); return 0; }\n"
+    "  q_gcell *c = &r->cells[i];\n"
+    "  if (c->w_gep == q_gep && (c->w_kernel != b->kernel || c->w_block != b->block))\n"
+    "    q_hz_add(b, Q_HZ_G_WAW, site, c->w_site, i, c->w_kernel, c->w_block, 0);\n"
+    "  else if (c->w_gep == q_gep && c->w_tid != tid && c->w_bep == b->bep)\n"
+    "    q_hz_add(b, Q_HZ_WAW, site, c->w_site, i, c->w_tid, tid, 1);\n"
+    "  if (c->r_gep == q_gep && (c->r_block == -2 || c->r_kernel != b->kernel || c->r_block != b->block))\n"
+    "    q_hz_add(b, Q_HZ_G_WAR, site, c->r_site, i, c->r_kernel, c->r_block, 0);\n"
+    "  c->w_gep = q_gep; c->w_bep = b->bep; c->w_kernel = b->kernel; c->w_block = (int32_t)b->block; c->w_tid = tid; c->w_site = site;\n"
+    "  return i;\n"
+    "}\n"
+    "\n";
+
+void cg_check_prelude(FILE *o) { fputs(runtime_text, o); }
+
+static void emit_string(FILE *o, const char *s) {
+  fputc('"', o);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(o, "\\%c", *s);
+    else if ((unsigned char)*s < 32) fprintf(o, "\\%03o", (unsigned char)*s);
+    else fputc(*s, o);
+  }
+  fputc('"', o);
+}
+
+/* The site table and the report: after every kernel, so that every site is known. */
+void cg_check_trailer(FILE *o, const cg_check *c) {
+  fputs("\n/* ---- checker sites: the kernel, its op's .qir location, the access */\n"
+        "typedef struct { const char *kernel, *op, *summary; int line, col; const char *what; } q_site;\n"
+        "static const q_site q_sites[] = {\n",
+        o);
+  for (int i = 0; i < c->n_sites; i++) {
+    const kkernel *k = c->site_kernel[i];
+    fputs("  {", o);
+    emit_string(o, k->name);
+    fputs(", ", o);
+    emit_string(o, k->op_text ? k->op_text : "?");
+    fputs(", ", o);
+    emit_string(o, k->summary ? k->summary : "");
+    fprintf(o, ", %d, %d, ", k->loc.line, k->loc.col);
+    emit_string(o, c->site_text[i]);
+    fputs("},\n", o);
+  }
+  if (!c->n_sites) fputs("  {\"\", \"\", \"\", 0, 0, \"\"},\n", o);
+  fputs("};\nstatic const char q_check_file[] = ", o);
+  emit_string(o, c->file);
+  fputs(";\n", o);
+  fputs(
+      "static inline const char *q_actor(const q_hz *h, long actor, char *buf, size_t n) {\n"
+      "  if (actor == -2) snprintf(buf, n, \"several threads\");\n"
+      "  else if (actor >= h->threads) snprintf(buf, n, \"warp %ld (matrix-unit statement)\", actor - h->threads);\n"
+      "  else snprintf(buf, n, \"thread %ld\", actor);\n"
+      "  return buf;\n"
+      "}\n"
+      "static inline const char *q_block(long block, char *buf, size_t n) {\n"
+      "  if (block == -2) snprintf(buf, n, \"several blocks\");\n"
+      "  else snprintf(buf, n, \"block %ld\", block);\n"
+      "  return buf;\n"
+      "}\n"
+      "/* Prints the hazards not yet reported, one located line each; returns how many there are in all. */\n"
+      "static int q_check_report(void) {\n"
+      "  static const char *const race[] = {\"read-after-write\", \"write-after-read\", \"write-after-write\"};\n"
+      "  for (int i = 0; i < q_hz_n; i++) {\n"
+      "    q_hz *h = &q_hz_list[i];\n"
+      "    if (h->printed) continue;\n"
+      "    h->printed = 1;\n"
+      "    const q_site *s = &q_sites[h->site], *t = h->other >= 0 ? &q_sites[h->other] : NULL;\n"
+      "    char a[64], b[64];\n"
+      "    fprintf(stderr, \"%s:%d:%d: error: \", q_check_file, s->line, s->col);\n"
+      "    switch (h->kind) {\n"
+      "    case Q_HZ_RAW: case Q_HZ_WAR: case Q_HZ_WAW:\n"
+      "      fprintf(stderr, \"%s race (%s) on element %ld: %s %s it (%s), %s %s it (%s), no barrier between (block %ld)\",\n"
+      "              h->e ? \"global-memory\" : \"shared-memory\", race[h->kind], h->a, q_actor(h, h->c, a, sizeof a),\n"
+      "              h->kind == Q_HZ_RAW ? \"reads\" : \"writes\", s->what, q_actor(h, h->b, b, sizeof b),\n"
+      "              h->kind == Q_HZ_WAR ? \"read\" : \"wrote\", t ? t->what : \"?\", h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_OOB_SHARED: case Q_HZ_OOB_GLOBAL: case Q_HZ_OOB_REG:\n"
+      "      fprintf(stderr, \"out-of-bounds %s: %s, index %ld, extent %ld (%s, block %ld)\",\n"
+      "              h->other == -2 ? \"write\" : \"access\", s->what, h->a, h->b, q_actor(h, h->c, a, sizeof a), h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_UNINIT:\n"
+      "      fprintf(stderr, \"uninitialised read: %s, element %ld of %ld never written in this block (%s, block %ld)\",\n"
+      "              s->what, h->a, h->b, q_actor(h, h->c, a, sizeof a), h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_DIVERGENT:\n"
+      "      fprintf(stderr, \"divergent barrier: %s reached inside per-thread control flow, by %ld thread%s of %ld (block %ld)\",\n"
+      "              s->what, h->a, h->a == 1 ? \"\" : \"s\", h->b, h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_DIVERGENT_LOOP:\n"
+      "      fprintf(stderr, \"divergent barrier: %s: thread %ld runs it over [%ld, %ld), thread 0 over [%ld, %ld) (block %ld)\",\n"
+      "              s->what, h->c, h->a, h->b, h->e & 0xffffffffL, h->e >> 32, h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_ABSENT_LANE:\n"
+      "      fprintf(stderr, \"%s names absent lanes: the block has %ld threads, not whole warps of %ld (block %ld)\",\n"
+      "              s->what, h->a, h->b, h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_G_RAW: case Q_HZ_G_WAR: case Q_HZ_G_WAW:\n"
+      "      fprintf(stderr, \"unordered %s of global element %ld across tasks: %s block %ld %s it (%s), %s %s %s it (%s), and no launch boundary, barrier or wait orders them\",\n"
+      "              h->kind == Q_HZ_G_RAW ? \"read\" : \"write\", h->a, s->kernel, h->d,\n"
+      "              h->kind == Q_HZ_G_RAW ? \"reads\" : \"writes\", s->what, t ? t->kernel : \"?\",\n"
+      "              q_block(h->c, b, sizeof b), h->kind == Q_HZ_G_WAR ? \"reads\" : \"writes\", t ? t->what : \"?\");\n"
+      "      break;\n"
+      "    }\n"
+      "    fprintf(stderr, \" in kernel %s (%s; %s)\", s->kernel, s->op, s->summary);\n"
+      "    if (h->count > 1) fprintf(stderr, \" [%ld times]\", h->count);\n"
+      "    fputc('\\n', stderr);\n"
+      "  }\n"
+      "  if (q_hz_more) { fprintf(stderr, \"%s: error: %ld more distinct hazards not shown\\n\", q_check_file, q_hz_more); q_hz_more = 0; }\n"
+      "  q_regions_free();\n"
+      "  return q_hz_n;\n"
+      "}\n",
+      o);
+}

@@ -1,0 +1,140 @@
+/* plant.c: `qcodegen -plant=KIND:N`, bugs planted on purpose into the kernels
+ * after lowering, so that the checker (check.c) can be shown to catch each
+ * kind of hazard it claims to, and a GPU sanitizer can be compared with it.
+ * N counts from 0 in the order the kernels are generated (kernel ids k0, k1,
+ * ...), and within a kernel in statement order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kast.h"
+
+typedef enum {
+  PLANT_DROP_BARRIER,          /* the Nth __syncthreads disappears */
+  PLANT_DIVERGE_BARRIER,       /* the Nth __syncthreads runs only in the first half of the block */
+  PLANT_DIVERGE_LOOP,          /* the Nth loop with barriers runs once more in thread 0 */
+  PLANT_SHRINK_SMEM,           /* the Nth shared array is half as long as the tile staged in it */
+  PLANT_SHIFT_SMEM,            /* writes of the Nth shared array go one element further */
+  PLANT_COLLIDE_SMEM,          /* writes of the Nth shared array: elements 2i and 2i+1 both to 2i */
+  PLANT_SHIFT_STORE,           /* kernel N stores one element further */
+  PLANT_COLLIDE_STORE,         /* kernel N stores elements 2i and 2i+1 both to 2i */
+  PLANT_DROP_LANE,             /* kernel N's blocks lose their last thread */
+  PLANT_UNORDER_LAUNCH,        /* kernel N is not ordered after the kernels before it (a skipped producer wait) */
+  PLANT_COUNT
+} plant_kind;
+
+static const char *const plant_names[PLANT_COUNT] = {
+    "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
+    "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch",
+};
+
+typedef struct {
+  cg_ctx *cg;
+  plant_kind kind;
+  long target, seen;            /* the Nth thing; how many seen so far */
+  kkernel *k;
+  bool done;
+} planter;
+
+/* i - i % 2, so that two neighbouring elements land on one */
+static kexpr *collide(kbuilder *b, kexpr *i) { return ke_sub(b, i, ke_mod(b, i, ke_int(b, 2))); }
+
+static void walk(planter *p, kstmt *s) {
+  if (!s || p->done) return;
+  kbuilder *b = &p->cg->kb;
+  switch (s->kind) {
+  case KS_SEQ:
+    for (int i = 0; i < s->n_items && !p->done; i++) {
+      kstmt *c = s->items[i];
+      if (c->kind == KS_BARRIER && !c->warp_only &&
+          (p->kind == PLANT_DROP_BARRIER || p->kind == PLANT_DIVERGE_BARRIER) && p->seen++ == p->target) {
+        if (p->kind == PLANT_DROP_BARRIER) s->items[i] = ks_comment(b, "planted bug: barrier dropped");
+        else s->items[i] = ks_if(b, ke_lt(b, ke_tid(b), ke_int(b, p->k->threads / 2)), c, NULL);
+        p->done = true;
+        return;
+      }
+      walk(p, c);
+    }
+    return;
+  case KS_FOR:
+    if (p->kind == PLANT_DIVERGE_LOOP && s->uniform && ks_has_sync(s->body) && p->seen++ == p->target) {
+      s->hi = ke_add(b, s->hi, ke_select(b, ke_lt(b, ke_tid(b), ke_int(b, 1)), ke_int(b, s->step), ke_int(b, 0), KT_I32));
+      p->done = true;
+      return;
+    }
+    walk(p, s->body);
+    return;
+  case KS_IF:
+    walk(p, s->body);
+    walk(p, s->els);
+    return;
+  default: return;
+  }
+}
+
+/* Rewrites every write of shared `v` (or every global store when v is NULL). */
+static void rewrite_writes(planter *p, kstmt *s, const kvar *v) {
+  if (!s) return;
+  kbuilder *b = &p->cg->kb;
+  bool shift = p->kind == PLANT_SHIFT_SMEM || p->kind == PLANT_SHIFT_STORE;
+  if ((v && s->kind == KS_ASSIGN && s->var == v && s->index) || (!v && s->kind == KS_STORE))
+    s->index = shift ? ke_add(b, s->index, ke_int(b, 1)) : collide(b, s->index);
+  for (int i = 0; i < s->n_items; i++) rewrite_writes(p, s->items[i], v);
+  rewrite_writes(p, s->body, v);
+  rewrite_writes(p, s->els, v);
+}
+
+bool cg_plant(cg_ctx *cg, const char *spec) {
+  const char *colon = strchr(spec, ':');
+  size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+  int kind = -1;
+  for (int i = 0; i < PLANT_COUNT; i++)
+    if (strlen(plant_names[i]) == len && !strncmp(spec, plant_names[i], len)) kind = i;
+  char *end = NULL;
+  long n = colon ? strtol(colon + 1, &end, 10) : 0;
+  if (kind < 0 || (colon && (end == colon + 1 || *end || n < 0))) {
+    fprintf(cg->d->out, "qcodegen: unknown bug to plant '%s' (KIND:N, KIND one of", spec);
+    for (int i = 0; i < PLANT_COUNT; i++) fprintf(cg->d->out, " %s", plant_names[i]);
+    fputs(")\n", cg->d->out);
+    cg->d->n_errors++;
+    return false;
+  }
+  planter p = {.cg = cg, .kind = (plant_kind)kind, .target = n};
+  switch (p.kind) {
+  case PLANT_DROP_BARRIER: case PLANT_DIVERGE_BARRIER: case PLANT_DIVERGE_LOOP:
+    for (int i = 0; i < cg->n_kernels && !p.done; i++) {
+      p.k = cg->kernels[i];
+      walk(&p, p.k->body);
+    }
+    break;
+  case PLANT_SHRINK_SMEM: case PLANT_SHIFT_SMEM: case PLANT_COLLIDE_SMEM:
+    for (int i = 0; i < cg->n_kernels && !p.done; i++)
+      for (int j = 0; j < cg->kernels[i]->n_vars && !p.done; j++) {
+        kvar *v = cg->kernels[i]->vars[j];
+        if (v->space != KV_SHARED || p.seen++ != p.target) continue;
+        if (p.kind == PLANT_SHRINK_SMEM) {
+          v->size = (v->size + 1) / 2;
+        } else {
+          rewrite_writes(&p, cg->kernels[i]->body, v);
+        }
+        p.done = true;
+      }
+    break;
+  case PLANT_SHIFT_STORE: case PLANT_COLLIDE_STORE: case PLANT_DROP_LANE: case PLANT_UNORDER_LAUNCH:
+    if (n < cg->n_kernels) {
+      kkernel *k = cg->kernels[n];
+      if (p.kind == PLANT_DROP_LANE) k->threads = k->threads > 1 ? k->threads - 1 : 1;
+      else if (p.kind == PLANT_UNORDER_LAUNCH) k->unordered_launch = true;
+      else rewrite_writes(&p, k->body, NULL);
+      p.done = true;
+    }
+    break;
+  case PLANT_COUNT: break;
+  }
+  if (!p.done) {
+    fprintf(cg->d->out, "qcodegen: cannot plant '%s': the module has no such %s\n", spec,
+            p.kind <= PLANT_DIVERGE_LOOP ? "barrier or barrier loop" : p.kind <= PLANT_COLLIDE_SMEM ? "shared array" : "kernel");
+    cg->d->n_errors++;
+    return false;
+  }
+  return true;
+}
