@@ -55,7 +55,7 @@ typedef struct {
   int64_t threads, regs, smem;  /* per block; smem in bytes */
 } qir_rp_kernel;
 
-typedef struct {
+typedef struct qir_rprogram {
   const qir_op *op;
   const char *target;           /* the `target` attribute, or "h100" */
   int64_t veus;

@@ -54,6 +54,11 @@ typedef struct {
   int counter;
   bool failed;
   const char **dev_ptr;         /* qir_run_device: value id -> caller's device pointer, or NULL */
+  int n_rp;                     /* rprogram ops, in the order of rp_ops */
+  qir_op **rp_ops;
+  qir_value **rp_sync;          /* each one's sync tensor (generation, barrier counters, flags) */
+  int *rp_n;                    /* its persistent kernels (0: its kernels launch one by one) */
+  kkernel ***rp_kernels;
 } host;
 
 /* ---------------------------------------------------------------- op table */
@@ -578,6 +583,21 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
     h->failed = true;
     return;
   }
+  int r = 0;
+  while (r < h->n_rp && h->rp_ops[r] != op) r++;
+  if (r < h->n_rp && h->rp_n[r]) {
+    ind(o, level);
+    fprintf(o, "if (m->rp_ok[%d]) { /* rprogram: %d kernels, %d waves on %lld vEUs, one persistent launch */\n", r, p.n_kernels,
+            p.n_waves, (long long)p.veus);
+    ind(o, level + 1);
+    fprintf(o, "m->rp_gen[%d]++;\n", r);
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_h2d(%s, &m->rp_gen[%d], 8));\n", ptr(h, h->rp_sync[r], true), r);
+    for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level + 1);
+    ind(o, level);
+    fputs("} else {\n", o);
+    level++;
+  }
   bool *done = qir_alloc(h->m, sizeof *done * (size_t)(p.n_kernels + 1));
   ind(o, level);
   fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs; launched separately in wave order */\n", p.n_kernels, p.n_waves,
@@ -590,6 +610,10 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
       opinfo *ki = op_info(h, op->operands[k]->def);
       for (int j = 0; j < ki->n_kernels; j++) launch(h, o, ki->kernels[j], level);
     }
+  if (r < h->n_rp && h->rp_n[r]) {
+    ind(o, level - 1);
+    fputs("}\n", o);
+  }
 }
 
 /* After expand_named_ops: every rprogram still names kernels with plans
@@ -605,6 +629,7 @@ static bool bind_rprograms(host *h, qir_region *r) {
       qir_error(h->d, op->loc, "qcodegen: this rprogram no longer holds once named ops are expanded into computes");
       return false;
     }
+    kkernel **members = qir_alloc(h->m, sizeof *members * (size_t)(p.n_kernels + 1));
     for (int k = 0; k < p.n_kernels; k++) {
       opinfo *ki = op_info(h, op->operands[k]->def);
       ki->packed_by = op;
@@ -613,8 +638,35 @@ static bool bind_rprograms(host *h, qir_region *r) {
                   ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
         return false;
       }
+      members[k] = ki->kernels[0];
     }
+    int r = 0;
+    while (r < h->n_rp && h->rp_ops[r] != op) r++;
+    if (r == h->n_rp) continue;
+    const char *why = NULL;
+    h->rp_kernels[r] = qir_alloc(h->m, sizeof(kkernel *) * (size_t)(p.n_waves + 1));
+    h->rp_n[r] = lower_rprogram(&h->cg, &p, members, h->rp_sync[r], h->rp_kernels[r], &why);
+    if (!h->rp_n[r] && why)
+      qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", why);
   }
+  return true;
+}
+
+/* Before values are numbered for storage: one sync tensor per rprogram. */
+static bool collect_rprogram(qir_op *op, void *vctx) {
+  host *h = vctx;
+  if (op->code != QIR_OP_RPROGRAM) return true;
+  qir_rprogram p;
+  if (!qir_rprogram_read(h->m, op, &p, h->d) || qir_rprogram_check(h->m, &p, h->d)) return true;   /* reported again by bind_rprograms */
+  int64_t n = lower_rprogram_sync_size(&p);
+  h->rp_ops[h->n_rp] = op;
+  h->rp_sync[h->n_rp] = qir_value_new(h->m, qir_type_make(QIR_U64, 1, &n), qir_sprintf(h->m, "rprogram%d_sync", h->n_rp));
+  h->n_rp++;
+  return true;
+}
+
+static bool count_rprograms(qir_op *op, void *vctx) {
+  *(int *)vctx += op->code == QIR_OP_RPROGRAM;
   return true;
 }
 
@@ -799,6 +851,13 @@ static bool collect_consts(qir_op *op, void *ctx) {
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *o) {
   host h = {.m = m, .d = d, .opt = opt};
   if (!expand_named_ops(m, m->body, d)) return 1;
+  int n_rp = 0;
+  qir_walk(m->body, count_rprograms, &n_rp);
+  h.rp_ops = qir_alloc(m, sizeof *h.rp_ops * (size_t)(n_rp + 1));
+  h.rp_sync = qir_alloc(m, sizeof *h.rp_sync * (size_t)(n_rp + 1));
+  h.rp_n = qir_alloc(m, sizeof *h.rp_n * (size_t)(n_rp + 1));
+  h.rp_kernels = qir_alloc(m, sizeof *h.rp_kernels * (size_t)(n_rp + 1));
+  qir_walk(m->body, collect_rprogram, &h);
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
   h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP ? 64 : 32, .kb = {.m = m}};
   int n = count_ops(m->body);
@@ -814,6 +873,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (!plan_all(&h, m->body)) return 1;
   if (!bind_rprograms(&h, m->body)) return 1;
   assign_values(&h, m->body);
+  for (int r = 0; r < h.n_rp; r++) {   /* sync tensors live with the constants, zeroed by qir_init */
+    h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    h.vals[h.rp_sync[r]->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
+    h.const_bytes += value_bytes(h.rp_sync[r]);
+  }
   lifetimes(&h, m->body);
   allocate(&h);
 
@@ -881,7 +945,9 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (chk) cg_check_trailer(o, chk);
 
   /* ---- constants */
-  fputs("\n/* ---- model */\ntypedef struct qir_model { unsigned char *arena, *cbuf; } qir_model;\n", o);
+  fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
+  if (h.n_rp) fprintf(o, "  uint64_t rp_gen[%d];   /* launches of each rprogram's persistent kernel */\n  int rp_ok[%d];   /* its blocks fit on the device at once */\n", h.n_rp, h.n_rp);
+  fputs("} qir_model;\n", o);
   for (int i = 0; i < consts.n; i++) {
     qir_op *c = consts.ops[i];
     bool embed = !c->cst->splat && (c->cst->offset < 0 || opt->embed_weights);
@@ -941,6 +1007,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     }
   }
   if (chk) fputs("  if (q_check_report()) return 1;   /* hazards: reported on stderr */\n", o);
+  for (int r = 0; r < h.n_rp; r++) {
+    int64_t n = qir_type_numel(&h.rp_sync[r]->type);
+    fprintf(o, "  {\n    static const uint64_t q_zero[%" PRId64 "] = {0};\n    QCHECK(q_h2d(%s, q_zero, %" PRId64 "));\n  }\n", n,
+            ptr(&h, h.rp_sync[r], true), n * 8);
+    if (h.rp_n[r]) h.pr->coresident(o, h.rp_kernels[r][0], qir_sprintf(m, "m->rp_ok[%d]", r), "  ");
+  }
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n\n", o);
 
   fputs("QAPI int qir_run(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);

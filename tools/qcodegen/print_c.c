@@ -443,4 +443,10 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
   fputs(");\n", o);
 }
 
-const cg_printer cg_printer_c = {CG_C, prelude, kernel, launch};
+/* C runs the waves as separate launches: nothing needs to be co-resident. */
+static void coresident(FILE *o, const kkernel *k, const char *flag, const char *indent) {
+  (void)k;
+  fprintf(o, "%s%s = 1;\n", indent, flag);
+}
+
+const cg_printer cg_printer_c = {CG_C, prelude, kernel, launch, coresident};
