@@ -114,7 +114,8 @@ typedef enum {
    * launch's generation; then barrier counters, then one flag per task);
    * block level, once per block (lower_rprogram.c). */
   KS_GRID_SYNC,                 /* every block: arrive at counter `index`, wait for `step` blocks */
-  KS_FLAG_WAIT,                 /* wait until flags [lo, hi) hold this launch's generation (acquire) */
+  KS_FLAG_WAIT,                 /* wait until flags [lo, hi) hold this launch's generation (acquire);
+                                 * C check: `text` lists the blocks (of kernel `step`) that ran them */
   KS_FLAG_SET,                  /* flag `index` = this launch's generation (release) */
 } kstmt_kind;
 
@@ -156,6 +157,9 @@ typedef struct {
   const char *op_text;          /* that op, as "%y = conv" */
   bool unordered_launch;        /* planted bug: not ordered after the kernels before it */
   bool carved_smem;             /* its shared variables overlap in one dynamic buffer (kvar.carve) */
+  int chk_kernel;               /* C check: an rprogram's wave reports as kernel chk_kernel, */
+  long chk_block0;              /* block chk_block0 + bid (a vEU in a wave), when chk_group */
+  bool chk_group;
   struct cg_check *chk;         /* C: print it instrumented (qcodegen -check) */
 } kkernel;
 

@@ -147,6 +147,64 @@ static kstmt *ks_sync(kbuilder *b, kstmt_kind kind, int param) {
   return s;
 }
 
+/* C check: the blocks (wave * vEUs + vEU) that ran the tasks a wait of wave w names. */
+static const char *waited_blocks(qir_module *m, const qir_rprogram *p, int w, const qir_rp_wait *x) {
+  int64_t n = (int64_t)w * p->veus;
+  unsigned char *hit = calloc((size_t)(n ? n : 1), 1);
+  if (!hit) return "";
+  for (int v = 0; v < w; v++)
+    for (int i = 0; i < p->waves[v].n_runs; i++) {
+      const qir_rp_run *r = &p->waves[v].runs[i];
+      if (r->kernel != x->kernel) continue;
+      int64_t nv = r->veu_hi - r->veu_lo + 1;
+      int64_t lo = r->task_lo > x->task_lo ? r->task_lo : x->task_lo, hi = r->task_hi < x->task_hi ? r->task_hi : x->task_hi;
+      for (int64_t t = lo; t < hi; t++) hit[(int64_t)v * p->veus + r->veu_lo + (t - r->task_lo) % nv] = 1;
+    }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) {
+    free(hit);
+    return "";
+  }
+  int count = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (hit[i]) fprintf(f, "%s%lld", count++ ? ", " : "", (long long)i);
+  fclose(f);
+  const char *out = qir_strdup(m, text ? text : "");
+  free(text);
+  free(hit);
+  return out;
+}
+
+/* The tensor parameters of the kernels `use` marks, each tensor once, then
+ * the sync tensor; pmaps[i][j]: where kernel i's parameter j went. */
+static int merge_params(qir_module *m, const qir_rprogram *p, kkernel *const *members, const bool *use, qir_value *sync,
+                        int **pmaps, qir_value ***args_out, bool **written_out) {
+  int n_params = 0, cap = 64;
+  for (int i = 0; i < p->n_kernels; i++) cap += use[i] ? members[i]->n_params : 0;
+  qir_value **args = qir_alloc(m, sizeof *args * (size_t)cap);
+  bool *written = qir_alloc(m, sizeof *written * (size_t)cap);
+  for (int i = 0; i < p->n_kernels; i++) {
+    const kkernel *k = members[i];
+    if (!use[i]) continue;
+    pmaps[i] = qir_alloc(m, sizeof(int) * (size_t)(k->n_params + 1));
+    for (int j = 0; j < k->n_params; j++) {
+      int at = -1;
+      for (int q = 0; q < n_params && at < 0; q++)
+        if (args[q] == k->args[j]) at = q;
+      if (at < 0) at = n_params, args[n_params++] = k->args[j];
+      pmaps[i][j] = at;
+      written[at] |= k->params[j].written;
+    }
+  }
+  written[n_params] = true;
+  args[n_params++] = sync;
+  *args_out = args;
+  *written_out = written;
+  return n_params;
+}
+
 int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, qir_value *sync, kkernel **out,
                    const char **why) {
   kbuilder *b = &cg->kb;
@@ -180,38 +238,6 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
           *why = qir_sprintf(m, "kernel %d has two runs in wave %d", p->waves[w].runs[i].kernel, w);
           return 0;
         }
-  /* tensor parameters: the union of the members', then the sync tensor */
-  int n_params = 0;
-  qir_value **args = qir_alloc(m, sizeof *args * (size_t)(p->n_kernels * 8 + 64));
-  int cap = p->n_kernels * 8 + 64;
-  int **pmaps = qir_alloc(m, sizeof *pmaps * (size_t)p->n_kernels);
-  bool *written = NULL;
-  for (int i = 0; i < p->n_kernels; i++) {
-    const kkernel *k = members[i];
-    pmaps[i] = qir_alloc(m, sizeof(int) * (size_t)(k->n_params + 1));
-    for (int j = 0; j < k->n_params; j++) {
-      int at = -1;
-      for (int q = 0; q < n_params && at < 0; q++)
-        if (args[q] == k->args[j]) at = q;
-      if (at < 0) {
-        if (n_params + 2 >= cap) {
-          qir_value **na = qir_alloc(m, sizeof *na * (size_t)(cap * 2));
-          memcpy(na, args, sizeof *na * (size_t)n_params);
-          args = na;
-          cap *= 2;
-        }
-        at = n_params;
-        args[n_params++] = k->args[j];
-      }
-      pmaps[i][j] = at;
-    }
-  }
-  written = qir_alloc(m, sizeof *written * (size_t)(n_params + 1));
-  for (int i = 0; i < p->n_kernels; i++)
-    for (int j = 0; j < members[i]->n_params; j++) written[pmaps[i][j]] |= members[i]->params[j].written;
-  int sync_param = n_params;
-  args[n_params++] = sync;
-
   /* which kernels' tasks someone waits for, and each kernel's first flag */
   bool *signalled = qir_alloc(m, sizeof *signalled * (size_t)(p->n_kernels + 1));
   int64_t *flag0 = qir_alloc(m, sizeof *flag0 * (size_t)(p->n_kernels + 1));
@@ -225,6 +251,15 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
   int id = cg->n_kernels;
   for (int o = 0; o < n_out; o++) {
     const char *name = per_wave ? qir_sprintf(m, "rprogram%d_wave%d", id, o) : qir_sprintf(m, "rprogram%d", id);
+    /* C: a wave's kernel takes only the tensors of the kernels it runs */
+    bool *use = qir_alloc(m, sizeof *use * (size_t)(p->n_kernels + 1));
+    for (int i = 0; i < p->n_kernels; i++) use[i] = !per_wave;
+    for (int e = 0; per_wave && e < p->waves[o].n_runs; e++) use[p->waves[o].runs[e].kernel] = true;
+    int **pmaps = qir_alloc(m, sizeof *pmaps * (size_t)(p->n_kernels + 1));
+    qir_value **args;
+    bool *written;
+    int n_params = merge_params(m, p, members, use, sync, pmaps, &args, &written);
+    int sync_param = n_params - 1;
     kkernel *k = kkernel_new(b, name, n_params);
     k->summary = qir_sprintf(m, "rprogram: %d kernels, %d waves on %lld vEUs%s", p->n_kernels, p->n_waves, (long long)p->veus,
                              per_wave ? qir_sprintf(m, " (wave %d)", o) : "");
@@ -232,7 +267,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
       qir_value *v = args[j];
       k->args[j] = v;
       k->params[j] = (kparam){.name = qir_sprintf(m, "p%d", j), .dtype = v->type.dtype, .numel = qir_type_numel(&v->type),
-                              .written = j == sync_param || written[j]};
+                              .written = written[j]};
     }
     k->grid = p->veus;
     k->threads = threads;
@@ -242,9 +277,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
      * their own offsets in one buffer */
     for (int i = 0; i < p->n_kernels; i++) {
       const kkernel *mk = members[i];
-      bool here = !per_wave;
-      for (int e = 0; per_wave && e < p->waves[o].n_runs; e++) here |= p->waves[o].runs[e].kernel == i;
-      if (!here) continue;
+      if (!use[i]) continue;
       for (int v = 0; v < mk->n_vars; v++) {
         kvar *x = mk->vars[v];
         if (x->space == KV_SHARED) x->carve = 1 + kvar_dynamic_offset(mk, x);
@@ -268,6 +301,10 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
         kstmt *s = ks_sync(b, KS_FLAG_WAIT, sync_param);
         s->lo = ke_long(b, flag0[x->kernel] + x->task_lo);
         s->hi = ke_long(b, flag0[x->kernel] + x->task_hi);
+        if (per_wave) {
+          s->text = waited_blocks(m, p, w, x);
+          s->step = id;
+        }
         ks_add(b, k->body, s);
       }
       for (int i = 0; i < wave->n_runs; i++) {
@@ -302,6 +339,12 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
         loop->uniform = true;
         ks_add(b, k->body, loop);
       }
+    }
+    if (per_wave) {   /* the checker: a wave without a barrier is not a new grid epoch */
+      k->chk_group = true;
+      k->chk_kernel = id;
+      k->chk_block0 = (long)o * (long)p->veus;
+      k->unordered_launch = o > 0 && !p->waves[o].barrier;
     }
     k->id = cg->n_kernels;
     k->loc = p->op->loc;

@@ -421,7 +421,10 @@ static void kernel(FILE *o, const kkernel *k) {
   if (k->chk) {
     print_check_setup(o, k);
     fprintf(o, "  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
-    fprintf(o, "    q_blk q_b = {%d, bid, %d, %d, 0, 0, {0}, {0}, 0};\n", k->id, k->threads, k->warp);
+    if (k->chk_group)   /* a wave of an rprogram: its blocks are the vEUs of that wave */
+      fprintf(o, "    q_blk q_b = {%d, %ldL + bid, %d, %d, 0, 0, {0}, {0}, 0};\n", k->chk_kernel, k->chk_block0, k->threads, k->warp);
+    else
+      fprintf(o, "    q_blk q_b = {%d, bid, %d, %d, 0, 0, {0}, {0}, 0};\n", k->id, k->threads, k->warp);
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "    q_shadow_reset(q_sh_%s, %" PRId64 "L);\n", k->vars[i]->name, k->vars[i]->size);
   } else {
