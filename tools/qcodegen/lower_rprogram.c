@@ -273,6 +273,9 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
     k->threads = threads;
     k->warp = cg->warp;
     k->carved_smem = true;
+    /* registers for the resident blocks per unit the program was packed for */
+    const qir_target *tg = qir_target_get(p->target);
+    if (tg && tg->compute_units > 0) k->min_blocks = (int)((p->veus + tg->compute_units - 1) / tg->compute_units);
     /* the members' variables (C: those of the wave's kernels), shared ones at
      * their own offsets in one buffer */
     for (int i = 0; i < p->n_kernels; i++) {

@@ -28,7 +28,10 @@ static void prelude(FILE *o) {
 
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   kprint_style st = {.c_threads = false, .hip = hip};
-  fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
+  if (k->min_blocks > 0 && !hip)   /* a persistent kernel: its vEUs must stay co-resident */
+    fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d, %d) %s(", k->summary, k->threads, k->min_blocks, k->name);
+  else
+    fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
   for (int i = 0; i < k->n_params; i++)
     fprintf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", k->params[i].written ? "" : "const ",
             kdtype_c(k->params[i].dtype), k->params[i].name);
