@@ -196,7 +196,6 @@ bool qir_rprogram_read(qir_module *m, const qir_op *op, qir_rprogram *p, qir_dia
       }
     }
   }
-  (void)vname;
   return true;
 }
 

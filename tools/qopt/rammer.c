@@ -118,7 +118,7 @@ static void assign_veus(rammer *r, int w) {
     if (share > left - reserve) share = left - reserve;
     if (share > k->k.tasks) share = k->k.tasks;
     if (share < 1) share = 1;
-    if (next + share > r->veus) { next = 0; }   /* more kernels than vEUs: wrap (they run one after another) */
+    if (next + share > r->veus) next = 0;   /* more kernels than vEUs: wrap (they run one after another) */
     k->veu_lo = next;
     k->n_veus = share;
     next += share;
