@@ -67,6 +67,9 @@ run_suite lit lit_suite
 [ -f scripts/conformance.py ] && run_suite conformance env QIR_BIN="$top/build/bin" python3 scripts/conformance.py -j "$JOBS"
 [ -f scripts/pass-check.py ] && run_suite passes env QIR_BIN="$top/build/bin" python3 scripts/pass-check.py --bin "$top/build/bin" --quick -j "$JOBS"
 [ -f scripts/backend-check.sh ] && run_suite backends env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --passes "-canonicalize -roller"
+# Rammer's rprograms: the persistent programs in C (one kernel per wave), with and without the checker.
+[ -f scripts/backend-check.sh ] && run_suite backends-rammer env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --passes "-canonicalize -roller -rammer"
+[ -f scripts/backend-check.sh ] && run_suite backends-rammer-check env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders models --passes "-canonicalize -roller -rammer"
 # The same tests without plans: qcodegen's default schedules.
 [ -f scripts/backend-check.sh ] && run_suite backends-default env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu
 [ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh
