@@ -290,6 +290,11 @@ int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d) {
   int64_t total = 0;
   int64_t *base = qir_alloc(m, sizeof *base * (size_t)(p->n_kernels + 1));
   for (int i = 0; i < p->n_kernels; i++) base[i] = total, total += p->kernels[i].tasks;
+  if (total > (INT64_C(1) << 26)) {   /* the checks keep a few words per task */
+    qir_error(d, op->loc, "rprogram: its kernels have %lld tasks in all, more than the %lld an rprogram may pack", (long long)total,
+              (long long)(INT64_C(1) << 26));
+    return d->n_errors - before;
+  }
   int *wave_of = malloc(sizeof *wave_of * (size_t)(total + 1));
   int *pos_of = malloc(sizeof *pos_of * (size_t)(total + 1));
   int64_t *veu_of = malloc(sizeof *veu_of * (size_t)(total + 1));
