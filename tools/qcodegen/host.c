@@ -585,6 +585,16 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
   }
   int r = 0;
   while (r < h->n_rp && h->rp_ops[r] != op) r++;
+  if (r < h->n_rp && h->rp_n[r] && h->cg.backend == CG_C) {   /* C: the waves always run */
+    ind(o, level);
+    fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs, one kernel per wave */\n", p.n_kernels, p.n_waves, (long long)p.veus);
+    ind(o, level);
+    fprintf(o, "m->rp_gen[%d]++;\n", r);
+    ind(o, level);
+    fprintf(o, "QCHECK(q_h2d(%s, &m->rp_gen[%d], 8));\n", ptr(h, h->rp_sync[r], true), r);
+    for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level);
+    return;
+  }
   if (r < h->n_rp && h->rp_n[r]) {
     ind(o, level);
     fprintf(o, "if (m->rp_ok[%d]) { /* rprogram: %d kernels, %d waves on %lld vEUs, one persistent launch */\n", r, p.n_kernels,
@@ -646,6 +656,8 @@ static bool bind_rprograms(host *h, qir_region *r) {
     const char *why = NULL;
     h->rp_kernels[r] = qir_alloc(h->m, sizeof(kkernel *) * (size_t)(p.n_waves + 1));
     h->rp_n[r] = lower_rprogram(&h->cg, &p, members, h->rp_sync[r], h->rp_kernels[r], &why);
+    if (h->rp_n[r] && h->cg.backend == CG_C)
+      for (int k = 0; k < p.n_kernels; k++) members[k]->unprinted = true;
     if (!h->rp_n[r] && why)
       qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", why);
   }
@@ -941,7 +953,8 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   }
   h.pr->prelude(o);
   if (chk) cg_check_prelude(o);
-  for (int i = 0; i < h.cg.n_kernels; i++) h.pr->kernel(o, h.cg.kernels[i]);
+  for (int i = 0; i < h.cg.n_kernels; i++)
+    if (!h.cg.kernels[i]->unprinted) h.pr->kernel(o, h.cg.kernels[i]);
   if (chk) cg_check_trailer(o, chk);
 
   /* ---- constants */

@@ -157,6 +157,7 @@ typedef struct {
   const char *op_text;          /* that op, as "%y = conv" */
   bool unordered_launch;        /* planted bug: not ordered after the kernels before it */
   bool carved_smem;             /* its shared variables overlap in one dynamic buffer (kvar.carve) */
+  bool unprinted;               /* no code path launches it (C: a kernel its rprogram's waves run) */
   int min_blocks;               /* CUDA: blocks per SM the registers must allow (__launch_bounds__); 0: any */
   int chk_kernel;               /* C check: an rprogram's wave reports as kernel chk_kernel, */
   long chk_block0;              /* block chk_block0 + bid (a vEU in a wave), when chk_group */
