@@ -3562,6 +3562,7 @@ static bool eval_region(mctx *c, const qir_region *r, qir_tensor *args, qir_tens
     case QIR_OP_LOOP: ok = eval_loop(c, op); break;
     case QIR_OP_IF: ok = eval_if(c, op); break;
     case QIR_OP_KERNEL: ok = eval_kernel(c, op); break;
+    case QIR_OP_RPROGRAM: break;   /* a schedule: its kernels were evaluated where they stand */
     default: ok = eval_plain_op(c, op); break;
     }
     if (ok && plan && i < plan->n_ops)

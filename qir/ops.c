@@ -956,7 +956,7 @@ static bool rule_if(rule_ctx *c) {
 static rule_fn rule_for(qir_opcode code) {
   switch (code) {
   case QIR_OP_INPUT: case QIR_OP_CONST: return rule_declared;
-  case QIR_OP_OUTPUT: case QIR_OP_YIELD: return rule_none;
+  case QIR_OP_OUTPUT: case QIR_OP_YIELD: case QIR_OP_RPROGRAM: return rule_none;
   case QIR_OP_COMPUTE: return rule_compute;
   case QIR_OP_LOOP: return rule_loop;
   case QIR_OP_IF: return rule_if;

@@ -295,7 +295,18 @@ static void print_attr_val(FILE *out, const qir_attr_val *v) {
   }
 }
 
-static void print_attrs(FILE *out, const qir_op *op) {
+/* An rprogram's waves, one per line (level: the op's indent). */
+static void print_waves(FILE *out, const qir_attr_val *v, int level) {
+  fputc('[', out);
+  for (int i = 0; i < v->n; i++) {
+    fputs(i ? ",\n" : "\n", out);
+    for (int k = 0; k < level + 2; k++) fputs("  ", out);
+    print_attr_val(out, &v->items[i]);
+  }
+  fputc(']', out);
+}
+
+static void print_attrs(FILE *out, const qir_op *op, int level) {
   int n = op->n_attrs, n_plain = 0;
   if (!n) return;
   const qir_attr **sorted = malloc(sizeof *sorted * (size_t)n);
@@ -310,7 +321,10 @@ static void print_attrs(FILE *out, const qir_op *op) {
       if (k++) fputs(", ", out);
       print_key(out, sorted[i]->key);
       fputs(" = ", out);
-      print_attr_val(out, &sorted[i]->val);
+      if (op->code == QIR_OP_RPROGRAM && !strcmp(sorted[i]->key, "waves") && sorted[i]->val.kind == QIR_ATTR_LIST)
+        print_waves(out, &sorted[i]->val, level);
+      else
+        print_attr_val(out, &sorted[i]->val);
     }
     fputc('}', out);
   }
@@ -584,7 +598,7 @@ static void print_op(printer *p, const qir_op *op, int level) {
     }
     for (int i = 0; i < op->n_operands; i++) fprintf(out, "%s%%%s", i ? ", " : " ", value_name(p, op->operands[i]));
   }
-  print_attrs(out, op);
+  print_attrs(out, op, level);
   if (op->n_results) {
     fputs(" : ", out);
     for (int i = 0; i < op->n_results; i++) {

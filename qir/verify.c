@@ -11,6 +11,7 @@
  * Every message carries the location of the op (or attribute / expression). */
 #include "opsutil.h"
 #include "target.h"
+#include "rprogram.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +557,10 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   check_device(v, op, r);
   if (op->code == QIR_OP_COMPUTE) check_compute(v, op);
   if (op->code == QIR_OP_CONST) check_const(v, op);
+  if (op->code == QIR_OP_RPROGRAM) {
+    qir_rprogram p;
+    if (qir_rprogram_read(v->m, op, &p, v->d)) qir_rprogram_check(v->m, &p, v->d);
+  }
   bool operands_ok = true;
   for (int i = 0; i < op->n_operands; i++) operands_ok = operands_ok && op->operands[i];
   /* regions before types: the loop's scan types come from its yield */

@@ -9,6 +9,7 @@
 
 #include "kast.h"
 #include "target.h"
+#include "rprogram.h"
 
 #define ALIGN 256
 
@@ -32,6 +33,7 @@ typedef struct {
   int n_kernels;
   kkernel **kernels;            /* launched in order */
   int *tmp;                     /* loop: a buffer per carried value */
+  qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
 } opinfo;
 
 typedef struct {
@@ -53,6 +55,11 @@ typedef struct {
   int counter;
   bool failed;
   const char **dev_ptr;         /* qir_run_device: value id -> caller's device pointer, or NULL */
+  int n_rp;                     /* rprogram ops, in the order of rp_ops */
+  qir_op **rp_ops;
+  qir_value **rp_sync;          /* each one's sync tensor (generation, barrier counters, flags) */
+  int *rp_n;                    /* its persistent kernels (0: its kernels launch one by one) */
+  kkernel ***rp_kernels;
 } host;
 
 /* ---------------------------------------------------------------- op table */
@@ -155,7 +162,7 @@ static const char *op_name(const qir_op *op) { return qir_opinfo_get(op->code)->
 static bool plan_op(host *h, opinfo *oi) {
   qir_op *op = oi->op;
   switch (op->code) {
-  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_IF: return true;
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_IF: case QIR_OP_RPROGRAM: return true;
   case QIR_OP_LOOP: {
     int n_carried = op->n_operands - 2;
     oi->tmp = qir_alloc(h->m, sizeof(int) * (size_t)(n_carried > 0 ? n_carried : 1));
@@ -303,7 +310,7 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: continue;
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
@@ -355,6 +362,7 @@ static int use_end(host *h, qir_value *v, qir_op *user) {
     climbed = true;
   }
   opinfo *oi = op_info(h, u);
+  if (oi->packed_by) oi = op_info(h, oi->packed_by);
   return climbed ? oi->end : oi->start;
 }
 
@@ -623,6 +631,116 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   fputs("}\n", o);
 }
 
+/* An rprogram: its kernels in the order of their first tasks in the waves
+ * (the verifier proved every consumer's tasks ordered after all of its
+ * producers', so that order respects every dependence), each as its own
+ * launch: the fallback of a persistent kernel, which qcodegen does not
+ * generate yet. */
+static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
+  qir_rprogram p;
+  if (!qir_rprogram_read(h->m, op, &p, h->d)) {
+    h->failed = true;
+    return;
+  }
+  int r = 0;
+  while (r < h->n_rp && h->rp_ops[r] != op) r++;
+  if (r < h->n_rp && h->rp_n[r] && h->cg.backend == CG_C) {   /* C: the waves always run */
+    ind(o, level);
+    fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs, one kernel per wave */\n", p.n_kernels, p.n_waves, (long long)p.veus);
+    ind(o, level);
+    fprintf(o, "m->rp_gen[%d]++;\n", r);
+    ind(o, level);
+    fprintf(o, "QCHECK(q_h2d(%s, &m->rp_gen[%d], 8));\n", ptr(h, h->rp_sync[r], true), r);
+    for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level);
+    return;
+  }
+  if (r < h->n_rp && h->rp_n[r]) {
+    ind(o, level);
+    fprintf(o, "if (m->rp_ok[%d]) { /* rprogram: %d kernels, %d waves on %lld vEUs, one persistent launch */\n", r, p.n_kernels,
+            p.n_waves, (long long)p.veus);
+    ind(o, level + 1);
+    fprintf(o, "m->rp_gen[%d]++;\n", r);
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_h2d(%s, &m->rp_gen[%d], 8));\n", ptr(h, h->rp_sync[r], true), r);
+    for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level + 1);
+    ind(o, level);
+    fputs("} else {\n", o);
+    level++;
+  }
+  bool *done = qir_alloc(h->m, sizeof *done * (size_t)(p.n_kernels + 1));
+  ind(o, level);
+  fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs; launched separately in wave order */\n", p.n_kernels, p.n_waves,
+          (long long)p.veus);
+  for (int w = 0; w < p.n_waves; w++)
+    for (int i = 0; i < p.waves[w].n_runs; i++) {
+      int k = p.waves[w].runs[i].kernel;
+      if (done[k] || p.waves[w].runs[i].task_hi == p.waves[w].runs[i].task_lo) continue;
+      done[k] = true;
+      opinfo *ki = op_info(h, op->operands[k]->def);
+      for (int j = 0; j < ki->n_kernels; j++) launch(h, o, ki->kernels[j], level);
+    }
+  if (r < h->n_rp && h->rp_n[r]) {
+    ind(o, level - 1);
+    fputs("}\n", o);
+  }
+}
+
+/* After expand_named_ops: every rprogram still names kernels with plans
+ * (a named op that became several computes no longer does), and each
+ * packed kernel is one launch of its plan's grid. */
+static bool bind_rprograms(host *h, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->n_regions; i++)
+      if (!bind_rprograms(h, op->regions[i])) return false;
+    if (op->code != QIR_OP_RPROGRAM) continue;
+    qir_rprogram p;
+    if (!qir_rprogram_read(h->m, op, &p, h->d) || qir_rprogram_check(h->m, &p, h->d)) {
+      qir_error(h->d, op->loc, "qcodegen: this rprogram no longer holds once named ops are expanded into computes");
+      return false;
+    }
+    kkernel **members = qir_alloc(h->m, sizeof *members * (size_t)(p.n_kernels + 1));
+    for (int k = 0; k < p.n_kernels; k++) {
+      opinfo *ki = op_info(h, op->operands[k]->def);
+      ki->packed_by = op;
+      if (ki->n_kernels != 1 || ki->kernels[0]->grid != p.kernels[k].tasks) {
+        qir_error(h->d, op->loc, "qcodegen: rprogram kernel %d becomes %d kernel(s) of %lld blocks, but the program runs %lld tasks of it", k,
+                  ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
+        return false;
+      }
+      members[k] = ki->kernels[0];
+    }
+    int r = 0;
+    while (r < h->n_rp && h->rp_ops[r] != op) r++;
+    if (r == h->n_rp) continue;
+    const char *why = NULL;
+    h->rp_kernels[r] = qir_alloc(h->m, sizeof(kkernel *) * (size_t)(p.n_waves + 1));
+    h->rp_n[r] = lower_rprogram(&h->cg, &p, members, h->rp_sync[r], h->rp_kernels[r], &why);
+    if (h->rp_n[r] && h->cg.backend == CG_C)
+      for (int k = 0; k < p.n_kernels; k++) members[k]->unprinted = true;
+    if (!h->rp_n[r] && why)
+      qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", why);
+  }
+  return true;
+}
+
+/* Before values are numbered for storage: one sync tensor per rprogram. */
+static bool collect_rprogram(qir_op *op, void *vctx) {
+  host *h = vctx;
+  if (op->code != QIR_OP_RPROGRAM) return true;
+  qir_rprogram p;
+  if (!qir_rprogram_read(h->m, op, &p, h->d) || qir_rprogram_check(h->m, &p, h->d)) return true;   /* reported again by bind_rprograms */
+  int64_t n = lower_rprogram_sync_size(&p);
+  h->rp_ops[h->n_rp] = op;
+  h->rp_sync[h->n_rp] = qir_value_new(h->m, qir_type_make(QIR_U64, 1, &n), qir_sprintf(h->m, "rprogram%d_sync", h->n_rp));
+  h->n_rp++;
+  return true;
+}
+
+static bool count_rprograms(qir_op *op, void *vctx) {
+  *(int *)vctx += op->code == QIR_OP_RPROGRAM;
+  return true;
+}
+
 static void emit_region(host *h, FILE *o, qir_region *r, int level) {
   for (qir_op *op = r->first; op; op = op->next) {
     opinfo *oi = op_info(h, op);
@@ -654,7 +772,9 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     }
     case QIR_OP_LOOP: emit_loop(h, o, op, level); break;
     case QIR_OP_IF: emit_if(h, o, op, level); break;
+    case QIR_OP_RPROGRAM: emit_rprogram(h, o, op, level); break;
     default:
+      if (oi->packed_by) break;   /* launched by its rprogram */
       for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
       break;
     }
@@ -810,6 +930,13 @@ static bool collect_consts(qir_op *op, void *ctx) {
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *o) {
   host h = {.m = m, .d = d, .opt = opt};
   if (!expand_named_ops(m, m->body, d)) return 1;
+  int n_rp = 0;
+  qir_walk(m->body, count_rprograms, &n_rp);
+  h.rp_ops = qir_alloc(m, sizeof *h.rp_ops * (size_t)(n_rp + 1));
+  h.rp_sync = qir_alloc(m, sizeof *h.rp_sync * (size_t)(n_rp + 1));
+  h.rp_n = qir_alloc(m, sizeof *h.rp_n * (size_t)(n_rp + 1));
+  h.rp_kernels = qir_alloc(m, sizeof *h.rp_kernels * (size_t)(n_rp + 1));
+  qir_walk(m->body, collect_rprogram, &h);
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
   h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
   if (!cg_compose_groups(&h.cg, m->body)) return 1;
@@ -824,7 +951,13 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   h.vals = qir_alloc(m, sizeof *h.vals * (size_t)(m->next_value_id + 1));
   collect_io(&h);
   if (!plan_all(&h, m->body)) return 1;
+  if (!bind_rprograms(&h, m->body)) return 1;
   assign_values(&h, m->body);
+  for (int r = 0; r < h.n_rp; r++) {   /* sync tensors live with the constants, zeroed by qir_init */
+    h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    h.vals[h.rp_sync[r]->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
+    h.const_bytes += value_bytes(h.rp_sync[r]);
+  }
   lifetimes(&h, m->body);
   allocate(&h);
 
@@ -898,12 +1031,15 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   }
   h.pr->prelude(o);
   if (chk) cg_check_prelude(o);
-  for (int i = 0; i < h.cg.n_kernels; i++) h.pr->kernel(o, h.cg.kernels[i]);
+  for (int i = 0; i < h.cg.n_kernels; i++)
+    if (!h.cg.kernels[i]->unprinted) h.pr->kernel(o, h.cg.kernels[i]);
   if (chk) cg_check_trailer(o, chk);
 
   /* ---- constants */
-  fprintf(o, "\n/* ---- model */\ntypedef struct qir_model { unsigned char *arena, *cbuf; int64_t out_rows[%d]; } qir_model;\n",
-          h.n_outputs ? h.n_outputs : 1);
+  fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
+  fprintf(o, "  int64_t out_rows[%d];   /* rows each output holds (bounded loop scan outputs) */\n", h.n_outputs ? h.n_outputs : 1);
+  if (h.n_rp) fprintf(o, "  uint64_t rp_gen[%d];   /* launches of each rprogram's persistent kernel */\n  int rp_ok[%d];   /* its blocks fit on the device at once */\n", h.n_rp, h.n_rp);
+  fputs("} qir_model;\n", o);
   for (int i = 0; i < consts.n; i++) {
     qir_op *c = consts.ops[i];
     bool embed = !c->cst->splat && (c->cst->offset < 0 || opt->embed_weights);
@@ -970,6 +1106,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     }
   }
   if (chk) fputs("  if (q_check_report()) return 1;   /* hazards: reported on stderr */\n", o);
+  for (int r = 0; r < h.n_rp; r++) {
+    int64_t n = qir_type_numel(&h.rp_sync[r]->type);
+    fprintf(o, "  {\n    static const uint64_t q_zero[%" PRId64 "] = {0};\n    QCHECK(q_h2d(%s, q_zero, %" PRId64 "));\n  }\n", n,
+            ptr(&h, h.rp_sync[r], true), n * 8);
+    if (h.rp_n[r]) h.pr->coresident(o, h.rp_kernels[r][0], qir_sprintf(m, "m->rp_ok[%d]", r), "  ");
+  }
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n\n", o);
 
   fputs("QAPI int qir_run(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);

@@ -91,6 +91,15 @@ kvar *kvar_new_frag(kbuilder *b, kkernel *k, const char *stem, kfrag_role role, 
 
 /* Shared variables in one dynamic buffer, each at a 128-byte boundary. */
 int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit) {
+  if (k->carved_smem) {
+    int64_t end = 0;
+    for (int i = 0; i < k->n_vars; i++)
+      if (k->vars[i]->space == KV_SHARED && k->vars[i]->carve) {
+        int64_t e = k->vars[i]->carve - 1 + (kvar_bytes(k->vars[i]) + 127) / 128 * 128;
+        if (e > end) end = e;
+      }
+    return end;
+  }
   if (k->smem_bytes <= static_limit) return 0;
   int64_t total = 0;
   for (int i = 0; i < k->n_vars; i++)
@@ -99,6 +108,7 @@ int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit) {
 }
 
 int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v) {
+  if (v->carve) return v->carve - 1;
   int64_t off = 0;
   for (int i = 0; i < k->n_vars && k->vars[i] != v; i++)
     if (k->vars[i]->space == KV_SHARED) off += (kvar_bytes(k->vars[i]) + 127) / 128 * 128;
@@ -401,7 +411,7 @@ bool ks_has_sync(const kstmt *s) {
   if (!s) return false;
   if (ks_is_mma(s)) return true;
   switch (s->kind) {
-  case KS_BARRIER: case KS_WARP_REDUCE: return true;
+  case KS_BARRIER: case KS_WARP_REDUCE: case KS_GRID_SYNC: case KS_FLAG_WAIT: return true;
   case KS_SEQ:
     for (int i = 0; i < s->n_items; i++)
       if (ks_has_sync(s->items[i])) return true;
@@ -426,7 +436,9 @@ static bool ke_uses_param(const kexpr *e, int p) {
 
 bool ks_uses_param(const kstmt *s, int p) {
   if (!s) return false;
-  if ((s->kind == KS_STORE || s->kind == KS_VCOPY16) && s->param == p) return true;
+  if ((s->kind == KS_STORE || s->kind == KS_VCOPY16 || s->kind == KS_GRID_SYNC || s->kind == KS_FLAG_WAIT ||
+       s->kind == KS_FLAG_SET) && s->param == p)
+    return true;
   if (ke_uses_param(s->init, p) || ke_uses_param(s->lo, p) || ke_uses_param(s->hi, p) || ke_uses_param(s->cond, p) ||
       ke_uses_param(s->index, p) || ke_uses_param(s->value, p))
     return true;
@@ -793,6 +805,69 @@ static void print_store(FILE *o, const kstmt *s, const kkernel *k, const kprint_
   fputs(");\n", o);
 }
 
+/* rProgram synchronisation.  On a GPU: thread 0 of the block spins on
+ * volatile loads of global flags or counters; __threadfence before a release
+ * (flag store, counter arrival) and after an acquire orders the tasks' global
+ * writes; __syncthreads hands the result to the block.  In C every wave is its
+ * own launch, so a wait only checks that the flags were set. */
+static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
+  const char *P = k->params[s->param].name;
+  indent_to(o, ind);
+  if (st->c_threads) {
+    switch (s->kind) {
+    case KS_FLAG_SET:
+      fprintf(o, "if (tid == 0) %s[", P);
+      kprint_expr(o, s->index, k, st);
+      fprintf(o, "] = %s[0];\n", P);
+      return;
+    case KS_FLAG_WAIT:
+      fprintf(o, "if (tid == 0) for (long q_f = ");
+      kprint_expr(o, s->lo, k, st);
+      fputs("; q_f < ", o);
+      kprint_expr(o, s->hi, k, st);
+      fprintf(o, "; q_f++) if (%s[q_f] != %s[0]) { fprintf(stderr, \"rprogram: wait for an unfinished task (flag %%ld)\\n\", q_f); abort(); }\n", P, P);
+      if (st->chk && s->text && *s->text) {   /* the checker: the waited tasks' blocks are ordered from here on */
+        indent_to(o, ind);
+        fprintf(o, "if (tid == 0) { static const long q_wb[] = {%s}; for (size_t q_i = 0; q_i < sizeof q_wb / sizeof q_wb[0]; q_i++) q_order(%d, q_wb[q_i]); }\n",
+                s->text, (int)s->step);
+      }
+      return;
+    default:
+      fputs("/* grid barrier: the waves are separate launches here */\n", o);
+      return;
+    }
+  }
+  switch (s->kind) {
+  case KS_FLAG_SET:
+    fputs("__syncthreads();\n", o);
+    indent_to(o, ind);
+    fprintf(o, "if (threadIdx.x == 0) { __threadfence(); atomicExch((unsigned long long *)&%s[", P);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "], (unsigned long long)%s[0]); }\n", P);
+    return;
+  case KS_FLAG_WAIT:
+    fprintf(o, "if (threadIdx.x == 0) { for (long q_f = ");
+    kprint_expr(o, s->lo, k, st);
+    fputs("; q_f < ", o);
+    kprint_expr(o, s->hi, k, st);
+    fprintf(o, "; q_f++) while (((volatile unsigned long long *)%s)[q_f] < (unsigned long long)%s[0]) { } __threadfence(); }\n", P, P);
+    indent_to(o, ind);
+    fputs("__syncthreads();\n", o);
+    return;
+  default:
+    fputs("__syncthreads();\n", o);
+    indent_to(o, ind);
+    fprintf(o, "if (threadIdx.x == 0) { __threadfence(); atomicAdd((unsigned long long *)&%s[", P);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "], 1ULL); while (((volatile unsigned long long *)%s)[", P);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "] < (unsigned long long)%s[0] * %" PRId64 "ULL) { } __threadfence(); }\n", P, s->step);
+    indent_to(o, ind);
+    fputs("__syncthreads();\n", o);
+    return;
+  }
+}
+
 void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
   if (st->chk && (s->kind == KS_BARRIER || s->kind == KS_WARP_REDUCE || ks_is_mma(s))) {
     /* collectives belong at block level (print_c.c); reached here, from
@@ -859,6 +934,9 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
   case KS_STORE:
     indent_to(o, ind);
     print_store(o, s, k, st);
+    return;
+  case KS_GRID_SYNC: case KS_FLAG_WAIT: case KS_FLAG_SET:
+    kprint_rprogram_sync(o, s, k, st, ind);
     return;
   case KS_BARRIER:
     indent_to(o, ind);

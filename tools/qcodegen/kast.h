@@ -52,6 +52,8 @@ typedef struct kvar {
   kfrag_role frag;              /* KV_FRAG: which operand */
   qir_dtype frag_dtype;         /* KV_FRAG A/B: QIR_F16 or QIR_BF16 */
   bool col_major;               /* KV_FRAG A/B: layout of the shared tile it loads from */
+  int64_t carve;                /* KV_SHARED in an rprogram's kernel: 1 + its byte offset in the
+                                 * buffer every task carves its own tiles from; 0: none */
 } kvar;
 
 /* A kernel parameter: a global tensor. */
@@ -108,6 +110,13 @@ typedef enum {
   KS_MMA_STORE,                 /* f32 shared `mem` at `lo`, row-major, leading dimension `step` = var[index] */
   KS_VCOPY16,                   /* 16 bytes: raw shared var[index..] = cond ? param[lo..] : 0 (both
                                  * 16-byte aligned; one vector load and store on a GPU) */
+  /* rProgram synchronisation through the u64 tensor `param` (element 0: the
+   * launch's generation; then barrier counters, then one flag per task);
+   * block level, once per block (lower_rprogram.c). */
+  KS_GRID_SYNC,                 /* every block: arrive at counter `index`, wait for `step` blocks */
+  KS_FLAG_WAIT,                 /* wait until flags [lo, hi) hold this launch's generation (acquire);
+                                 * C check: `text` lists the blocks (of kernel `step`) that ran them */
+  KS_FLAG_SET,                  /* flag `index` = this launch's generation (release) */
 } kstmt_kind;
 
 typedef struct kstmt kstmt;
@@ -147,6 +156,12 @@ typedef struct {
   qir_loc loc;                  /* the op it came from, for the checker's reports */
   const char *op_text;          /* that op, as "%y = conv" */
   bool unordered_launch;        /* planted bug: not ordered after the kernels before it */
+  bool carved_smem;             /* its shared variables overlap in one dynamic buffer (kvar.carve) */
+  bool unprinted;               /* no code path launches it (C: a kernel its rprogram's waves run) */
+  int min_blocks;               /* CUDA: blocks per SM the registers must allow (__launch_bounds__); 0: any */
+  int chk_kernel;               /* C check: an rprogram's wave reports as kernel chk_kernel, */
+  long chk_block0;              /* block chk_block0 + bid (a vEU in a wave), when chk_group */
+  bool chk_group;
   struct cg_check *chk;         /* C: print it instrumented (qcodegen -check) */
 } kkernel;
 
@@ -261,6 +276,8 @@ typedef struct cg_printer {
   void (*prelude)(FILE *o);                     /* includes, runtime macros, helpers */
   void (*kernel)(FILE *o, const kkernel *k);    /* the kernel definition */
   void (*launch)(FILE *o, const kkernel *k, const char *const *argv, const char *indent);
+  /* qir_init: sets `flag` to 1 when `k->grid` blocks of k are co-resident on the device */
+  void (*coresident)(FILE *o, const kkernel *k, const char *flag, const char *indent);
 } cg_printer;
 
 extern const cg_printer cg_printer_c, cg_printer_cuda, cg_printer_hip;
@@ -293,6 +310,18 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip);   /* print_cuda.c *
 void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st);  /* one line, no indent */
 int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit);  /* bytes, 0 if static fits */
 int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a shared var in that buffer */
+
+/* ---- rProgram (lower_rprogram.c): the persistent kernel of an rprogram op
+ * whose packed kernels were lowered to `members` (one each).  `sync` is the
+ * u64 tensor of its generation, barrier counters and task flags
+ * (lower_rprogram_sync_size elements).  CUDA/HIP: one kernel; C: one per wave
+ * (waves as phases, flags checked).  Returns the count written to out (at
+ * most n_waves), 0 with a reason in *why when it cannot be packed (the host
+ * then launches the members). */
+struct qir_rprogram;
+int64_t lower_rprogram_sync_size(const struct qir_rprogram *p);
+int lower_rprogram(cg_ctx *cg, const struct qir_rprogram *p, kkernel *const *members, qir_value *sync, kkernel **out,
+                   const char **why);
 
 /* ---- host code (host.c) */
 typedef struct {

@@ -19,12 +19,13 @@ typedef enum {
   PLANT_COLLIDE_STORE,         /* kernel N stores elements 2i and 2i+1 both to 2i */
   PLANT_DROP_LANE,             /* kernel N's blocks lose their last thread */
   PLANT_UNORDER_LAUNCH,        /* kernel N is not ordered after the kernels before it (a skipped producer wait) */
+  PLANT_DROP_WAIT,             /* the Nth wait of an rprogram on its producers' task flags disappears */
   PLANT_COUNT
 } plant_kind;
 
 static const char *const plant_names[PLANT_COUNT] = {
     "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
-    "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch",
+    "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
 };
 
 typedef struct {
@@ -45,6 +46,11 @@ static void walk(planter *p, kstmt *s) {
   case KS_SEQ:
     for (int i = 0; i < s->n_items && !p->done; i++) {
       kstmt *c = s->items[i];
+      if (c->kind == KS_FLAG_WAIT && p->kind == PLANT_DROP_WAIT && p->seen++ == p->target) {
+        s->items[i] = ks_comment(b, "planted bug: wait dropped");
+        p->done = true;
+        return;
+      }
       if (c->kind == KS_BARRIER && !c->warp_only &&
           (p->kind == PLANT_DROP_BARRIER || p->kind == PLANT_DIVERGE_BARRIER) && p->seen++ == p->target) {
         if (p->kind == PLANT_DROP_BARRIER) s->items[i] = ks_comment(b, "planted bug: barrier dropped");
@@ -100,7 +106,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
   }
   planter p = {.cg = cg, .kind = (plant_kind)kind, .target = n};
   switch (p.kind) {
-  case PLANT_DROP_BARRIER: case PLANT_DIVERGE_BARRIER: case PLANT_DIVERGE_LOOP:
+  case PLANT_DROP_BARRIER: case PLANT_DIVERGE_BARRIER: case PLANT_DIVERGE_LOOP: case PLANT_DROP_WAIT:
     for (int i = 0; i < cg->n_kernels && !p.done; i++) {
       p.k = cg->kernels[i];
       walk(&p, p.k->body);

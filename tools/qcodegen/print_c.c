@@ -421,7 +421,10 @@ static void kernel(FILE *o, const kkernel *k) {
   if (k->chk) {
     print_check_setup(o, k);
     fprintf(o, "  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
-    fprintf(o, "    q_blk q_b = {.kernel = %d, .block = bid, .threads = %d, .warp = %d};\n", k->id, k->threads, k->warp);
+    if (k->chk_group)   /* a wave of an rprogram: its blocks are the vEUs of that wave */
+      fprintf(o, "    q_blk q_b = {.kernel = %d, .block = %ldL + bid, .threads = %d, .warp = %d};\n", k->chk_kernel, k->chk_block0, k->threads, k->warp);
+    else
+      fprintf(o, "    q_blk q_b = {.kernel = %d, .block = bid, .threads = %d, .warp = %d};\n", k->id, k->threads, k->warp);
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "    q_shadow_reset(q_sh_%s, %" PRId64 "L);\n", k->vars[i]->name, k->vars[i]->size);
   } else {
@@ -449,4 +452,10 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
   fputs(");\n", o);
 }
 
-const cg_printer cg_printer_c = {CG_C, prelude, kernel, launch};
+/* C runs the waves as separate launches: nothing needs to be co-resident. */
+static void coresident(FILE *o, const kkernel *k, const char *flag, const char *indent) {
+  (void)k;
+  fprintf(o, "%s%s = 1;\n", indent, flag);
+}
+
+const cg_printer cg_printer_c = {CG_C, prelude, kernel, launch, coresident};

@@ -28,13 +28,16 @@ static void prelude(FILE *o) {
 
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   kprint_style st = {.c_threads = false, .hip = hip};
-  fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
+  if (k->min_blocks > 0 && !hip)   /* a persistent kernel: its vEUs must stay co-resident */
+    fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d, %d) %s(", k->summary, k->threads, k->min_blocks, k->name);
+  else
+    fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
   for (int i = 0; i < k->n_params; i++)
     fprintf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", k->params[i].written ? "" : "const ",
             kdtype_c(k->params[i].dtype), k->params[i].name);
   fputs(") {\n", o);
   /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
-  int64_t dyn = hip ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
+  int64_t dyn = hip && !k->carved_smem ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
   if (dyn) fputs("  extern __shared__ __align__(128) unsigned char q_smem[];\n", o);
   for (int i = 0; i < k->n_vars; i++) {
     const kvar *v = k->vars[i];
@@ -61,4 +64,21 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }
 
-const cg_printer cg_printer_cuda = {CG_CUDA, prelude, kernel, launch};
+/* An rprogram's persistent kernel waits on other blocks: run it only when
+ * all its blocks fit on the device at once (else the host launches its
+ * kernels one by one). */
+static void coresident(FILE *o, const kkernel *k, const char *flag, const char *indent) {
+  int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
+  fprintf(o, "%s{\n%s  int q_dev = 0, q_sms = 0, q_per = 0;\n%s  %s = 0;\n", indent, indent, indent, flag);
+  fprintf(o, "%s  if (cudaGetDevice(&q_dev) == cudaSuccess &&\n", indent);
+  fprintf(o, "%s      cudaDeviceGetAttribute(&q_sms, cudaDevAttrMultiProcessorCount, q_dev) == cudaSuccess &&\n", indent);
+  if (dyn)
+    fprintf(o, "%s      cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 ") == cudaSuccess &&\n", indent,
+            k->name, dyn);
+  fprintf(o, "%s      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&q_per, %s, %d, %" PRId64 ") == cudaSuccess)\n", indent, k->name,
+          k->threads, dyn);
+  fprintf(o, "%s    %s = (long)q_per * q_sms >= %" PRId64 "L;\n", indent, flag, k->grid);
+  fprintf(o, "%s  (void)cudaGetLastError();\n%s}\n", indent, indent);
+}
+
+const cg_printer cg_printer_cuda = {CG_CUDA, prelude, kernel, launch, coresident};

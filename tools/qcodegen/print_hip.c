@@ -55,9 +55,22 @@ static void prelude(FILE *o) {
 static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, true); }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
-  fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), 0, 0", indent, k->name, k->grid, k->threads);
+  int64_t dyn = k->carved_smem ? kkernel_dynamic_smem(k, 0) : 0;   /* an rprogram carves its tiles from dynamic LDS */
+  fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), %" PRId64 ", 0", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, ", %s", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }
 
-const cg_printer cg_printer_hip = {CG_HIP, prelude, kernel, launch};
+/* As CUDA's: the persistent kernel only where all its blocks are resident. */
+static void coresident(FILE *o, const kkernel *k, const char *flag, const char *indent) {
+  int64_t dyn = kkernel_dynamic_smem(k, 0);
+  fprintf(o, "%s{\n%s  int q_dev = 0, q_cus = 0, q_per = 0;\n%s  %s = 0;\n", indent, indent, indent, flag);
+  fprintf(o, "%s  if (hipGetDevice(&q_dev) == hipSuccess &&\n", indent);
+  fprintf(o, "%s      hipDeviceGetAttribute(&q_cus, hipDeviceAttributeMultiprocessorCount, q_dev) == hipSuccess &&\n", indent);
+  fprintf(o, "%s      hipOccupancyMaxActiveBlocksPerMultiprocessor(&q_per, %s, %d, %" PRId64 ") == hipSuccess)\n", indent, k->name,
+          k->threads, dyn);
+  fprintf(o, "%s    %s = (long)q_per * q_cus >= %" PRId64 "L;\n", indent, flag, k->grid);
+  fprintf(o, "%s  (void)hipGetLastError();\n%s}\n", indent, indent);
+}
+
+const cg_printer cg_printer_hip = {CG_HIP, prelude, kernel, launch, coresident};

@@ -2,25 +2,22 @@
  *
  * Draws a grid: one column per wave, one row per run of vEUs (persistent
  * blocks) that do the same thing in every wave; a cell names the kernel and
- * the rTask range the vEUs run there.  The rProgram is read from a schedule
- * attribute (or from an `rprogram` op's attributes once ops.def has one):
+ * the rTasks the vEUs run there.  The rProgram is the `rprogram` op
+ * (qir/rprogram.h), read and checked by the IR library:
  *
- *   #rprogram{veus = 132, waves = [
- *       {barrier = 1, tasks = [{kernel = "k0", veus = [0, 63], tasks = [0, 64]},
- *                              {kernel = "k1", veu = 64, tasks = [0, 1]}]},
- *       [{kernel = "k2", veus = [0, 131], tasks = [0, 264]}]]}
+ *   rprogram %a, %b, %c {veus = 8, waves = [
+ *       {run = [{kernel = 0, tasks = [0, 4], veus = [0, 3]}, {kernel = 1, tasks = [0, 2], veus = [4, 5]}]},
+ *       {barrier = 1, run = [{kernel = 2, tasks = [0, 16], veus = [0, 7]}]}]}
  *
- * A wave is a dict {tasks = [...], barrier = 0|1} or directly the list of its
- * entries.  An entry names its kernel (`kernel` or `op`), the vEUs it occupies
- * (`veu = I` or `veus = [first, last]`, inclusive) and its rTasks
- * (`tasks = [begin, end)` or `task = I`), spread evenly over those vEUs.
+ * vEU v of an entry runs tasks t0 + (v - v0), then every n-th (n = its vEUs).
+ * A column header says how the wave is ordered after the ones before it.
  */
 #include "qviz.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_VEUS 1000000
+#include "rprogram.h"
 
 typedef struct {
   const char *kernel;
@@ -33,163 +30,40 @@ typedef struct {
   veu_entry *entries;
   int n;
   bool barrier;
+  int n_waits;
 } veu_wave;
 
-typedef struct {
-  const qir_op *op;             /* where the rProgram was written, for messages */
-  const qir_attr_val *veus, *waves;
-} rprogram_ref;
-
 static bool find_rprogram(qir_op *op, void *vctx) {
-  rprogram_ref *ref = vctx;
-  qir_attr *a = qir_op_attr(op, "rprogram");
-  if (a && a->val.kind == QIR_ATTR_DICT) {
-    ref->op = op;
-    ref->veus = qir_attr_dict_get(&a->val, "veus");
-    ref->waves = qir_attr_dict_get(&a->val, "waves");
-    return false;
-  }
-  if (op_is_named(op, "rprogram")) {
-    ref->op = op;
-    qir_attr *v = qir_op_attr(op, "veus"), *w = qir_op_attr(op, "waves");
-    ref->veus = v ? &v->val : NULL;
-    ref->waves = w ? &w->val : NULL;
+  const qir_op **ref = vctx;
+  if (op->code == QIR_OP_RPROGRAM) {
+    *ref = op;
     return false;
   }
   return true;
-}
-
-static bool get_int(const qir_attr_val *v, int64_t *out) {
-  if (!v || v->kind != QIR_ATTR_INT) return false;
-  *out = v->i;
-  return true;
-}
-
-/* `key = I` or `keys = [first, last]` */
-static bool get_range(const qir_attr_val *entry, const char *one, const char *range, int64_t *lo, int64_t *hi) {
-  const qir_attr_val *v = qir_attr_dict_get(entry, one);
-  if (v) {
-    if (!get_int(v, lo)) return false;
-    *hi = *lo;
-    return true;
-  }
-  v = qir_attr_dict_get(entry, range);
-  if (!v || v->kind != QIR_ATTR_LIST || v->n != 2) return false;
-  return get_int(&v->items[0], lo) && get_int(&v->items[1], hi);
-}
-
-static const char *entry_kernel(const qir_attr_val *entry) {
-  const qir_attr_val *k = qir_attr_dict_get(entry, "kernel");
-  if (!k) k = qir_attr_dict_get(entry, "op");
-  if (!k || (k->kind != QIR_ATTR_STRING && k->kind != QIR_ATTR_WORD)) return NULL;
-  return k->s;
-}
-
-static int kernel_color(const char **names, int *n_names, const char *k) {
-  for (int i = 0; i < *n_names; i++)
-    if (strcmp(names[i], k) == 0) return i;
-  names[*n_names] = k;
-  return (*n_names)++;
 }
 
 /* Reads the rProgram; false after a located error. */
-static bool read_waves(const rprogram_ref *ref, qir_diag *d, veu_wave **out_waves, int *out_n,
-                       int64_t *out_veus) {
-  qir_loc loc = ref->op->loc;
-  if (!ref->waves || ref->waves->kind != QIR_ATTR_LIST) {
-    qir_error(d, loc, "rprogram: `waves` must be a list of waves");
-    return false;
-  }
-  int n = ref->waves->n;
-  veu_wave *waves = calloc((size_t)(n ? n : 1), sizeof *waves);
-  int total_entries = 0;
-  for (int w = 0; w < n; w++) {
-    const qir_attr_val *wv = &ref->waves->items[w];
-    total_entries += wv->kind == QIR_ATTR_LIST ? wv->n : 0;
-    const qir_attr_val *t = qir_attr_dict_get(wv, "tasks");
-    total_entries += t && t->kind == QIR_ATTR_LIST ? t->n : 0;
-  }
-  const char **names = calloc((size_t)(total_entries ? total_entries : 1), sizeof *names);
-  int n_names = 0;
-  int64_t max_veu = -1;
-  bool ok = true;
-  for (int w = 0; w < n && ok; w++) {
-    const qir_attr_val *wv = &ref->waves->items[w];
-    const qir_attr_val *list = wv;
-    waves[w].barrier = true;
-    if (wv->kind == QIR_ATTR_DICT) {
-      list = qir_attr_dict_get(wv, "tasks");
-      int64_t b;
-      if (get_int(qir_attr_dict_get(wv, "barrier"), &b)) waves[w].barrier = b != 0;
+static bool read_waves(qir_module *m, const qir_op *op, qir_diag *d, veu_wave **out_waves, int *out_n, int64_t *out_veus) {
+  qir_rprogram p;
+  if (!qir_rprogram_read(m, op, &p, d)) return false;
+  veu_wave *waves = calloc((size_t)(p.n_waves ? p.n_waves : 1), sizeof *waves);
+  for (int w = 0; w < p.n_waves; w++) {
+    const qir_rp_wave *pw = &p.waves[w];
+    waves[w].barrier = pw->barrier;
+    waves[w].n_waits = pw->n_waits;
+    waves[w].n = pw->n_runs;
+    waves[w].entries = calloc((size_t)(pw->n_runs ? pw->n_runs : 1), sizeof *waves[w].entries);
+    for (int i = 0; i < pw->n_runs; i++) {
+      const qir_rp_run *r = &pw->runs[i];
+      const qir_value *v = op->operands[r->kernel];
+      waves[w].entries[i] = (veu_entry){.kernel = v->name ? v->name : qir_sprintf(m, "kernel %d", r->kernel),
+                                        .veu_lo = r->veu_lo, .veu_hi = r->veu_hi, .task_lo = r->task_lo,
+                                        .task_hi = r->task_hi, .color = r->kernel};
     }
-    if (!list || list->kind != QIR_ATTR_LIST) {
-      qir_error(d, loc, "rprogram: wave %d must be a list of entries or {tasks = [...]}", w);
-      ok = false;
-      break;
-    }
-    waves[w].entries = calloc((size_t)(list->n ? list->n : 1), sizeof *waves[w].entries);
-    for (int i = 0; i < list->n; i++) {
-      const qir_attr_val *e = &list->items[i];
-      veu_entry *ve = &waves[w].entries[waves[w].n];
-      const char *k = e->kind == QIR_ATTR_DICT ? entry_kernel(e) : NULL;
-      if (!k) {
-        qir_error(d, loc, "rprogram: wave %d entry %d needs kernel = \"name\"", w, i);
-        ok = false;
-        break;
-      }
-      if (!get_range(e, "veu", "veus", &ve->veu_lo, &ve->veu_hi) || ve->veu_lo < 0 ||
-          ve->veu_hi < ve->veu_lo || ve->veu_hi >= MAX_VEUS) {
-        qir_error(d, loc, "rprogram: wave %d entry %d: veu = I or veus = [first, last] with 0 <= first <= last", w, i);
-        ok = false;
-        break;
-      }
-      int64_t t_lo = 0, t_hi = 0;
-      const qir_attr_val *task = qir_attr_dict_get(e, "task");
-      if (task) {
-        if (!get_int(task, &t_lo)) ok = false;
-        t_hi = t_lo + 1;
-      } else {
-        const qir_attr_val *tv = qir_attr_dict_get(e, "tasks");
-        ok = tv && tv->kind == QIR_ATTR_LIST && tv->n == 2 && get_int(&tv->items[0], &t_lo) &&
-             get_int(&tv->items[1], &t_hi);
-      }
-      if (!ok || t_lo < 0 || t_hi < t_lo) {
-        qir_error(d, loc, "rprogram: wave %d entry %d: task = I or tasks = [begin, end] with 0 <= begin <= end", w, i);
-        ok = false;
-        break;
-      }
-      ve->kernel = k;
-      ve->task_lo = t_lo;
-      ve->task_hi = t_hi;
-      ve->color = kernel_color(names, &n_names, k);
-      if (ve->veu_hi > max_veu) max_veu = ve->veu_hi;
-      waves[w].n++;
-    }
-  }
-  int64_t veus = max_veu + 1;
-  if (ok && ref->veus) {
-    if (!get_int(ref->veus, &veus) || veus <= 0 || veus > MAX_VEUS) {
-      qir_error(d, loc, "rprogram: `veus` must be a positive integer");
-      ok = false;
-    } else if (max_veu >= veus) {
-      qir_error(d, loc, "rprogram: an entry uses vEU %lld but the program has %lld vEUs", (long long)max_veu,
-                (long long)veus);
-      ok = false;
-    }
-  }
-  free(names);
-  if (ok && veus <= 0) {
-    qir_error(d, loc, "rprogram: no vEUs (give `veus` or some entries)");
-    ok = false;
-  }
-  if (!ok) {
-    for (int w = 0; w < n; w++) free(waves[w].entries);
-    free(waves);
-    return false;
   }
   *out_waves = waves;
-  *out_n = n;
-  *out_veus = veus;
+  *out_n = p.n_waves;
+  *out_veus = p.veus;
   return true;
 }
 
@@ -207,15 +81,18 @@ static void emit_cell(FILE *out, qviz_buf *b, const veu_wave *w, int64_t lo, int
     if (e->veu_hi < lo || e->veu_lo >= hi) continue;
     int64_t n_veus = e->veu_hi - e->veu_lo + 1, n_tasks = e->task_hi - e->task_lo;
     int64_t t_lo = e->task_lo, t_hi = e->task_hi;
-    if (n_tasks % n_veus == 0) {   /* an even spread: show just this run's share */
-      int64_t per = n_tasks / n_veus;
-      t_lo = e->task_lo + (lo - e->veu_lo) * per;
-      t_hi = e->task_lo + (hi - e->veu_lo) * per;
+    bool one_each = n_tasks <= n_veus;
+    if (one_each) {   /* one task per vEU: this run's share */
+      t_lo = e->task_lo + (lo - e->veu_lo);
+      t_hi = e->task_lo + (hi - e->veu_lo);
+      if (t_hi > e->task_hi) t_hi = e->task_hi;
+      if (t_lo >= t_hi) continue;
     }
     if (shown++) buf_puts(b, "\n");
     buf_put_clipped(b, e->kernel, 24);
     if (t_hi - t_lo == 1) buf_printf(b, " #%lld", (long long)t_lo);
     else buf_printf(b, " #%lld-%lld", (long long)t_lo, (long long)(t_hi - 1));
+    if (!one_each) buf_printf(b, " (%lld per vEU)", (long long)((n_tasks + n_veus - 1) / n_veus));
     if (color < 0) color = e->color;
   }
   if (!shown) {
@@ -228,9 +105,9 @@ static void emit_cell(FILE *out, qviz_buf *b, const veu_wave *w, int64_t lo, int
 }
 
 int qviz_veu(FILE *out, qir_module *m, qir_diag *d) {
-  rprogram_ref ref = {0};
-  qir_walk(m->body, find_rprogram, &ref);
-  if (!ref.op) {
+  const qir_op *rp = NULL;
+  qir_walk(m->body, find_rprogram, &rp);
+  if (!rp) {
     qir_error(d, (qir_loc){0}, "module @%s has no rprogram: -veu draws the rProgram that `qopt -rammer` writes; "
               "run it first", m->name ? m->name : "?");
     return 1;
@@ -238,7 +115,7 @@ int qviz_veu(FILE *out, qir_module *m, qir_diag *d) {
   veu_wave *waves;
   int n_waves;
   int64_t veus;
-  if (!read_waves(&ref, d, &waves, &n_waves, &veus)) return 1;
+  if (!read_waves(m, rp, d, &waves, &n_waves, &veus)) return 1;
 
   /* Row boundaries: every place an entry starts or ends, so within a row each
    * wave's cell is the same for all its vEUs. */
@@ -269,8 +146,11 @@ int qviz_veu(FILE *out, qir_module *m, qir_diag *d) {
   fprintf(out, "<TR><TD COLSPAN=\"%d\" BGCOLOR=\"#dbe4f5\"><B>", n_waves + 1);
   dot_html(out, b.s);
   fputs("</B></TD></TR><TR><TD><B>vEU</B></TD>", out);
-  for (int w = 0; w < n_waves; w++)
-    fprintf(out, "<TD><B>wave %d</B>%s</TD>", w, w > 0 && waves[w].barrier ? "<BR/>after barrier" : "");
+  for (int w = 0; w < n_waves; w++) {
+    fprintf(out, "<TD><B>wave %d</B>%s", w, waves[w].barrier ? "<BR/>after barrier" : "");
+    if (waves[w].n_waits) fprintf(out, "<BR/>%d wait%s", waves[w].n_waits, waves[w].n_waits > 1 ? "s" : "");
+    fputs("</TD>", out);
+  }
   fputs("</TR>", out);
   for (int r = 0; r + 1 < n_unique; r++) {
     int64_t lo = cuts[r], hi = cuts[r + 1];

@@ -1,0 +1,414 @@
+/* rprogram.c: reading and checking Rammer's rProgram (see rprogram.h). */
+#include "rprogram.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "target.h"
+
+#define NEVER INT32_MAX
+
+static qir_loc dict_loc(const qir_attr_val *d, qir_loc dflt) {
+  if (d && d->kind == QIR_ATTR_DICT && d->n > 0 && d->entries[0].loc.line > 0) return d->entries[0].loc;
+  return dflt;
+}
+
+static qir_loc key_loc(const qir_attr_val *d, const char *key, qir_loc dflt) {
+  if (d && d->kind == QIR_ATTR_DICT)
+    for (int i = 0; i < d->n; i++)
+      if (d->entries[i].key && !strcmp(d->entries[i].key, key) && d->entries[i].loc.line > 0) return d->entries[i].loc;
+  return dflt;
+}
+
+static bool get_int(const qir_attr_val *v, int64_t *out) {
+  if (!v || v->kind != QIR_ATTR_INT) return false;
+  *out = v->i;
+  return true;
+}
+
+static bool get_pair(const qir_attr_val *v, int64_t *a, int64_t *b) {
+  return v && v->kind == QIR_ATTR_LIST && v->n == 2 && get_int(&v->items[0], a) && get_int(&v->items[1], b);
+}
+
+static bool only_keys(const qir_attr_val *d, const char *const *keys, qir_loc loc, const char *what, qir_diag *diag) {
+  for (int i = 0; i < d->n; i++) {
+    bool known = false;
+    for (const char *const *k = keys; *k; k++) known |= d->entries[i].key && !strcmp(d->entries[i].key, *k);
+    if (!known) {
+      qir_error(diag, d->entries[i].loc.line > 0 ? d->entries[i].loc : loc, "rprogram: unknown key '%s' in %s",
+                d->entries[i].key ? d->entries[i].key : "", what);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* `key = [lo, hi]` (or the one-element form `one = I`, read as [I, I + one_hi]) */
+static bool read_range(const qir_attr_val *e, const char *range, const char *one, int64_t one_hi, int64_t *lo, int64_t *hi) {
+  const qir_attr_val *v = qir_attr_dict_get(e, one);
+  if (v) {
+    if (qir_attr_dict_get(e, range) || !get_int(v, lo)) return false;
+    *hi = *lo + one_hi;
+    return true;
+  }
+  return get_pair(qir_attr_dict_get(e, range), lo, hi);
+}
+
+static bool read_kernel(const qir_attr_val *e, int n_kernels, int *out) {
+  int64_t k;
+  if (!get_int(qir_attr_dict_get(e, "kernel"), &k) || k < 0 || k >= n_kernels) return false;
+  *out = (int)k;
+  return true;
+}
+
+bool qir_op_is_view(const qir_op *op) {
+  return (op->code == QIR_OP_RESHAPE || op->code == QIR_OP_IDENTITY) && op->n_operands >= 1 && op->n_results == 1 &&
+         op->results[0]->type.dtype == op->operands[0]->type.dtype &&
+         qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type);
+}
+
+bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out) {
+  const qir_attr *tile = op ? qir_op_attr(op, "tile") : NULL;
+  if (!tile || tile->val.kind != QIR_ATTR_DICT || op->n_regions || qir_op_is_view(op)) return false;
+  const qir_attr_val *grid = qir_attr_dict_get(&tile->val, "grid");
+  if (!grid || grid->kind != QIR_ATTR_LIST) return false;
+  int64_t tasks = 1;
+  for (int i = 0; i < grid->n; i++) {
+    if (grid->items[i].kind != QIR_ATTR_INT || grid->items[i].i < 0 || grid->items[i].i > (INT64_C(1) << 31)) return false;
+    tasks *= grid->items[i].i;
+    if (tasks > (INT64_C(1) << 31)) return false;
+  }
+  int64_t threads = 0, regs = 32, smem = 0;
+  if (!get_int(qir_attr_dict_get(&tile->val, "threads"), &threads) || threads <= 0) return false;
+  get_int(qir_attr_dict_get(&tile->val, "regs"), &regs);
+  get_int(qir_attr_dict_get(&tile->val, "smem"), &smem);
+  *out = (qir_rp_kernel){.op = op, .tasks = tasks, .threads = threads, .regs = regs > 0 ? regs : 1, .smem = smem > 0 ? smem : 0};
+  return true;
+}
+
+static const char *vname(qir_module *m, const qir_op *op) {
+  const qir_value *v = op->n_results ? op->results[0] : NULL;
+  if (!v) return "?";
+  return v->name ? qir_sprintf(m, "%%%s", v->name) : qir_sprintf(m, "%%<value %d>", v->id);
+}
+
+bool qir_rprogram_read(qir_module *m, const qir_op *op, qir_rprogram *p, qir_diag *d) {
+  memset(p, 0, sizeof *p);
+  p->op = op;
+  qir_loc loc = op->loc;
+  p->target = qir_op_attr_str(op, "target", QIR_TARGET_DEFAULT);
+  const qir_attr *va = qir_op_attr(op, "veus"), *wa = qir_op_attr(op, "waves");
+  if (!va || va->val.kind != QIR_ATTR_INT || va->val.i <= 0 || va->val.i > (INT64_C(1) << 24)) {
+    qir_error(d, va && va->loc.line ? va->loc : loc, "rprogram: `veus` must be a positive integer (the vEU count)");
+    return false;
+  }
+  p->veus = va->val.i;
+  if (!wa || wa->val.kind != QIR_ATTR_LIST) {
+    qir_error(d, wa && wa->loc.line ? wa->loc : loc, "rprogram: `waves` must be a list of waves {run = [...], barrier = 0|1, wait = [...]}");
+    return false;
+  }
+  p->n_kernels = op->n_operands;
+  p->kernels = qir_alloc(m, sizeof *p->kernels * (size_t)(op->n_operands + 1));
+  for (int i = 0; i < op->n_operands; i++) p->kernels[i].op = op->operands[i] ? op->operands[i]->def : NULL;
+  const qir_attr_val *wl = &wa->val;
+  qir_loc wloc = wa->loc.line ? wa->loc : loc;
+  p->n_waves = wl->n;
+  p->waves = qir_alloc(m, sizeof *p->waves * (size_t)(wl->n + 1));
+  static const char *const wave_keys[] = {"run", "barrier", "wait", NULL};
+  static const char *const run_keys[] = {"kernel", "veus", "veu", "tasks", "task", NULL};
+  static const char *const wait_keys[] = {"kernel", "tasks", "task", NULL};
+  for (int w = 0; w < wl->n; w++) {
+    const qir_attr_val *wv = &wl->items[w];
+    qir_rp_wave *wave = &p->waves[w];
+    wave->loc = dict_loc(wv, wloc);
+    if (wv->kind != QIR_ATTR_DICT) {
+      qir_error(d, wloc, "rprogram: wave %d must be a dict {run = [...], barrier = 0|1, wait = [...]}", w);
+      return false;
+    }
+    if (!only_keys(wv, wave_keys, wave->loc, "a wave (run, barrier, wait)", d)) return false;
+    const qir_attr_val *b = qir_attr_dict_get(wv, "barrier");
+    int64_t bi = 0;
+    if (b && (!get_int(b, &bi) || (bi != 0 && bi != 1))) {
+      qir_error(d, key_loc(wv, "barrier", wave->loc), "rprogram: wave %d: `barrier` must be 0 or 1", w);
+      return false;
+    }
+    wave->barrier = bi != 0;
+    const qir_attr_val *runs = qir_attr_dict_get(wv, "run");
+    if (!runs || runs->kind != QIR_ATTR_LIST) {
+      qir_error(d, key_loc(wv, "run", wave->loc), "rprogram: wave %d needs `run = [{kernel = I, veus = [first, last], tasks = [begin, end]}, ...]`", w);
+      return false;
+    }
+    wave->n_runs = runs->n;
+    wave->runs = qir_alloc(m, sizeof *wave->runs * (size_t)(runs->n + 1));
+    for (int i = 0; i < runs->n; i++) {
+      const qir_attr_val *e = &runs->items[i];
+      qir_rp_run *r = &wave->runs[i];
+      r->loc = dict_loc(e, key_loc(wv, "run", wave->loc));
+      if (e->kind != QIR_ATTR_DICT) {
+        qir_error(d, r->loc, "rprogram: wave %d entry %d must be a dict {kernel, veus, tasks}", w, i);
+        return false;
+      }
+      if (!only_keys(e, run_keys, r->loc, "a run entry (kernel, veus, tasks)", d)) return false;
+      if (!read_kernel(e, p->n_kernels, &r->kernel)) {
+        qir_error(d, key_loc(e, "kernel", r->loc), "rprogram: wave %d entry %d: `kernel` must be an operand index in [0, %d)", w, i,
+                  p->n_kernels);
+        return false;
+      }
+      if (!read_range(e, "veus", "veu", 0, &r->veu_lo, &r->veu_hi) || r->veu_lo < 0 || r->veu_hi < r->veu_lo) {
+        qir_error(d, key_loc(e, "veus", key_loc(e, "veu", r->loc)),
+                  "rprogram: wave %d entry %d: `veus = [first, last]` (inclusive, 0 <= first <= last) or `veu = I`", w, i);
+        return false;
+      }
+      if (r->veu_hi >= p->veus) {
+        qir_error(d, key_loc(e, "veus", key_loc(e, "veu", r->loc)), "rprogram: wave %d entry %d uses vEU %lld, but the program has %lld vEUs",
+                  w, i, (long long)r->veu_hi, (long long)p->veus);
+        return false;
+      }
+      if (!read_range(e, "tasks", "task", 1, &r->task_lo, &r->task_hi) || r->task_lo < 0 || r->task_hi < r->task_lo) {
+        qir_error(d, key_loc(e, "tasks", key_loc(e, "task", r->loc)),
+                  "rprogram: wave %d entry %d: `tasks = [begin, end]` (end exclusive, 0 <= begin <= end) or `task = I`", w, i);
+        return false;
+      }
+    }
+    const qir_attr_val *waits = qir_attr_dict_get(wv, "wait");
+    if (waits && waits->kind != QIR_ATTR_LIST) {
+      qir_error(d, key_loc(wv, "wait", wave->loc), "rprogram: wave %d: `wait` must be a list [{kernel = I, tasks = [begin, end]}, ...]", w);
+      return false;
+    }
+    wave->n_waits = waits ? waits->n : 0;
+    wave->waits = qir_alloc(m, sizeof *wave->waits * (size_t)(wave->n_waits + 1));
+    for (int i = 0; i < wave->n_waits; i++) {
+      const qir_attr_val *e = &waits->items[i];
+      qir_rp_wait *x = &wave->waits[i];
+      x->loc = dict_loc(e, key_loc(wv, "wait", wave->loc));
+      if (e->kind != QIR_ATTR_DICT || !only_keys(e, wait_keys, x->loc, "a wait (kernel, tasks)", d)) {
+        if (e->kind != QIR_ATTR_DICT) qir_error(d, x->loc, "rprogram: wave %d wait %d must be a dict {kernel, tasks}", w, i);
+        return false;
+      }
+      if (!read_kernel(e, p->n_kernels, &x->kernel)) {
+        qir_error(d, key_loc(e, "kernel", x->loc), "rprogram: wave %d wait %d: `kernel` must be an operand index in [0, %d)", w, i,
+                  p->n_kernels);
+        return false;
+      }
+      if (!read_range(e, "tasks", "task", 1, &x->task_lo, &x->task_hi) || x->task_lo < 0 || x->task_hi < x->task_lo) {
+        qir_error(d, key_loc(e, "tasks", x->loc), "rprogram: wave %d wait %d: `tasks = [begin, end]` (end exclusive) or `task = I`", w, i);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+int64_t qir_rprogram_blocks_per_unit(const qir_target *t, int64_t threads, int64_t regs, int64_t smem) {
+  if (threads <= 0 || threads > t->max_threads_per_block || regs > t->max_regs_per_thread || smem > t->smem_per_block) return 0;
+  int64_t warp = t->warp_size > 0 ? t->warp_size : 1;
+  int64_t th = (threads + warp - 1) / warp * warp;
+  int64_t n = t->max_blocks_per_unit;
+  if (t->max_threads_per_unit / th < n) n = t->max_threads_per_unit / th;
+  if (t->regs_per_unit / (regs * th) < n) n = t->regs_per_unit / (regs * th);
+  if (smem > 0 && t->smem_per_unit / smem < n) n = t->smem_per_unit / smem;
+  return n;
+}
+
+void qir_rprogram_block_needs(const qir_rprogram *p, int64_t *threads, int64_t *regs, int64_t *smem) {
+  *threads = *regs = *smem = 0;
+  for (int i = 0; i < p->n_kernels; i++) {
+    const qir_rp_kernel *k = &p->kernels[i];
+    if (k->threads > *threads) *threads = k->threads;
+    if (k->regs > *regs) *regs = k->regs;
+    if (k->smem > *smem) *smem = k->smem;
+  }
+}
+
+/* The packed kernel whose result v is (through views), or -1. */
+static int producer_of(const qir_rprogram *p, const qir_value *v) {
+  while (v && v->def) {
+    for (int i = 0; i < p->n_kernels; i++)
+      if (p->kernels[i].op == v->def) return i;
+    if (!qir_op_is_view(v->def)) return -1;
+    v = v->def->operands[0];
+  }
+  return -1;
+}
+
+typedef struct {
+  const qir_rprogram *p;
+  const qir_op *bad;
+  const qir_value *read;
+} early_use;
+
+static bool find_early_use(qir_op *op, void *vctx) {
+  early_use *c = vctx;
+  for (int i = 0; i < op->n_operands; i++)
+    if (producer_of(c->p, op->operands[i]) >= 0) {
+      c->bad = op;
+      c->read = op->operands[i];
+      return false;
+    }
+  return true;
+}
+
+int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d) {
+  int before = d->n_errors;
+  const qir_op *op = p->op;
+  /* the kernels */
+  for (int i = 0; i < p->n_kernels; i++) {
+    qir_rp_kernel *k = &p->kernels[i];
+    const qir_op *kop = k->op;
+    if (!kop || kop->parent != op->parent || !qir_rprogram_kernel_of(kop, k)) {
+      qir_error(d, op->loc, "rprogram: operand %d is not a result of an op with a #tile plan (grid, threads) in the rprogram's region", i);
+      continue;
+    }
+    for (int j = 0; j < i; j++)
+      if (p->kernels[j].op == kop) qir_error(d, op->loc, "rprogram: operands %d and %d name the same kernel %s", j, i, vname(m, kop));
+    for (int r = 0; r < kop->n_results; r++)
+      for (qir_use *u = kop->results[r]->uses; u; u = u->next)
+        if (u->user->code == QIR_OP_RPROGRAM && u->user != op)
+          qir_error(d, op->loc, "rprogram: kernel %s is packed by another rprogram too (line %d)", vname(m, kop), u->user->loc.line);
+  }
+  if (d->n_errors > before) return d->n_errors - before;
+
+  /* ops the launch point skips over must not read what the program computes */
+  const qir_op *first = NULL;
+  for (const qir_op *x = op->parent->first; x && x != op; x = x->next)
+    for (int i = 0; i < p->n_kernels && !first; i++)
+      if (p->kernels[i].op == x) first = x;
+  for (const qir_op *x = first; x && x != op; x = x->next) {
+    if (producer_of(p, x->n_results ? x->results[0] : NULL) >= 0) continue;   /* a kernel, or a view of one */
+    early_use c = {.p = p};
+    find_early_use((qir_op *)x, &c);
+    for (int r = 0; r < x->n_regions && !c.bad; r++) qir_walk(x->regions[r], find_early_use, &c);
+    if (c.bad) {
+      const qir_opinfo *info = qir_opinfo_get(c.bad->code);
+      qir_error(d, c.bad->loc, "'%s' reads %s%s, which the rprogram at line %d computes only later: move it after the rprogram or pack it",
+                info ? info->name : "?", c.read->name ? "%" : "", c.read->name ? c.read->name : "a packed kernel's result",
+                op->loc.line);
+    }
+  }
+
+  /* every task once */
+  int64_t total = 0;
+  int64_t *base = qir_alloc(m, sizeof *base * (size_t)(p->n_kernels + 1));
+  for (int i = 0; i < p->n_kernels; i++) base[i] = total, total += p->kernels[i].tasks;
+  if (total > (INT64_C(1) << 26)) {   /* the checks keep a few words per task */
+    qir_error(d, op->loc, "rprogram: its kernels have %lld tasks in all, more than the %lld an rprogram may pack", (long long)total,
+              (long long)(INT64_C(1) << 26));
+    return d->n_errors - before;
+  }
+  int *wave_of = malloc(sizeof *wave_of * (size_t)(total + 1));
+  int *pos_of = malloc(sizeof *pos_of * (size_t)(total + 1));
+  int64_t *veu_of = malloc(sizeof *veu_of * (size_t)(total + 1));
+  int *done_at = malloc(sizeof *done_at * (size_t)(total + 1));
+  int *next_barrier = malloc(sizeof *next_barrier * (size_t)(p->n_waves + 1));
+  if (!wave_of || !pos_of || !veu_of || !done_at || !next_barrier) {
+    qir_error(d, op->loc, "out of memory");
+    goto out;
+  }
+  for (int64_t t = 0; t < total; t++) wave_of[t] = -1;
+  for (int w = 0; w < p->n_waves; w++)
+    for (int i = 0; i < p->waves[w].n_runs; i++) {
+      const qir_rp_run *r = &p->waves[w].runs[i];
+      const qir_rp_kernel *k = &p->kernels[r->kernel];
+      if (r->task_hi > k->tasks) {
+        qir_error(d, r->loc, "rprogram: wave %d entry %d runs tasks [%lld, %lld) of kernel %d (%s), which has %lld tasks", w, i,
+                  (long long)r->task_lo, (long long)r->task_hi, r->kernel, vname(m, k->op), (long long)k->tasks);
+        goto out;
+      }
+      int64_t n = r->veu_hi - r->veu_lo + 1;
+      for (int64_t t = r->task_lo; t < r->task_hi; t++) {
+        int64_t g = base[r->kernel] + t;
+        if (wave_of[g] >= 0) {
+          qir_error(d, r->loc, "rprogram: task %lld of kernel %d (%s) runs twice (waves %d and %d)", (long long)t, r->kernel,
+                    vname(m, k->op), wave_of[g], w);
+          goto out;
+        }
+        wave_of[g] = w;
+        pos_of[g] = i;
+        veu_of[g] = r->veu_lo + (t - r->task_lo) % n;
+      }
+    }
+  for (int i = 0; i < p->n_kernels; i++)
+    for (int64_t t = 0; t < p->kernels[i].tasks; t++)
+      if (wave_of[base[i] + t] < 0) {
+        qir_error(d, op->loc, "rprogram: task %lld of kernel %d (%s) never runs (each of its %lld tasks must run exactly once)",
+                  (long long)t, i, vname(m, p->kernels[i].op), (long long)p->kernels[i].tasks);
+        goto out;
+      }
+
+  /* when each task is complete for every vEU: the next barrier, or a wait on it */
+  next_barrier[p->n_waves] = NEVER;
+  for (int w = p->n_waves - 1; w >= 0; w--) next_barrier[w] = w + 1 < p->n_waves && p->waves[w + 1].barrier ? w + 1 : next_barrier[w + 1];
+  for (int64_t t = 0; t < total; t++) done_at[t] = next_barrier[wave_of[t]];
+  for (int w = 0; w < p->n_waves; w++)
+    for (int i = 0; i < p->waves[w].n_waits; i++) {
+      const qir_rp_wait *x = &p->waves[w].waits[i];
+      const qir_rp_kernel *k = &p->kernels[x->kernel];
+      if (x->task_hi > k->tasks) {
+        qir_error(d, x->loc, "rprogram: wave %d waits for tasks [%lld, %lld) of kernel %d (%s), which has %lld tasks", w,
+                  (long long)x->task_lo, (long long)x->task_hi, x->kernel, vname(m, k->op), (long long)k->tasks);
+        goto out;
+      }
+      for (int64_t t = x->task_lo; t < x->task_hi; t++) {
+        int64_t g = base[x->kernel] + t;
+        if (wave_of[g] >= w) {
+          qir_error(d, x->loc, "rprogram: wave %d waits for task %lld of kernel %d (%s), which runs in wave %d: a wait can only be met by tasks of earlier waves",
+                    w, (long long)t, x->kernel, vname(m, k->op), wave_of[g]);
+          goto out;
+        }
+        if (w < done_at[g]) done_at[g] = w;
+      }
+    }
+
+  /* dependences: a consumer's every task after every task of what it reads */
+  for (int w = 0; w < p->n_waves; w++)
+    for (int i = 0; i < p->waves[w].n_runs; i++) {
+      const qir_rp_run *r = &p->waves[w].runs[i];
+      if (r->task_hi == r->task_lo) continue;
+      const qir_op *cop = p->kernels[r->kernel].op;
+      for (int a = 0; a < cop->n_operands; a++) {
+        int pk = producer_of(p, cop->operands[a]);
+        if (pk < 0) continue;
+        for (int64_t t = 0; t < p->kernels[pk].tasks; t++) {
+          int64_t g = base[pk] + t;
+          if (done_at[g] <= w) continue;
+          bool same_veu = r->veu_lo == r->veu_hi && veu_of[g] == r->veu_lo &&
+                          (wave_of[g] < w || (wave_of[g] == w && pos_of[g] < i));
+          if (same_veu) continue;
+          qir_error(d, r->loc,
+                    "rprogram: kernel %d (%s) in wave %d reads kernel %d (%s), but its task %lld (wave %d, vEU %lld) is not ordered before it: "
+                    "add `barrier = 1` or a wait between them",
+                    r->kernel, vname(m, cop), w, pk, vname(m, p->kernels[pk].op), (long long)t, wave_of[g], (long long)veu_of[g]);
+          goto out;
+        }
+      }
+    }
+
+  /* co-residency: every vEU a resident block, or waits and barriers hang */
+  {
+    const qir_target *tg = qir_target_get(p->target);
+    if (!tg) {
+      const qir_attr *ta = qir_op_attr(op, "target");
+      qir_error(d, ta && ta->loc.line ? ta->loc : op->loc, "rprogram: unknown target '%s'", p->target);
+      goto out;
+    }
+    int64_t th, rg, sm;
+    qir_rprogram_block_needs(p, &th, &rg, &sm);
+    int64_t per_unit = qir_rprogram_blocks_per_unit(tg, th, rg, sm);
+    int64_t cap = per_unit * tg->compute_units;
+    if (p->veus > cap) {
+      const qir_attr *va = qir_op_attr(op, "veus");
+      qir_error(d, va && va->loc.line ? va->loc : op->loc,
+                "rprogram: %lld vEUs, but %s keeps only %lld blocks of %lld threads, %lld registers and %lld bytes of shared memory "
+                "co-resident (%d units x %lld)",
+                (long long)p->veus, tg->name, (long long)cap, (long long)th, (long long)rg, (long long)sm, tg->compute_units,
+                (long long)per_unit);
+    }
+  }
+out:
+  free(wave_of);
+  free(pos_of);
+  free(veu_of);
+  free(done_at);
+  free(next_barrier);
+  return d->n_errors - before;
+}

@@ -1,0 +1,89 @@
+/* rprogram.h: Rammer's rProgram (`rprogram` op), read into a plain struct.
+ *
+ *   rprogram %a, %b, %c {target = "h100", veus = 4, waves = [
+ *       {run = [{kernel = 0, tasks = [0, 8], veus = [0, 3]}, {kernel = 1, tasks = [0, 2], veus = [0, 1]}]},
+ *       {barrier = 1, run = [{kernel = 2, tasks = [0, 4], veus = [0, 3]}]}]}
+ *
+ * The operands are results of the packed kernels (rOperators: ops with a
+ * #tile plan; their grid is their count of rTasks).  `kernel = I` names
+ * operand I's op.  vEU v of an entry {kernel, veus = [v0, v1], tasks = [t0, t1)}
+ * runs tasks t0 + (v - v0), t0 + (v - v0) + n, ... (n = v1 - v0 + 1) in
+ * order; a vEU runs its entries of a wave in the listed order and its waves
+ * in order.  Between vEUs, order comes only from synchronisation:
+ *   barrier = 1          no vEU starts this wave before every vEU finished
+ *                        the waves before it;
+ *   wait = [{kernel = I, tasks = [t0, t1)}, ...]
+ *                        no vEU starts this wave before those tasks (run in
+ *                        earlier waves) are complete.
+ * qir_rprogram_check (called by the verifier) proves that every task runs
+ * once, every wait can be met, every consumer kernel's tasks are ordered
+ * after all tasks of the packed kernels it reads, and the vEUs fit the
+ * target's co-resident capacity for the kernels' threads, registers and
+ * shared memory.
+ */
+#ifndef QIR_RPROGRAM_H
+#define QIR_RPROGRAM_H
+
+#include "qir.h"
+#include "target.h"
+
+typedef struct {
+  int kernel;                   /* operand index */
+  int64_t veu_lo, veu_hi;       /* inclusive */
+  int64_t task_lo, task_hi;     /* [lo, hi) */
+  qir_loc loc;
+} qir_rp_run;
+
+typedef struct {
+  int kernel;
+  int64_t task_lo, task_hi;
+  qir_loc loc;
+} qir_rp_wait;
+
+typedef struct {
+  bool barrier;
+  int n_runs, n_waits;
+  qir_rp_run *runs;
+  qir_rp_wait *waits;
+  qir_loc loc;
+} qir_rp_wave;
+
+/* Resources of one packed kernel, from its #tile plan. */
+typedef struct {
+  const qir_op *op;
+  int64_t tasks;                /* product of the plan's grid */
+  int64_t threads, regs, smem;  /* per block; smem in bytes */
+} qir_rp_kernel;
+
+typedef struct qir_rprogram {
+  const qir_op *op;
+  const char *target;           /* the `target` attribute, or "h100" */
+  int64_t veus;
+  int n_kernels;
+  qir_rp_kernel *kernels;
+  int n_waves;
+  qir_rp_wave *waves;
+} qir_rprogram;
+
+/* Reads op's attributes (arena memory of m).  false after a located error. */
+bool qir_rprogram_read(qir_module *m, const qir_op *op, qir_rprogram *out, qir_diag *d);
+
+/* The kernel facts of an op with a #tile plan (false: no usable plan). */
+bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out);
+
+/* Co-resident blocks per compute unit of the target for blocks of the given
+ * threads, registers per thread and shared-memory bytes (0: none fit). */
+int64_t qir_rprogram_blocks_per_unit(const qir_target *t, int64_t threads, int64_t regs, int64_t smem);
+
+/* The largest resources over the kernels of p: what its persistent block needs. */
+void qir_rprogram_block_needs(const qir_rprogram *p, int64_t *threads, int64_t *regs, int64_t *smem);
+
+/* Ops whose result is the same bytes as their operand (qcodegen aliases
+ * them): a producer's data reaches its consumer through them unchanged. */
+bool qir_op_is_view(const qir_op *op);
+
+/* The semantic checks (every task once, waits, dependences, capacity) on a
+ * program read by qir_rprogram_read.  Returns the number of errors. */
+int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d);
+
+#endif

@@ -1,0 +1,428 @@
+/* rammer.c: -rammer, independent kernels packed onto virtual execution units
+ * (Rammer, OSDI'20).
+ *
+ * Each op with a #tile plan is an rOperator whose rTasks are its blocks (the
+ * plan's grid).  In every region, the pass cuts the op sequence into segments
+ * (a segment ends before the first op that is neither a kernel nor a view and
+ * reads a kernel of the segment: the rprogram must run before it), and packs
+ * each segment of two or more kernels into one `rprogram` (qir/rprogram.h):
+ *
+ *   1. vDevice: vEUs = compute units x co-resident blocks per unit for the
+ *      largest threads / registers / shared memory of the segment's kernels.
+ *   2. Wavefront scheduling: a kernel's wave is one more than the latest wave
+ *      of the kernels it reads (through views); a wave's kernels share the vEUs
+ *      in proportion to their tasks (all of them one task per vEU when they
+ *      fit, else strided).
+ *   3. Plan choice: where a wave's tasks overfill the vDevice, each kernel may
+ *      switch to one of roller's #tile_alternatives (-roller-topk) that needs
+ *      no more resources and makes the modelled wave shorter (typically fewer,
+ *      larger blocks).
+ *   4. Synchronisation and wave merging: waves start after a grid barrier; a
+ *      barrier is replaced by waits on exactly the producer tasks the wave
+ *      reads where the model rates that faster (vEUs that are done run ahead
+ *      into the next wave: the waves overlap).
+ *
+ * The model.  A kernel's task (block) takes tau = est_us / hardware waves of
+ * its own launch (roller's estimate spread over ceil(tasks / resident blocks)
+ * waves).  A vEU's timeline runs its tasks back to back; a barrier starts a
+ * wave at the latest vEU's end plus -rammer-sync-us, a wait at the waited
+ * tasks' end plus a quarter of it.  The program's time is its launch
+ * (-rammer-launch-us) plus the later of the timelines' end and the device's
+ * throughput bound (every kernel's est_us times the fraction of the device its
+ * own launch keeps busy).  The unpacked time is the sum of the kernels' est_us
+ * plus one launch each.  Both are written on the rprogram (est_us,
+ * unpacked_us), and a segment is packed only when the model says it pays.
+ */
+#include "qopt.h"
+#include "rprogram.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  qir_op *op;
+  qir_rp_kernel k;
+  double est_us;
+  int wave;
+  int n_deps;
+  int *deps;                    /* indices of kernels of the segment it reads */
+  int64_t veu_lo, n_veus;       /* its run in its wave */
+} rk;
+
+typedef struct {
+  qir_module *m;
+  const qir_target *t;
+  double launch_us, sync_us;
+  int n;
+  rk *ks;
+  int64_t veus;
+  int n_waves;
+  bool *barrier;                /* per wave */
+  int n_packed, n_programs;
+  bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
+  double total_packed_us, total_unpacked_us;
+} rammer;
+
+static double plan_est(const qir_attr_val *tile) {
+  const qir_attr_val *e = qir_attr_dict_get(tile, "est_us");
+  if (e && e->kind == QIR_ATTR_FLOAT && e->f > 0) return e->f;
+  if (e && e->kind == QIR_ATTR_INT && e->i > 0) return (double)e->i;
+  return 1.0;
+}
+
+static int64_t resident(const rammer *r, const qir_rp_kernel *k) {
+  return r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, k->threads, k->regs, k->smem);
+}
+
+/* one task's time, and the fraction of the device its own launch keeps busy */
+static double task_us(const rammer *r, const rk *k) {
+  int64_t cap = resident(r, &k->k);
+  if (cap < 1) cap = 1;
+  int64_t waves = (k->k.tasks + cap - 1) / cap;
+  return k->est_us / (double)(waves ? waves : 1);
+}
+
+static double busy_us(const rammer *r, const rk *k) {
+  int64_t cap = resident(r, &k->k);
+  if (cap < 1) cap = 1;
+  int64_t waves = (k->k.tasks + cap - 1) / cap;
+  return k->est_us * (double)k->k.tasks / (double)((waves ? waves : 1) * cap);
+}
+
+static int producer_in(const rammer *r, const qir_value *v) {
+  while (v && v->def) {
+    for (int i = 0; i < r->n; i++)
+      if (r->ks[i].op == v->def) return i;
+    if (!qir_op_is_view(v->def)) return -1;
+    v = v->def->operands[0];
+  }
+  return -1;
+}
+
+/* vEUs of each kernel of wave w: one per task when they fit, else shares in
+ * proportion to the tasks (at least one each). */
+static void assign_veus(rammer *r, int w) {
+  int64_t total = 0;
+  int count = 0;
+  for (int i = 0; i < r->n; i++)
+    if (r->ks[i].wave == w) total += r->ks[i].k.tasks, count++;
+  if (!count) return;
+  int64_t next = 0, left = r->veus;
+  int seen = 0;
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    if (k->wave != w) continue;
+    int64_t share = total <= r->veus ? k->k.tasks : (int64_t)((double)r->veus * (double)k->k.tasks / (double)total);
+    int64_t reserve = count - seen - 1;   /* one vEU for each kernel still to place */
+    if (share > left - reserve) share = left - reserve;
+    if (share > k->k.tasks) share = k->k.tasks;
+    if (share < 1) share = 1;
+    if (next + share > r->veus) next = 0;   /* more kernels than vEUs: wrap (they run one after another) */
+    k->veu_lo = next;
+    k->n_veus = share;
+    next += share;
+    left -= share;
+    if (left < 1) left = 1;
+    seen++;
+  }
+}
+
+/* Producer tasks a wave must wait for when it has no barrier: every task of
+ * every kernel its kernels read that no barrier or earlier wait completed.
+ * ordered[i] = the first wave from which kernel i is complete for all vEUs. */
+static void complete_waves(const rammer *r, int *ordered) {
+  for (int i = 0; i < r->n; i++) ordered[i] = INT32_MAX;
+  for (int w = 0; w < r->n_waves; w++) {
+    if (w > 0 && r->barrier[w])
+      for (int i = 0; i < r->n; i++)
+        if (r->ks[i].wave < w && ordered[i] > w) ordered[i] = w;
+    for (int i = 0; i < r->n; i++) {
+      const rk *k = &r->ks[i];
+      if (k->wave != w) continue;
+      for (int j = 0; j < k->n_deps; j++)
+        if (ordered[k->deps[j]] > w) ordered[k->deps[j]] = w;   /* a wait in wave w */
+    }
+  }
+}
+
+static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
+  return !r->barrier[w] && ordered[producer] == w;
+}
+
+/* The modelled time of the program (launch included). */
+static double program_us(const rammer *r) {
+  double *clock = calloc((size_t)r->veus, sizeof *clock);
+  double *done = calloc((size_t)r->n + 1, sizeof *done);   /* end of a kernel's last task */
+  int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
+  if (!clock || !done || !ordered) abort();
+  complete_waves(r, ordered);
+  double throughput = 0;
+  for (int w = 0; w < r->n_waves; w++) {
+    if (w > 0 && r->barrier[w]) {
+      double end = 0;
+      for (int64_t v = 0; v < r->veus; v++) end = fmax(end, clock[v]);
+      for (int64_t v = 0; v < r->veus; v++) clock[v] = end + r->sync_us;
+    } else {
+      double ready = 0;
+      bool any = false;
+      for (int i = 0; i < r->n; i++)
+        if (waits_on(r, ordered, w, i)) ready = fmax(ready, done[i]), any = true;
+      if (any)
+        for (int64_t v = 0; v < r->veus; v++) clock[v] = fmax(clock[v], ready + 0.25 * r->sync_us);
+    }
+    for (int i = 0; i < r->n; i++) {
+      rk *k = &r->ks[i];
+      if (k->wave != w) continue;
+      double tau = task_us(r, k);
+      int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
+      for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
+        int64_t mine = per;
+        if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
+        clock[v] += (double)mine * tau;
+        done[i] = fmax(done[i], clock[v]);
+      }
+      throughput += busy_us(r, k);
+    }
+  }
+  double end = 0;
+  for (int64_t v = 0; v < r->veus; v++) end = fmax(end, clock[v]);
+  free(clock);
+  free(done);
+  free(ordered);
+  return r->launch_us + fmax(end, throughput);
+}
+
+/* Wave w's tasks overfill the vDevice: try each kernel's alternatives that
+ * need no more than the vDevice's block and keep one where the model says so. */
+static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
+  int64_t total = 0;
+  for (int i = 0; i < r->n; i++)
+    if (r->ks[i].wave == w) total += r->ks[i].k.tasks;
+  if (total <= r->veus) return;
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    if (k->wave != w) continue;
+    qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
+    if (!alts || alts->val.kind != QIR_ATTR_LIST) continue;
+    for (int a = 0; a < alts->val.n; a++) {
+      const qir_attr_val *alt = &alts->val.items[a];
+      if (alt->kind != QIR_ATTR_DICT) continue;
+      qir_attr *tile = qir_op_attr(k->op, "tile");
+      qir_attr_val old = tile->val;
+      rk saved = *k;
+      qir_op_set_attr(r->m, k->op, "tile", *alt, true);
+      qir_rp_kernel nk;
+      bool fits = qir_rprogram_kernel_of(k->op, &nk) && nk.tasks > 0 && nk.threads <= th && nk.regs <= rg && nk.smem <= sm;
+      double before = program_us(r);
+      if (fits) {
+        k->k = nk;
+        k->est_us = plan_est(alt);
+        assign_veus(r, w);
+      }
+      if (fits && program_us(r) < before) {
+        /* the old plan becomes an alternative in the new one's place */
+        alts->val.items[a] = old;
+        continue;
+      }
+      *k = saved;
+      qir_op_set_attr(r->m, k->op, "tile", old, true);
+      assign_veus(r, w);
+    }
+  }
+}
+
+static qir_attr_val range(qir_module *m, int64_t a, int64_t b) {
+  int64_t v[2] = {a, b};
+  return qir_attr_ints(m, 2, v);
+}
+
+static qir_attr entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
+
+static void write_program(rammer *r, qir_op *before, double packed_us, double unpacked_us) {
+  qir_module *m = r->m;
+  qir_value **vals = qir_alloc(m, sizeof *vals * (size_t)r->n);
+  for (int i = 0; i < r->n; i++) vals[i] = r->ks[i].op->results[0];
+  qir_op *rp = qir_op_new(m, QIR_OP_RPROGRAM, r->n, vals, 0, NULL, before->loc);
+  int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
+  if (!ordered) abort();
+  complete_waves(r, ordered);
+  qir_attr_val *waves = qir_alloc(m, sizeof *waves * (size_t)r->n_waves);
+  for (int w = 0; w < r->n_waves; w++) {
+    int n_runs = 0, n_waits = 0;
+    for (int i = 0; i < r->n; i++) n_runs += r->ks[i].wave == w, n_waits += waits_on(r, ordered, w, i);
+    qir_attr_val *runs = qir_alloc(m, sizeof *runs * (size_t)(n_runs + 1));
+    qir_attr_val *waits = qir_alloc(m, sizeof *waits * (size_t)(n_waits + 1));
+    int a = 0, b = 0;
+    for (int i = 0; i < r->n; i++) {
+      const rk *k = &r->ks[i];
+      if (k->wave == w) {
+        qir_attr e[3] = {entry("kernel", qir_attr_int(i)), entry("tasks", range(m, 0, k->k.tasks)),
+                         entry("veus", range(m, k->veu_lo, k->veu_lo + k->n_veus - 1))};
+        runs[a++] = qir_attr_dict(m, 3, e);
+      }
+      if (waits_on(r, ordered, w, i)) {
+        qir_attr e[2] = {entry("kernel", qir_attr_int(i)), entry("tasks", range(m, 0, k->k.tasks))};
+        waits[b++] = qir_attr_dict(m, 2, e);
+      }
+    }
+    qir_attr we[3];
+    int n_we = 0;
+    if (w > 0 && r->barrier[w]) we[n_we++] = entry("barrier", qir_attr_int(1));
+    we[n_we++] = entry("run", qir_attr_list(m, n_runs, runs));
+    if (n_waits) we[n_we++] = entry("wait", qir_attr_list(m, n_waits, waits));
+    waves[w] = qir_attr_dict(m, n_we, we);
+  }
+  free(ordered);
+  qir_op_set_attr(m, rp, "veus", qir_attr_int(r->veus), false);
+  qir_op_set_attr(m, rp, "waves", qir_attr_list(m, r->n_waves, waves), false);
+  qir_op_set_attr(m, rp, "target", qir_attr_string(m, r->t->name), false);
+  qir_op_set_attr(m, rp, "est_us", qir_attr_float(round(packed_us * 1000) / 1000), false);
+  qir_op_set_attr(m, rp, "unpacked_us", qir_attr_float(round(unpacked_us * 1000) / 1000), false);
+  qir_op_insert_before(before, rp);
+  r->n_programs++;
+  r->n_packed += r->n;
+}
+
+/* Packs the kernels ks[0..n) of one segment into an rprogram before `before`. */
+static void pack(rammer *r, qir_op *before) {
+  if (r->n < 2) return;
+  qir_module *m = r->m;
+  int64_t th = 0, rg = 0, sm = 0;
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    if (k->k.threads > th) th = k->k.threads;
+    if (k->k.regs > rg) rg = k->k.regs;
+    if (k->k.smem > sm) sm = k->k.smem;
+  }
+  r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, rg, sm);
+  if (r->veus < 1) return;
+  /* wavefront */
+  r->n_waves = 0;
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    k->deps = qir_alloc(m, sizeof *k->deps * (size_t)(k->op->n_operands + 1));
+    k->n_deps = 0;
+    k->wave = 0;
+    for (int a = 0; a < k->op->n_operands; a++) {
+      int p = producer_in(r, k->op->operands[a]);
+      if (p < 0) continue;
+      bool dup = false;
+      for (int j = 0; j < k->n_deps; j++) dup |= k->deps[j] == p;
+      if (!dup) k->deps[k->n_deps++] = p;
+      if (r->ks[p].wave + 1 > k->wave) k->wave = r->ks[p].wave + 1;
+    }
+    if (k->wave + 1 > r->n_waves) r->n_waves = k->wave + 1;
+  }
+  r->barrier = qir_alloc(m, sizeof *r->barrier * (size_t)r->n_waves);
+  for (int w = 0; w < r->n_waves; w++) r->barrier[w] = w > 0;
+  for (int w = 0; w < r->n_waves; w++) assign_veus(r, w);
+  for (int w = 0; w < r->n_waves; w++) choose_plans(r, w, th, rg, sm);
+  /* waits instead of barriers where they pay */
+  for (int w = 1; w < r->n_waves; w++) {
+    double with_barrier = program_us(r);
+    r->barrier[w] = false;
+    if (program_us(r) >= with_barrier) r->barrier[w] = true;
+  }
+  /* the launch needs only the vEUs some wave uses: idle ones would only wait at barriers */
+  int64_t used = 1;
+  for (int i = 0; i < r->n; i++)
+    if (r->ks[i].veu_lo + r->ks[i].n_veus > used) used = r->ks[i].veu_lo + r->ks[i].n_veus;
+  if (used < r->veus) r->veus = used;
+  double unpacked = 0;
+  for (int i = 0; i < r->n; i++) unpacked += r->ks[i].est_us + r->launch_us;
+  double packed = program_us(r);
+  if (r->stats)
+    fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed, %.2f us as %d launches%s\n", r->n,
+            r->n_waves, (long long)r->veus, packed, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+  r->total_packed_us += packed < unpacked ? packed : unpacked;
+  r->total_unpacked_us += unpacked;
+  if (packed >= unpacked) return;
+  write_program(r, before, packed, unpacked);
+}
+
+/* An rOperator worth packing: a planned kernel whose own launch runs its
+ * tasks in one hardware wave (it leaves the device partly idle).  A kernel
+ * that fills the device several times over gains nothing but a launch from
+ * packing and would lose occupancy to the vDevice's largest block. */
+static bool is_kernel(const rammer *r, qir_op *op, qir_rp_kernel *k) {
+  return op->n_results >= 1 && qir_rprogram_kernel_of(op, k) && k->tasks > 0 && k->tasks <= resident(r, k);
+}
+
+/* reads, directly or in its regions, a kernel of the open segment? */
+typedef struct {
+  rammer *r;
+  bool hit;
+} reads_ctx;
+
+static bool reads_visit(qir_op *op, void *vctx) {
+  reads_ctx *c = vctx;
+  for (int i = 0; i < op->n_operands && !c->hit; i++) c->hit = producer_in(c->r, op->operands[i]) >= 0;
+  return !c->hit;
+}
+
+static void run_region(rammer *r, qir_region *reg) {
+  int cap = 0;
+  for (qir_op *op = reg->first; op; op = op->next) cap++;
+  rk *ks = qir_alloc(r->m, sizeof *ks * (size_t)(cap + 1));
+  r->ks = ks;
+  r->n = 0;
+  for (qir_op *op = reg->first, *next; op; op = next) {
+    next = op->next;
+    for (int i = 0; i < op->n_regions; i++) {
+      rammer inner = *r;
+      run_region(&inner, op->regions[i]);
+      r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
+      r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
+    }
+    qir_rp_kernel k;
+    if (is_kernel(r, op, &k)) {
+      const qir_attr *tile = qir_op_attr(op, "tile");
+      ks[r->n++] = (rk){.op = op, .k = k, .est_us = plan_est(&tile->val)};
+      continue;
+    }
+    if (qir_op_is_view(op) || !r->n) continue;
+    reads_ctx c = {.r = r};
+    reads_visit(op, &c);
+    for (int i = 0; i < op->n_regions && !c.hit; i++) qir_walk(op->regions[i], reads_visit, &c);
+    if (!c.hit) continue;
+    pack(r, op);
+    ks += r->n;
+    r->ks = ks;
+    r->n = 0;
+  }
+  /* a nested region ends with its yield, the body with outputs: both read
+   * what they return, so every segment has been closed above */
+}
+
+static bool count_planned(qir_op *op, void *ctx) {
+  *(int *)ctx += qir_op_attr(op, "tile") != NULL;
+  return true;
+}
+
+bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
+  const char *name = qopt_option_str(ctx, "target");
+  const qir_target *t = qir_target_get(name);
+  if (!t) {
+    qir_error(ctx->diag, (qir_loc){0}, "-rammer: unknown target '%s'", name);
+    return false;
+  }
+  bool has = false;
+  for (qir_op *op = m->body->first; op; op = op->next) has |= op->code == QIR_OP_RPROGRAM;
+  if (has) return true;   /* packed already: a second -rammer keeps the first's programs */
+  rammer r = {.m = m, .t = t, .launch_us = qopt_option_float(ctx, "rammer-launch-us"),
+              .sync_us = qopt_option_float(ctx, "rammer-sync-us")};
+  if (r.launch_us < 0 || r.sync_us < 0) {
+    qir_error(ctx->diag, (qir_loc){0}, "-rammer-launch-us and -rammer-sync-us must not be negative");
+    return false;
+  }
+  r.stats = qopt_option_bool(ctx, "rammer-stats");
+  run_region(&r, m->body);
+  if (r.stats) {
+    int kernels = 0;
+    qir_walk(m->body, count_planned, &kernels);
+    fprintf(stderr, "rammer: total: %d rprograms packing %d of %d planned kernels; modelled %.1f us for the packed segments' kernels, %.1f us unpacked\n",
+            r.n_programs, r.n_packed, kernels, r.total_packed_us, r.total_unpacked_us);
+  }
+  return true;
+}
