@@ -235,6 +235,7 @@ static const char runtime_text[] =
     "  for (int i = 0; i < q_done_k; i++) free(q_done[i]);\n"
     "  free(q_done); free(q_done_n);\n"
     "  q_done = NULL; q_done_n = NULL; q_done_k = 0;\n"
+    "}\n"
     "/* an rprogram's wait within a grid epoch: the blocks (a vEU in a wave) that ran the\n"
     " * waited tasks are ordered before everything after it, until the epoch ends */\n"
     "static unsigned char *q_ord;\n"
