@@ -12,25 +12,8 @@
 #define IN(k) ((k) < nc->n_in ? nc->in[k] : NULL)
 #define IMP (nc->imp)
 
-static bool fail(node_ctx *nc, const char *msg) {
-  imp_error(nc->imp, "%s", msg);
-  return false;
-}
 
-static bool need_inputs(node_ctx *nc, int n) {
-  for (int i = 0; i < n; i++)
-    if (!IN(i)) {
-      imp_error(nc->imp, "required input %d is missing", i);
-      return false;
-    }
-  return true;
-}
 
-static bool set_out(node_ctx *nc, int k, qir_value *v) {
-  if (!v) return false;
-  if (k < nc->n_out) nc->out[k] = v;
-  return true;
-}
 
 static bool wants_out(node_ctx *nc, int k) { return k < nc->n_out && nc->node->output[k][0]; }
 
@@ -83,24 +66,24 @@ static qir_value *nll_loss(node_ctx *nc, qir_value *lp, qir_value *target, qir_v
   importer *imp = IMP;
   if (!lp || !target) return NULL;
   if (lp->type.rank < 2 || target->type.rank != lp->type.rank - 1 || !is_int_dtype(target->type.dtype)) {
-    fail(nc, "expects input [N, C, d1..] and integer target [N, d1..]");
+    node_fail(nc, "expects input [N, C, d1..] and integer target [N, d1..]");
     return NULL;
   }
   for (int i = 0, k = 0; i < lp->type.rank; i++) {
     if (i == 1) continue;
     if (lp->type.dims[i] != target->type.dims[k++]) {
-      fail(nc, "target's shape does not match the input's [N, d1..]");
+      node_fail(nc, "target's shape does not match the input's [N, d1..]");
       return NULL;
     }
   }
   int64_t C = lp->type.dims[1];
   if (weight && (weight->type.rank != 1 || weight->type.dims[0] != C)) {
-    fail(nc, "weight must be a 1-D tensor of C elements");
+    node_fail(nc, "weight must be a 1-D tensor of C elements");
     return NULL;
   }
   const char *red = attr_str(nc, "reduction", "mean");
   if (strcmp(red, "none") && strcmp(red, "sum") && strcmp(red, "mean")) {
-    fail(nc, "reduction must be none, sum or mean");
+    node_fail(nc, "reduction must be none, sum or mean");
     return NULL;
   }
   qir_dtype dt = lp->type.dtype;
@@ -123,17 +106,17 @@ static qir_value *nll_loss(node_ctx *nc, qir_value *lp, qir_value *target, qir_v
 }
 
 static bool cv_nll_loss(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
-  return set_out(nc, 0, nll_loss(nc, IN(0), IN(1), IN(2)));
+  if (!node_need_inputs(nc, 2)) return false;
+  return node_set_out(nc, 0, nll_loss(nc, IN(0), IN(1), IN(2)));
 }
 
 /* SoftmaxCrossEntropyLoss: log_softmax over the class axis, then NLL; the
  * second result is the log-probabilities. */
 static bool cv_softmax_ce_loss(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
-  if (IN(0)->type.rank < 2) return fail(nc, "scores must be [N, C, d1..]");
+  if (!node_need_inputs(nc, 2)) return false;
+  if (IN(0)->type.rank < 2) return node_fail(nc, "scores must be [N, C, d1..]");
   qir_value *lp = with_axis(IMP, QIR_OP_LOG_SOFTMAX, IN(0), 1);
-  if (!set_out(nc, 0, nll_loss(nc, lp, IN(1), IN(2)))) return false;
+  if (!node_set_out(nc, 0, nll_loss(nc, lp, IN(1), IN(2)))) return false;
   if (wants_out(nc, 1)) nc->out[1] = lp;
   return true;
 }
@@ -143,16 +126,16 @@ static bool cv_softmax_ce_loss(node_ctx *nc) {
 /* RMSNormalization: x / sqrt(mean(x^2 over axis..r-1) + epsilon) * scale,
  * computed in f32 (stash_type 1) or the input type. */
 static bool cv_rms_norm(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *scale = IN(1);
   int r = x->type.rank;
   int64_t axis = norm_axis(attr_int(nc, "axis", -1), r);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   int64_t stash = attr_int(nc, "stash_type", 1);
-  if (stash != 1 && stash != 11 && stash != 10 && stash != 16) return fail(nc, "unsupported stash_type");
+  if (stash != 1 && stash != 11 && stash != 10 && stash != 16) return node_fail(nc, "unsupported stash_type");
   qir_dtype wide;
-  if (!onnx_dtype_to_qir((int32_t)stash, &wide)) return fail(nc, "unsupported stash_type");
-  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  if (!onnx_dtype_to_qir((int32_t)stash, &wide)) return node_fail(nc, "unsupported stash_type");
+  if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "input must be a float tensor");
   int64_t axes[QIR_MAX_RANK];
   int n = 0;
   for (int64_t i = axis; i < r; i++) axes[n++] = i;
@@ -160,12 +143,12 @@ static bool cv_rms_norm(node_ctx *nc) {
   qir_value *ms = reduce(IMP, QIR_OP_REDUCE_MEAN, emit2(IMP, QIR_OP_MUL, xw, xw), n, axes, 1);
   qir_value *den = emit1(IMP, QIR_OP_SQRT, emit2(IMP, QIR_OP_ADD, ms, const_scalar(IMP, wide, attr_float(nc, "epsilon", 1e-5))));
   qir_value *y = emit_cast(IMP, emit2(IMP, QIR_OP_DIV, xw, den), x->type.dtype);
-  return set_out(nc, 0, emit2(IMP, QIR_OP_MUL, y, scale));
+  return node_set_out(nc, 0, emit2(IMP, QIR_OP_MUL, y, scale));
 }
 
 /* MeanVarianceNormalization: (x - mean) / sqrt(var), statistics over axes. */
 static bool cv_mvn(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int64_t axes[QIR_MAX_RANK] = {0, 2, 3};
   int n = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
@@ -173,7 +156,7 @@ static bool cv_mvn(node_ctx *nc) {
   bool seen[QIR_MAX_RANK] = {false};
   for (int i = 0; i < n; i++) {
     int64_t a = norm_axis(axes[i], x->type.rank);
-    if (a < 0) return fail(nc, "axis out of range");
+    if (a < 0) return node_fail(nc, "axis out of range");
     seen[a] = true;
   }
   n = 0;
@@ -183,25 +166,25 @@ static bool cv_mvn(node_ctx *nc) {
   qir_value *d = emit2(IMP, QIR_OP_SUB, x, mean);
   qir_value *var = reduce(IMP, QIR_OP_REDUCE_MEAN, emit2(IMP, QIR_OP_MUL, d, d), n, axes, 1);
   qir_value *den = emit2(IMP, QIR_OP_ADD, emit1(IMP, QIR_OP_SQRT, var), const_scalar(IMP, x->type.dtype, 1e-9));
-  return set_out(nc, 0, emit2(IMP, QIR_OP_DIV, d, den));
+  return node_set_out(nc, 0, emit2(IMP, QIR_OP_DIV, d, den));
 }
 
 /* GroupNormalization (opset 21): statistics per (n, group) over the group's
  * channels and the spatial dims; per-channel scale and bias. */
 static bool cv_group_norm(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   qir_value *x = IN(0), *scale = IN(1), *bias = IN(2);
   int r = x->type.rank;
   int64_t G = attr_int(nc, "num_groups", 0);
-  if (!attr_find(nc, "num_groups")) return fail(nc, "num_groups is missing");
-  if (r < 2 || G <= 0 || x->type.dims[1] % G) return fail(nc, "num_groups must divide the channel count");
+  if (!attr_find(nc, "num_groups")) return node_fail(nc, "num_groups is missing");
+  if (r < 2 || G <= 0 || x->type.dims[1] % G) return node_fail(nc, "num_groups must divide the channel count");
   int64_t N = x->type.dims[0], C = x->type.dims[1], S = 1;
   for (int i = 2; i < r; i++) S *= x->type.dims[i];
   if (scale->type.rank != 1 || scale->type.dims[0] != C || bias->type.rank != 1 || bias->type.dims[0] != C)
-    return fail(nc, "scale and bias must have C elements");
+    return node_fail(nc, "scale and bias must have C elements");
   qir_dtype wide;
   if (!onnx_dtype_to_qir((int32_t)attr_int(nc, "stash_type", 1), &wide) || !qir_dtype_is_float(wide))
-    return fail(nc, "unsupported stash_type");
+    return node_fail(nc, "unsupported stash_type");
   int64_t g3[3] = {N, G, C / G * S}, ax = 2;
   qir_value *xg = emit_cast(IMP, emit_reshape(IMP, x, 3, g3), wide);
   qir_value *mean = reduce(IMP, QIR_OP_REDUCE_MEAN, xg, 1, &ax, 1);
@@ -212,37 +195,37 @@ static bool cv_group_norm(node_ctx *nc) {
   int64_t cshape[QIR_MAX_RANK];
   for (int i = 0; i < r; i++) cshape[i] = i == 1 ? C : 1;
   y = emit2(IMP, QIR_OP_MUL, y, emit_reshape(IMP, scale, r - 1, cshape + 1));
-  return set_out(nc, 0, emit2(IMP, QIR_OP_ADD, y, emit_reshape(IMP, bias, r - 1, cshape + 1)));
+  return node_set_out(nc, 0, emit2(IMP, QIR_OP_ADD, y, emit_reshape(IMP, bias, r - 1, cshape + 1)));
 }
 
 /* ---------------------------------------------------------------- small ops */
 
 static bool cv_shrink(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   qir_dtype dt = x->type.dtype;
   double lambd = attr_float(nc, "lambd", 0.5), bias = attr_float(nc, "bias", 0);
   qir_value *lo = emit2(IMP, QIR_OP_LESS, x, const_scalar(IMP, dt, -lambd));
   qir_value *hi = emit2(IMP, QIR_OP_GREATER, x, const_scalar(IMP, dt, lambd));
   qir_value *inner = where(IMP, hi, emit2(IMP, QIR_OP_SUB, x, const_scalar(IMP, dt, bias)), const_scalar(IMP, dt, 0));
-  return set_out(nc, 0, where(IMP, lo, emit2(IMP, QIR_OP_ADD, x, const_scalar(IMP, dt, bias)), inner));
+  return node_set_out(nc, 0, where(IMP, lo, emit2(IMP, QIR_OP_ADD, x, const_scalar(IMP, dt, bias)), inner));
 }
 
 static bool cv_swish(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   qir_value *ax = emit2(IMP, QIR_OP_MUL, x, const_scalar(IMP, x->type.dtype, attr_float(nc, "alpha", 1.0)));
-  return set_out(nc, 0, emit2(IMP, QIR_OP_MUL, x, emit1(IMP, QIR_OP_SIGMOID, ax)));
+  return node_set_out(nc, 0, emit2(IMP, QIR_OP_MUL, x, emit1(IMP, QIR_OP_SIGMOID, ax)));
 }
 
 /* Hardmax: one-hot of the first maximum along axis. */
 static bool cv_hardmax(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
-  if (nc->opset < 13) return fail(nc, "Hardmax before opset 13 (2-D coercion) is not supported");
+  if (nc->opset < 13) return node_fail(nc, "Hardmax before opset 13 (2-D coercion) is not supported");
   int64_t axis = norm_axis(attr_int(nc, "axis", -1), r);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   qir_op *op = op_begin(IMP, QIR_OP_ARGMAX, 1, &x);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "keepdims", 0);
@@ -255,19 +238,19 @@ static bool cv_hardmax(node_ctx *nc) {
   qir_value *in[2] = {idx, const_data(IMP, qir_type_make(x->type.dtype, 1, &two), buf)};
   qir_op *oh = op_begin_typed(IMP, QIR_OP_ONE_HOT, 2, in, 1, &x->type);
   set_i(IMP, oh, "axis", axis);
-  return set_out(nc, 0, op_end(IMP, oh, NULL));
+  return node_set_out(nc, 0, op_end(IMP, oh, NULL));
 }
 
 /* EyeLike: a constant of the input's 2-D shape (only the shape is read). */
 static bool cv_eye_like(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
-  if (x->type.rank != 2) return fail(nc, "input must be 2-D");
+  if (x->type.rank != 2) return node_fail(nc, "input must be 2-D");
   qir_dtype dt = x->type.dtype;
   const Onnx__AttributeProto *a = attr_find(nc, "dtype");
-  if (a && !onnx_dtype_to_qir((int32_t)a->i, &dt)) return fail(nc, "unsupported dtype");
+  if (a && !onnx_dtype_to_qir((int32_t)a->i, &dt)) return node_fail(nc, "unsupported dtype");
   int64_t k = attr_int(nc, "k", 0), R = x->type.dims[0], C = x->type.dims[1];
-  if (R * C > FOLD_LIMIT) return fail(nc, "result too large to materialise");
+  if (R * C > FOLD_LIMIT) return node_fail(nc, "result too large to materialise");
   qir_type t = qir_type_make(dt, 2, x->type.dims);
   char *buf = calloc((size_t)(R * C + 1), (size_t)qir_dtype_size(dt));
   if (!buf) abort();
@@ -275,20 +258,20 @@ static bool cv_eye_like(node_ctx *nc) {
     for (int64_t j = 0; j < C; j++) qir_store_elem(dt, buf, i * C + j, j - i == k ? 1 : 0);
   qir_value *v = const_data(IMP, t, buf);
   free(buf);
-  return set_out(nc, 0, v);
+  return node_set_out(nc, 0, v);
 }
 
 /* ReverseSequence: along time_axis, the first seq_lens[b] steps of batch b
  * reversed: a gather_elements with index where(t < len, len - 1 - t, t). */
 static bool cv_reverse_sequence(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *lens = IN(1);
   int r = x->type.rank;
   int64_t ta = norm_axis(attr_int(nc, "time_axis", 0), r), ba = norm_axis(attr_int(nc, "batch_axis", 1), r);
-  if (r < 2 || ta < 0 || ba < 0 || ta == ba) return fail(nc, "time_axis and batch_axis must be two distinct axes");
+  if (r < 2 || ta < 0 || ba < 0 || ta == ba) return node_fail(nc, "time_axis and batch_axis must be two distinct axes");
   int64_t T = x->type.dims[ta], B = x->type.dims[ba];
   if (lens->type.rank != 1 || lens->type.dims[0] != B || !is_int_dtype(lens->type.dtype))
-    return fail(nc, "sequence_lens must be an integer tensor of batch size");
+    return node_fail(nc, "sequence_lens must be an integer tensor of batch size");
   int64_t dt_[QIR_MAX_RANK], db[QIR_MAX_RANK];
   for (int i = 0; i < r; i++) dt_[i] = i == ta ? T : 1, db[i] = i == ba ? B : 1;
   int64_t *tv = malloc(sizeof *tv * (size_t)(T + 1));
@@ -302,7 +285,7 @@ static bool cv_reverse_sequence(node_ctx *nc) {
   if (!idx) return false;
   qir_type full = qir_type_make(QIR_I64, r, x->type.dims);
   idx = op_end(IMP, op_begin_typed(IMP, QIR_OP_EXPAND, 1, &idx, 1, &full), NULL);
-  return set_out(nc, 0, gather(IMP, QIR_OP_GATHER_ELEMENTS, x, idx, ta));
+  return node_set_out(nc, 0, gather(IMP, QIR_OP_GATHER_ELEMENTS, x, idx, ta));
 }
 
 /* x[..., start:end:step] on the last axis */
@@ -329,7 +312,7 @@ static qir_value *concat2(importer *imp, qir_value *a, qir_value *b, int64_t axi
 
 /* CenterCropPad: per axis, a centred slice (crop) or a centred zero pad. */
 static bool cv_center_crop_pad(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t shape[QIR_MAX_RANK], axes[QIR_MAX_RANK];
@@ -339,14 +322,14 @@ static bool cv_center_crop_pad(node_ctx *nc) {
     na = r;
     for (int i = 0; i < r; i++) axes[i] = i;
   }
-  if (ns != na) return fail(nc, "shape needs one entry per axis");
+  if (ns != na) return node_fail(nc, "shape needs one entry per axis");
   int64_t s[QIR_MAX_RANK], e[QIR_MAX_RANK], st[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK] = {0};
   bool crop = false, pad = false;
   for (int i = 0; i < r; i++) s[i] = 0, e[i] = x->type.dims[i], st[i] = 1;
   for (int i = 0; i < na; i++) {
     int64_t a = norm_axis(axes[i], r), d;
-    if (a < 0) return fail(nc, "axis out of range");
-    if (shape[i] < 0) return fail(nc, "negative target size");
+    if (a < 0) return node_fail(nc, "axis out of range");
+    if (shape[i] < 0) return node_fail(nc, "negative target size");
     d = x->type.dims[a];
     if (shape[i] < d) {
       s[a] = (d - shape[i]) / 2, e[a] = s[a] + shape[i], crop = true;
@@ -368,18 +351,18 @@ static bool cv_center_crop_pad(node_ctx *nc) {
     set_w(IMP, op, "mode", "constant");
     x = op_end(IMP, op, NULL);
   }
-  return set_out(nc, 0, x);
+  return node_set_out(nc, 0, x);
 }
 
 /* RotaryEmbedding (opset 23): rotate pairs of the first rotary_embedding_dim
  * features of each head by the cached cos/sin of the token's position; pairs
  * are (i, i + dim/2), or adjacent with interleaved=1. */
 static bool cv_rotary_embedding(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   importer *imp = IMP;
   qir_value *x = IN(0), *cosc = IN(1), *sinc = IN(2), *pos = IN(3);
   int r = x->type.rank;
-  if (r != 3 && r != 4) return fail(nc, "input must be 3-D or 4-D");
+  if (r != 3 && r != 4) return node_fail(nc, "input must be 3-D or 4-D");
   int64_t B = x->type.dims[0], S, H, hd;
   qir_value *xs; /* [B, S, H, hd] */
   static const int64_t perm[4] = {0, 2, 1, 3};
@@ -388,23 +371,23 @@ static bool cv_rotary_embedding(node_ctx *nc) {
     xs = emit_transpose(imp, x, 4, perm);
   } else {
     H = attr_int(nc, "num_heads", 0), S = x->type.dims[1];
-    if (H <= 0 || x->type.dims[2] % H) return fail(nc, "3-D input needs num_heads dividing the hidden size");
+    if (H <= 0 || x->type.dims[2] % H) return node_fail(nc, "3-D input needs num_heads dividing the hidden size");
     hd = x->type.dims[2] / H;
     int64_t d[4] = {B, S, H, hd};
     xs = emit_reshape(imp, x, 4, d);
   }
   int64_t rot = attr_int(nc, "rotary_embedding_dim", 0);
   if (rot == 0) rot = hd;
-  if (rot < 2 || rot > hd || rot % 2) return fail(nc, "rotary_embedding_dim must be even and at most the head size");
+  if (rot < 2 || rot > hd || rot % 2) return node_fail(nc, "rotary_embedding_dim must be even and at most the head size");
   int64_t half = rot / 2;
   qir_value *c = cosc, *s = sinc;
   if (pos) {
-    if (cosc->type.rank != 2 || sinc->type.rank != 2) return fail(nc, "with position_ids, the caches must be 2-D");
+    if (cosc->type.rank != 2 || sinc->type.rank != 2) return node_fail(nc, "with position_ids, the caches must be 2-D");
     c = gather(imp, QIR_OP_GATHER, cosc, pos, 0);
     s = gather(imp, QIR_OP_GATHER, sinc, pos, 0);
   }
   if (!c || !s || c->type.rank != 3 || s->type.rank != 3 || c->type.dims[2] < half || s->type.dims[2] < half)
-    return fail(nc, "cos/sin must give [batch, sequence, >= rotary_embedding_dim/2]");
+    return node_fail(nc, "cos/sin must give [batch, sequence, >= rotary_embedding_dim/2]");
   c = emit_insert_unit_axis(imp, slice_last(imp, c, 0, half, 1), 2); /* [B, S, 1, half] */
   s = emit_insert_unit_axis(imp, slice_last(imp, s, 0, half, 1), 2);
   bool inter = attr_int(nc, "interleaved", 0) != 0;
@@ -422,38 +405,38 @@ static bool cv_rotary_embedding(node_ctx *nc) {
   }
   qir_value *y = rot == hd ? rotated : concat2(imp, rotated, slice_last(imp, xs, rot, hd, 1), 3);
   if (!y) return false;
-  if (r == 4) return set_out(nc, 0, emit_transpose(imp, y, 4, perm));
-  return set_out(nc, 0, emit_reshape(imp, y, 3, x->type.dims));
+  if (r == 4) return node_set_out(nc, 0, emit_transpose(imp, y, 4, perm));
+  return node_set_out(nc, 0, emit_reshape(imp, y, 3, x->type.dims));
 }
 
 /* Col2Im: a grouped transposed convolution of the columns with one-hot
  * weights (column channel c*K + k feeds image channel c at tap k). */
 static bool cv_col2im(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   qir_value *x = IN(0);
   int64_t img[QIR_MAX_RANK], blk[QIR_MAX_RANK];
   int ni, nb;
   if (!need_const_ints(nc, 1, img, QIR_MAX_RANK, &ni) || !need_const_ints(nc, 2, blk, QIR_MAX_RANK, &nb)) return false;
-  if (ni != nb || ni < 1 || ni + 2 > QIR_MAX_RANK) return fail(nc, "image_shape and block_shape must have one entry per spatial dim");
-  if (x->type.rank != 3) return fail(nc, "input must be [N, C*prod(block_shape), L]");
+  if (ni != nb || ni < 1 || ni + 2 > QIR_MAX_RANK) return node_fail(nc, "image_shape and block_shape must have one entry per spatial dim");
+  if (x->type.rank != 3) return node_fail(nc, "input must be [N, C*prod(block_shape), L]");
   int64_t K = 1, strides[QIR_MAX_RANK], dil[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK], L[QIR_MAX_RANK], nL = 1;
   for (int i = 0; i < nb; i++) {
-    if (blk[i] < 1 || img[i] < 1) return fail(nc, "block and image sizes must be positive");
+    if (blk[i] < 1 || img[i] < 1) return node_fail(nc, "block and image sizes must be positive");
     K *= blk[i];
   }
   if (attr_ints(nc, "strides", strides, QIR_MAX_RANK) < 0) for (int i = 0; i < nb; i++) strides[i] = 1;
   if (attr_ints(nc, "dilations", dil, QIR_MAX_RANK) < 0) for (int i = 0; i < nb; i++) dil[i] = 1;
   if (attr_ints(nc, "pads", pads, 2 * QIR_MAX_RANK) < 0) for (int i = 0; i < 2 * nb; i++) pads[i] = 0;
   for (int i = 0; i < nb; i++) {
-    if (strides[i] < 1 || dil[i] < 1) return fail(nc, "strides and dilations must be positive");
+    if (strides[i] < 1 || dil[i] < 1) return node_fail(nc, "strides and dilations must be positive");
     L[i] = (img[i] + pads[i] + pads[nb + i] - dil[i] * (blk[i] - 1) - 1) / strides[i] + 1;
-    if (L[i] < 1) return fail(nc, "no block fits the padded image");
+    if (L[i] < 1) return node_fail(nc, "no block fits the padded image");
     nL *= L[i];
   }
   int64_t N = x->type.dims[0], CK = x->type.dims[1];
-  if (CK % K || x->type.dims[2] != nL) return fail(nc, "input shape does not match block_shape and image_shape");
+  if (CK % K || x->type.dims[2] != nL) return node_fail(nc, "input shape does not match block_shape and image_shape");
   int64_t C = CK / K;
-  if (CK * K > FOLD_LIMIT) return fail(nc, "block too large to materialise");
+  if (CK * K > FOLD_LIMIT) return node_fail(nc, "block too large to materialise");
   int64_t xd[QIR_MAX_RANK] = {N, CK}, wd[QIR_MAX_RANK] = {CK, 1};
   for (int i = 0; i < nb; i++) xd[2 + i] = L[i], wd[2 + i] = blk[i];
   char *w = calloc((size_t)(CK * K), (size_t)qir_dtype_size(x->type.dtype));
@@ -475,25 +458,25 @@ static bool cv_col2im(node_ctx *nc) {
   set_ints(IMP, op, "dilations", nb, dil);
   set_i(IMP, op, "group", C);
   set_ints(IMP, op, "output_padding", nb, outpad);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* TensorScatter (opset 24): the KV-cache update.  update's sequence slices
  * land at write_indices[b] + s (wrapping with mode=circular) along axis. */
 static bool cv_tensor_scatter(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *past = IN(0), *upd = IN(1), *wi = IN(2);
   int r = past->type.rank;
   int64_t axis = norm_axis(attr_int(nc, "axis", -2), r);
-  if (axis <= 0) return fail(nc, "axis must name a dimension after the batch");
-  if (upd->type.rank != r || upd->type.dtype != past->type.dtype) return fail(nc, "update must have the cache's rank and type");
+  if (axis <= 0) return node_fail(nc, "axis must name a dimension after the batch");
+  if (upd->type.rank != r || upd->type.dtype != past->type.dtype) return node_fail(nc, "update must have the cache's rank and type");
   for (int i = 0; i < r; i++)
-    if (i != axis && upd->type.dims[i] != past->type.dims[i]) return fail(nc, "update and cache differ outside the sequence axis");
+    if (i != axis && upd->type.dims[i] != past->type.dims[i]) return node_fail(nc, "update and cache differ outside the sequence axis");
   const char *mode = attr_str(nc, "mode", "linear");
   bool circular = !strcmp(mode, "circular");
-  if (!circular && strcmp(mode, "linear")) return fail(nc, "mode must be linear or circular");
+  if (!circular && strcmp(mode, "linear")) return node_fail(nc, "mode must be linear or circular");
   int64_t B = past->type.dims[0], S = upd->type.dims[axis], M = past->type.dims[axis];
-  if (S > M) return fail(nc, "update is longer than the cache");
+  if (S > M) return node_fail(nc, "update is longer than the cache");
   int64_t ds[QIR_MAX_RANK], db[QIR_MAX_RANK];
   for (int i = 0; i < r; i++) ds[i] = i == axis ? S : 1, db[i] = i == 0 ? B : 1;
   int64_t *sv = malloc(sizeof *sv * (size_t)(S + 1));
@@ -502,7 +485,7 @@ static bool cv_tensor_scatter(node_ctx *nc) {
   qir_value *idx = const_data(IMP, qir_type_make(QIR_I64, r, ds), sv);
   free(sv);
   if (wi) {
-    if (wi->type.rank != 1 || wi->type.dims[0] != B || !is_int_dtype(wi->type.dtype)) return fail(nc, "write_indices must be [batch] integers");
+    if (wi->type.rank != 1 || wi->type.dims[0] != B || !is_int_dtype(wi->type.dtype)) return node_fail(nc, "write_indices must be [batch] integers");
     idx = emit2(IMP, QIR_OP_ADD, idx, emit_reshape(IMP, emit_cast(IMP, wi, QIR_I64), r, db));
   }
   if (circular) {
@@ -516,26 +499,26 @@ static bool cv_tensor_scatter(node_ctx *nc) {
   qir_op *op = op_begin(IMP, QIR_OP_SCATTER_ELEMENTS, 3, (qir_value *[]){past, idx, upd});
   set_i(IMP, op, "axis", axis);
   set_w(IMP, op, "reduction", "none");
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* MaxUnpool: zeros with each x at its flat index (MaxPool's indices) into
  * the output: a scatter on the flattened output. */
 static bool cv_max_unpool(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *ind = IN(1);
   int r = x->type.rank, ns = r - 2;
-  if (ns < 1) return fail(nc, "input must be [N, C, spatial...]");
-  if (ind->type.rank != r || !is_int_dtype(ind->type.dtype)) return fail(nc, "indices must be integers of the input's shape");
+  if (ns < 1) return node_fail(nc, "input must be [N, C, spatial...]");
+  if (ind->type.rank != r || !is_int_dtype(ind->type.dtype)) return node_fail(nc, "indices must be integers of the input's shape");
   for (int i = 0; i < r; i++)
-    if (ind->type.dims[i] != x->type.dims[i]) return fail(nc, "indices must have the input's shape");
+    if (ind->type.dims[i] != x->type.dims[i]) return node_fail(nc, "indices must have the input's shape");
   int64_t od[QIR_MAX_RANK], k[QIR_MAX_RANK], st[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK];
-  if (attr_ints(nc, "kernel_shape", k, QIR_MAX_RANK) != ns) return fail(nc, "kernel_shape needs one entry per spatial dim");
+  if (attr_ints(nc, "kernel_shape", k, QIR_MAX_RANK) != ns) return node_fail(nc, "kernel_shape needs one entry per spatial dim");
   if (attr_ints(nc, "strides", st, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) st[i] = 1;
   if (attr_ints(nc, "pads", pads, 2 * QIR_MAX_RANK) < 0) for (int i = 0; i < 2 * ns; i++) pads[i] = 0;
   od[0] = x->type.dims[0], od[1] = x->type.dims[1];
   for (int i = 0; i < ns; i++) {
-    if (k[i] < 1 || st[i] < 1) return fail(nc, "kernel and strides must be positive");
+    if (k[i] < 1 || st[i] < 1) return node_fail(nc, "kernel and strides must be positive");
     od[2 + i] = (x->type.dims[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[ns + i];
   }
   /* the indices address the inferred shape; a given output_shape extends it
@@ -545,14 +528,14 @@ static bool cv_max_unpool(node_ctx *nc) {
   if (IN(2)) {
     int n;
     if (!need_const_ints(nc, 2, want, QIR_MAX_RANK, &n)) return false;
-    if (n != r) return fail(nc, "output_shape needs one entry per dimension");
-    if (want[0] != od[0] || want[1] != od[1]) return fail(nc, "output_shape must keep N and C");
+    if (n != r) return node_fail(nc, "output_shape needs one entry per dimension");
+    if (want[0] != od[0] || want[1] != od[1]) return node_fail(nc, "output_shape must keep N and C");
   }
   qir_type ot = qir_type_make(x->type.dtype, r, od);
   int64_t total = qir_type_numel(&ot), nx = qir_type_numel(&x->type);
   for (int i = 0; i < r; i++)
-    if (od[i] < 0) return fail(nc, "negative output size");
-  if (total > MAX_NUMEL) return fail(nc, "output is absurdly large");
+    if (od[i] < 0) return node_fail(nc, "negative output size");
+  if (total > MAX_NUMEL) return node_fail(nc, "output is absurdly large");
   qir_value *zeros = const_splat(IMP, qir_type_make(x->type.dtype, 1, &total), 0);
   qir_op *op = op_begin(IMP, QIR_OP_SCATTER_ELEMENTS, 3,
                         (qir_value *[]){zeros, emit_reshape(IMP, emit_cast(IMP, ind, QIR_I64), 1, &nx), emit_reshape(IMP, x, 1, &nx)});
@@ -562,7 +545,7 @@ static bool cv_max_unpool(node_ctx *nc) {
   int64_t pads2[2 * QIR_MAX_RANK] = {0};
   bool pad = false;
   for (int i = 0; i < r; i++) {
-    if (want[i] < 0) return fail(nc, "negative output size");
+    if (want[i] < 0) return node_fail(nc, "negative output size");
     pads2[r + i] = want[i] - od[i], pad |= want[i] != od[i];
   }
   if (pad && y) {
@@ -571,29 +554,29 @@ static bool cv_max_unpool(node_ctx *nc) {
     set_w(IMP, p, "mode", "constant");
     y = op_end(IMP, p, NULL);
   }
-  return set_out(nc, 0, y);
+  return node_set_out(nc, 0, y);
 }
 
 /* AffineGrid: the sampling grid theta x (x, y[, z], 1) over the normalised
  * pixel centres (or corners with align_corners). */
 static bool cv_affine_grid(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *theta = IN(0);
   int64_t size[5];
   int n;
   if (!need_const_ints(nc, 1, size, 5, &n)) return false;
-  if (n != 4 && n != 5) return fail(nc, "size must be [N, C, H, W] or [N, C, D, H, W]");
+  if (n != 4 && n != 5) return node_fail(nc, "size must be [N, C, H, W] or [N, C, D, H, W]");
   int sd = n - 2; /* spatial dims */
   int64_t N = size[0];
   if (theta->type.rank != 3 || theta->type.dims[0] != N || theta->type.dims[1] != sd || theta->type.dims[2] != sd + 1)
-    return fail(nc, "theta must be [N, 2, 3] (2-D) or [N, 3, 4] (3-D)");
+    return node_fail(nc, "theta must be [N, 2, 3] (2-D) or [N, 3, 4] (3-D)");
   bool align = attr_int(nc, "align_corners", 0) != 0;
   int64_t P = 1;
   for (int i = 0; i < sd; i++) {
-    if (size[2 + i] < 1) return fail(nc, "sizes must be positive");
+    if (size[2 + i] < 1) return node_fail(nc, "sizes must be positive");
     P *= size[2 + i];
   }
-  if (P * (sd + 1) > FOLD_LIMIT) return fail(nc, "grid too large to materialise");
+  if (P * (sd + 1) > FOLD_LIMIT) return node_fail(nc, "grid too large to materialise");
   qir_dtype dt = theta->type.dtype;
   char *buf = calloc((size_t)(P * (sd + 1)), (size_t)qir_dtype_size(dt));
   if (!buf) abort();
@@ -617,19 +600,19 @@ static bool cv_affine_grid(node_ctx *nc) {
   gd[0] = N;
   for (int i = 0; i < sd; i++) gd[1 + i] = size[2 + i];
   gd[1 + sd] = sd;
-  return set_out(nc, 0, emit_reshape(IMP, g, sd + 2, gd));
+  return node_set_out(nc, 0, emit_reshape(IMP, g, sd + 2, gd));
 }
 
 /* Det: Leibniz's sum over permutations of the last two (square) dims, for
  * matrices up to 4 x 4 (24 products of gathered elements). */
 static bool cv_det(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
-  if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return fail(nc, "input must be [..., M, M]");
-  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return node_fail(nc, "input must be [..., M, M]");
+  if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "input must be a float tensor");
   int64_t n = x->type.dims[r - 1];
-  if (n < 1 || n > 4) return fail(nc, "Det of matrices larger than 4 x 4 is not supported");
+  if (n < 1 || n > 4) return node_fail(nc, "Det of matrices larger than 4 x 4 is not supported");
   int64_t d[QIR_MAX_RANK];
   for (int i = 0; i < r - 2; i++) d[i] = x->type.dims[i];
   d[r - 2] = n * n;
@@ -659,23 +642,23 @@ static bool cv_det(node_ctx *nc) {
     }
     sum = !sum ? (inv % 2 ? emit1(IMP, QIR_OP_NEG, prod) : prod) : emit2(IMP, inv % 2 ? QIR_OP_SUB : QIR_OP_ADD, sum, prod);
   }
-  return set_out(nc, 0, sum);
+  return node_set_out(nc, 0, sum);
 }
 
 /* CausalConvWithState (opset 27): past state (zeros if absent) prepended on
  * the time axis, a depthwise valid conv1d, optional SiLU; the new state is
  * the last k-1 steps of the padded input. */
 static bool cv_causal_conv_with_state(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *w = IN(1), *b = IN(2), *past = IN(3);
-  if (x->type.rank != 3 || w->type.rank != 3) return fail(nc, "input must be [B, C, L] and weight [C, 1, k]");
+  if (x->type.rank != 3 || w->type.rank != 3) return node_fail(nc, "input must be [B, C, L] and weight [C, 1, k]");
   int64_t B = x->type.dims[0], C = x->type.dims[1], L = x->type.dims[2], k = w->type.dims[2];
-  if (w->type.dims[0] != C || w->type.dims[1] != 1 || k < 1) return fail(nc, "weight must be [C, 1, k]");
+  if (w->type.dims[0] != C || w->type.dims[1] != 1 || k < 1) return node_fail(nc, "weight must be [C, 1, k]");
   const char *act = attr_str(nc, "activation", "none");
-  if (strcmp(act, "none") && strcmp(act, "silu") && strcmp(act, "swish")) return fail(nc, "activation must be none, silu or swish");
+  if (strcmp(act, "none") && strcmp(act, "silu") && strcmp(act, "swish")) return node_fail(nc, "activation must be none, silu or swish");
   int64_t pd[3] = {B, C, k - 1};
   if (past && (past->type.rank != 3 || past->type.dims[0] != B || past->type.dims[1] != C || past->type.dims[2] != k - 1))
-    return fail(nc, "past_state must be [B, C, k-1]");
+    return node_fail(nc, "past_state must be [B, C, k-1]");
   qir_value *padded = x;
   if (k > 1) padded = concat2(IMP, past ? past : const_splat(IMP, qir_type_make(x->type.dtype, 3, pd), 0), x, 2);
   if (!b) b = const_splat(IMP, qir_type_make(x->type.dtype, 1, &C), 0);
@@ -687,7 +670,7 @@ static bool cv_causal_conv_with_state(node_ctx *nc) {
   set_i(IMP, op, "group", C);
   qir_value *y = op_end(IMP, op, NULL);
   if (strcmp(act, "none")) y = emit2(IMP, QIR_OP_MUL, y, emit1(IMP, QIR_OP_SIGMOID, y));
-  if (!set_out(nc, 0, y)) return false;
+  if (!node_set_out(nc, 0, y)) return false;
   if (wants_out(nc, 1)) nc->out[1] = slice_last(IMP, padded, L, L + k - 1, 1);
   return true;
 }
@@ -695,15 +678,15 @@ static bool cv_causal_conv_with_state(node_ctx *nc) {
 /* QLinearConv: dequantise x and w (per-tensor, or per output channel for w),
  * convolve in f32 with the i32 bias scaled by x_scale * w_scale, quantise. */
 static bool cv_qlinear_conv(node_ctx *nc) {
-  if (!need_inputs(nc, 8)) return false;
+  if (!node_need_inputs(nc, 8)) return false;
   qir_value *x = IN(0), *w = IN(3);
-  if (x->type.rank < 3 || w->type.rank != x->type.rank) return fail(nc, "x and w must be [N, C, ...] and [M, C/group, ...]");
+  if (x->type.rank < 3 || w->type.rank != x->type.rank) return node_fail(nc, "x and w must be [N, C, ...] and [M, C/group, ...]");
   int r = x->type.rank;
   int64_t M = w->type.dims[0];
   qir_value *xs = emit_reshape(IMP, emit_cast(IMP, IN(1), QIR_F32), 0, NULL);
   qir_value *xf = emit2(IMP, QIR_OP_MUL, emit2(IMP, QIR_OP_SUB, emit_cast(IMP, x, QIR_F32), emit_reshape(IMP, emit_cast(IMP, IN(2), QIR_F32), 0, NULL)), xs);
   int64_t nw = qir_type_numel(&IN(4)->type);
-  if (nw != 1 && nw != M) return fail(nc, "w_scale must be a scalar or one per output channel");
+  if (nw != 1 && nw != M) return node_fail(nc, "w_scale must be a scalar or one per output channel");
   qir_value *ws = emit_reshape(IMP, emit_cast(IMP, IN(4), QIR_F32), r, (int64_t[QIR_MAX_RANK]){nw, 1, 1, 1, 1, 1, 1, 1});
   qir_value *wz = emit_cast(IMP, IN(5), QIR_F32);
   wz = emit_reshape(IMP, wz, r, (int64_t[QIR_MAX_RANK]){qir_type_numel(&IN(5)->type), 1, 1, 1, 1, 1, 1, 1});
@@ -721,7 +704,7 @@ static bool cv_qlinear_conv(node_ctx *nc) {
   if (attr_ints(nc, "strides", st, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) st[i] = 1;
   if (attr_ints(nc, "dilations", dil, QIR_MAX_RANK) < 0) for (int i = 0; i < ns; i++) dil[i] = 1;
   if (attr_ints(nc, "pads", pads, 2 * QIR_MAX_RANK) < 0) for (int i = 0; i < 2 * ns; i++) pads[i] = 0;
-  if (strcmp(attr_str(nc, "auto_pad", "NOTSET"), "NOTSET")) return fail(nc, "QLinearConv with auto_pad is not supported");
+  if (strcmp(attr_str(nc, "auto_pad", "NOTSET"), "NOTSET")) return node_fail(nc, "QLinearConv with auto_pad is not supported");
   qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, (qir_value *[]){xf, wf, bias});
   set_ints(IMP, op, "strides", ns, st);
   set_ints(IMP, op, "pads", 2 * ns, pads);
@@ -729,7 +712,7 @@ static bool cv_qlinear_conv(node_ctx *nc) {
   set_i(IMP, op, "group", attr_int(nc, "group", 1));
   qir_value *y = op_end(IMP, op, NULL);
   qir_value *ys = emit_reshape(IMP, IN(6), 0, NULL), *yz = emit_reshape(IMP, IN(7), 0, NULL);
-  return set_out(nc, 0, quantize(nc, y, ys, yz, IN(7)->type.dtype));
+  return node_set_out(nc, 0, quantize(nc, y, ys, yz, IN(7)->type.dtype));
 }
 
 /* LinearAttention (opset 27): the recurrence over time steps, unrolled (the
@@ -739,24 +722,24 @@ static bool cv_qlinear_conv(node_ctx *nc) {
  * each query head reads its KV head's state.  In f32. */
 #define LINEAR_ATTENTION_MAX_STEPS 256
 static bool cv_linear_attention(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   importer *imp = IMP;
   const char *rule = attr_str(nc, "update_rule", "gated_delta");
   bool gating = !strcmp(rule, "gated") || !strcmp(rule, "gated_delta"), delta = !strcmp(rule, "delta") || !strcmp(rule, "gated_delta");
-  if (!gating && !delta && strcmp(rule, "linear")) return fail(nc, "update_rule must be linear, gated, delta or gated_delta");
+  if (!gating && !delta && strcmp(rule, "linear")) return node_fail(nc, "update_rule must be linear, gated, delta or gated_delta");
   int64_t hq = attr_int(nc, "q_num_heads", 0), hkv = attr_int(nc, "kv_num_heads", 0);
-  if (hq <= 0 || hkv <= 0 || hq % hkv) return fail(nc, "q_num_heads must be a positive multiple of kv_num_heads");
+  if (hq <= 0 || hkv <= 0 || hq % hkv) return node_fail(nc, "q_num_heads must be a positive multiple of kv_num_heads");
   qir_value *q = IN(0), *k = IN(1), *v = IN(2), *past = IN(3), *decay = IN(4), *beta = IN(5), *erase = IN(6);
-  if (gating != (decay != NULL)) return fail(nc, "decay is required by the gated rules and forbidden otherwise");
-  if (delta != (beta != NULL)) return fail(nc, "beta is required by the delta rules and forbidden otherwise");
-  if (erase && !delta) return fail(nc, "erase_gate needs a delta rule");
-  if (q->type.rank != 3 || k->type.rank != 3 || v->type.rank != 3) return fail(nc, "query, key and value must be [B, T, H*D]");
+  if (gating != (decay != NULL)) return node_fail(nc, "decay is required by the gated rules and forbidden otherwise");
+  if (delta != (beta != NULL)) return node_fail(nc, "beta is required by the delta rules and forbidden otherwise");
+  if (erase && !delta) return node_fail(nc, "erase_gate needs a delta rule");
+  if (q->type.rank != 3 || k->type.rank != 3 || v->type.rank != 3) return node_fail(nc, "query, key and value must be [B, T, H*D]");
   int64_t B = q->type.dims[0], T = q->type.dims[1];
-  if (q->type.dims[2] % hq || k->type.dims[2] % hkv || v->type.dims[2] % hkv) return fail(nc, "hidden sizes must divide by the head counts");
+  if (q->type.dims[2] % hq || k->type.dims[2] % hkv || v->type.dims[2] % hkv) return node_fail(nc, "hidden sizes must divide by the head counts");
   int64_t dk = q->type.dims[2] / hq, dv = v->type.dims[2] / hkv, G = hq / hkv;
   if (k->type.dims[2] != hkv * dk || k->type.dims[0] != B || v->type.dims[0] != B || k->type.dims[1] != T || v->type.dims[1] != T)
-    return fail(nc, "query, key and value shapes do not match");
-  if (T > LINEAR_ATTENTION_MAX_STEPS) return fail(nc, "more than 256 time steps (the recurrence is unrolled)");
+    return node_fail(nc, "query, key and value shapes do not match");
+  if (T > LINEAR_ATTENTION_MAX_STEPS) return node_fail(nc, "more than 256 time steps (the recurrence is unrolled)");
   double scale = attr_float(nc, "scale", 0);
   if (scale == 0) scale = 1 / sqrt((double)dk);
   static const int64_t perm[4] = {0, 2, 1, 3};
@@ -768,22 +751,22 @@ static bool cv_linear_attention(node_ctx *nc) {
   int64_t dlast = 0, blast = 0;
   if (decay) {
     dlast = decay->type.rank == 3 ? decay->type.dims[2] : -1;
-    if (dlast != hkv && dlast != hkv * dk) return fail(nc, "decay must be [B, T, kv_heads] or [B, T, kv_heads*d_k]");
+    if (dlast != hkv && dlast != hkv * dk) return node_fail(nc, "decay must be [B, T, kv_heads] or [B, T, kv_heads*d_k]");
     d4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, decay, QIR_F32), 4, B, T, hkv, dlast / hkv, 0), 4, perm);
   }
   if (beta) {
     blast = beta->type.rank == 3 ? beta->type.dims[2] : -1;
-    if (blast != hkv && blast != 1) return fail(nc, "beta must be [B, T, kv_heads] or [B, T, 1]");
+    if (blast != hkv && blast != 1) return node_fail(nc, "beta must be [B, T, kv_heads] or [B, T, 1]");
     b4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, beta, QIR_F32), 4, B, T, blast, 1, 0), 4, perm);
   }
   if (erase) {
-    if (erase->type.rank != 3 || erase->type.dims[2] != hkv * dk) return fail(nc, "erase_gate must be [B, T, kv_heads*d_k]");
+    if (erase->type.rank != 3 || erase->type.dims[2] != hkv * dk) return node_fail(nc, "erase_gate must be [B, T, kv_heads*d_k]");
     e4 = emit_transpose(imp, reshape_to(imp, emit_cast(imp, erase, QIR_F32), 4, B, T, hkv, dk, 0), 4, perm);
   }
   qir_value *state;
   if (past) {
     if (past->type.rank != 4 || past->type.dims[0] != B || past->type.dims[1] != hkv || past->type.dims[2] != dk || past->type.dims[3] != dv)
-      return fail(nc, "past_state must be [B, kv_heads, d_k, d_v]");
+      return node_fail(nc, "past_state must be [B, kv_heads, d_k, d_v]");
     state = emit_cast(imp, past, QIR_F32);
   } else {
     int64_t sd[4] = {B, hkv, dk, dv};
@@ -818,7 +801,7 @@ static bool cv_linear_attention(node_ctx *nc) {
   }
   free(outs);
   y = reshape_to(imp, emit_transpose(imp, y, 4, perm), 3, B, T, hq * dv, 0, 0);
-  if (!set_out(nc, 0, emit_cast(imp, y, q->type.dtype))) return false;
+  if (!node_set_out(nc, 0, emit_cast(imp, y, q->type.dtype))) return false;
   if (wants_out(nc, 1)) nc->out[1] = emit_cast(imp, state, past ? past->type.dtype : q->type.dtype);
   return true;
 }
@@ -828,21 +811,21 @@ static bool cv_linear_attention(node_ctx *nc) {
  * points in [-1, 0) and (D-1, D] to the edge), points farther out masked to 0,
  * then the mean over each bin's points. */
 static bool cv_roi_align(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   importer *imp = IMP;
   qir_value *x = IN(0), *rois = IN(1), *bidx = IN(2);
-  if (x->type.rank != 4 || !qir_dtype_is_float(x->type.dtype)) return fail(nc, "X must be a float [N, C, H, W]");
+  if (x->type.rank != 4 || !qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "X must be a float [N, C, H, W]");
   if (rois->type.rank != 2 || rois->type.dims[1] != 4 || bidx->type.rank != 1 || bidx->type.dims[0] != rois->type.dims[0])
-    return fail(nc, "rois must be [R, 4] and batch_indices [R]");
-  if (strcmp(attr_str(nc, "mode", "avg"), "avg")) return fail(nc, "RoiAlign mode max is not supported");
+    return node_fail(nc, "rois must be [R, 4] and batch_indices [R]");
+  if (strcmp(attr_str(nc, "mode", "avg"), "avg")) return node_fail(nc, "RoiAlign mode max is not supported");
   int64_t oh = attr_int(nc, "output_height", 1), ow = attr_int(nc, "output_width", 1), sr = attr_int(nc, "sampling_ratio", 0);
-  if (oh < 1 || ow < 1) return fail(nc, "output_height and output_width must be positive");
-  if (sr <= 0) return fail(nc, "sampling_ratio 0 (a per-RoI adaptive grid) is not supported");
-  if (oh * sr > 4096 || ow * sr > 4096) return fail(nc, "sampling grid too large");
+  if (oh < 1 || ow < 1) return node_fail(nc, "output_height and output_width must be positive");
+  if (sr <= 0) return node_fail(nc, "sampling_ratio 0 (a per-RoI adaptive grid) is not supported");
+  if (oh * sr > 4096 || ow * sr > 4096) return node_fail(nc, "sampling grid too large");
   bool half = !strcmp(attr_str(nc, "coordinate_transformation_mode", "half_pixel"), "half_pixel");
   double scale = attr_float(nc, "spatial_scale", 1), off = half ? 0.5 : 0;
   int64_t R = rois->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
-  if (H < 2 || W < 2) return fail(nc, "RoiAlign needs an image of at least 2 x 2");
+  if (H < 2 || W < 2) return node_fail(nc, "RoiAlign needs an image of at least 2 x 2");
   qir_dtype dt = x->type.dtype;
   qir_value *rf = emit_cast(imp, rois, dt);
   /* per RoI and axis (0: y, 1: x): sample coordinates [R, n*sr] */
@@ -894,24 +877,24 @@ static bool cv_roi_align(node_ctx *nc) {
   qir_value *mask = emit2(imp, QIR_OP_AND, reshape_to(imp, inside[0], 4, R, 1, MH, 1, 0), reshape_to(imp, inside[1], 4, R, 1, 1, MW, 0));
   smp = emit2(imp, QIR_OP_MUL, smp, emit_cast(imp, mask, dt));
   int64_t d6[6] = {R, C, oh, sr, ow, sr}, axes[2] = {3, 5};
-  return set_out(nc, 0, reduce(imp, QIR_OP_REDUCE_MEAN, emit_reshape(imp, smp, 6, d6), 2, axes, 0));
+  return node_set_out(nc, 0, reduce(imp, QIR_OP_REDUCE_MEAN, emit_reshape(imp, smp, 6, d6), 2, axes, 0));
 }
 
 /* ---------------------------------------------------------------- ai.onnx.ml */
 
 static bool cv_binarizer(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   qir_value *gt = emit2(IMP, QIR_OP_GREATER, x, const_scalar(IMP, x->type.dtype, attr_float(nc, "threshold", 0)));
-  return set_out(nc, 0, emit_cast(IMP, gt, x->type.dtype));
+  return node_set_out(nc, 0, emit_cast(IMP, gt, x->type.dtype));
 }
 
 static bool cv_array_feature_extractor(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0);
-  if (x->type.rank < 1) return fail(nc, "input must have rank >= 1");
+  if (x->type.rank < 1) return node_fail(nc, "input must have rank >= 1");
   int64_t n = qir_type_numel(&IN(1)->type);
-  return set_out(nc, 0, gather(IMP, QIR_OP_GATHER, x, emit_reshape(IMP, IN(1), 1, &n), x->type.rank - 1));
+  return node_set_out(nc, 0, gather(IMP, QIR_OP_GATHER, x, emit_reshape(IMP, IN(1), 1, &n), x->type.rank - 1));
 }
 
 /* ---------------------------------------------------------------- ai.onnx.preview.training */
@@ -922,11 +905,11 @@ static bool cv_array_feature_extractor(node_ctx *nc) {
 static bool cv_optimizer(node_ctx *nc) {
   const char *t = nc->node->op_type;
   int n_state = !strcmp(t, "Adam") ? 2 : 1, per = 2 + n_state;
-  if (nc->n_in < 2 + per || (nc->n_in - 2) % per) return fail(nc, "expects R, T and a multiple of X, G and the state tensors");
-  if (!need_inputs(nc, nc->n_in)) return false;
+  if (nc->n_in < 2 + per || (nc->n_in - 2) % per) return node_fail(nc, "expects R, T and a multiple of X, G and the state tensors");
+  if (!node_need_inputs(nc, nc->n_in)) return false;
   int n = (nc->n_in - 2) / per;
   qir_value *R = emit_reshape(IMP, IN(0), 0, NULL), *T = emit_reshape(IMP, IN(1), 0, NULL);
-  if (!R || !T || !qir_dtype_is_float(R->type.dtype)) return fail(nc, "R must be a float scalar");
+  if (!R || !T || !qir_dtype_is_float(R->type.dtype)) return node_fail(nc, "R must be a float scalar");
   qir_dtype dt = R->type.dtype;
   double norm_coef = attr_float(nc, "norm_coefficient", 0);
   qir_value *Tf = emit_cast(IMP, T, dt), *t_pos = emit2(IMP, QIR_OP_GREATER, T, const_scalar(IMP, T->type.dtype, 0));
@@ -943,7 +926,7 @@ static bool cv_optimizer(node_ctx *nc) {
     } else if (!strcmp(t, "Momentum")) {
       double alpha = attr_float(nc, "alpha", 0), beta = attr_float(nc, "beta", 0);
       const char *mode = attr_str(nc, "mode", "standard");
-      if (strcmp(mode, "standard") && strcmp(mode, "nesterov")) return fail(nc, "mode must be standard or nesterov");
+      if (strcmp(mode, "standard") && strcmp(mode, "nesterov")) return node_fail(nc, "mode must be standard or nesterov");
       qir_value *b = where(IMP, t_pos, const_scalar(IMP, dt, beta), const_scalar(IMP, dt, 1));
       s1 = emit2(IMP, QIR_OP_ADD, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, alpha), S1), emit2(IMP, QIR_OP_MUL, b, g));
       qir_value *step = !strcmp(mode, "standard") ? s1 : emit2(IMP, QIR_OP_ADD, g, emit2(IMP, QIR_OP_MUL, const_scalar(IMP, dt, alpha), s1));
@@ -978,18 +961,18 @@ static qir_value *quant_param(node_ctx *nc, qir_value *p, qir_value *x, int64_t 
   int r = x->type.rank;
   if (qir_type_numel(&p->type) == 1 && block == 0) return emit_reshape(IMP, p, 0, NULL);
   if (axis < 0) {
-    fail(nc, "axis out of range");
+    node_fail(nc, "axis out of range");
     return NULL;
   }
   if (block > 0) {
     if (p->type.rank != r) {
-      fail(nc, "blocked quantisation wants a parameter of the input's rank");
+      node_fail(nc, "blocked quantisation wants a parameter of the input's rank");
       return NULL;
     }
     int64_t D = x->type.dims[axis];
     for (int i = 0; i < r; i++)
       if (i == axis ? p->type.dims[i] != (D + block - 1) / block : p->type.dims[i] != x->type.dims[i]) {
-        fail(nc, "parameter shape does not match block_size");
+        node_fail(nc, "parameter shape does not match block_size");
         return NULL;
       }
     int64_t *idx = malloc(sizeof *idx * (size_t)(D + 1));
@@ -1000,7 +983,7 @@ static qir_value *quant_param(node_ctx *nc, qir_value *p, qir_value *x, int64_t 
     return g;
   }
   if (p->type.rank != 1 || p->type.dims[0] != x->type.dims[axis]) {
-    fail(nc, "per-axis parameter must be 1-D with the axis' extent");
+    node_fail(nc, "per-axis parameter must be 1-D with the axis' extent");
     return NULL;
   }
   int64_t d[QIR_MAX_RANK];
@@ -1012,14 +995,14 @@ static bool quant_axis(node_ctx *nc, qir_value *x, int64_t *axis, int64_t *block
   /* -1 when out of range: only per-axis and blocked parameters read it */
   *axis = norm_axis(attr_int(nc, "axis", 1), x->type.rank);
   *block = attr_int(nc, "block_size", 0);
-  if (*block < 0) return fail(nc, "block_size must not be negative");
+  if (*block < 0) return node_fail(nc, "block_size must not be negative");
   return true;
 }
 
 static qir_value *dequantize(node_ctx *nc, qir_value *x, qir_value *scale, qir_value *zp, int64_t axis, int64_t block) {
   qir_dtype fdt = scale->type.dtype;
   if (!qir_dtype_is_float(fdt)) {
-    fail(nc, "scale must be a float tensor");
+    node_fail(nc, "scale must be a float tensor");
     return NULL;
   }
   qir_value *s = quant_param(nc, scale, x, axis, block);
@@ -1052,14 +1035,14 @@ static qir_value *quantize(node_ctx *nc, qir_value *x, qir_value *s, qir_value *
 }
 
 static bool cv_dequantize(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   int64_t axis, block;
   if (!quant_axis(nc, IN(0), &axis, &block)) return false;
-  return set_out(nc, 0, dequantize(nc, IN(0), IN(1), IN(2), axis, block));
+  return node_set_out(nc, 0, dequantize(nc, IN(0), IN(1), IN(2), axis, block));
 }
 
 static bool cv_quantize(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0);
   int64_t axis, block;
   if (!quant_axis(nc, x, &axis, &block)) return false;
@@ -1071,18 +1054,18 @@ static bool cv_quantize(node_ctx *nc) {
     return false;
   }
   if (IN(2)) to = IN(2)->type.dtype;
-  else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return fail(nc, "output_dtype has no qir element type");
+  else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return node_fail(nc, "output_dtype has no qir element type");
   qir_value *s = quant_param(nc, IN(1), x, axis, block);
   if (!s) return false;
   qir_value *zp = IN(2) ? quant_param(nc, IN(2), x, axis, block) : NULL;
   if (IN(2) && !zp) return false;
-  return set_out(nc, 0, quantize(nc, x, s, zp, to));
+  return node_set_out(nc, 0, quantize(nc, x, s, zp, to));
 }
 
 /* DynamicQuantizeLinear: u8 with scale and zero point from the data's range
  * (which always includes 0). */
 static bool cv_dynamic_quantize(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = emit_cast(IMP, IN(0), QIR_F32), *zero = const_scalar(IMP, QIR_F32, 0);
   qir_value *mx = emit2(IMP, QIR_OP_MAX, reduce_all(IMP, QIR_OP_REDUCE_MAX, x), zero);
   qir_value *mn = emit2(IMP, QIR_OP_MIN, reduce_all(IMP, QIR_OP_REDUCE_MIN, x), zero);
@@ -1090,7 +1073,7 @@ static bool cv_dynamic_quantize(node_ctx *nc) {
   qir_value *zpf = emit1(IMP, QIR_OP_ROUND, emit2(IMP, QIR_OP_SUB, zero, emit2(IMP, QIR_OP_DIV, mn, scale)));
   zpf = emit3(IMP, QIR_OP_CLIP, zpf, const_scalar(IMP, QIR_F32, 0), const_scalar(IMP, QIR_F32, 255));
   qir_value *zp = emit_cast(IMP, zpf, QIR_U8);
-  if (!set_out(nc, 0, quantize(nc, x, scale, zp, QIR_U8))) return false;
+  if (!node_set_out(nc, 0, quantize(nc, x, scale, zp, QIR_U8))) return false;
   if (nc->n_out > 1) nc->out[1] = scale;
   if (nc->n_out > 2) nc->out[2] = zp;
   return scale && zp;
@@ -1110,15 +1093,15 @@ static qir_value *int_centered(node_ctx *nc, qir_value *x, qir_value *zp, bool p
 }
 
 static bool cv_matmul_integer(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *a = int_centered(nc, IN(0), IN(2), true), *b = int_centered(nc, IN(1), IN(3), false);
-  return set_out(nc, 0, emit2(IMP, QIR_OP_MATMUL, a, b));
+  return node_set_out(nc, 0, emit2(IMP, QIR_OP_MATMUL, a, b));
 }
 
 /* QLinearMatMul: dequantise both sides (per-tensor, per-row of a, per-column
  * of b), multiply in f32, quantise to y's zero point type. */
 static bool cv_qlinear_matmul(node_ctx *nc) {
-  if (!need_inputs(nc, 8)) return false;
+  if (!node_need_inputs(nc, 8)) return false;
   qir_value *a = int_centered(nc, IN(0), IN(2), true), *b = int_centered(nc, IN(3), IN(5), false);
   qir_value *sa = emit_cast(IMP, IN(1), QIR_F32), *sb = emit_cast(IMP, IN(4), QIR_F32);
   if (qir_type_numel(&IN(1)->type) == 1) sa = emit_reshape(IMP, sa, 0, NULL);
@@ -1132,7 +1115,7 @@ static bool cv_qlinear_matmul(node_ctx *nc) {
   qir_value *y = emit2(IMP, QIR_OP_MATMUL, af, bf);
   qir_value *zp = IN(7) && qir_type_numel(&IN(7)->type) == 1 ? emit_reshape(IMP, IN(7), 0, NULL) : IN(7);
   qir_value *ys = qir_type_numel(&IN(6)->type) == 1 ? emit_reshape(IMP, IN(6), 0, NULL) : IN(6);
-  return set_out(nc, 0, quantize(nc, y, ys, zp, IN(7)->type.dtype));
+  return node_set_out(nc, 0, quantize(nc, y, ys, zp, IN(7)->type.dtype));
 }
 
 
@@ -1158,21 +1141,21 @@ static qir_value *split_heads(importer *imp, qir_value *x, int64_t heads) {
  * masking aligned bottom-right to the past length, softcap (applied to the
  * scores before the bias) and the four qk_matmul_output modes. */
 static bool cv_attention(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   importer *imp = IMP;
   qir_value *q = IN(0), *k = IN(1), *v = IN(2), *mask = IN(3), *past_k = IN(4), *past_v = IN(5), *nonpad = IN(6);
   int r = q->type.rank;
-  if (r != 3 && r != 4) return fail(nc, "Q must be 3-D or 4-D");
-  if (k->type.rank != r || v->type.rank != r) return fail(nc, "Q, K and V must have the same rank");
-  if (!qir_dtype_is_float(q->type.dtype)) return fail(nc, "Q must be a float tensor");
-  if ((past_k == NULL) != (past_v == NULL)) return fail(nc, "past_key and past_value go together");
+  if (r != 3 && r != 4) return node_fail(nc, "Q must be 3-D or 4-D");
+  if (k->type.rank != r || v->type.rank != r) return node_fail(nc, "Q, K and V must have the same rank");
+  if (!qir_dtype_is_float(q->type.dtype)) return node_fail(nc, "Q must be a float tensor");
+  if ((past_k == NULL) != (past_v == NULL)) return node_fail(nc, "past_key and past_value go together");
   int64_t B = q->type.dims[0];
-  if (k->type.dims[0] != B || v->type.dims[0] != B) return fail(nc, "batch sizes differ");
+  if (k->type.dims[0] != B || v->type.dims[0] != B) return node_fail(nc, "batch sizes differ");
   if (r == 3) {
     int64_t hq = attr_int(nc, "q_num_heads", 0), hkv = attr_int(nc, "kv_num_heads", 0);
-    if (hq <= 0 || hkv <= 0) return fail(nc, "3-D inputs need positive q_num_heads and kv_num_heads");
+    if (hq <= 0 || hkv <= 0) return node_fail(nc, "3-D inputs need positive q_num_heads and kv_num_heads");
     if (q->type.dims[2] % hq || k->type.dims[2] % hkv || v->type.dims[2] % hkv)
-      return fail(nc, "hidden sizes must be divisible by the head counts");
+      return node_fail(nc, "hidden sizes must be divisible by the head counts");
     q = split_heads(imp, q, hq);
     k = split_heads(imp, k, hkv);
     v = split_heads(imp, v, hkv);
@@ -1180,14 +1163,14 @@ static bool cv_attention(node_ctx *nc) {
   }
   int64_t Hq = q->type.dims[1], Sq = q->type.dims[2], dq = q->type.dims[3];
   int64_t Hkv = k->type.dims[1], dv = v->type.dims[3];
-  if (k->type.dims[3] != dq) return fail(nc, "Q and K head sizes differ");
-  if (v->type.dims[1] != Hkv || v->type.dims[2] != k->type.dims[2]) return fail(nc, "K and V shapes do not match");
-  if (Hkv <= 0 || Hq % Hkv) return fail(nc, "q heads must be a multiple of kv heads");
+  if (k->type.dims[3] != dq) return node_fail(nc, "Q and K head sizes differ");
+  if (v->type.dims[1] != Hkv || v->type.dims[2] != k->type.dims[2]) return node_fail(nc, "K and V shapes do not match");
+  if (Hkv <= 0 || Hq % Hkv) return node_fail(nc, "q heads must be a multiple of kv heads");
   int64_t P = 0;
   if (past_k) {
     if (past_k->type.rank != 4 || past_v->type.rank != 4 || past_k->type.dims[1] != Hkv || past_k->type.dims[3] != dq ||
         past_v->type.dims[1] != Hkv || past_v->type.dims[3] != dv || past_k->type.dims[2] != past_v->type.dims[2])
-      return fail(nc, "past_key/past_value must be [B, kv_heads, P, head_size]");
+      return node_fail(nc, "past_key/past_value must be [B, kv_heads, P, head_size]");
     P = past_k->type.dims[2];
     qir_value *ck[2] = {past_k, k}, *cv[2] = {past_v, v};
     qir_op *op = op_begin(imp, QIR_OP_CONCAT, 2, ck);
@@ -1211,7 +1194,7 @@ static bool cv_attention(node_ctx *nc) {
   qir_value *bias = NULL;
   if (mask) {
     int mr = mask->type.rank;
-    if (mr < 2 || mr > 4 || mask->type.dims[mr - 1] > T) return fail(nc, "attn_mask must be 2-D to 4-D with at most the total KV length");
+    if (mr < 2 || mr > 4 || mask->type.dims[mr - 1] > T) return node_fail(nc, "attn_mask must be 2-D to 4-D with at most the total KV length");
     bool is_bool = mask->type.dtype == QIR_BOOL;
     if (mask->type.dims[mr - 1] < T) {
       int64_t pads[8] = {0};
@@ -1240,7 +1223,7 @@ static bool cv_attention(node_ctx *nc) {
       qir_value *ok = emit2(imp, QIR_OP_LESS_EQUAL, jj, emit2(imp, QIR_OP_ADD, ii, off));
       causal = reshape_to(imp, where(imp, ok, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)), 4, B, 1, Sq, T, 0);
     } else {
-      if (Sq * T > FOLD_LIMIT) return fail(nc, "causal mask too large to materialise");
+      if (Sq * T > FOLD_LIMIT) return node_fail(nc, "causal mask too large to materialise");
       char *buf = calloc((size_t)(Sq * T), (size_t)qir_dtype_size(dt));
       if (!buf) abort();
       for (int64_t i = 0; i < Sq; i++)
@@ -1252,7 +1235,7 @@ static bool cv_attention(node_ctx *nc) {
     bias = bias ? emit2(imp, QIR_OP_ADD, bias, causal) : causal;
   }
   if (nonpad) {
-    if (nonpad->type.rank != 1 || nonpad->type.dims[0] != B) return fail(nc, "nonpad_kv_seqlen must be [B]");
+    if (nonpad->type.rank != 1 || nonpad->type.dims[0] != B) return node_fail(nc, "nonpad_kv_seqlen must be [B]");
     int64_t *jv = malloc(sizeof *jv * (size_t)T);
     if (!jv) abort();
     for (int64_t j = 0; j < T; j++) jv[j] = j;
@@ -1275,7 +1258,7 @@ static bool cv_attention(node_ctx *nc) {
   const Onnx__AttributeProto *prec = attr_find(nc, "softmax_precision");
   if (prec && prec->i) {
     qir_dtype pdt;
-    if (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)) return fail(nc, "softmax_precision must be a float type");
+    if (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)) return node_fail(nc, "softmax_precision must be a float type");
     sm_in = emit_cast(imp, with_bias, pdt);
   }
   qir_value *sm = emit_cast(imp, with_axis(imp, QIR_OP_SOFTMAX, sm_in, 3), dt);
@@ -1285,14 +1268,14 @@ static bool cv_attention(node_ctx *nc) {
     static const int64_t perm[4] = {0, 2, 1, 3};
     y = reshape_to(imp, emit_transpose(imp, y, 4, perm), 3, B, Sq, Hq * dv, 0, 0);
   }
-  if (!set_out(nc, 0, y)) return false;
+  if (!node_set_out(nc, 0, y)) return false;
   if (wants_out(nc, 1)) nc->out[1] = k;
   if (wants_out(nc, 2)) nc->out[2] = v;
   if (wants_out(nc, 3)) {
     int64_t mode = attr_int(nc, "qk_matmul_output_mode", 0);
     /* 0, 1: the (softcapped) scores; 2: with the bias; 3: the softmax */
     qir_value *outs[4] = {capped, capped, with_bias, sm};
-    if (mode < 0 || mode > 3) return fail(nc, "qk_matmul_output_mode must be 0..3");
+    if (mode < 0 || mode > 3) return node_fail(nc, "qk_matmul_output_mode must be 0..3");
     nc->out[3] = outs[mode];
   }
   return true;

@@ -14,13 +14,12 @@
 #define IN(k) ((k) < nc->n_in ? nc->in[k] : NULL)
 #define IMP (nc->imp)
 
-
-static bool fail(node_ctx *nc, const char *msg) {
+bool node_fail(node_ctx *nc, const char *msg) {
   imp_error(nc->imp, "%s", msg);
   return false;
 }
 
-static bool need_inputs(node_ctx *nc, int n) {
+bool node_need_inputs(node_ctx *nc, int n) {
   for (int i = 0; i < n; i++)
     if (!IN(i)) {
       imp_error(nc->imp, "required input %d is missing", i);
@@ -29,11 +28,15 @@ static bool need_inputs(node_ctx *nc, int n) {
   return true;
 }
 
-static bool set_out(node_ctx *nc, int k, qir_value *v) {
+bool node_set_out(node_ctx *nc, int k, qir_value *v) {
   if (!v) return false;
   if (k < nc->n_out) nc->out[k] = v;
   return true;
 }
+
+
+
+
 
 /* Lowest / highest value of a dtype (infinities for floats). */
 static double dtype_lowest(qir_dtype dt) {
@@ -111,35 +114,35 @@ static bool cv_simple(node_ctx *nc) {
     imp_error(IMP, "expects %d input%s, has %d", info->min_operands, info->min_operands == 1 ? "" : "s", n);
     return false;
   }
-  if (!need_inputs(nc, n)) return false;
+  if (!node_need_inputs(nc, n)) return false;
   qir_op *op = op_begin(IMP, code, n, nc->in);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_identity(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
-  return set_out(nc, 0, nc->in[0]);
+  if (!node_need_inputs(nc, 1)) return false;
+  return node_set_out(nc, 0, nc->in[0]);
 }
 
 static bool cv_mod(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_MOD, 2, nc->in);
   set_i(IMP, op, "fmod", attr_int(nc, "fmod", 0));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_bit_shift(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   const char *a = attr_str(nc, "direction", "");
   const char *dir = !strcmp(a, "LEFT") ? "left" : !strcmp(a, "RIGHT") ? "right" : NULL;
-  if (!dir) return fail(nc, "direction must be LEFT or RIGHT");
+  if (!dir) return node_fail(nc, "direction must be LEFT or RIGHT");
   qir_op *op = op_begin(IMP, QIR_OP_BIT_SHIFT, 2, nc->in);
   set_w(IMP, op, "direction", dir);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_activation(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   const char *t = nc->node->op_type;
   qir_value *x = IN(0);
   qir_op *op;
@@ -159,18 +162,18 @@ static bool cv_activation(node_ctx *nc) {
     set_f(IMP, op, "beta", attr_float(nc, "beta", 0.5));
   } else if (strcmp(t, "Gelu") == 0) {
     const char *ap = attr_str(nc, "approximate", "none");
-    if (strcmp(ap, "none") != 0 && strcmp(ap, "tanh") != 0) return fail(nc, "unsupported approximate value");
+    if (strcmp(ap, "none") != 0 && strcmp(ap, "tanh") != 0) return node_fail(nc, "unsupported approximate value");
     op = op_begin(IMP, QIR_OP_GELU, 1, &x);
     set_w(IMP, op, "approximate", ap);
   } else {
     return false;
   }
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* Activations built from primitive ops. */
 static bool cv_composite(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   const char *t = nc->node->op_type;
   qir_value *x = IN(0);
   qir_dtype dt = x->type.dtype;
@@ -200,14 +203,14 @@ static bool cv_composite(node_ctx *nc) {
   } else if (strcmp(t, "Tan") == 0) {
     r = emit2(IMP, QIR_OP_DIV, emit1(IMP, QIR_OP_SIN, x), emit1(IMP, QIR_OP_COS, x));
   }
-  return set_out(nc, 0, r);
+  return node_set_out(nc, 0, r);
 }
 
 static bool cv_cast(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_dtype to;
   if (strcmp(nc->node->op_type, "CastLike") == 0) {
-    if (!need_inputs(nc, 2)) return false;
+    if (!node_need_inputs(nc, 2)) return false;
     const char *narrow = narrow_origin(IMP, IN(1));
     if (narrow) {
       imp_error(IMP, "cast to %s is not supported", narrow);
@@ -216,22 +219,22 @@ static bool cv_cast(node_ctx *nc) {
     to = IN(1)->type.dtype;
   } else {
     const Onnx__AttributeProto *a = attr_find(nc, "to");
-    if (!a || !a->has_i) return fail(nc, "attribute 'to' is missing");
+    if (!a || !a->has_i) return node_fail(nc, "attribute 'to' is missing");
     if (!onnx_dtype_to_qir((int32_t)a->i, &to)) {
       imp_error(IMP, "cast to %s is not supported", onnx_dtype_name((int32_t)a->i));
       return false;
     }
   }
-  if (IN(0)->type.dtype == to) return set_out(nc, 0, IN(0));
+  if (IN(0)->type.dtype == to) return node_set_out(nc, 0, IN(0));
   qir_type t = IN(0)->type;
   t.dtype = to;
   qir_op *op = op_begin_typed(IMP, QIR_OP_CAST, 1, nc->in, 1, &t);
   set_w(IMP, op, "to", qir_dtype_name(to));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_clip(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   qir_dtype dt = x->type.dtype;
   qir_value *lo, *hi;
@@ -241,9 +244,9 @@ static bool cv_clip(node_ctx *nc) {
   } else {
     lo = IN(1) ? as_scalar(IMP, IN(1)) : const_scalar(IMP, dt, dtype_lowest(dt));
     hi = IN(2) ? as_scalar(IMP, IN(2)) : const_scalar(IMP, dt, dtype_highest(dt));
-    if (!lo || !hi) return fail(nc, "min and max must have one element");
+    if (!lo || !hi) return node_fail(nc, "min and max must have one element");
   }
-  return set_out(nc, 0, emit3(IMP, QIR_OP_CLIP, x, lo, hi));
+  return node_set_out(nc, 0, emit3(IMP, QIR_OP_CLIP, x, lo, hi));
 }
 
 /* ---------------------------------------------------------------- reductions */
@@ -301,7 +304,7 @@ static qir_value *emit_reduce(importer *imp, qir_opcode code, qir_value *x, int 
 }
 
 static bool cv_reduce(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   const char *t = nc->node->op_type;
   int from_input = strcmp(t, "ReduceSum") == 0 ? 13 : 18;
   int64_t axes[QIR_MAX_RANK];
@@ -324,46 +327,46 @@ static bool cv_reduce(node_ctx *nc) {
   else if (strcmp(t, "ReduceLogSum") == 0) { code = QIR_OP_REDUCE_SUM; post = 1; }
   else if (strcmp(t, "ReduceLogSumExp") == 0) { code = QIR_OP_REDUCE_SUM; pre = emit1(IMP, QIR_OP_EXP, x); post = 1; }
   else return false;
-  if (noop) return set_out(nc, 0, pre);
+  if (noop) return node_set_out(nc, 0, pre);
   if (pre && pre->type.dtype == QIR_BOOL && (code == QIR_OP_REDUCE_MAX || code == QIR_OP_REDUCE_MIN)) {
     /* max/min of booleans are or/and: reduce them as u8 */
     qir_value *r8 = emit_reduce(IMP, code, emit_cast(IMP, pre, QIR_U8), n_axes, axes, all, keep);
-    return set_out(nc, 0, emit_cast(IMP, r8, QIR_BOOL));
+    return node_set_out(nc, 0, emit_cast(IMP, r8, QIR_BOOL));
   }
   qir_value *r = emit_reduce(IMP, code, pre, n_axes, axes, all, keep);
   if (r && post) r = emit1(IMP, QIR_OP_LOG, r);
-  return set_out(nc, 0, r);
+  return node_set_out(nc, 0, r);
 }
 
 static bool cv_arg(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int64_t axis = norm_axis(attr_int(nc, "axis", 0), x->type.rank);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   qir_op *op = op_begin(IMP, strcmp(nc->node->op_type, "ArgMax") == 0 ? QIR_OP_ARGMAX : QIR_OP_ARGMIN, 1, &x);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "keepdims", attr_int(nc, "keepdims", 1));
   set_i(IMP, op, "select_last_index", attr_int(nc, "select_last_index", 0));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* TopK with a constant k (a runtime k would give a data-dependent shape). */
 static bool cv_top_k(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int64_t k = 0;
   int n = 1;
   if (nc->opset < 10) {
-    if (!attr_find(nc, "k")) return fail(nc, "attribute 'k' is missing");
+    if (!attr_find(nc, "k")) return node_fail(nc, "attribute 'k' is missing");
     k = attr_int(nc, "k", 0);
   } else {
-    if (!need_inputs(nc, 2)) return false;
+    if (!node_need_inputs(nc, 2)) return false;
     if (!need_const_ints(nc, 1, &k, 1, &n)) return false;
-    if (n != 1) return fail(nc, "K must have one element");
+    if (n != 1) return node_fail(nc, "K must have one element");
   }
   int64_t axis = norm_axis(attr_int(nc, "axis", -1), x->type.rank);
-  if (axis < 0) return fail(nc, "axis out of range");
-  if (k < 0 || k > x->type.dims[axis]) return fail(nc, "k is negative or larger than the axis");
+  if (axis < 0) return node_fail(nc, "axis out of range");
+  if (k < 0 || k > x->type.dims[axis]) return node_fail(nc, "k is negative or larger than the axis");
   qir_op *op = op_begin_n(IMP, QIR_OP_TOP_K, 1, &x, 2);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "k", k);
@@ -379,56 +382,56 @@ static bool cv_top_k(node_ctx *nc) {
 /* ---------------------------------------------------------------- shapes */
 
 static bool cv_reshape(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int64_t shape[QIR_MAX_RANK + 1];
   int n;
   if (nc->opset < 5) {
     n = attr_ints(nc, "shape", shape, QIR_MAX_RANK + 1);
-    if (n < 0) return fail(nc, "attribute 'shape' is missing");
+    if (n < 0) return node_fail(nc, "attribute 'shape' is missing");
   } else {
-    if (!need_inputs(nc, 2)) return false;
+    if (!node_need_inputs(nc, 2)) return false;
     if (!need_const_ints(nc, 1, shape, QIR_MAX_RANK + 1, &n)) return false;
   }
-  if (n > QIR_MAX_RANK) return fail(nc, "target rank too large");
+  if (n > QIR_MAX_RANK) return node_fail(nc, "target rank too large");
   bool allowzero = attr_int(nc, "allowzero", 0) != 0;
   int64_t known = 1;
   int infer = -1;
   for (int i = 0; i < n; i++) {
     if (shape[i] == 0 && !allowzero) {
-      if (i >= x->type.rank) return fail(nc, "shape has a 0 beyond the input's rank");
+      if (i >= x->type.rank) return node_fail(nc, "shape has a 0 beyond the input's rank");
       shape[i] = x->type.dims[i];
     }
     if (shape[i] == -1) {
-      if (infer >= 0) return fail(nc, "shape has more than one -1");
+      if (infer >= 0) return node_fail(nc, "shape has more than one -1");
       infer = i;
     } else if (shape[i] < 0) {
-      return fail(nc, "shape has a negative dimension");
+      return node_fail(nc, "shape has a negative dimension");
     } else {
       known *= shape[i];
     }
   }
   int64_t numel = qir_type_numel(&x->type);
   if (infer >= 0) {
-    if (known == 0 || numel % known) return fail(nc, "cannot infer the -1 dimension");
+    if (known == 0 || numel % known) return node_fail(nc, "cannot infer the -1 dimension");
     shape[infer] = numel / known;
   } else if (known != numel) {
     imp_error(IMP, "cannot reshape %lld elements into %lld", (long long)numel, (long long)known);
     return false;
   }
-  return set_out(nc, 0, emit_reshape(IMP, x, n, shape));
+  return node_set_out(nc, 0, emit_reshape(IMP, x, n, shape));
 }
 
 static bool cv_flatten(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t axis = attr_int(nc, "axis", 1);
   if (axis < 0) axis += r;
-  if (axis < 0 || axis > r) return fail(nc, "axis out of range");
+  if (axis < 0 || axis > r) return node_fail(nc, "axis out of range");
   int64_t d[2] = {1, 1};
   for (int i = 0; i < r; i++) d[i < axis ? 0 : 1] *= x->type.dims[i];
-  return set_out(nc, 0, emit_reshape(IMP, x, 2, d));
+  return node_set_out(nc, 0, emit_reshape(IMP, x, 2, d));
 }
 
 static bool axes_of(node_ctx *nc, int input, int input_opset, int64_t *axes, int *n) {
@@ -442,7 +445,7 @@ static bool axes_of(node_ctx *nc, int input, int input_opset, int64_t *axes, int
 }
 
 static bool cv_squeeze(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t axes[QIR_MAX_RANK];
@@ -454,7 +457,7 @@ static bool cv_squeeze(node_ctx *nc) {
   } else {
     for (int i = 0; i < n; i++) {
       int64_t a = norm_axis(axes[i], r);
-      if (a < 0) return fail(nc, "axis out of range");
+      if (a < 0) return node_fail(nc, "axis out of range");
       if (x->type.dims[a] != 1) {
         imp_error(IMP, "cannot squeeze dimension %lld of size %lld", (long long)a, (long long)x->type.dims[a]);
         return false;
@@ -466,32 +469,32 @@ static bool cv_squeeze(node_ctx *nc) {
   int k = 0;
   for (int i = 0; i < r; i++)
     if (!drop[i]) d[k++] = x->type.dims[i];
-  return set_out(nc, 0, emit_reshape(IMP, x, k, d));
+  return node_set_out(nc, 0, emit_reshape(IMP, x, k, d));
 }
 
 static bool cv_unsqueeze(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t axes[QIR_MAX_RANK];
   int n;
   if (!axes_of(nc, 1, 13, axes, &n)) return false;
-  if (n < 0) return fail(nc, "axes are missing");
+  if (n < 0) return node_fail(nc, "axes are missing");
   int out_r = r + n;
-  if (out_r > QIR_MAX_RANK) return fail(nc, "result rank too large");
+  if (out_r > QIR_MAX_RANK) return node_fail(nc, "result rank too large");
   bool ins[QIR_MAX_RANK] = {false};
   for (int i = 0; i < n; i++) {
     int64_t a = norm_axis(axes[i], out_r);
-    if (a < 0 || ins[a]) return fail(nc, "axis out of range or repeated");
+    if (a < 0 || ins[a]) return node_fail(nc, "axis out of range or repeated");
     ins[a] = true;
   }
   int64_t d[QIR_MAX_RANK];
   for (int i = 0, k = 0; i < out_r; i++) d[i] = ins[i] ? 1 : x->type.dims[k++];
-  return set_out(nc, 0, emit_reshape(IMP, x, out_r, d));
+  return node_set_out(nc, 0, emit_reshape(IMP, x, out_r, d));
 }
 
 static bool cv_transpose(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t perm[QIR_MAX_RANK];
@@ -500,37 +503,37 @@ static bool cv_transpose(node_ctx *nc) {
     n = r;
     for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
   }
-  if (n != r) return fail(nc, "perm does not match the input rank");
+  if (n != r) return node_fail(nc, "perm does not match the input rank");
   bool seen[QIR_MAX_RANK] = {false};
   for (int i = 0; i < n; i++) {
     perm[i] = norm_axis(perm[i], r);
-    if (perm[i] < 0 || seen[perm[i]]) return fail(nc, "perm is not a permutation");
+    if (perm[i] < 0 || seen[perm[i]]) return node_fail(nc, "perm is not a permutation");
     seen[perm[i]] = true;
   }
   qir_op *op = op_begin(IMP, QIR_OP_TRANSPOSE, 1, &x);
   set_ints(IMP, op, "perm", n, perm);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_concat(node_ctx *nc) {
-  if (nc->n_in < 1 || !need_inputs(nc, nc->n_in)) return false;
+  if (nc->n_in < 1 || !node_need_inputs(nc, nc->n_in)) return false;
   int r = IN(0)->type.rank;
   int64_t axis = norm_axis(attr_int(nc, "axis", nc->opset < 4 ? 1 : 0), r);
-  if (axis < 0) return fail(nc, "axis out of range");
-  if (nc->n_in == 1) return set_out(nc, 0, IN(0));
+  if (axis < 0) return node_fail(nc, "axis out of range");
+  if (nc->n_in == 1) return node_set_out(nc, 0, IN(0));
   qir_op *op = op_begin(IMP, QIR_OP_CONCAT, nc->n_in, nc->in);
   set_i(IMP, op, "axis", axis);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_split(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t axis = norm_axis(attr_int(nc, "axis", 0), r);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   int n_out = nc->n_out;
-  if (n_out < 1 || n_out > 4096) return fail(nc, "bad number of outputs");
+  if (n_out < 1 || n_out > 4096) return node_fail(nc, "bad number of outputs");
   int64_t *sizes = calloc((size_t)n_out + 1, sizeof *sizes);
   int n = -1;
   if (nc->opset >= 13) {
@@ -546,12 +549,12 @@ static bool cv_split(node_ctx *nc) {
     int64_t parts = nc->opset >= 18 && attr_find(nc, "num_outputs") ? attr_int(nc, "num_outputs", n_out) : n_out;
     if (parts != n_out) {
       free(sizes);
-      return fail(nc, "num_outputs does not match the outputs");
+      return node_fail(nc, "num_outputs does not match the outputs");
     }
     int64_t each = nc->opset >= 18 ? (dim + parts - 1) / parts : dim / parts;
     if (nc->opset < 18 && dim % parts) {
       free(sizes);
-      return fail(nc, "the dimension does not split evenly");
+      return node_fail(nc, "the dimension does not split evenly");
     }
     for (int i = 0; i < n_out; i++) {
       int64_t left = dim - each * i;
@@ -563,7 +566,7 @@ static bool cv_split(node_ctx *nc) {
   for (int i = 0; i < n; i++) total += sizes[i];
   if (n != n_out || total != dim) {
     free(sizes);
-    return fail(nc, "split sizes do not add up to the dimension");
+    return node_fail(nc, "split sizes do not add up to the dimension");
   }
   qir_type *types = calloc((size_t)n_out, sizeof *types);
   for (int i = 0; i < n_out; i++) {
@@ -582,7 +585,7 @@ static bool cv_split(node_ctx *nc) {
 }
 
 static bool cv_slice(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t starts[QIR_MAX_RANK], ends[QIR_MAX_RANK], axes[QIR_MAX_RANK], steps[QIR_MAX_RANK];
@@ -591,15 +594,15 @@ static bool cv_slice(node_ctx *nc) {
     ns = attr_ints(nc, "starts", starts, QIR_MAX_RANK);
     ne = attr_ints(nc, "ends", ends, QIR_MAX_RANK);
     na = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
-    if (ns < 0 || ne < 0) return fail(nc, "starts and ends are required");
+    if (ns < 0 || ne < 0) return node_fail(nc, "starts and ends are required");
   } else {
-    if (!need_inputs(nc, 3)) return false;
+    if (!node_need_inputs(nc, 3)) return false;
     if (!need_const_ints(nc, 1, starts, QIR_MAX_RANK, &ns)) return false;
     if (!need_const_ints(nc, 2, ends, QIR_MAX_RANK, &ne)) return false;
     if (IN(3) && !need_const_ints(nc, 3, axes, QIR_MAX_RANK, &na)) return false;
     if (IN(4) && !need_const_ints(nc, 4, steps, QIR_MAX_RANK, &nst)) return false;
   }
-  if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns)) return fail(nc, "starts, ends, axes and steps differ in length");
+  if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns)) return node_fail(nc, "starts, ends, axes and steps differ in length");
   int64_t s[QIR_MAX_RANK], e[QIR_MAX_RANK], st[QIR_MAX_RANK], d[QIR_MAX_RANK];
   for (int i = 0; i < r; i++) {
     s[i] = 0;
@@ -608,10 +611,10 @@ static bool cv_slice(node_ctx *nc) {
   }
   for (int i = 0; i < ns; i++) {
     int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
-    if (a < 0) return fail(nc, "axis out of range");
+    if (a < 0) return node_fail(nc, "axis out of range");
     int64_t dim = x->type.dims[a];
     int64_t step = nst >= 0 ? steps[i] : 1;
-    if (step == 0) return fail(nc, "step is 0");
+    if (step == 0) return node_fail(nc, "step is 0");
     int64_t b = starts[i], en = ends[i];
     if (b < 0) b += dim;
     if (en < 0) en += dim;
@@ -635,40 +638,40 @@ static bool cv_slice(node_ctx *nc) {
   bool noop = qir_type_equal(&t, &x->type);
   for (int i = 0; i < r; i++)
     if (st[i] != 1) noop = false;
-  if (noop) return set_out(nc, 0, x);
+  if (noop) return node_set_out(nc, 0, x);
   qir_op *op = op_begin_typed(IMP, QIR_OP_SLICE, 1, &x, 1, &t);
   set_ints(IMP, op, "starts", r, s);
   set_ints(IMP, op, "ends", r, e);
   set_ints(IMP, op, "steps", r, st);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_pad(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   const char *mode = attr_str(nc, "mode", "constant");
   if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge") && strcmp(mode, "wrap"))
-    return fail(nc, "unsupported pad mode");
+    return node_fail(nc, "unsupported pad mode");
   int64_t pads_in[2 * QIR_MAX_RANK], axes[QIR_MAX_RANK], pads[2 * QIR_MAX_RANK] = {0};
   int np, na = -1;
   qir_value *value;
   if (nc->opset < 11) {
     np = attr_ints(nc, nc->opset < 2 ? "paddings" : "pads", pads_in, 2 * QIR_MAX_RANK);
-    if (np < 0) return fail(nc, "pads are missing");
+    if (np < 0) return node_fail(nc, "pads are missing");
     value = const_scalar(IMP, x->type.dtype, attr_float(nc, "value", 0));
   } else {
-    if (!need_inputs(nc, 2)) return false;
+    if (!node_need_inputs(nc, 2)) return false;
     if (!need_const_ints(nc, 1, pads_in, 2 * QIR_MAX_RANK, &np)) return false;
     if (IN(3) && !need_const_ints(nc, 3, axes, QIR_MAX_RANK, &na)) return false;
     value = IN(2) ? as_scalar(IMP, IN(2)) : const_scalar(IMP, x->type.dtype, 0);
-    if (!value) return fail(nc, "constant_value must have one element");
+    if (!value) return node_fail(nc, "constant_value must have one element");
   }
   int n_ax = na >= 0 ? na : r;
-  if (np != 2 * n_ax) return fail(nc, "pads has the wrong length");
+  if (np != 2 * n_ax) return node_fail(nc, "pads has the wrong length");
   for (int i = 0; i < n_ax; i++) {
     int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
-    if (a < 0) return fail(nc, "axis out of range");
+    if (a < 0) return node_fail(nc, "axis out of range");
     pads[a] = pads_in[i];
     pads[r + a] = pads_in[n_ax + i];
   }
@@ -676,11 +679,11 @@ static bool cv_pad(node_ctx *nc) {
   qir_op *op = op_begin(IMP, QIR_OP_PAD, 2, in);
   set_ints(IMP, op, "pads", 2 * r, pads);
   set_w(IMP, op, "mode", mode);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_expand(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0);
   int64_t shape[QIR_MAX_RANK];
   int n;
@@ -690,65 +693,65 @@ static bool cv_expand(node_ctx *nc) {
   for (int i = 0; i < out_r; i++) {
     int64_t a = i - (out_r - r) >= 0 ? x->type.dims[i - (out_r - r)] : 1;
     int64_t b = i - (out_r - n) >= 0 ? shape[i - (out_r - n)] : 1;
-    if (a != b && a != 1 && b != 1) return fail(nc, "shapes do not broadcast");
+    if (a != b && a != 1 && b != 1) return node_fail(nc, "shapes do not broadcast");
     d[i] = a == 1 ? b : a;
   }
   qir_type t = qir_type_make(x->type.dtype, out_r, d);
-  if (qir_type_equal(&t, &x->type)) return set_out(nc, 0, x);
-  return set_out(nc, 0, op_end(IMP, op_begin_typed(IMP, QIR_OP_EXPAND, 1, &x, 1, &t), NULL));
+  if (qir_type_equal(&t, &x->type)) return node_set_out(nc, 0, x);
+  return node_set_out(nc, 0, op_end(IMP, op_begin_typed(IMP, QIR_OP_EXPAND, 1, &x, 1, &t), NULL));
 }
 
 static bool cv_tile(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0);
   int64_t rep[QIR_MAX_RANK];
   int n;
   if (!need_const_ints(nc, 1, rep, QIR_MAX_RANK, &n)) return false;
-  if (n != x->type.rank) return fail(nc, "repeats does not match the input rank");
+  if (n != x->type.rank) return node_fail(nc, "repeats does not match the input rank");
   qir_type t = x->type;
   for (int i = 0; i < n; i++) {
-    if (rep[i] < 0) return fail(nc, "negative repeat");
+    if (rep[i] < 0) return node_fail(nc, "negative repeat");
     t.dims[i] *= rep[i];
   }
-  return set_out(nc, 0, op_end(IMP, op_begin_typed(IMP, QIR_OP_TILE, 1, &x, 1, &t), NULL));
+  return node_set_out(nc, 0, op_end(IMP, op_begin_typed(IMP, QIR_OP_TILE, 1, &x, 1, &t), NULL));
 }
 
 static bool cv_gather(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   bool elems = strcmp(nc->node->op_type, "GatherElements") == 0;
   int64_t axis = norm_axis(attr_int(nc, "axis", 0), IN(0)->type.rank);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   qir_op *op = op_begin(IMP, elems ? QIR_OP_GATHER_ELEMENTS : QIR_OP_GATHER, 2, nc->in);
   set_i(IMP, op, "axis", axis);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_gather_nd(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_GATHER_ND, 2, nc->in);
   set_i(IMP, op, "batch_dims", attr_int(nc, "batch_dims", 0));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* ScatterElements, ScatterND and the deprecated Scatter (= ScatterElements). */
 static bool cv_scatter(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   bool nd = strcmp(nc->node->op_type, "ScatterND") == 0;
   qir_op *op = op_begin(IMP, nd ? QIR_OP_SCATTER_ND : QIR_OP_SCATTER_ELEMENTS, 3, nc->in);
   if (!nd) {
     int64_t axis = norm_axis(attr_int(nc, "axis", 0), IN(0)->type.rank);
     if (axis < 0) {
       qir_op_unlink(op);
-      return fail(nc, "axis out of range");
+      return node_fail(nc, "axis out of range");
     }
     set_i(IMP, op, "axis", axis);
   }
   set_w(IMP, op, "reduction", attr_str(nc, "reduction", "none"));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_shape(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   int64_t start = attr_int(nc, "start", 0), end = attr_int(nc, "end", r);
@@ -757,45 +760,45 @@ static bool cv_shape(node_ctx *nc) {
   start = start < 0 ? 0 : start > r ? r : start;
   end = end < 0 ? 0 : end > r ? r : end;
   int n = end > start ? (int)(end - start) : 0;
-  return set_out(nc, 0, const_i64s(IMP, n, x->type.dims + start));
+  return node_set_out(nc, 0, const_i64s(IMP, n, x->type.dims + start));
 }
 
 static bool cv_size(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   int64_t n = qir_type_numel(&IN(0)->type);
-  return set_out(nc, 0, const_data(IMP, qir_type_make(QIR_I64, 0, NULL), &n));
+  return node_set_out(nc, 0, const_data(IMP, qir_type_make(QIR_I64, 0, NULL), &n));
 }
 
 static bool cv_constant(node_ctx *nc) {
   const Onnx__AttributeProto *a;
   if ((a = attr_find(nc, "value")) && a->t) {
     qir_op *c = tensor_to_const(IMP, a->t, "the value attribute");
-    return c && set_out(nc, 0, add_const_op(IMP, c));
+    return c && node_set_out(nc, 0, add_const_op(IMP, c));
   }
-  if ((a = attr_find(nc, "value_float"))) return set_out(nc, 0, const_scalar(IMP, QIR_F32, a->f));
+  if ((a = attr_find(nc, "value_float"))) return node_set_out(nc, 0, const_scalar(IMP, QIR_F32, a->f));
   if ((a = attr_find(nc, "value_int"))) {
     int64_t v = a->i;
-    return set_out(nc, 0, const_data(IMP, qir_type_make(QIR_I64, 0, NULL), &v));
+    return node_set_out(nc, 0, const_data(IMP, qir_type_make(QIR_I64, 0, NULL), &v));
   }
-  if ((a = attr_find(nc, "value_ints"))) return set_out(nc, 0, const_i64s(IMP, (int)a->n_ints, a->ints));
+  if ((a = attr_find(nc, "value_ints"))) return node_set_out(nc, 0, const_i64s(IMP, (int)a->n_ints, a->ints));
   if ((a = attr_find(nc, "value_floats"))) {
     int64_t d = (int64_t)a->n_floats;
-    return set_out(nc, 0, const_data(IMP, qir_type_make(QIR_F32, 1, &d), a->floats));
+    return node_set_out(nc, 0, const_data(IMP, qir_type_make(QIR_F32, 1, &d), a->floats));
   }
-  if (attr_find(nc, "value_string") || attr_find(nc, "value_strings")) return fail(nc, "string constants are not supported");
-  if (attr_find(nc, "sparse_value")) return fail(nc, "sparse constants are not supported");
-  return fail(nc, "constant has no value");
+  if (attr_find(nc, "value_string") || attr_find(nc, "value_strings")) return node_fail(nc, "string constants are not supported");
+  if (attr_find(nc, "sparse_value")) return node_fail(nc, "sparse constants are not supported");
+  return node_fail(nc, "constant has no value");
 }
 
 static bool cv_constant_of_shape(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   int64_t shape[QIR_MAX_RANK];
   int n;
   if (!need_const_ints(nc, 0, shape, QIR_MAX_RANK, &n)) return false;
   int64_t numel = 1;
   for (int i = 0; i < n; i++) {
     if (shape[i] < 0 || shape[i] > MAX_NUMEL || (shape[i] && numel > MAX_NUMEL / shape[i]))
-      return fail(nc, "invalid or absurd shape");
+      return node_fail(nc, "invalid or absurd shape");
     numel *= shape[i];
   }
   qir_dtype dt = QIR_F32;
@@ -804,94 +807,94 @@ static bool cv_constant_of_shape(node_ctx *nc) {
   if (a && a->t) {
     qir_op *c = tensor_to_const(IMP, a->t, "the value attribute");
     if (!c) return false;
-    if (qir_type_numel(&c->results[0]->type) != 1) return fail(nc, "value must have one element");
+    if (qir_type_numel(&c->results[0]->type) != 1) return node_fail(nc, "value must have one element");
     dt = c->results[0]->type.dtype;
     v = qir_load_elem(dt, c->cst->data, 0);
   }
-  return set_out(nc, 0, const_splat(IMP, qir_type_make(dt, n, shape), v));
+  return node_set_out(nc, 0, const_splat(IMP, qir_type_make(dt, n, shape), v));
 }
 
 static bool cv_range(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   double v[3];
   for (int i = 0; i < 3; i++) {
     int n;
     if (!need_const_floats(nc, i, &v[i], 1, &n)) return false;
-    if (n != 1) return fail(nc, "start, limit and delta must be scalars");
+    if (n != 1) return node_fail(nc, "start, limit and delta must be scalars");
   }
-  if (v[2] == 0) return fail(nc, "delta is 0");
+  if (v[2] == 0) return node_fail(nc, "delta is 0");
   double cnt = ceil((v[1] - v[0]) / v[2]);
   if (qir_dtype_is_float(IN(0)->type.dtype) == false) {
     int64_t s = (int64_t)v[0], l = (int64_t)v[1], d = (int64_t)v[2];
     cnt = (double)((l - s) / d + (((l - s) % d) != 0 && ((l - s) > 0) == (d > 0) ? 1 : 0));
   }
   if (!(cnt > 0)) cnt = 0;
-  if (cnt > (double)MAX_NUMEL) return fail(nc, "absurd range length");
+  if (cnt > (double)MAX_NUMEL) return node_fail(nc, "absurd range length");
   int64_t n = (int64_t)cnt;
   qir_type t = qir_type_make(IN(0)->type.dtype, 1, &n);
   qir_value *in[3] = {as_scalar(IMP, IN(0)), as_scalar(IMP, IN(1)), as_scalar(IMP, IN(2))};
-  return set_out(nc, 0, op_end(IMP, op_begin_typed(IMP, QIR_OP_RANGE, 3, in, 1, &t), NULL));
+  return node_set_out(nc, 0, op_end(IMP, op_begin_typed(IMP, QIR_OP_RANGE, 3, in, 1, &t), NULL));
 }
 
 static bool cv_depth_space(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   bool d2s = strcmp(nc->node->op_type, "DepthToSpace") == 0;
   qir_op *op = op_begin(IMP, d2s ? QIR_OP_DEPTH_TO_SPACE : QIR_OP_SPACE_TO_DEPTH, 1, nc->in);
   set_i(IMP, op, "blocksize", attr_int(nc, "blocksize", 1));
   if (d2s) set_w(IMP, op, "mode", attr_str(nc, "mode", "DCR"));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_trilu(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   int64_t k = 0;
   int n;
   if (IN(1) && !need_const_ints(nc, 1, &k, 1, &n)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_TRILU, 1, nc->in);
   set_i(IMP, op, "upper", attr_int(nc, "upper", 1));
   set_i(IMP, op, "k", k);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_cumsum(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   int64_t axis;
   int n;
   if (!need_const_ints(nc, 1, &axis, 1, &n)) return false;
   axis = norm_axis(axis, IN(0)->type.rank);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   qir_op *op = op_begin(IMP, strcmp(nc->node->op_type, "CumProd") ? QIR_OP_CUMSUM : QIR_OP_CUMPROD, 1, nc->in);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "exclusive", attr_int(nc, "exclusive", 0));
   set_i(IMP, op, "reverse", attr_int(nc, "reverse", 0));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_one_hot(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   double depth;
   int n;
   if (!need_const_floats(nc, 1, &depth, 1, &n)) return false;
   qir_value *ind = IN(0), *vals = IN(2);
   int r = ind->type.rank;
   int64_t axis = norm_axis(attr_int(nc, "axis", -1), r + 1);
-  if (axis < 0 || depth < 1 || depth > (double)MAX_NUMEL) return fail(nc, "bad axis or depth");
+  if (axis < 0 || depth < 1 || depth > (double)MAX_NUMEL) return node_fail(nc, "bad axis or depth");
   int64_t d[QIR_MAX_RANK];
-  if (r + 1 > QIR_MAX_RANK) return fail(nc, "rank too large");
+  if (r + 1 > QIR_MAX_RANK) return node_fail(nc, "rank too large");
   for (int i = 0, k = 0; i <= r; i++) d[i] = i == axis ? (int64_t)depth : ind->type.dims[k++];
   qir_type t = qir_type_make(vals->type.dtype, r + 1, d);
   qir_value *in[2] = {ind, vals};
   qir_op *op = op_begin_typed(IMP, QIR_OP_ONE_HOT, 2, in, 1, &t);
   set_i(IMP, op, "axis", axis);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* ---------------------------------------------------------------- linear algebra */
 
 static bool cv_gemm(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *a = IN(0), *b = IN(1), *c = IN(2);
-  if (a->type.rank != 2 || b->type.rank != 2) return fail(nc, "A and B must be matrices");
+  if (a->type.rank != 2 || b->type.rank != 2) return node_fail(nc, "A and B must be matrices");
   int64_t ta = attr_int(nc, "transA", 0), tb = attr_int(nc, "transB", 0);
   int64_t d[2] = {a->type.dims[ta ? 1 : 0], b->type.dims[tb ? 0 : 1]};
   if (!c) c = const_splat(IMP, qir_type_make(a->type.dtype, 2, d), 0);
@@ -901,13 +904,13 @@ static bool cv_gemm(node_ctx *nc) {
   set_f(IMP, op, "beta", attr_float(nc, "beta", 1.0));
   set_i(IMP, op, "transA", ta);
   set_i(IMP, op, "transB", tb);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_einsum(node_ctx *nc) {
-  if (nc->n_in < 1 || !need_inputs(nc, nc->n_in)) return false;
+  if (nc->n_in < 1 || !node_need_inputs(nc, nc->n_in)) return false;
   const char *eq = attr_str(nc, "equation", NULL);
-  if (!eq) return fail(nc, "equation is missing");
+  if (!eq) return node_fail(nc, "equation is missing");
   char *clean = malloc(strlen(eq) + 1);
   size_t k = 0;
   for (const char *p = eq; *p; p++)
@@ -916,7 +919,7 @@ static bool cv_einsum(node_ctx *nc) {
   qir_op *op = op_begin(IMP, QIR_OP_EINSUM, nc->n_in, nc->in);
   set_s(IMP, op, "equation", clean);
   free(clean);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* Spatial attributes of conv / pool: kernel, strides, dilations, pads with
@@ -928,14 +931,14 @@ typedef struct {
 
 static bool window_attrs(node_ctx *nc, qir_value *x, const int64_t *kernel_from_w, window *w, bool transpose) {
   int n = x->type.rank - 2;
-  if (n < 1) return fail(nc, "input must have a batch, a channel and spatial dimensions");
+  if (n < 1) return node_fail(nc, "input must have a batch, a channel and spatial dimensions");
   w->n = n;
   int k = attr_ints(nc, "kernel_shape", w->kernel, QIR_MAX_RANK);
   if (k < 0) {
-    if (!kernel_from_w) return fail(nc, "kernel_shape is missing");
+    if (!kernel_from_w) return node_fail(nc, "kernel_shape is missing");
     for (int i = 0; i < n; i++) w->kernel[i] = kernel_from_w[i];
   } else if (k != n) {
-    return fail(nc, "kernel_shape has the wrong length");
+    return node_fail(nc, "kernel_shape has the wrong length");
   }
   if (attr_ints(nc, "strides", w->strides, QIR_MAX_RANK) < 0)
     for (int i = 0; i < n; i++) w->strides[i] = 1;
@@ -945,11 +948,11 @@ static bool window_attrs(node_ctx *nc, qir_value *x, const int64_t *kernel_from_
   if (np < 0)
     for (int i = 0; i < 2 * n; i++) w->pads[i] = 0;
   else if (np != 2 * n)
-    return fail(nc, "pads has the wrong length");
+    return node_fail(nc, "pads has the wrong length");
   for (int i = 0; i < n; i++)
-    if (w->strides[i] < 1 || w->dilations[i] < 1 || w->kernel[i] < 1) return fail(nc, "invalid kernel, stride or dilation");
+    if (w->strides[i] < 1 || w->dilations[i] < 1 || w->kernel[i] < 1) return node_fail(nc, "invalid kernel, stride or dilation");
     else if (w->strides[i] > INT32_MAX || w->dilations[i] > INT32_MAX || w->kernel[i] > INT32_MAX)
-      return fail(nc, "kernel, stride or dilation out of range"); /* the auto_pad arithmetic must not overflow */
+      return node_fail(nc, "kernel, stride or dilation out of range"); /* the auto_pad arithmetic must not overflow */
   const char *ap = attr_str(nc, "auto_pad", "NOTSET");
   if (strcmp(ap, "NOTSET") == 0) return true;
   if (strcmp(ap, "VALID") == 0) {
@@ -957,7 +960,7 @@ static bool window_attrs(node_ctx *nc, qir_value *x, const int64_t *kernel_from_
     return true;
   }
   bool upper = strcmp(ap, "SAME_UPPER") == 0;
-  if (!upper && strcmp(ap, "SAME_LOWER") != 0) return fail(nc, "unsupported auto_pad");
+  if (!upper && strcmp(ap, "SAME_LOWER") != 0) return node_fail(nc, "unsupported auto_pad");
   if (transpose) return true; /* ConvTranspose resolves its own */
   for (int i = 0; i < n; i++) {
     int64_t in = x->type.dims[2 + i], s = w->strides[i];
@@ -978,9 +981,9 @@ static void set_window(importer *imp, qir_op *op, const window *w, bool kernel) 
 }
 
 static bool cv_conv(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *wt = IN(1), *b = IN(2);
-  if (wt->type.rank != x->type.rank) return fail(nc, "weights rank differs from input rank");
+  if (wt->type.rank != x->type.rank) return node_fail(nc, "weights rank differs from input rank");
   window w;
   if (!window_attrs(nc, x, wt->type.dims + 2, &w, false)) return false;
   int64_t m = wt->type.dims[0];
@@ -989,23 +992,23 @@ static bool cv_conv(node_ctx *nc) {
   qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, in);
   set_window(IMP, op, &w, false);
   set_i(IMP, op, "group", attr_int(nc, "group", 1));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* ConvInteger: (x - x_zero_point) conv (w - w_zero_point) in i32; the weight
  * zero point may be per output channel. */
 static bool cv_conv_integer(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = emit_cast(IMP, IN(0), QIR_I32), *wt = emit_cast(IMP, IN(1), QIR_I32);
   if (!x || !wt) return false;
-  if (wt->type.rank != x->type.rank) return fail(nc, "weights rank differs from input rank");
+  if (wt->type.rank != x->type.rank) return node_fail(nc, "weights rank differs from input rank");
   if (IN(2)) {
-    if (qir_type_numel(&IN(2)->type) != 1) return fail(nc, "x_zero_point must be a scalar");
+    if (qir_type_numel(&IN(2)->type) != 1) return node_fail(nc, "x_zero_point must be a scalar");
     x = emit2(IMP, QIR_OP_SUB, x, emit_reshape(IMP, emit_cast(IMP, IN(2), QIR_I32), 0, NULL));
   }
   if (IN(3)) {
     int64_t m = wt->type.dims[0], n = qir_type_numel(&IN(3)->type), d[QIR_MAX_RANK];
-    if (n != 1 && n != m) return fail(nc, "w_zero_point must be a scalar or have one entry per output channel");
+    if (n != 1 && n != m) return node_fail(nc, "w_zero_point must be a scalar or have one entry per output channel");
     for (int i = 0; i < wt->type.rank; i++) d[i] = i == 0 ? n : 1;
     wt = emit2(IMP, QIR_OP_SUB, wt, emit_reshape(IMP, emit_cast(IMP, IN(3), QIR_I32), wt->type.rank, d));
   }
@@ -1016,13 +1019,13 @@ static bool cv_conv_integer(node_ctx *nc) {
   qir_op *op = op_begin(IMP, QIR_OP_CONV, 3, in);
   set_window(IMP, op, &w, false);
   set_i(IMP, op, "group", attr_int(nc, "group", 1));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_conv_transpose(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *wt = IN(1), *b = IN(2);
-  if (wt->type.rank != x->type.rank) return fail(nc, "weights rank differs from input rank");
+  if (wt->type.rank != x->type.rank) return node_fail(nc, "weights rank differs from input rank");
   window w;
   if (!window_attrs(nc, x, wt->type.dims + 2, &w, true)) return false;
   int n = w.n;
@@ -1035,7 +1038,7 @@ static bool cv_conv_transpose(node_ctx *nc) {
   if (nos > 0 || same) {
     if (nos > 0 && nos != n) {
       if (nos == n + 2) memmove(oshape, oshape + 2, sizeof *oshape * (size_t)n);
-      else return fail(nc, "output_shape has the wrong length");
+      else return node_fail(nc, "output_shape has the wrong length");
     }
     for (int i = 0; i < n; i++) {
       int64_t in = x->type.dims[2 + i];
@@ -1055,7 +1058,7 @@ static bool cv_conv_transpose(node_ctx *nc) {
         outpad[i] += -w.pads[n + i];
         w.pads[n + i] = 0;
       }
-      if (w.pads[i] < 0) return fail(nc, "output_shape needs a negative leading pad: not supported");
+      if (w.pads[i] < 0) return node_fail(nc, "output_shape needs a negative leading pad: not supported");
     }
   }
   int64_t m = wt->type.dims[1] * group;
@@ -1065,11 +1068,11 @@ static bool cv_conv_transpose(node_ctx *nc) {
   set_window(IMP, op, &w, false);
   set_i(IMP, op, "group", group);
   set_ints(IMP, op, "output_padding", n, outpad);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_pool(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   bool max = strcmp(nc->node->op_type, "MaxPool") == 0;
   window w;
@@ -1090,13 +1093,13 @@ static bool cv_pool(node_ctx *nc) {
 /* LpPool: (sum over the window of |x|^p)^(1/p), the sum being an average
  * pool that counts the padding, times the window size. */
 static bool cv_lp_pool(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
-  if (!qir_dtype_is_float(x->type.dtype)) return fail(nc, "input must be a float tensor");
+  if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "input must be a float tensor");
   window w;
   if (!window_attrs(nc, x, NULL, &w, false)) return false;
   double p = (double)attr_int(nc, "p", 2);
-  if (p <= 0) return fail(nc, "p must be positive");
+  if (p <= 0) return node_fail(nc, "p must be positive");
   qir_dtype dt = x->type.dtype;
   qir_value *ax = emit1(IMP, QIR_OP_ABS, x);
   qir_value *xp = p == 1 ? ax : p == 2 ? emit2(IMP, QIR_OP_MUL, x, x) : emit2(IMP, QIR_OP_POW, ax, const_scalar(IMP, dt, p));
@@ -1107,34 +1110,34 @@ static bool cv_lp_pool(node_ctx *nc) {
   int64_t taps = 1;
   for (int i = 0; i < w.n; i++) taps *= w.kernel[i];
   qir_value *sum = emit2(IMP, QIR_OP_MUL, op_end(IMP, op, NULL), const_scalar(IMP, dt, (double)taps));
-  if (p == 1) return set_out(nc, 0, sum);
-  if (p == 2) return set_out(nc, 0, emit1(IMP, QIR_OP_SQRT, sum));
-  return set_out(nc, 0, emit2(IMP, QIR_OP_POW, sum, const_scalar(IMP, dt, 1 / p)));
+  if (p == 1) return node_set_out(nc, 0, sum);
+  if (p == 2) return node_set_out(nc, 0, emit1(IMP, QIR_OP_SQRT, sum));
+  return node_set_out(nc, 0, emit2(IMP, QIR_OP_POW, sum, const_scalar(IMP, dt, 1 / p)));
 }
 
 static bool cv_lp_norm(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   int64_t axis = norm_axis(attr_int(nc, "axis", -1), IN(0)->type.rank);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   qir_op *op = op_begin(IMP, QIR_OP_LP_NORMALIZATION, 1, nc->in);
   set_i(IMP, op, "axis", axis);
   set_i(IMP, op, "p", attr_int(nc, "p", 2));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* ---------------------------------------------------------------- normalisation */
 
 static bool cv_batch_norm(node_ctx *nc) {
-  if (!need_inputs(nc, 5)) return false;
+  if (!node_need_inputs(nc, 5)) return false;
   double eps = attr_float(nc, "epsilon", 1e-5);
   bool training = attr_int(nc, "training_mode", 0) != 0;
   if (nc->opset < 14 && nc->n_out > 1) training = nc->opset >= 7 ? true : !attr_int(nc, "is_test", 0);
-  if (nc->opset < 9 && attr_int(nc, "spatial", 1) == 0) return fail(nc, "spatial=0 is not supported");
+  if (nc->opset < 9 && attr_int(nc, "spatial", 1) == 0) return node_fail(nc, "spatial=0 is not supported");
   qir_value *x = IN(0);
   if (!training) {
     qir_op *op = op_begin(IMP, QIR_OP_BATCH_NORM, 5, nc->in);
     set_f(IMP, op, "epsilon", eps);
-    return set_out(nc, 0, op_end(IMP, op, NULL));
+    return node_set_out(nc, 0, op_end(IMP, op, NULL));
   }
   /* Training mode: normalise with the batch's statistics and update the
    * running ones, as the ONNX reference. */
@@ -1152,7 +1155,7 @@ static bool cv_batch_norm(node_ctx *nc) {
   qir_value *in[5] = {x, IN(1), IN(2), mean, var};
   qir_op *op = op_begin(IMP, QIR_OP_BATCH_NORM, 5, in);
   set_f(IMP, op, "epsilon", eps);
-  if (!set_out(nc, 0, op_end(IMP, op, NULL))) return false;
+  if (!node_set_out(nc, 0, op_end(IMP, op, NULL))) return false;
   qir_dtype dt = x->type.dtype;
   qir_value *m1 = const_scalar(IMP, dt, mom), *m2 = const_scalar(IMP, dt, 1 - mom);
   if (nc->n_out > 1)
@@ -1163,17 +1166,17 @@ static bool cv_batch_norm(node_ctx *nc) {
 }
 
 static bool cv_instance_norm(node_ctx *nc) {
-  if (!need_inputs(nc, 3)) return false;
+  if (!node_need_inputs(nc, 3)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_INSTANCE_NORM, 3, nc->in);
   set_f(IMP, op, "epsilon", attr_float(nc, "epsilon", 1e-5));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_layer_norm(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   qir_value *x = IN(0), *scale = IN(1), *bias = IN(2);
   int64_t axis = norm_axis(attr_int(nc, "axis", -1), x->type.rank);
-  if (axis < 0) return fail(nc, "axis out of range");
+  if (axis < 0) return node_fail(nc, "axis out of range");
   if (!bias) bias = const_splat(IMP, scale->type, 0);
   int n_res = 1;
   for (int k = 1; k < nc->n_out && k < 3; k++)
@@ -1189,33 +1192,33 @@ static bool cv_layer_norm(node_ctx *nc) {
 }
 
 static bool cv_lrn(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_op *op = op_begin(IMP, QIR_OP_LRN, 1, nc->in);
-  if (!attr_find(nc, "size")) return fail(nc, "size is missing");
+  if (!attr_find(nc, "size")) return node_fail(nc, "size is missing");
   set_i(IMP, op, "size", attr_int(nc, "size", 1));
   set_f(IMP, op, "alpha", attr_float(nc, "alpha", 1e-4));
   set_f(IMP, op, "beta", attr_float(nc, "beta", 0.75));
   set_f(IMP, op, "bias", attr_float(nc, "bias", 1.0));
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 static bool cv_softmax(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   bool log = strcmp(nc->node->op_type, "LogSoftmax") == 0;
   qir_opcode code = log ? QIR_OP_LOG_SOFTMAX : QIR_OP_SOFTMAX;
   if (nc->opset >= 13) {
     int64_t axis = norm_axis(attr_int(nc, "axis", -1), r);
-    if (axis < 0) return fail(nc, "axis out of range");
+    if (axis < 0) return node_fail(nc, "axis out of range");
     qir_op *op = op_begin(IMP, code, 1, &x);
     set_i(IMP, op, "axis", axis);
-    return set_out(nc, 0, op_end(IMP, op, NULL));
+    return node_set_out(nc, 0, op_end(IMP, op, NULL));
   }
   /* Before opset 13 the input is coerced to 2-D at the axis. */
   int64_t axis = attr_int(nc, "axis", 1);
   if (axis < 0) axis += r;
-  if (axis < 0 || axis > r) return fail(nc, "axis out of range");
+  if (axis < 0 || axis > r) return node_fail(nc, "axis out of range");
   int64_t d[2] = {1, 1};
   for (int i = 0; i < r; i++) d[i < axis ? 0 : 1] *= x->type.dims[i];
   qir_value *x2 = emit_reshape(IMP, x, 2, d);
@@ -1223,11 +1226,11 @@ static bool cv_softmax(node_ctx *nc) {
   qir_op *op = op_begin(IMP, code, 1, &x2);
   set_i(IMP, op, "axis", 1);
   qir_value *y = op_end(IMP, op, NULL);
-  return set_out(nc, 0, y ? emit_reshape(IMP, y, r, x->type.dims) : NULL);
+  return node_set_out(nc, 0, y ? emit_reshape(IMP, y, r, x->type.dims) : NULL);
 }
 
 static bool cv_dropout(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   bool training = false;
   double ratio = 0.5;
@@ -1246,7 +1249,7 @@ static bool cv_dropout(node_ctx *nc) {
     ratio = attr_float(nc, "ratio", 0.5);
     if (nc->opset < 7 && !attr_int(nc, "is_test", 0)) training = true;
   }
-  if (training && ratio != 0) return fail(nc, "training-mode Dropout (random mask) is not supported");
+  if (training && ratio != 0) return node_fail(nc, "training-mode Dropout (random mask) is not supported");
   nc->out[0] = x;
   if (nc->n_out > 1 && nc->node->output[1][0]) nc->out[1] = const_splat(IMP, qir_type_make(QIR_BOOL, x->type.rank, x->type.dims), 1);
   return true;
@@ -1255,7 +1258,7 @@ static bool cv_dropout(node_ctx *nc) {
 /* ---------------------------------------------------------------- resize */
 
 static bool cv_resize(node_ctx *nc) {
-  if (!need_inputs(nc, 1)) return false;
+  if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
   int r = x->type.rank;
   bool upsample = strcmp(nc->node->op_type, "Upsample") == 0;
@@ -1266,9 +1269,9 @@ static bool cv_resize(node_ctx *nc) {
   const char *ctm = "half_pixel", *nearest_mode = "round_prefer_floor";
   if (upsample && nc->opset < 9) {
     n_sc = attr_floats(nc, "scales", scales, QIR_MAX_RANK);
-    if (n_sc < 0) return fail(nc, "scales are missing");
+    if (n_sc < 0) return node_fail(nc, "scales are missing");
   } else if (upsample || nc->opset < 11) {
-    if (!need_inputs(nc, 2) || !need_const_floats(nc, 1, scales, QIR_MAX_RANK, &n_sc)) return false;
+    if (!node_need_inputs(nc, 2) || !need_const_floats(nc, 1, scales, QIR_MAX_RANK, &n_sc)) return false;
   } else {
     if (IN(2) && qir_type_numel(&IN(2)->type) > 0 && !need_const_floats(nc, 2, scales, QIR_MAX_RANK, &n_sc)) return false;
     if (IN(3) && qir_type_numel(&IN(3)->type) > 0 && !need_const_ints(nc, 3, sizes, QIR_MAX_RANK, &n_sz)) return false;
@@ -1280,22 +1283,22 @@ static bool cv_resize(node_ctx *nc) {
     nearest_mode = "floor";
   }
   if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "cubic") && strcmp(mode, "bilinear"))
-    return fail(nc, "unsupported mode");
+    return node_fail(nc, "unsupported mode");
   if (strcmp(mode, "bilinear") == 0) mode = "linear";
   bool crop = strcmp(ctm, "tf_crop_and_resize") == 0;
   int64_t axes[QIR_MAX_RANK];
   int na = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
   const char *policy = attr_str(nc, "keep_aspect_ratio_policy", "stretch");
   if (strcmp(policy, "stretch") && strcmp(policy, "not_larger") && strcmp(policy, "not_smaller"))
-    return fail(nc, "keep_aspect_ratio_policy must be stretch, not_larger or not_smaller");
+    return node_fail(nc, "keep_aspect_ratio_policy must be stretch, not_larger or not_smaller");
   int n_ax = na >= 0 ? na : r;
   /* roi: [starts.., ends..] over the axes (tf_crop_and_resize only) */
   double roi_in[2 * QIR_MAX_RANK], roi[2 * QIR_MAX_RANK];
   int n_roi = -1;
   if (crop) {
-    if (!IN(1) || qir_type_numel(&IN(1)->type) == 0) return fail(nc, "tf_crop_and_resize needs roi");
+    if (!IN(1) || qir_type_numel(&IN(1)->type) == 0) return node_fail(nc, "tf_crop_and_resize needs roi");
     if (!need_const_floats(nc, 1, roi_in, 2 * QIR_MAX_RANK, &n_roi)) return false;
-    if (n_roi != 2 * n_ax) return fail(nc, "roi needs a start and an end per axis");
+    if (n_roi != 2 * n_ax) return node_fail(nc, "roi needs a start and an end per axis");
   }
   for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
   double full_sc[QIR_MAX_RANK];
@@ -1305,11 +1308,11 @@ static bool cv_resize(node_ctx *nc) {
     d[i] = x->type.dims[i];
   }
   if (n_sz > 0) {
-    if (n_sz != n_ax) return fail(nc, "sizes has the wrong length");
+    if (n_sz != n_ax) return node_fail(nc, "sizes has the wrong length");
   } else if (n_sc > 0) {
-    if (n_sc != n_ax) return fail(nc, "scales has the wrong length");
+    if (n_sc != n_ax) return node_fail(nc, "scales has the wrong length");
   } else {
-    return fail(nc, "neither scales nor sizes is given");
+    return node_fail(nc, "neither scales nor sizes is given");
   }
   /* keep_aspect_ratio_policy: one scale for every axis, the smallest
    * (not_larger) or largest (not_smaller) of the sizes' ratios */
@@ -1317,24 +1320,24 @@ static bool cv_resize(node_ctx *nc) {
   if (n_sz > 0 && strcmp(policy, "stretch")) {
     for (int i = 0; i < n_ax; i++) {
       int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
-      if (a < 0 || x->type.dims[a] == 0) return fail(nc, "axis out of range or empty");
+      if (a < 0 || x->type.dims[a] == 0) return node_fail(nc, "axis out of range or empty");
       double s = (double)sizes[i] / (double)x->type.dims[a];
       if (keep < 0 || (!strcmp(policy, "not_larger") ? s < keep : s > keep)) keep = s;
     }
   }
   for (int i = 0; i < n_ax; i++) {
     int64_t a = norm_axis(na >= 0 ? axes[i] : i, r);
-    if (a < 0) return fail(nc, "axis out of range");
+    if (a < 0) return node_fail(nc, "axis out of range");
     if (crop) roi[a] = roi_in[i], roi[r + a] = roi_in[n_ax + i];
     if (keep >= 0) {
       full_sc[a] = keep;
       d[a] = (int64_t)floor(keep * (double)x->type.dims[a] + 0.5);
     } else if (n_sz > 0) {
-      if (sizes[i] < 0) return fail(nc, "negative size");
+      if (sizes[i] < 0) return node_fail(nc, "negative size");
       d[a] = sizes[i];
       full_sc[a] = x->type.dims[a] ? (double)sizes[i] / (double)x->type.dims[a] : 1;
     } else {
-      if (!(scales[i] > 0)) return fail(nc, "scales must be positive");
+      if (!(scales[i] > 0)) return node_fail(nc, "scales must be positive");
       full_sc[a] = scales[i];
       d[a] = (int64_t)floor((double)x->type.dims[a] * scales[i]);
     }
@@ -1350,26 +1353,26 @@ static bool cv_resize(node_ctx *nc) {
   set_floats(IMP, op, "scales", r, full_sc);
   if (crop) set_floats(IMP, op, "roi", 2 * r, roi);
   if (attr_int(nc, "antialias", 0) && strcmp(mode, "nearest")) set_i(IMP, op, "antialias", 1);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* GridSample: opset 16's bilinear / bicubic are opset 20's linear / cubic. */
 static bool cv_grid_sample(node_ctx *nc) {
-  if (!need_inputs(nc, 2)) return false;
+  if (!node_need_inputs(nc, 2)) return false;
   const char *mode = attr_str(nc, "mode", nc->opset >= 20 ? "linear" : "bilinear");
   if (!strcmp(mode, "bilinear")) mode = "linear";
   else if (!strcmp(mode, "bicubic")) mode = "cubic";
-  if (strcmp(mode, "linear") && strcmp(mode, "nearest") && strcmp(mode, "cubic")) return fail(nc, "unsupported mode");
+  if (strcmp(mode, "linear") && strcmp(mode, "nearest") && strcmp(mode, "cubic")) return node_fail(nc, "unsupported mode");
   qir_op *op = op_begin(IMP, QIR_OP_GRID_SAMPLE, 2, nc->in);
   set_w(IMP, op, "mode", mode);
   const char *pad = attr_str(nc, "padding_mode", "zeros");
   if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection")) {
     qir_op_unlink(op);
-    return fail(nc, "unsupported padding_mode");
+    return node_fail(nc, "unsupported padding_mode");
   }
   set_w(IMP, op, "padding_mode", pad);
   set_i(IMP, op, "align_corners", attr_int(nc, "align_corners", 0) != 0);
-  return set_out(nc, 0, op_end(IMP, op, NULL));
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
 /* ---------------------------------------------------------------- table */

@@ -13,10 +13,6 @@
 #define IN(k) ((k) < nc->n_in ? nc->in[k] : NULL)
 #define IMP (nc->imp)
 
-static bool fail(node_ctx *nc, const char *msg) {
-  imp_error(nc->imp, "%s", msg);
-  return false;
-}
 
 static int64_t *alloc_i64(int64_t n) {
   int64_t *p = malloc(sizeof *p * (size_t)(n > 0 ? n : 1));
@@ -34,7 +30,7 @@ static bool cv_non_zero(node_ctx *nc) {
   if (!x) return false;
   int r = x->type.rank > 0 ? x->type.rank : 1;
   int64_t n = qir_type_numel(&x->type), count = 0;
-  if (n > FOLD_LIMIT) return fail(nc, "input too large to evaluate at import");
+  if (n > FOLD_LIMIT) return node_fail(nc, "input too large to evaluate at import");
   for (int64_t i = 0; i < n; i++) count += const_elem(IMP, x, i) != 0;
   int64_t *out = alloc_i64((int64_t)r * count), idx[QIR_MAX_RANK] = {0}, k = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -57,22 +53,22 @@ static bool cv_non_zero(node_ctx *nc) {
 /* Compress: the slices along axis (or elements of the flattened input) whose
  * condition is true; the condition must be constant, the data need not be. */
 static bool cv_compress(node_ctx *nc) {
-  if (!IN(0)) return fail(nc, "required input 0 is missing");
+  if (!IN(0)) return node_fail(nc, "required input 0 is missing");
   qir_value *x = IN(0), *cond = need_const_input(nc, 1);
   if (!cond) return false;
   bool has_axis = attr_find(nc, "axis") != NULL;
   int64_t axis = 0;
   if (has_axis) {
     axis = norm_axis(attr_int(nc, "axis", 0), x->type.rank);
-    if (axis < 0) return fail(nc, "axis out of range");
+    if (axis < 0) return node_fail(nc, "axis out of range");
   } else {
     int64_t n = qir_type_numel(&x->type);
     x = emit_reshape(IMP, x, 1, &n);
     if (!x) return false;
   }
   int64_t len = x->type.dims[axis], n_cond = qir_type_numel(&cond->type);
-  if (cond->type.rank != 1) return fail(nc, "condition must be 1-D");
-  if (n_cond > len) return fail(nc, "condition is longer than the compressed axis");
+  if (cond->type.rank != 1) return node_fail(nc, "condition must be 1-D");
+  if (n_cond > len) return node_fail(nc, "condition is longer than the compressed axis");
   int64_t *idx = alloc_i64(n_cond), k = 0;
   for (int64_t i = 0; i < n_cond; i++)
     if (const_elem(IMP, cond, i) != 0) idx[k++] = i;
@@ -113,13 +109,13 @@ static int slice_cmp(const slices *s, int64_t a, int64_t b) {
 static bool cv_unique(node_ctx *nc) {
   qir_value *x0 = need_const_input(nc, 0);
   if (!x0) return false;
-  if (qir_type_numel(&x0->type) > 4096) return fail(nc, "input too large to evaluate at import (at most 4096 elements)");
+  if (qir_type_numel(&x0->type) > 4096) return node_fail(nc, "input too large to evaluate at import (at most 4096 elements)");
   qir_value *x = x0;
   bool has_axis = attr_find(nc, "axis") != NULL, sorted = attr_int(nc, "sorted", 1) != 0;
   int64_t axis = 0;
   if (has_axis) {
     axis = norm_axis(attr_int(nc, "axis", 0), x->type.rank);
-    if (axis < 0) return fail(nc, "axis out of range");
+    if (axis < 0) return node_fail(nc, "axis out of range");
   } else {
     int64_t n = qir_type_numel(&x->type);
     x = emit_reshape(IMP, x, 1, &n);
@@ -201,10 +197,10 @@ static bool cv_nms(node_ctx *nc) {
   if (IN(4) && qir_type_numel(&IN(4)->type) > 0 && !need_const_floats(nc, 4, &score_thr, 1, &n)) return false;
   if (boxes->type.rank != 3 || boxes->type.dims[2] != 4 || scores->type.rank != 3 ||
       scores->type.dims[0] != boxes->type.dims[0] || scores->type.dims[2] != boxes->type.dims[1])
-    return fail(nc, "boxes must be [B, N, 4] and scores [B, C, N]");
+    return node_fail(nc, "boxes must be [B, N, 4] and scores [B, C, N]");
   bool center = attr_int(nc, "center_point_box", 0) != 0;
   int64_t B = boxes->type.dims[0], C = scores->type.dims[1], N = boxes->type.dims[1];
-  if (B * C * N > FOLD_LIMIT) return fail(nc, "too many boxes to evaluate at import");
+  if (B * C * N > FOLD_LIMIT) return node_fail(nc, "too many boxes to evaluate at import");
   int64_t *sel = alloc_i64(3 * B * C * (N > 0 ? N : 1)), n_sel = 0, *cand = alloc_i64(N), *kept = alloc_i64(N);
   for (int64_t b = 0; b < B; b++)
     for (int64_t c = 0; c < C; c++) {

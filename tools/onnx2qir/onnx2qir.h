@@ -213,6 +213,11 @@ qir_value *add_const_op(importer *imp, qir_op *cst);
 qir_op *const_def(qir_value *v);
 /* Reads a constant integer (or float) tensor; false (and an error naming the
  * input and the graph inputs it depends on) when v is not a constant. */
+/* Converter helpers every node file shares (convert.c): report and return
+ * false; check that inputs 0..n-1 are present; store output k. */
+bool node_fail(node_ctx *nc, const char *msg);
+bool node_need_inputs(node_ctx *nc, int n);
+bool node_set_out(node_ctx *nc, int k, qir_value *v);
 bool need_const_ints(node_ctx *nc, int input, int64_t *out, int cap, int *n);
 bool need_const_floats(node_ctx *nc, int input, double *out, int cap, int *n);
 /* The constant at `input` (any size), or NULL after the same error. */

@@ -12,16 +12,7 @@
 #define IMP (nc->imp)
 #define PI 3.14159265358979323846
 
-static bool fail(node_ctx *nc, const char *msg) {
-  imp_error(nc->imp, "%s", msg);
-  return false;
-}
 
-static bool set_out(node_ctx *nc, int k, qir_value *v) {
-  if (!v) return false;
-  if (k < nc->n_out) nc->out[k] = v;
-  return true;
-}
 
 /* x[..., start:end] of the last axis */
 static qir_value *last_range(importer *imp, qir_value *x, int64_t start, int64_t end) {
@@ -72,11 +63,11 @@ static qir_value *dft(node_ctx *nc, qir_value *x, int axis, int64_t L, int64_t K
   int r = x->type.rank;
   int64_t c = x->type.dims[r - 1];
   if (c != 1 && c != 2) {
-    fail(nc, "the last dimension must be 1 (real) or 2 (complex)");
+    node_fail(nc, "the last dimension must be 1 (real) or 2 (complex)");
     return NULL;
   }
   if (L < 1 || L > 1 << 16) {
-    fail(nc, "dft_length must be in [1, 65536]");
+    node_fail(nc, "dft_length must be in [1, 65536]");
     return NULL;
   }
   qir_dtype dt = x->type.dtype;
@@ -140,11 +131,11 @@ static qir_value *irfft(node_ctx *nc, qir_value *x, int axis, int64_t L) {
   int r = x->type.rank;
   int64_t c = x->type.dims[r - 1], n = x->type.dims[axis];
   if (c != 2) {
-    fail(nc, "an inverse onesided DFT needs a complex input");
+    node_fail(nc, "an inverse onesided DFT needs a complex input");
     return NULL;
   }
   if (L < 1 || L > 1 << 16) {
-    fail(nc, "dft_length must be in [1, 65536]");
+    node_fail(nc, "dft_length must be in [1, 65536]");
     return NULL;
   }
   qir_dtype dt = x->type.dtype;
@@ -166,46 +157,46 @@ static qir_value *irfft(node_ctx *nc, qir_value *x, int axis, int64_t L) {
 
 static bool cv_dft(node_ctx *nc) {
   qir_value *x = IN(0);
-  if (!x) return fail(nc, "required input 0 is missing");
+  if (!x) return node_fail(nc, "required input 0 is missing");
   int r = x->type.rank;
-  if (r < 2) return fail(nc, "input must have a signal axis and the complex axis");
+  if (r < 2) return node_fail(nc, "input must have a signal axis and the complex axis");
   int64_t axis, L;
   int n;
   if (nc->opset >= 20) {
-    if (attr_find(nc, "axis")) return fail(nc, "from opset 20 the axis is an input, not an attribute");
+    if (attr_find(nc, "axis")) return node_fail(nc, "from opset 20 the axis is an input, not an attribute");
     axis = -2;
     if (IN(2) && !need_const_ints(nc, 2, &axis, 1, &n)) return false;
   } else {
     axis = attr_int(nc, "axis", 1);
   }
   axis = norm_axis(axis, r);
-  if (axis < 0 || axis >= r - 1) return fail(nc, "axis must name a signal dimension (not the last one)");
+  if (axis < 0 || axis >= r - 1) return node_fail(nc, "axis must name a signal dimension (not the last one)");
   bool onesided = attr_int(nc, "onesided", 0) != 0, inverse = attr_int(nc, "inverse", 0) != 0;
   /* an inverse onesided transform reads half a spectrum: by default of 2(n-1) samples */
   L = inverse && onesided ? 2 * (x->type.dims[axis] - 1) : x->type.dims[axis];
   if (IN(1) && qir_type_numel(&IN(1)->type) > 0 && !need_const_ints(nc, 1, &L, 1, &n)) return false;
-  if (inverse && onesided) return set_out(nc, 0, irfft(nc, x, (int)axis, L));
-  return set_out(nc, 0, dft(nc, x, (int)axis, L, onesided ? L / 2 + 1 : L, inverse));
+  if (inverse && onesided) return node_set_out(nc, 0, irfft(nc, x, (int)axis, L));
+  return node_set_out(nc, 0, dft(nc, x, (int)axis, L, onesided ? L / 2 + 1 : L, inverse));
 }
 
 /* STFT: frames of the signal (zero past its end), times the window, each
  * transformed along the frame. */
 static bool cv_stft(node_ctx *nc) {
   qir_value *x = IN(0), *window = IN(2);
-  if (!x || !IN(1)) return fail(nc, "signal and frame_step are required");
+  if (!x || !IN(1)) return node_fail(nc, "signal and frame_step are required");
   importer *imp = IMP;
-  if (x->type.rank != 3) return fail(nc, "signal must be [batch, length, 1 or 2]");
+  if (x->type.rank != 3) return node_fail(nc, "signal must be [batch, length, 1 or 2]");
   int64_t step, flen = -1;
   int n;
   if (!need_const_ints(nc, 1, &step, 1, &n)) return false;
   if (IN(3) && !need_const_ints(nc, 3, &flen, 1, &n)) return false;
   int64_t len = x->type.dims[1];
   if (flen < 0) flen = window ? window->type.dims[0] : len;
-  if (window && (window->type.rank != 1)) return fail(nc, "window must be 1-D");
+  if (window && (window->type.rank != 1)) return node_fail(nc, "window must be 1-D");
   int64_t W = window ? window->type.dims[0] : flen;
-  if (step < 1 || flen < 1 || flen > len) return fail(nc, "frame_step and frame_length must be positive, the frame no longer than the signal");
+  if (step < 1 || flen < 1 || flen > len) return node_fail(nc, "frame_step and frame_length must be positive, the frame no longer than the signal");
   int64_t frames = 1 + (len - flen) / step;
-  if (frames * W > (1 << 20)) return fail(nc, "too many frames to index");
+  if (frames * W > (1 << 20)) return node_fail(nc, "too many frames to index");
   int64_t need = (frames - 1) * step + W;
   if (need > len) {
     int64_t pads[6] = {0, 0, 0, 0, need - len, 0};
@@ -232,19 +223,19 @@ static bool cv_stft(node_ctx *nc) {
   }
   if (!fr) return false;
   bool onesided = attr_int(nc, "onesided", 1) != 0;
-  return set_out(nc, 0, dft(nc, fr, 2, flen, onesided ? flen / 2 + 1 : flen, false));
+  return node_set_out(nc, 0, dft(nc, fr, 2, flen, onesided ? flen / 2 + 1 : flen, false));
 }
 
 /* HannWindow, HammingWindow, BlackmanWindow: a constant of `size` samples. */
 static bool cv_window(node_ctx *nc) {
   int64_t size;
   int n;
-  if (!IN(0)) return fail(nc, "size is required");
+  if (!IN(0)) return node_fail(nc, "size is required");
   if (!need_const_ints(nc, 0, &size, 1, &n)) return false;
-  if (size < 0 || size > (1 << 20)) return fail(nc, "size must be in [0, 2^20]");
+  if (size < 0 || size > (1 << 20)) return node_fail(nc, "size must be in [0, 2^20]");
   qir_dtype dt = QIR_F32;
   const Onnx__AttributeProto *od = attr_find(nc, "output_datatype");
-  if (od && !onnx_dtype_to_qir((int32_t)od->i, &dt)) return fail(nc, "unsupported output_datatype");
+  if (od && !onnx_dtype_to_qir((int32_t)od->i, &dt)) return node_fail(nc, "unsupported output_datatype");
   double N = attr_int(nc, "periodic", 1) ? (double)size : (double)size - 1;
   const char *t = nc->node->op_type;
   char *buf = calloc((size_t)size + 1, (size_t)qir_dtype_size(dt));
@@ -258,7 +249,7 @@ static bool cv_window(node_ctx *nc) {
   }
   qir_value *w = const_data(IMP, qir_type_make(dt, 1, &size), buf);
   free(buf);
-  return set_out(nc, 0, w);
+  return node_set_out(nc, 0, w);
 }
 
 /* MelWeightMatrix: the triangular mel filter bank [dft_length/2+1, bins], a
@@ -269,14 +260,14 @@ static bool cv_mel_weight_matrix(node_ctx *nc) {
   double lo, hi;
   int n;
   for (int i = 0; i < 5; i++)
-    if (!IN(i)) return fail(nc, "all five inputs are required");
+    if (!IN(i)) return node_fail(nc, "all five inputs are required");
   if (!need_const_ints(nc, 0, &bins, 1, &n) || !need_const_ints(nc, 1, &dft_len, 1, &n) ||
       !need_const_ints(nc, 2, &rate, 1, &n) || !need_const_floats(nc, 3, &lo, 1, &n) || !need_const_floats(nc, 4, &hi, 1, &n))
     return false;
-  if (bins < 1 || dft_len < 1 || rate < 1 || bins > 4096 || dft_len > (1 << 16)) return fail(nc, "sizes out of range");
+  if (bins < 1 || dft_len < 1 || rate < 1 || bins > 4096 || dft_len > (1 << 16)) return node_fail(nc, "sizes out of range");
   qir_dtype dt = QIR_F32;
   const Onnx__AttributeProto *od = attr_find(nc, "output_datatype");
-  if (od && !onnx_dtype_to_qir((int32_t)od->i, &dt)) return fail(nc, "unsupported output_datatype");
+  if (od && !onnx_dtype_to_qir((int32_t)od->i, &dt)) return node_fail(nc, "unsupported output_datatype");
   int64_t spec = dft_len / 2 + 1, *edge = malloc(sizeof *edge * (size_t)(bins + 2));
   double *w = calloc((size_t)(spec * bins), sizeof *w);
   if (!edge || !w) abort();
@@ -306,8 +297,8 @@ static bool cv_mel_weight_matrix(node_ctx *nc) {
   }
   free(edge);
   free(w);
-  if (!ok) return fail(nc, "the band edges fall outside the spectrogram bins");
-  return set_out(nc, 0, v);
+  if (!ok) return node_fail(nc, "the band edges fall outside the spectrogram bins");
+  return node_set_out(nc, 0, v);
 }
 
 static const struct {
