@@ -412,3 +412,10 @@ out:
   free(next_barrier);
   return d->n_errors - before;
 }
+
+bool qir_rprogram_packs(const qir_op *op) {
+  for (int i = 0; i < op->n_results; i++)
+    for (const qir_use *u = op->results[i]->uses; u; u = u->next)
+      if (u->user->code == QIR_OP_RPROGRAM) return true;
+  return false;
+}

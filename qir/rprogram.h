@@ -82,6 +82,10 @@ void qir_rprogram_block_needs(const qir_rprogram *p, int64_t *threads, int64_t *
  * them): a producer's data reaches its consumer through them unchanged. */
 bool qir_op_is_view(const qir_op *op);
 
+/* Whether an rprogram packs op (uses one of its results): its plan's blocks
+ * are that program's tasks, so passes that re-plan or regroup kernels keep it. */
+bool qir_rprogram_packs(const qir_op *op);
+
 /* The semantic checks (every task once, waits, dependences, capacity) on a
  * program read by qir_rprogram_read.  Returns the number of errors. */
 int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d);

@@ -64,6 +64,7 @@
  * warps where such a block allows it, else the last warp is partial.
  */
 #include "roller.h"
+#include "rprogram.h"
 #include "qopt.h"
 
 #include <math.h>
@@ -1237,6 +1238,7 @@ typedef struct {
 
 static bool visit(qir_op *op, void *vctx) {
   pass_ctx *c = vctx;
+  if (qir_rprogram_packs(op)) return true;   /* its blocks are an rprogram's tasks: keep its plan */
   c->ok &= plan_op(c->m, op, c->t, c->o, c->st, c->quiet);
   return true;
 }

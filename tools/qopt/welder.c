@@ -42,6 +42,7 @@
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time before and after, and its own time, on stderr. */
 #include "qopt.h"
+#include "rprogram.h"
 #include "target.h"
 
 #include <math.h>
@@ -554,7 +555,8 @@ static void weld_ops_in_regions(welder *w, qir_region *r) {
 }
 
 static bool fusable_code(const qir_op *op) {
-  return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1;
+  /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks */
+  return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op);
 }
 
 static void weld_region(welder *w, qir_region *r) {
