@@ -94,9 +94,12 @@ run_suite lit lit_suite
 # Welder's kernel groups on the same tests and the same light/ sample, one fused
 # kernel per group, under the checker too.
 [ -f scripts/backend-check.sh ] && run_suite backends-welder env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller -welder"
-# Rammer's rprograms: the persistent programs in C (one kernel per wave), with and without the checker.
+# Rammer's rprograms: the persistent programs in C (one kernel per wave); under
+# the checker in the whole pipeline below.
 [ -f scripts/backend-check.sh ] && run_suite backends-rammer env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --passes "-canonicalize -roller -rammer"
-[ -f scripts/backend-check.sh ] && run_suite backends-rammer-check env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders models --passes "-canonicalize -roller -rammer"
+# The whole pipeline of the README (-roller -welder -rammer -grinder) under the
+# checker: node tests, models and the light/ sample, exact and clean.
+[ -f scripts/backend-check.sh ] && run_suite backends-full env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller -welder -rammer -grinder"
 # The same tests without plans: qcodegen's default schedules.
 [ -f scripts/backend-check.sh ] && run_suite backends-default env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu
 [ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh
