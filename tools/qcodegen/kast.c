@@ -825,7 +825,11 @@ static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, cons
       kprint_expr(o, s->lo, k, st);
       fputs("; q_f < ", o);
       kprint_expr(o, s->hi, k, st);
-      fprintf(o, "; q_f++) if (%s[q_f] != %s[0]) { fprintf(stderr, \"rprogram: wait for an unfinished task (flag %%ld)\\n\", q_f); abort(); }\n", P, P);
+      if (st->chk)   /* the checker: a wait on a task that has not run is a deadlock on a GPU */
+        fprintf(o, "; q_f++) if (%s[q_f] != %s[0]) { q_hz_add(&q_b, Q_HZ_DEADLOCK, %d, -1, q_f, 0, 0, 0); break; }\n", P, P,
+                cg_check_site(st->chk, k, "the wait on the task flags of an earlier wave"));
+      else
+        fprintf(o, "; q_f++) if (%s[q_f] != %s[0]) { fprintf(stderr, \"rprogram: wait for an unfinished task (flag %%ld)\\n\", q_f); abort(); }\n", P, P);
       if (st->chk && s->text && *s->text) {   /* the checker: the waited tasks' blocks are ordered from here on */
         indent_to(o, ind);
         fprintf(o, "if (tid == 0) { static const long q_wb[] = {%s}; for (size_t q_i = 0; q_i < sizeof q_wb / sizeof q_wb[0]; q_i++) q_order(%d, q_wb[q_i]); }\n",

@@ -26,7 +26,8 @@ static int usage(FILE *o) {
         "  -plant=KIND:N   (debug) plant a bug to show the checker catches it; KIND is drop-barrier,\n"
         "                  diverge-barrier, diverge-loop (the Nth barrier / barrier loop), shrink-smem,\n"
         "                  shift-smem, collide-smem (the Nth shared array), shift-store, collide-store,\n"
-        "                  drop-lane, unorder-launch (kernel kN)\n",
+        "                  drop-lane, unorder-launch (kernel kN), drop-wait, late-wait (the Nth wait\n"
+        "                  of an rprogram: gone, or on the program's last task)\n",
         o);
   return o == stdout ? 0 : 1;
 }

@@ -20,12 +20,14 @@ typedef enum {
   PLANT_DROP_LANE,             /* kernel N's blocks lose their last thread */
   PLANT_UNORDER_LAUNCH,        /* kernel N is not ordered after the kernels before it (a skipped producer wait) */
   PLANT_DROP_WAIT,             /* the Nth wait of an rprogram on its producers' task flags disappears */
+  PLANT_LATE_WAIT,             /* the Nth wait waits for the program's last tasks instead (never done before it) */
   PLANT_COUNT
 } plant_kind;
 
 static const char *const plant_names[PLANT_COUNT] = {
     "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
+    "late-wait",
 };
 
 typedef struct {
@@ -46,8 +48,14 @@ static void walk(planter *p, kstmt *s) {
   case KS_SEQ:
     for (int i = 0; i < s->n_items && !p->done; i++) {
       kstmt *c = s->items[i];
-      if (c->kind == KS_FLAG_WAIT && p->kind == PLANT_DROP_WAIT && p->seen++ == p->target) {
-        s->items[i] = ks_comment(b, "planted bug: wait dropped");
+      if (c->kind == KS_FLAG_WAIT && (p->kind == PLANT_DROP_WAIT || p->kind == PLANT_LATE_WAIT) && p->seen++ == p->target) {
+        if (p->kind == PLANT_DROP_WAIT) {
+          s->items[i] = ks_comment(b, "planted bug: wait dropped");
+        } else {              /* the last flag: the program's last task, run after every wait */
+          int64_t flags = p->k->params[c->param].numel;
+          c->lo = ke_long(b, flags - 1);
+          c->hi = ke_long(b, flags);
+        }
         p->done = true;
         return;
       }
@@ -106,7 +114,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
   }
   planter p = {.cg = cg, .kind = (plant_kind)kind, .target = n};
   switch (p.kind) {
-  case PLANT_DROP_BARRIER: case PLANT_DIVERGE_BARRIER: case PLANT_DIVERGE_LOOP: case PLANT_DROP_WAIT:
+  case PLANT_DROP_BARRIER: case PLANT_DIVERGE_BARRIER: case PLANT_DIVERGE_LOOP: case PLANT_DROP_WAIT: case PLANT_LATE_WAIT:
     for (int i = 0; i < cg->n_kernels && !p.done; i++) {
       p.k = cg->kernels[i];
       walk(&p, p.k->body);
@@ -141,7 +149,8 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
     fprintf(cg->d->out, "qcodegen: planted %s in kernel %s (%s)\n", spec, p.k->name, p.k->op_text ? p.k->op_text : "?");
   if (!p.done) {
     fprintf(cg->d->out, "qcodegen: cannot plant '%s': the module has no such %s\n", spec,
-            p.kind <= PLANT_DIVERGE_LOOP ? "barrier or barrier loop" : p.kind <= PLANT_COLLIDE_SMEM ? "shared array" : "kernel");
+            p.kind <= PLANT_DIVERGE_LOOP ? "barrier or barrier loop" : p.kind <= PLANT_COLLIDE_SMEM ? "shared array"
+            : p.kind >= PLANT_DROP_WAIT ? "wait of an rprogram" : "kernel");
     cg->d->n_errors++;
     return false;
   }
