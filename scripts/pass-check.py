@@ -12,7 +12,7 @@ test_data_set_0; its outputs are the reference.  For every pipeline
 
     -canonicalize | -lower | -canonicalize -lower | -roller | -lower -roller
     | -welder | -canonicalize -roller -welder | -lower -roller -welder
-    | -canonicalize -roller -rammer
+    | -canonicalize -roller -rammer | -canonicalize -roller -welder -rammer -grinder
 
 the optimised module must
   - come out of qopt (which verifies it after the passes),
@@ -48,7 +48,7 @@ import conformance  # noqa: E402  (the importer driver shared with conformance.p
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINES = ["-canonicalize", "-lower", "-canonicalize -lower", "-roller", "-lower -roller",
              "-welder", "-canonicalize -roller -welder", "-lower -roller -welder",
-             "-canonicalize -roller -rammer"]
+             "-canonicalize -roller -rammer", "-canonicalize -roller -welder -rammer -grinder"]
 FOLDERS = ["light", "models", "node", "lit"]
 
 TYPE_RE = re.compile(r"\b(f64|f32|f16|bf16|i64|i32|i16|i8|u64|u32|u16|u8|bool)\[([0-9,]*)\]")

@@ -386,7 +386,10 @@ static void run_region(rammer *r, qir_region *reg) {
     reads_visit(op, &c);
     for (int i = 0; i < op->n_regions && !c.hit; i++) qir_walk(op->regions[i], reads_visit, &c);
     if (!c.hit) continue;
-    pack(r, op);
+    /* the body ends with its outputs: a program closed by one stands before them all */
+    qir_op *at = op;
+    while (at->code == QIR_OP_OUTPUT && at->prev && at->prev->code == QIR_OP_OUTPUT) at = at->prev;
+    pack(r, at);
     ks += r->n;
     r->ks = ks;
     r->n = 0;
