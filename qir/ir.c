@@ -772,3 +772,20 @@ int qir_input_dims_note(const qir_op *input, char *buf, size_t cap) {
   }
   return (int)w;
 }
+
+bool qir_expr_equal(const qir_expr *a, const qir_expr *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->n_args != b->n_args) return false;
+  switch (a->kind) {
+  case QIR_EX_INT: if (a->ival != b->ival) return false; break;
+  case QIR_EX_FLOAT: if (a->fval != b->fval && !(a->fval != a->fval && b->fval != b->fval)) return false; break;
+  case QIR_EX_VAR: if (a->var != b->var) return false; break;
+  case QIR_EX_ACCESS: if (a->operand != b->operand) return false; break;
+  case QIR_EX_UNARY: case QIR_EX_BINARY: if (a->fn != b->fn) return false; break;
+  case QIR_EX_CAST: if (a->cast_to != b->cast_to) return false; break;
+  default: break;
+  }
+  for (int i = 0; i < a->n_args; i++)
+    if (!qir_expr_equal(a->args[i], b->args[i])) return false;
+  return true;
+}

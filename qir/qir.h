@@ -360,6 +360,8 @@ qir_expr *qir_expr_unary(qir_module *m, qir_expr_fn fn, qir_expr *a);
 qir_expr *qir_expr_binary(qir_module *m, qir_expr_fn fn, qir_expr *a, qir_expr *b);
 qir_expr *qir_expr_select(qir_module *m, qir_expr *c, qir_expr *a, qir_expr *b);
 qir_expr *qir_expr_cast(qir_module *m, qir_dtype to, qir_expr *a);
+/* Structural equality: same tree, same literals (a NaN literal equals a NaN literal). */
+bool qir_expr_equal(const qir_expr *a, const qir_expr *b);
 qir_compute *qir_compute_new(qir_module *m, int n_axes, int n_red);
 
 /* Walks every op in r and nested regions, pre-order.  Stop by returning false. */

@@ -109,22 +109,6 @@ bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c) {
   }
 }
 
-static bool expr_equal(const qir_expr *a, const qir_expr *b) {
-  if (a->kind != b->kind || a->n_args != b->n_args) return false;
-  switch (a->kind) {
-  case QIR_EX_INT: if (a->ival != b->ival) return false; break;
-  case QIR_EX_FLOAT: if (a->fval != b->fval) return false; break;
-  case QIR_EX_VAR: if (a->var != b->var) return false; break;
-  case QIR_EX_ACCESS: if (a->operand != b->operand) return false; break;
-  case QIR_EX_UNARY: case QIR_EX_BINARY: if (a->fn != b->fn) return false; break;
-  case QIR_EX_CAST: if (a->cast_to != b->cast_to) return false; break;
-  default: break;
-  }
-  for (int i = 0; i < a->n_args; i++)
-    if (!expr_equal(a->args[i], b->args[i])) return false;
-  return true;
-}
-
 /* Every access of the body, pre-order. */
 static void collect_accesses(const qir_expr *e, const qir_expr **out, int *n, int cap) {
   if (e->kind == QIR_EX_ACCESS && *n < cap) out[(*n)++] = e;
@@ -160,7 +144,7 @@ static kexpr *tr_access(lower_env *env, const qir_expr *e) {
     return env->marker_values[e->operand - env->marker_base];
   for (int s = 0; s < env->n_staged; s++) {
     staged_access *sa = &env->staged[s];
-    if (!expr_equal(sa->access, e)) continue;
+    if (!qir_expr_equal(sa->access, e)) continue;
     /* the tile covers the whole block, so the unclamped indices stay inside it */
     kexpr *saved[MAX_AXES], *off[QIR_MAX_RANK];
     memcpy(saved, env->vars, sizeof saved);
@@ -533,7 +517,7 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
   for (int i = 0; i < n_acc && env->n_staged < MAX_STAGED; i++) {
     const qir_expr *e = acc[i];
     bool dup = false;
-    for (int s = 0; s < env->n_staged; s++) dup |= expr_equal(env->staged[s].access, e);
+    for (int s = 0; s < env->n_staged; s++) dup |= qir_expr_equal(env->staged[s].access, e);
     if (dup) continue;
     uint32_t used = 0;
     for (int j = 0; j < e->n_args; j++) used |= vars_used(e->args[j]);

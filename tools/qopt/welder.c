@@ -209,23 +209,6 @@ typedef struct {
   int64_t foot[QIR_MAX_RANK];   /* footprint of a block tile (max over sites) */
 } reads;
 
-static bool expr_equal(const qir_expr *a, const qir_expr *b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->n_args != b->n_args) return false;
-  switch (a->kind) {
-  case QIR_EX_INT: if (a->ival != b->ival) return false; break;
-  case QIR_EX_FLOAT: if (a->fval != b->fval && !(a->fval != a->fval && b->fval != b->fval)) return false; break;
-  case QIR_EX_VAR: if (a->var != b->var) return false; break;
-  case QIR_EX_ACCESS: if (a->operand != b->operand) return false; break;
-  case QIR_EX_UNARY: case QIR_EX_BINARY: if (a->fn != b->fn) return false; break;
-  case QIR_EX_CAST: if (a->cast_to != b->cast_to) return false; break;
-  default: break;
-  }
-  for (int i = 0; i < a->n_args; i++)
-    if (!expr_equal(a->args[i], b->args[i])) return false;
-  return true;
-}
-
 /* How form c (operands args) reads v, for a block tile `block` over c's
  * output axes (reduction axes: their whole extent); block NULL = no tile. */
 static void collect_reads(const qir_compute *c, qir_value *const *args, const qir_expr *e, const qir_value *v,
@@ -239,7 +222,7 @@ static void collect_reads(const qir_compute *c, qir_value *const *args, const qi
     if (!id) {
       r->identity = false;
       bool seen = false;
-      for (int k = 0; k < r->n_other && !seen; k++) seen = expr_equal(r->other[k], e);
+      for (int k = 0; k < r->n_other && !seen; k++) seen = qir_expr_equal(r->other[k], e);
       if (!seen) {
         if (r->n_other < 8) r->other[r->n_other] = e;
         r->n_other++;
