@@ -1283,11 +1283,7 @@ static bool cv_attention(node_ctx *nc) {
 
 /* ---------------------------------------------------------------- table */
 
-static const struct {
-  const char *op_type;
-  convert_fn fn;
-  const char *attrs;
-} composites[] = {
+static const converter_entry composites[] = {
     {"NegativeLogLikelihoodLoss", cv_nll_loss, "ignore_index,reduction"},
     {"SoftmaxCrossEntropyLoss", cv_softmax_ce_loss, "ignore_index,reduction"},
     {"RMSNormalization", cv_rms_norm, "axis,epsilon,stash_type"},
@@ -1340,11 +1336,5 @@ bool find_domain_op(const char *domain, const char *op_type, convert_fn *fn, con
 }
 
 bool find_composite(const char *op_type, convert_fn *fn, const char **attrs) {
-  for (size_t i = 0; i < sizeof composites / sizeof *composites; i++)
-    if (strcmp(composites[i].op_type, op_type) == 0) {
-      *fn = composites[i].fn;
-      *attrs = composites[i].attrs;
-      return true;
-    }
-  return false;
+  return converter_lookup(composites, sizeof composites / sizeof *composites, op_type, fn, attrs);
 }

@@ -1377,11 +1377,8 @@ static bool cv_grid_sample(node_ctx *nc) {
 
 /* ---------------------------------------------------------------- table */
 
-static const struct {
-  const char *op_type;
-  convert_fn fn;
-  const char *attrs;  /* attributes understood; NULL: any */
-} converters[] = {
+/* attrs NULL: any attribute */
+static const converter_entry converters[] = {
     {"Identity", cv_identity, ""},
     {"Neg", cv_simple, "consumed_inputs"}, {"Abs", cv_simple, "consumed_inputs"}, {"Exp", cv_simple, "consumed_inputs"},
     {"Log", cv_simple, "consumed_inputs"}, {"Sqrt", cv_simple, "consumed_inputs"},
@@ -1458,12 +1455,17 @@ static const struct {
     {"RNN", convert_rnn, "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"},
 };
 
-bool find_converter(const char *op_type, convert_fn *fn, const char **attrs) {
-  for (size_t i = 0; i < sizeof converters / sizeof *converters; i++)
-    if (strcmp(converters[i].op_type, op_type) == 0) {
-      *fn = converters[i].fn;
-      *attrs = converters[i].attrs;
+bool converter_lookup(const converter_entry *table, size_t n, const char *op_type, convert_fn *fn, const char **attrs) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(table[i].op_type, op_type) == 0) {
+      *fn = table[i].fn;
+      *attrs = table[i].attrs;
       return true;
     }
-  return find_composite(op_type, fn, attrs) || find_signal_op(op_type, fn, attrs) || find_datadep_op(op_type, fn, attrs);
+  return false;
+}
+
+bool find_converter(const char *op_type, convert_fn *fn, const char **attrs) {
+  return converter_lookup(converters, sizeof converters / sizeof *converters, op_type, fn, attrs) ||
+         find_composite(op_type, fn, attrs) || find_signal_op(op_type, fn, attrs) || find_datadep_op(op_type, fn, attrs);
 }

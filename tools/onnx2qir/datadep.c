@@ -52,20 +52,26 @@ static bool cv_non_zero(node_ctx *nc) {
 
 /* Compress: the slices along axis (or elements of the flattened input) whose
  * condition is true; the condition must be constant, the data need not be. */
+/* The node's `axis` when it has one; else x flattened to 1-D and axis 0
+ * (Compress and Unique without an axis work on the flattened input). */
+static bool axis_or_flat(node_ctx *nc, bool has_axis, qir_value **x, int64_t *axis) {
+  if (has_axis) {
+    *axis = norm_axis(attr_int(nc, "axis", 0), (*x)->type.rank);
+    return *axis >= 0 || node_fail(nc, "axis out of range");
+  }
+  int64_t n = qir_type_numel(&(*x)->type);
+  *x = emit_reshape(IMP, *x, 1, &n);
+  *axis = 0;
+  return *x != NULL;
+}
+
 static bool cv_compress(node_ctx *nc) {
   if (!IN(0)) return node_fail(nc, "required input 0 is missing");
   qir_value *x = IN(0), *cond = need_const_input(nc, 1);
   if (!cond) return false;
   bool has_axis = attr_find(nc, "axis") != NULL;
   int64_t axis = 0;
-  if (has_axis) {
-    axis = norm_axis(attr_int(nc, "axis", 0), x->type.rank);
-    if (axis < 0) return node_fail(nc, "axis out of range");
-  } else {
-    int64_t n = qir_type_numel(&x->type);
-    x = emit_reshape(IMP, x, 1, &n);
-    if (!x) return false;
-  }
+  if (!axis_or_flat(nc, has_axis, &x, &axis)) return false;
   int64_t len = x->type.dims[axis], n_cond = qir_type_numel(&cond->type);
   if (cond->type.rank != 1) return node_fail(nc, "condition must be 1-D");
   if (n_cond > len) return node_fail(nc, "condition is longer than the compressed axis");
@@ -113,14 +119,7 @@ static bool cv_unique(node_ctx *nc) {
   qir_value *x = x0;
   bool has_axis = attr_find(nc, "axis") != NULL, sorted = attr_int(nc, "sorted", 1) != 0;
   int64_t axis = 0;
-  if (has_axis) {
-    axis = norm_axis(attr_int(nc, "axis", 0), x->type.rank);
-    if (axis < 0) return node_fail(nc, "axis out of range");
-  } else {
-    int64_t n = qir_type_numel(&x->type);
-    x = emit_reshape(IMP, x, 1, &n);
-    if (!x) return false;
-  }
+  if (!axis_or_flat(nc, has_axis, &x, &axis)) return false;
   slices s = {IMP, x, 1, x->type.dims[axis], 1};
   for (int i = 0; i < x->type.rank; i++)
     if (i < axis) s.outer *= x->type.dims[i];
@@ -233,11 +232,7 @@ static bool cv_nms(node_ctx *nc) {
   return v != NULL;
 }
 
-static const struct {
-  const char *op_type;
-  convert_fn fn;
-  const char *attrs;
-} datadep_ops[] = {
+static const converter_entry datadep_ops[] = {
     {"NonZero", cv_non_zero, ""},
     {"Compress", cv_compress, "axis"},
     {"Unique", cv_unique, "axis,sorted"},
@@ -245,11 +240,5 @@ static const struct {
 };
 
 bool find_datadep_op(const char *op_type, convert_fn *fn, const char **attrs) {
-  for (size_t i = 0; i < sizeof datadep_ops / sizeof *datadep_ops; i++)
-    if (strcmp(datadep_ops[i].op_type, op_type) == 0) {
-      *fn = datadep_ops[i].fn;
-      *attrs = datadep_ops[i].attrs;
-      return true;
-    }
-  return false;
+  return converter_lookup(datadep_ops, sizeof datadep_ops / sizeof *datadep_ops, op_type, fn, attrs);
 }

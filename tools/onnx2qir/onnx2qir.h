@@ -241,8 +241,16 @@ int dtype_rank_ok(node_ctx *nc, qir_value *v, int min_rank, int max_rank);
 
 /* ---- convert.c */
 typedef bool (*convert_fn)(node_ctx *nc);
-/* The converter of an op type, and the attributes it understands ("a,b,c";
- * NULL = any). */
+/* One row of a converter table: the op type, its converter, and the
+ * attributes it understands ("a,b,c"; NULL = any). */
+typedef struct {
+  const char *op_type;
+  convert_fn fn;
+  const char *attrs;
+} converter_entry;
+/* Looks op_type up in table[0..n): every converter table's lookup. */
+bool converter_lookup(const converter_entry *table, size_t n, const char *op_type, convert_fn *fn, const char **attrs);
+/* The converter of an op type, and the attributes it understands. */
 bool find_converter(const char *op_type, convert_fn *fn, const char **attrs);
 
 /* ---- composite.c: operators built from primitive qir ops */

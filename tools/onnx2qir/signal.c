@@ -55,6 +55,15 @@ static double dft_entry(int64_t n, int64_t k, const void *vctx) {
   return b->sine ? sin(a) : cos(a);
 }
 
+/* perm moves `axis` of the first n axes last, the others in order; inv undoes it. */
+static void axis_last(int n, int axis, int64_t *perm, int64_t *inv) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (i != axis) perm[k++] = i;
+  perm[k] = axis;
+  for (int i = 0; i < n; i++) inv[perm[i]] = i;
+}
+
 /* DFT of x [..., c] (c = 1: real, 2: complex) along `axis` (< rank-1) with
  * length L (zero-padded or truncated), keeping the first K frequencies;
  * inverse: the conjugate transform divided by L.  Result [..., K at axis, ..., 2]. */
@@ -72,11 +81,8 @@ static qir_value *dft(node_ctx *nc, qir_value *x, int axis, int64_t L, int64_t K
   }
   qir_dtype dt = x->type.dtype;
   /* real and imaginary parts with the transformed axis last: [..., n] */
-  int64_t perm[QIR_MAX_RANK], inv[QIR_MAX_RANK], k = 0;
-  for (int i = 0; i < r - 1; i++)
-    if (i != axis) perm[k++] = i;
-  perm[k++] = axis;
-  for (int i = 0; i < r - 1; i++) inv[perm[i]] = i;
+  int64_t perm[QIR_MAX_RANK], inv[QIR_MAX_RANK];
+  axis_last(r - 1, axis, perm, inv);
   qir_value *part[2] = {NULL, NULL};
   for (int p = 0; p < c; p++) {
     qir_value *v = c == 1 ? x : last_range(imp, x, p, p + 1);
@@ -139,11 +145,8 @@ static qir_value *irfft(node_ctx *nc, qir_value *x, int axis, int64_t L) {
     return NULL;
   }
   qir_dtype dt = x->type.dtype;
-  int64_t perm[QIR_MAX_RANK], inv[QIR_MAX_RANK], k = 0;
-  for (int i = 0; i < r - 1; i++)
-    if (i != axis) perm[k++] = i;
-  perm[k++] = axis;
-  for (int i = 0; i < r - 1; i++) inv[perm[i]] = i;
+  int64_t perm[QIR_MAX_RANK], inv[QIR_MAX_RANK];
+  axis_last(r - 1, axis, perm, inv);
   irfft_basis bc = {L, L / 2 + 1 < n ? L / 2 + 1 : n, false}, bs = bc;
   bs.sine = true;
   qir_value *y = NULL;
@@ -301,11 +304,7 @@ static bool cv_mel_weight_matrix(node_ctx *nc) {
   return node_set_out(nc, 0, v);
 }
 
-static const struct {
-  const char *op_type;
-  convert_fn fn;
-  const char *attrs;
-} signal_ops[] = {
+static const converter_entry signal_ops[] = {
     {"MelWeightMatrix", cv_mel_weight_matrix, "output_datatype"},
     {"DFT", cv_dft, "axis,inverse,onesided"},
     {"STFT", cv_stft, "onesided"},
@@ -315,11 +314,5 @@ static const struct {
 };
 
 bool find_signal_op(const char *op_type, convert_fn *fn, const char **attrs) {
-  for (size_t i = 0; i < sizeof signal_ops / sizeof *signal_ops; i++)
-    if (strcmp(signal_ops[i].op_type, op_type) == 0) {
-      *fn = signal_ops[i].fn;
-      *attrs = signal_ops[i].attrs;
-      return true;
-    }
-  return false;
+  return converter_lookup(signal_ops, sizeof signal_ops / sizeof *signal_ops, op_type, fn, attrs);
 }
