@@ -60,6 +60,9 @@ typedef struct {
   qir_value **rp_sync;          /* each one's sync tensor (generation, barrier counters, flags) */
   int *rp_n;                    /* its persistent kernels (0: its kernels launch one by one) */
   kkernel ***rp_kernels;
+  int n_dl;                     /* device-level loops/ifs (outermost ones): their programs */
+  cg_dloop **dl;
+  bool *dl_done;                /* realised (else the host drives it) */
 } host;
 
 /* ---------------------------------------------------------------- op table */
@@ -501,16 +504,25 @@ static void copy(FILE *o, const char *dst, const char *src, int64_t bytes, int l
   fprintf(o, "QCHECK(q_d2d(%s, %s, %" PRId64 "));\n", dst, src, bytes);
 }
 
-/* A #device plan of level grid or block (qopt -grinder) is not lowered to a
- * persistent kernel yet: the op runs host-driven, which computes the same
- * values; the generated code says so where the plan was. */
-static void device_plan_note(FILE *o, const qir_op *op, int level) {
+/* The device program of op (a realised outermost device-level loop/if), or NULL. */
+static cg_dloop *dloop_of(host *h, const qir_op *op) {
+  for (int i = 0; i < h->n_dl; i++)
+    if (h->dl[i]->op == op) return h->dl_done[i] ? h->dl[i] : NULL;
+  return NULL;
+}
+
+/* Where a #device plan of level grid or block runs host-driven (a GPU
+ * whose blocks are not co-resident, or a plan qcodegen cannot realise),
+ * the generated code says so: the values are the same. */
+static void device_plan_note(host *h, FILE *o, const qir_op *op, int level) {
   qir_device_plan p;
   if (!qir_device_plan_get(op, &p, NULL) || p.level == QIR_LEVEL_HOST) return;
+  const char *why = "its blocks are not co-resident on this device";
+  for (int i = 0; i < h->n_dl; i++)
+    if (h->dl[i]->op == op && !h->dl_done[i]) why = h->dl[i]->why ? h->dl[i]->why : "not realised";
   ind(o, level);
-  fprintf(o, "/* #device level %s (%lld x %lld threads, %lld stages) planned; run host-driven: device-resident loops are "
-             "not lowered yet */\n",
-          qir_level_name(p.level), (long long)p.grid, (long long)p.threads, (long long)p.stages);
+  fprintf(o, "/* #device level %s (%lld x %lld threads, %lld stages) planned; run host-driven: %s */\n", qir_level_name(p.level),
+          (long long)p.grid, (long long)p.threads, (long long)p.stages, why);
 }
 
 /* "file:line:col" of an op, for run-time messages (no quotes or backslashes). */
@@ -552,7 +564,7 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   qir_op *yield = body->last;
   ind(o, level);
   fprintf(o, "{ /* loop: trip count and condition read back, body launched per iteration */\n");
-  device_plan_note(o, op, level + 1);
+  device_plan_note(h, o, op, level + 1);
   ind(o, level + 1);
   fprintf(o, "int64_t trip%d; uint8_t cond%d;\n", id, id);
   ind(o, level + 1);
@@ -609,7 +621,7 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   int id = h->counter++;
   ind(o, level);
   fprintf(o, "{ /* if: condition read back */\n");
-  device_plan_note(o, op, level + 1);
+  device_plan_note(h, o, op, level + 1);
   ind(o, level + 1);
   fprintf(o, "uint8_t cond%d;\n", id);
   ind(o, level + 1);
@@ -627,6 +639,115 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   }
   ind(o, level + 1);
   fputs("}\n", o);
+  ind(o, level);
+  fputs("}\n", o);
+}
+
+/* C: a device program's phases, loops and ifs decided from ctl as every
+ * block decides them after a barrier. */
+static void emit_dnode(host *h, FILE *o, const cg_dloop *dl, const dl_node *n, int level) {
+  switch (n->kind) {
+  case DN_SEQ:
+    for (int i = 0; i < n->n_items; i++) emit_dnode(h, o, dl, n->items[i], level);
+    return;
+  case DN_PHASE: launch(h, o, n->k, level); return;
+  case DN_LOOP:
+    ind(o, level);
+    fprintf(o, "for (;;) {\n");
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));\n", dl->id, ptr(h, dl->ctl, false), dl->ctl_size * 8);
+    ind(o, level + 1);
+    fprintf(o, "if (!(q_ctl%d[%" PRId64 "] < q_ctl%d[%" PRId64 "] && q_ctl%d[%" PRId64 "] && !q_ctl%d[0])) break;\n", dl->id, n->slot, dl->id,
+            n->slot + 1, dl->id, n->slot + 2, dl->id);
+    emit_dnode(h, o, dl, n->body, level + 1);
+    ind(o, level);
+    fputs("}\n", o);
+    return;
+  case DN_IF: {
+    ind(o, level);
+    fputs("{\n", o);
+    ind(o, level + 1);
+    fprintf(o, "uint8_t q_c;\n");
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_d2h(&q_c, %s, 1));\n", ptr(h, n->cond, false));
+    ind(o, level + 1);
+    fputs("if (q_c) {\n", o);
+    emit_dnode(h, o, dl, n->body, level + 2);
+    ind(o, level + 1);
+    fputs("} else {\n", o);
+    emit_dnode(h, o, dl, n->els, level + 2);
+    ind(o, level + 1);
+    fputs("}\n", o);
+    ind(o, level);
+    fputs("}\n", o);
+    return;
+  }
+  }
+}
+
+static void emit_loop(host *h, FILE *o, qir_op *op, int level);
+static void emit_if(host *h, FILE *o, qir_op *op, int level);
+
+/* A device-resident loop/if: CUDA/HIP launch its persistent kernel where
+ * qir_init found its blocks co-resident (else the host drives it as
+ * without a plan); C runs its phases.  ctl comes back to the host only for
+ * the rows of bounded scan outputs and the errors the program can raise. */
+static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
+  qir_op *op = dl->op;
+  int d = 0;
+  while (h->dl[d] != dl) d++;
+  bool gpu = h->cg.backend != CG_C;
+  bool rows = false;
+  if (op->code == QIR_OP_LOOP)
+    for (int j = op->n_operands - 2; j < op->n_results; j++) rows |= op->results[j]->type.bounded;
+  ind(o, level);
+  if (gpu) fprintf(o, "if (m->dl_ok[%d]) {\n", d);
+  else fputs("{\n", o);
+  ind(o, level + 1);
+  fprintf(o, "/* %s: device-resident (#device level %s, %lld x %d threads): %s */\n", op->code == QIR_OP_LOOP ? "loop" : "if",
+          dl->block_level ? "block" : "grid", (long long)dl->grid, dl->threads,
+          gpu ? (dl->block_level ? "one block runs it, __syncthreads between phases" : "one cooperative launch, grid barriers between phases")
+              : "its phases, each a launch of its blocks (a grid barrier between two)");
+  ind(o, level + 1);
+  fprintf(o, "int64_t q_ctl%d[%" PRId64 "];\n", dl->id, dl->ctl_size);
+  if (gpu) launch(h, o, dl->kernel, level + 1);
+  else emit_dnode(h, o, dl, dl->root, level + 1);
+  if (dl->n_errors || rows) {
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));\n", dl->id, ptr(h, dl->ctl, false), dl->ctl_size * 8);
+    for (int e = 0; e < dl->n_errors; e++) {
+      ind(o, level + 1);
+      if (strstr(dl->errors[e], "%lld"))
+        fprintf(o, "if (q_ctl%d[0] == %d) { fprintf(stderr, \"%s\", (long long)q_ctl%d[1]); return 1; }\n", dl->id, e + 1, dl->errors[e],
+                dl->id);
+      else
+        fprintf(o, "if (q_ctl%d[0] == %d) { fputs(\"%s\", stderr); return 1; }\n", dl->id, e + 1, dl->errors[e]);
+    }
+    if (rows) {
+      int id = h->counter++;
+      ind(o, level + 1);
+      fprintf(o, "int64_t it%d = q_ctl%d[2];\n", id, dl->id);
+      int n_carried = op->n_operands - 2;
+      for (int j = n_carried; j < op->n_results; j++)
+        for (int i = 0; i < h->n_outputs && op->results[j]->type.bounded; i++)
+          if (h->outputs[i]->operands[0] == op->results[j]) {
+            ind(o, level + 1);
+            fprintf(o, "m->out_rows[%d] = it%d;\n", i, id);
+          }
+    }
+  } else {
+    ind(o, level + 1);
+    fprintf(o, "(void)q_ctl%d;\n", dl->id);
+  }
+  ind(o, level);
+  fputs("}", o);
+  if (!gpu) {
+    fputc('\n', o);
+    return;
+  }
+  fputs(" else {\n", o);
+  if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level + 1);
+  else emit_if(h, o, op, level + 1);
   ind(o, level);
   fputs("}\n", o);
 }
@@ -736,6 +857,28 @@ static bool collect_rprogram(qir_op *op, void *vctx) {
   return true;
 }
 
+/* The outermost device-level loops/ifs of r (a host-driven op's body counts). */
+static void prepare_dloops(host *h, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code != QIR_OP_LOOP && op->code != QIR_OP_IF) continue;
+    cg_dloop *dl = cg_dloop_prepare(&h->cg, op, h->n_dl);
+    if (dl) {
+      cg_dloop **all = qir_alloc(h->m, sizeof *all * (size_t)(h->n_dl + 1));
+      if (h->n_dl) memcpy(all, h->dl, sizeof *all * (size_t)h->n_dl);
+      all[h->n_dl++] = dl;
+      h->dl = all;
+      continue;
+    }
+    for (int i = 0; i < op->n_regions; i++) prepare_dloops(h, op->regions[i]);
+  }
+}
+
+static kkernel **kernels_of(void *ctx, const qir_op *op, int *n) {
+  opinfo *oi = op_info(ctx, op);
+  *n = oi ? oi->n_kernels : 0;
+  return oi ? oi->kernels : NULL;
+}
+
 static bool count_rprograms(qir_op *op, void *vctx) {
   *(int *)vctx += op->code == QIR_OP_RPROGRAM;
   return true;
@@ -770,8 +913,13 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
       fprintf(o, "QCHECK(q_d2h(outputs[%d], %s, %" PRId64 "));\n", i, ptr(h, op->operands[0], false), value_bytes(op->operands[0]));
       break;
     }
-    case QIR_OP_LOOP: emit_loop(h, o, op, level); break;
-    case QIR_OP_IF: emit_if(h, o, op, level); break;
+    case QIR_OP_LOOP: case QIR_OP_IF: {
+      cg_dloop *dl = dloop_of(h, op);
+      if (dl) emit_dloop(h, o, dl, level);
+      else if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level);
+      else emit_if(h, o, op, level);
+      break;
+    }
     case QIR_OP_RPROGRAM: emit_rprogram(h, o, op, level); break;
     default:
       if (oi->packed_by) break;   /* launched by its rprogram */
@@ -940,6 +1088,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
   h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
   if (!cg_compose_groups(&h.cg, m->body)) return 1;
+  prepare_dloops(&h, m->body);
   int n = count_ops(m->body);
   h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));
   h.hash_cap = 16;
@@ -952,7 +1101,24 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   collect_io(&h);
   if (!plan_all(&h, m->body)) return 1;
   if (!bind_rprograms(&h, m->body)) return 1;
+  h.dl_done = qir_alloc(m, sizeof *h.dl_done * (size_t)(h.n_dl + 1));
+  for (int i = 0; i < h.n_dl; i++) {
+    h.dl_done[i] = cg_dloop_build(&h.cg, h.dl[i], kernels_of, &h);
+    if (!h.dl_done[i])
+      qir_diag_report(d, QIR_SEV_WARNING, h.dl[i]->op->loc, "qcodegen: this %s runs host-driven despite its #device plan: %s",
+                      h.dl[i]->op->code == QIR_OP_LOOP ? "loop" : "if", h.dl[i]->why ? h.dl[i]->why : "not realised");
+  }
   assign_values(&h, m->body);
+  for (int i = 0; i < h.n_dl; i++) {   /* ctl lives with the constants; temporaries in the loops' buffers */
+    cg_dloop *dl = h.dl[i];
+    h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    h.vals[dl->ctl->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
+    h.const_bytes += value_bytes(dl->ctl);
+    for (int l = 0; l < dl->n_loops; l++) {
+      opinfo *oi = op_info(&h, dl->loops[l]);
+      for (int c = 0; c < dl->loops[l]->n_operands - 2; c++) h.vals[dl->tmp[l][c]->id] = (vstore){.kind = VS_ARENA, .buf = oi->tmp[c]};
+    }
+  }
   for (int r = 0; r < h.n_rp; r++) {   /* sync tensors live with the constants, zeroed by qir_init */
     h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
     h.vals[h.rp_sync[r]->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
@@ -1039,6 +1205,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
   fprintf(o, "  int64_t out_rows[%d];   /* rows each output holds (bounded loop scan outputs) */\n", h.n_outputs ? h.n_outputs : 1);
   if (h.n_rp) fprintf(o, "  uint64_t rp_gen[%d];   /* launches of each rprogram's persistent kernel */\n  int rp_ok[%d];   /* its blocks fit on the device at once */\n", h.n_rp, h.n_rp);
+  if (h.n_dl && be != CG_C) fprintf(o, "  int dl_ok[%d];   /* each device-resident loop/if: its blocks fit on the device at once */\n", h.n_dl);
   fputs("} qir_model;\n", o);
   for (int i = 0; i < consts.n; i++) {
     qir_op *c = consts.ops[i];
@@ -1111,6 +1278,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fprintf(o, "  {\n    static const uint64_t q_zero[%" PRId64 "] = {0};\n    QCHECK(q_h2d(%s, q_zero, %" PRId64 "));\n  }\n", n,
             ptr(&h, h.rp_sync[r], true), n * 8);
     if (h.rp_n[r]) h.pr->coresident(o, h.rp_kernels[r][0], qir_sprintf(m, "m->rp_ok[%d]", r), "  ");
+  }
+  for (int i = 0; i < h.n_dl && be != CG_C; i++) {
+    if (!h.dl_done[i]) fprintf(o, "  m->dl_ok[%d] = 0;   /* %s */\n", i, h.dl[i]->why ? h.dl[i]->why : "not realised");
+    else if (h.dl[i]->block_level) fprintf(o, "  m->dl_ok[%d] = 1;   /* one block */\n", i);
+    else h.pr->coresident(o, h.dl[i]->kernel, qir_sprintf(m, "m->dl_ok[%d]", i), "  ");
   }
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n\n", o);
 

@@ -411,7 +411,7 @@ bool ks_has_sync(const kstmt *s) {
   if (!s) return false;
   if (ks_is_mma(s)) return true;
   switch (s->kind) {
-  case KS_BARRIER: case KS_WARP_REDUCE: case KS_GRID_SYNC: case KS_FLAG_WAIT: return true;
+  case KS_BARRIER: case KS_WARP_REDUCE: case KS_GRID_SYNC: case KS_FLAG_WAIT: case KS_GRID_BARRIER: return true;
   case KS_SEQ:
     for (int i = 0; i < s->n_items; i++)
       if (ks_has_sync(s->items[i])) return true;
@@ -1016,6 +1016,14 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
   case KS_COMMENT:
     indent_to(o, ind);
     fprintf(o, "/* %s */\n", s->text);
+    return;
+  case KS_GRID_BARRIER:   /* GPU only: C runs a device loop's phases as launches */
+    indent_to(o, ind);
+    fputs("cooperative_groups::this_grid().sync();\n", o);
+    return;
+  case KS_BREAK:
+    indent_to(o, ind);
+    fputs("break;\n", o);
     return;
   }
 }
