@@ -490,7 +490,7 @@ static void ind(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
 static void launch(host *h, FILE *o, kkernel *k, int level) {
   if (k->grid == 0) return;
   const char **argv = qir_alloc(h->m, sizeof *argv * (size_t)k->n_params);
-  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written);
+  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written || k->coherent);
   char pad[64];
   snprintf(pad, sizeof pad, "%*s", 2 * level, "");
   h->pr->launch(o, k, argv, pad);

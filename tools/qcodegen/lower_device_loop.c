@@ -244,6 +244,15 @@ static bool build_loop(builder *x, const qir_op *op, dl_node *seq, bool zero_sta
     return false;
   }
   const char *loc = loc_text(m, op);
+  /* a constant trip count, a constant true condition the body passes on
+   * unchanged: exactly `trip` iterations, known here */
+  int64_t exact = -1;
+  const qir_op *tdef = op->operands[0]->def, *cdef = op->operands[1]->def;
+  if (tdef && tdef->code == QIR_OP_CONST && tdef->cst && (tdef->cst->splat || tdef->cst->data) && cdef && cdef->code == QIR_OP_CONST &&
+      cdef->cst && (cdef->cst->splat || cdef->cst->data) && qir_const_elem(m, (qir_op *)cdef, 0, NULL) != 0 && yield->operands[0] == body->args[1]) {
+    double t = qir_const_elem(m, (qir_op *)tdef, 0, NULL);
+    if (t >= 0 && t < 9e15) exact = (int64_t)t;
+  }
 
   /* init */
   kkernel *k = ctl_kernel(x, op, "loop: counter, trip count, condition and carried values on the device");
@@ -280,7 +289,7 @@ static bool build_loop(builder *x, const qir_op *op, dl_node *seq, bool zero_sta
     if (extent < min_extent) min_extent = extent, min_j = j;
     ks_add(b, k->body, copy(x, k, res, ke_mul(b, it, ke_long(b, qir_type_numel(&y->type))), y, ke_lt(b, it, ke_long(b, extent))));
   }
-  if (min_extent != INT64_MAX) {
+  if (min_extent != INT64_MAX && !(exact >= 0 && exact <= min_extent)) {
     int64_t code = new_error(x, qir_sprintf(m, "qir_run: %s: 'loop' runs more than %lld iterations, the %s extent of scan output %d\\n", loc,
                                             (long long)min_extent, op->results[min_j]->type.bounded ? "bounded" : "static",
                                             min_j - n_carried));
@@ -317,8 +326,8 @@ static bool build_loop(builder *x, const qir_op *op, dl_node *seq, bool zero_sta
   for (int i = 0; i < n_carried && i < op->n_results; i++) ks_add(b, k->body, copy(x, k, op->results[i], NULL, body->args[2 + i], NULL));
   for (int j = n_carried; j < op->n_results; j++) {
     qir_value *res = op->results[j];
-    if (res->type.bounded) continue;
     int64_t extent = res->type.rank ? res->type.dims[0] : 1;
+    if (res->type.bounded || exact == extent) continue;
     int64_t code = new_error(x, qir_sprintf(m, "qir_run: %s: 'loop' ran %%lld iterations but scan output %d has static extent %lld\\n", loc,
                                             j - n_carried, (long long)extent));
     kexpr *ran = ctl_at(x, k, slot);
