@@ -1104,6 +1104,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   h.dl_done = qir_alloc(m, sizeof *h.dl_done * (size_t)(h.n_dl + 1));
   for (int i = 0; i < h.n_dl; i++) {
     h.dl_done[i] = cg_dloop_build(&h.cg, h.dl[i], kernels_of, &h);
+    if (h.dl_done[i] && be == CG_C) {   /* C: the rprograms inside run as its phases, never as waves */
+      for (int r = 0; r < h.n_rp; r++)
+        for (const qir_op *up = h.rp_ops[r]; up; up = up->parent ? up->parent->parent_op : NULL)
+          if (up == h.dl[i]->op)
+            for (int k = 0; k < h.rp_n[r]; k++) h.rp_kernels[r][k]->unprinted = true;
+    }
     if (!h.dl_done[i])
       qir_diag_report(d, QIR_SEV_WARNING, h.dl[i]->op->loc, "qcodegen: this %s runs host-driven despite its #device plan: %s",
                       h.dl[i]->op->code == QIR_OP_LOOP ? "loop" : "if", h.dl[i]->why ? h.dl[i]->why : "not realised");

@@ -363,7 +363,10 @@ static bool build_region(builder *x, const qir_region *r, dl_node *seq) {
     switch (op->code) {
     case QIR_OP_CONST: case QIR_OP_YIELD: continue;
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: fail(x, "an input or output inside its body"); return false;
-    case QIR_OP_RPROGRAM: fail(x, "an rprogram in its body (its packed kernels stay host-launched)"); return false;
+    /* an rprogram packs kernels that stand before it: inside a device program
+     * they run as phases where they stand (each after its operands), a
+     * barrier after each, instead of in the program's waves */
+    case QIR_OP_RPROGRAM: continue;
     case QIR_OP_LOOP: case QIR_OP_IF: {
       qir_device_plan p;
       if (!qir_device_plan_get(op, &p, NULL) || p.level == QIR_LEVEL_HOST) {
