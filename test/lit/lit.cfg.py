@@ -72,3 +72,11 @@ if nvcc:
     config.substitutions.append(("%nvcc", nvcc))
 if shutil.which("hipcc"):
     config.available_features.add("hipcc")
+# Debian's python3 with onnx and numpy (the examples' generators), as %pyonnx.
+import subprocess
+try:
+    if subprocess.run(["/usr/bin/python3", "-c", "import onnx, numpy"], capture_output=True, timeout=60).returncode == 0:
+        config.available_features.add("python-onnx")
+        config.substitutions.append(("%pyonnx", "/usr/bin/python3"))
+except (OSError, subprocess.SubprocessError):
+    pass
