@@ -34,6 +34,7 @@ typedef struct {
   kkernel **kernels;            /* launched in order */
   int *tmp;                     /* loop: a buffer per carried value */
   qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
+  qir_op *absorbed_by;          /* a kernel next to this device-resident loop/if: one of its phases */
 } opinfo;
 
 typedef struct {
@@ -655,7 +656,8 @@ static void emit_dnode(host *h, FILE *o, const cg_dloop *dl, const dl_node *n, i
     ind(o, level);
     fprintf(o, "for (;;) {\n");
     ind(o, level + 1);
-    fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));\n", dl->id, ptr(h, dl->ctl, false), dl->ctl_size * 8);
+    fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));   /* as every block reads it: no round trip on a GPU */\n", dl->id,
+            ptr(h, dl->ctl, false), dl->ctl_size * 8);
     ind(o, level + 1);
     fprintf(o, "if (!(q_ctl%d[%" PRId64 "] < q_ctl%d[%" PRId64 "] && q_ctl%d[%" PRId64 "] && !q_ctl%d[0])) break;\n", dl->id, n->slot, dl->id,
             n->slot + 1, dl->id, n->slot + 2, dl->id);
@@ -669,7 +671,7 @@ static void emit_dnode(host *h, FILE *o, const cg_dloop *dl, const dl_node *n, i
     ind(o, level + 1);
     fprintf(o, "uint8_t q_c;\n");
     ind(o, level + 1);
-    fprintf(o, "QCHECK(q_d2h(&q_c, %s, 1));\n", ptr(h, n->cond, false));
+    fprintf(o, "QCHECK(q_d2h(&q_c, %s, 1));   /* as every block reads it: no round trip on a GPU */\n", ptr(h, n->cond, false));
     ind(o, level + 1);
     fputs("if (q_c) {\n", o);
     emit_dnode(h, o, dl, n->body, level + 2);
@@ -746,8 +748,16 @@ static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
     return;
   }
   fputs(" else {\n", o);
+  for (int i = 0; i < dl->n_pre; i++) {
+    opinfo *oi = op_info(h, dl->pre[i]);
+    for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
+  }
   if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level + 1);
   else emit_if(h, o, op, level + 1);
+  for (int i = 0; i < dl->n_post; i++) {
+    opinfo *oi = op_info(h, dl->post[i]);
+    for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
+  }
   ind(o, level);
   fputs("}\n", o);
 }
@@ -873,6 +883,41 @@ static void prepare_dloops(host *h, qir_region *r) {
   }
 }
 
+/* Can op's kernels be phases of a device program of `threads` threads? */
+static bool absorbable(host *h, qir_op *op, int threads) {
+  if (op->n_regions || op->code == QIR_OP_INPUT || op->code == QIR_OP_OUTPUT || op->code == QIR_OP_RPROGRAM) return false;
+  opinfo *oi = op_info(h, op);
+  if (!oi || oi->packed_by || oi->absorbed_by) return false;
+  for (int k = 0; k < oi->n_kernels; k++)
+    if (oi->kernels[k]->threads > threads || lower_run_unfit(h->m, oi->kernels[k], threads, h->cg.warp)) return false;
+  return true;
+}
+
+/* The kernel ops right before and after a device-resident op (skipping ops
+ * without kernels) become its first and last phases. */
+static void absorb_neighbours(host *h, cg_dloop *dl) {
+  int cap = 0;
+  for (qir_op *o = dl->op->parent->first; o; o = o->next) cap++;
+  const qir_op **pre = qir_alloc(h->m, sizeof *pre * (size_t)(cap + 1)), **post = qir_alloc(h->m, sizeof *post * (size_t)(cap + 1));
+  int n_pre = 0, n_post = 0;
+  qir_op *first = dl->op;
+  for (qir_op *o = dl->op->prev; o && absorbable(h, o, dl->threads); o = o->prev) first = o;
+  for (qir_op *o = first; o != dl->op; o = o->next)
+    if (op_info(h, o)->n_kernels) {
+      op_info(h, o)->absorbed_by = dl->op;
+      pre[n_pre++] = o;
+    }
+  for (qir_op *o = dl->op->next; o && absorbable(h, o, dl->threads); o = o->next)
+    if (op_info(h, o)->n_kernels) {
+      op_info(h, o)->absorbed_by = dl->op;
+      post[n_post++] = o;
+    }
+  dl->pre = pre;
+  dl->n_pre = n_pre;
+  dl->post = post;
+  dl->n_post = n_post;
+}
+
 static kkernel **kernels_of(void *ctx, const qir_op *op, int *n) {
   opinfo *oi = op_info(ctx, op);
   *n = oi ? oi->n_kernels : 0;
@@ -923,6 +968,7 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     case QIR_OP_RPROGRAM: emit_rprogram(h, o, op, level); break;
     default:
       if (oi->packed_by) break;   /* launched by its rprogram */
+      if (oi->absorbed_by) break;   /* a phase of a device-resident loop/if */
       for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
       break;
     }
@@ -1103,7 +1149,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (!bind_rprograms(&h, m->body)) return 1;
   h.dl_done = qir_alloc(m, sizeof *h.dl_done * (size_t)(h.n_dl + 1));
   for (int i = 0; i < h.n_dl; i++) {
+    absorb_neighbours(&h, h.dl[i]);
     h.dl_done[i] = cg_dloop_build(&h.cg, h.dl[i], kernels_of, &h);
+    if (!h.dl_done[i]) {   /* the host launches them where they stand */
+      for (int k = 0; k < h.dl[i]->n_pre; k++) op_info(&h, h.dl[i]->pre[k])->absorbed_by = NULL;
+      for (int k = 0; k < h.dl[i]->n_post; k++) op_info(&h, h.dl[i]->post[k])->absorbed_by = NULL;
+    }
     if (h.dl_done[i] && be == CG_C) {   /* C: the rprograms inside run as its phases, never as waves */
       for (int r = 0; r < h.n_rp; r++)
         for (const qir_op *up = h.rp_ops[r]; up; up = up->parent ? up->parent->parent_op : NULL)

@@ -372,6 +372,8 @@ typedef struct cg_dloop {
   qir_value ***tmp;
   int n_errors;                 /* error code 1 + i: errors[i] (%lld: the iteration) */
   const char **errors;
+  int n_pre, n_post;            /* kernel ops next to op that run as its first and last phases */
+  const qir_op **pre, **post;   /* (set by host.c before cg_dloop_build; one launch in all) */
   dl_node *root;
   kkernel *kernel;              /* CUDA/HIP: the persistent kernel */
   const char *why;              /* not realised (the host drives it): the reason */

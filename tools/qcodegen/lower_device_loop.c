@@ -26,6 +26,10 @@
  * iteration; the host reads ctl back only when there is something to report
  * (rows of bounded scan outputs, errors).
  *
+ * Kernels right before and after the op (host.c picks them: nothing between
+ * them and the op but constants and aliases) run as its first and last
+ * phases, so that the whole stretch is one launch.
+ *
  * CUDA/HIP: the whole program is one kernel (the phases' tensors merged into
  * one parameter list, their shared tiles carved from one dynamic buffer, as
  * an rprogram's), launched cooperatively at level grid.  C: every phase is a
@@ -561,6 +565,12 @@ bool cg_dloop_build(cg_ctx *cg, cg_dloop *dl, kkernel **(*kernels_of)(void *ctx,
   builder x = {.cg = cg, .b = &cg->kb, .dl = dl, .kernels_of = kernels_of, .ctx = ctx};
   kbuilder *b = x.b;
   dl->root = node(&x, DN_SEQ);
+  for (int i = 0; i < dl->n_pre; i++) {   /* kernels before it, in their order */
+    int n = 0;
+    kkernel **ks = kernels_of(ctx, dl->pre[i], &n);
+    for (int j = 0; j < n; j++)
+      if (ks[j]->grid) phase(&x, dl->root, ks[j]);
+  }
   if (dl->op->code == QIR_OP_LOOP) {
     build_loop(&x, dl->op, dl->root, true);
   } else {
@@ -571,6 +581,12 @@ bool cg_dloop_build(cg_ctx *cg, cg_dloop *dl, kkernel **(*kernels_of)(void *ctx,
     ks_add(b, k->body, ks_if(b, first_thread(b), once, NULL));
     phase(&x, dl->root, k);
     build_if(&x, dl->op, dl->root);
+  }
+  for (int i = 0; i < dl->n_post; i++) {   /* kernels after it */
+    int n = 0;
+    kkernel **ks = kernels_of(ctx, dl->post[i], &n);
+    for (int j = 0; j < n; j++)
+      if (ks[j]->grid) phase(&x, dl->root, ks[j]);
   }
   if (x.failed) return false;
   if (cg->backend == CG_C) {
