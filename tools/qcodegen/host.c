@@ -918,6 +918,71 @@ static void absorb_neighbours(host *h, cg_dloop *dl) {
   dl->n_post = n_post;
 }
 
+/* The memory a phase's kernel touches: per tensor parameter, the bytes of its
+ * storage (arena or constants) and whether it writes them. */
+typedef struct {
+  int space;                    /* 1 arena, 2 constants */
+  int64_t lo, hi;
+  bool written;
+} mem_use;
+
+static int phase_memory(host *h, const kkernel *k, mem_use *out) {
+  int n = 0;
+  for (int i = 0; i < k->n_params; i++) {
+    qir_value *r = root(h, k->args[i]);
+    vstore *s = &h->vals[r->id];
+    if (s->kind == VS_ARENA) out[n++] = (mem_use){1, h->bufs[s->buf].offset, h->bufs[s->buf].offset + value_bytes(r), k->params[i].written};
+    else if (s->kind == VS_CONST) out[n++] = (mem_use){2, s->offset, s->offset + value_bytes(r), k->params[i].written};
+  }
+  return n;
+}
+
+/* Phases in a row inside one sequence of a device program: the later one
+ * needs no barrier when it touches nothing the phases since the last barrier
+ * write and writes nothing they read. */
+static void plan_barriers(host *h, dl_node *n) {
+  if (!n) return;
+  if (n->kind == DN_SEQ) {
+    int cap = 16, n_since = 0;
+    mem_use *since = calloc((size_t)cap, sizeof *since);
+    for (int i = 0; i < n->n_items && since; i++) {
+      dl_node *it = n->items[i];
+      if (it->kind != DN_PHASE) {
+        n_since = 0;
+        plan_barriers(h, it);
+        continue;
+      }
+      mem_use *mine = calloc((size_t)it->k->n_params + 1, sizeof *mine);
+      if (!mine) break;
+      int n_mine = phase_memory(h, it->k, mine);
+      bool clash = i == 0 || n->items[i - 1]->kind != DN_PHASE;
+      for (int a = 0; a < n_mine && !clash; a++)
+        for (int c = 0; c < n_since && !clash; c++)
+          clash = mine[a].space == since[c].space && mine[a].lo < since[c].hi && since[c].lo < mine[a].hi &&
+                  (mine[a].written || since[c].written);
+      it->no_barrier = !clash;
+      if (clash) n_since = 0;
+      if (n_since + n_mine > cap) {
+        cap = 2 * (n_since + n_mine);
+        mem_use *grown = realloc(since, sizeof *since * (size_t)cap);
+        if (!grown) {
+          free(mine);
+          it->no_barrier = false;
+          break;
+        }
+        since = grown;
+      }
+      memcpy(since + n_since, mine, sizeof *mine * (size_t)n_mine);
+      n_since += n_mine;
+      free(mine);
+    }
+    free(since);
+    return;
+  }
+  plan_barriers(h, n->body);
+  plan_barriers(h, n->els);
+}
+
 static kkernel **kernels_of(void *ctx, const qir_op *op, int *n) {
   opinfo *oi = op_info(ctx, op);
   *n = oi ? oi->n_kernels : 0;
@@ -1183,6 +1248,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   }
   lifetimes(&h, m->body);
   allocate(&h);
+  for (int i = 0; i < h.n_dl; i++)
+    if (h.dl_done[i]) {
+      plan_barriers(&h, h.dl[i]->root);
+      cg_dloop_finish(&h.cg, h.dl[i]);
+    }
 
   op_list consts = {.cap = n + 1};
   consts.ops = qir_alloc(m, sizeof *consts.ops * (size_t)consts.cap);

@@ -352,6 +352,7 @@ typedef struct dl_node dl_node;
 struct dl_node {
   dl_node_kind kind;
   kkernel *k;                   /* PHASE: its kernel (C: the phase's launch) */
+  bool no_barrier;              /* PHASE: runs without a barrier after the phase before it */
   const qir_op *op;             /* LOOP, IF */
   int64_t slot;                 /* LOOP: its iteration, trip count, condition at ctl[slot..slot+2] */
   qir_value *cond;              /* IF: the condition */
@@ -382,10 +383,13 @@ typedef struct cg_dloop {
  * when the op is host-level (or its plan unreadable). */
 cg_dloop *cg_dloop_prepare(cg_ctx *cg, qir_op *op, int id);
 /* After every op's kernels are lowered (kernels_of gives them): the phases
- * and, for CUDA/HIP, the persistent kernel.  False with dl->why set when it
+ * (C: a kernel each).  False with dl->why set when it
  * cannot be realised (the host then drives the op as without a plan). */
 bool cg_dloop_build(cg_ctx *cg, cg_dloop *dl, kkernel **(*kernels_of)(void *ctx, const qir_op *op, int *n), void *ctx);
 qir_value *cg_dloop_tmp(const cg_dloop *dl, const qir_op *loop, int i);
+/* After memory is planned (the no_barrier marks set): CUDA/HIP build the
+ * persistent kernel; C marks the phases without a barrier before them. */
+void cg_dloop_finish(cg_ctx *cg, cg_dloop *dl);
 
 /* ---- host code (host.c) */
 typedef struct {

@@ -26,6 +26,12 @@
  * iteration; the host reads ctl back only when there is something to report
  * (rows of bounded scan outputs, errors).
  *
+ * Two phases in a row need no barrier between them when the second touches
+ * no memory the phases since the last barrier write and writes none they
+ * read (host.c decides it from the memory plan: dl_node.no_barrier); loops
+ * and ifs always have barriers around them.  (Shared tiles: a phase's task
+ * loop ends every task in a block barrier where the kernel has any.)
+ *
  * Kernels right before and after the op (host.c picks them: nothing between
  * them and the op but constants and aliases) run as its first and last
  * phases, so that the whole stretch is one launch.
@@ -526,14 +532,18 @@ static kstmt *gpu_body(gpu_merge *g, const dl_node *n) {
   kstmt *out = ks_seq(b);
   switch (n->kind) {
   case DN_SEQ:
-    for (int i = 0; i < n->n_items; i++) flat(b, out, gpu_body(g, n->items[i]));
+    for (int i = 0; i < n->n_items; i++) {
+      flat(b, out, gpu_body(g, n->items[i]));
+      /* a barrier after every phase but one the next phase need not wait for */
+      if (n->items[i]->kind == DN_PHASE && !(i + 1 < n->n_items && n->items[i + 1]->kind == DN_PHASE && n->items[i + 1]->no_barrier))
+        ks_add(b, out, barrier(x));
+    }
     break;
   case DN_PHASE: {
     int m = 0;
     while (g->members[m] != n->k) m++;
     const kkernel *mk = n->k;
     ks_add(b, out, lower_run_tasks(b, mk, g->pmaps[m], 0, x->dl->grid - 1, 0, mk->grid, x->dl->threads, NULL, has_shared(mk), NULL, NULL));
-    ks_add(b, out, barrier(x));
     break;
   }
   case DN_LOOP: {
@@ -592,8 +602,29 @@ bool cg_dloop_build(cg_ctx *cg, cg_dloop *dl, kkernel **(*kernels_of)(void *ctx,
   if (cg->backend == CG_C) {
     int chk_kernel = -1, count = 0;
     c_phases(&x, dl->root, &chk_kernel, &count);
-    return true;
   }
+  return true;
+}
+
+/* C: a phase that needs no barrier before it is not a new grid epoch. */
+static void c_barriers(dl_node *n) {
+  if (!n) return;
+  if (n->kind == DN_PHASE && n->no_barrier) {
+    n->k->unordered_launch = true;
+    n->k->grid_phase = false;
+  }
+  for (int i = 0; i < n->n_items; i++) c_barriers(n->items[i]);
+  c_barriers(n->body);
+  c_barriers(n->els);
+}
+
+void cg_dloop_finish(cg_ctx *cg, cg_dloop *dl) {
+  if (cg->backend == CG_C) {
+    c_barriers(dl->root);
+    return;
+  }
+  builder x = {.cg = cg, .b = &cg->kb, .dl = dl};
+  kbuilder *b = x.b;
   int n_phases = count_phases(dl->root);
   gpu_merge g = {.x = &x};
   g.members = qir_alloc(b->m, sizeof *g.members * (size_t)(n_phases + 1));
@@ -620,5 +651,4 @@ bool cg_dloop_build(cg_ctx *cg, cg_dloop *dl, kkernel **(*kernels_of)(void *ctx,
   flat(b, k->body, gpu_body(&g, dl->root));
   register_kernel(cg, k);
   dl->kernel = k;
-  return true;
 }
