@@ -11,9 +11,9 @@
  * (uniform loop counters, block coordinates) are KV_BLOCK.
  *
  * The same AST carries a Welder group (several stores, shared buffers between
- * stages), an rProgram (a switch on the block id over task ranges) or a device
- * loop (a uniform loop around phases): those are statements of this tree, not
- * new kernel kinds.
+ * stages), an rProgram (block-uniform task loops per wave) or, on CUDA/HIP, a
+ * device loop (grid-uniform loops and ifs around task loops, grid barriers
+ * between them): those are statements of this tree, not new kernel kinds.
  */
 #ifndef QCODEGEN_KAST_H
 #define QCODEGEN_KAST_H
