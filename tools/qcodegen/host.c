@@ -1290,8 +1290,9 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
           " *       the same with device pointers: no copies to or from the host and no\n"
           " *       synchronisation; the work is queued on the default stream (synchronise\n"
           " *       before reading the outputs).  Inputs are read in place and must stay\n"
-          " *       unchanged until then; control flow (loop/if) reads its trip counts\n"
-          " *       and conditions back to the host.\n",
+          " *       unchanged until then; host-driven control flow (loop/if) reads its\n"
+          " *       trip counts and conditions back to the host, a device-resident one\n"
+          " *       (#device) at most its row count and error code once.\n",
           o);
   fputs(" *   int64_t qir_output_rows(const qir_model *model, int i);\n"
         " *       the extent of axis 0 of output i after the last qir_run (1 for a scalar):\n"
