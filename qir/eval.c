@@ -435,7 +435,13 @@ static bool eval_unary(ev *e, const qir_tensor *a, qir_tensor *r) {
   }
   if (e->op->code == QIR_OP_CAST || e->op->code == QIR_OP_IDENTITY) {
     qir_dtype to = r->type.dtype;
-    if (!is_float(dt)) {
+    if (qir_dtype_is_narrow(to)) { /* float8 honours saturate; i4/u4/i2/u2 wrap */
+      bool sat = attr_int(e, "saturate", 1) != 0;
+      for (int64_t i = 0; i < n; i++) {
+        double v = is_float(dt) ? qir_load_elem(dt, a->data, i) : int_to_double(load_int(dt, a->data, i), is_uns(dt));
+        ((uint8_t *)r->data)[i] = qir_narrow_from_double(to, v, sat);
+      }
+    } else if (!is_float(dt)) {
       bool u = is_uns(dt);
       for (int64_t i = 0; i < n; i++) store_int(to, r->data, i, load_int(dt, a->data, i), u);
     } else if (!is_float(to) && to != QIR_BOOL) {

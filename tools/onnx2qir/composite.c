@@ -1017,15 +1017,36 @@ static bool quant_range(qir_dtype dt, double *lo, double *hi) {
   case QIR_I8: *lo = -128, *hi = 127; return true;
   case QIR_U16: *lo = 0, *hi = 65535; return true;
   case QIR_I16: *lo = -32768, *hi = 32767; return true;
+  case QIR_U4: *lo = 0, *hi = 15; return true;
+  case QIR_I4: *lo = -8, *hi = 7; return true;
+  case QIR_U2: *lo = 0, *hi = 3; return true;
+  case QIR_I2: *lo = -2, *hi = 1; return true;
   default: return false;
   }
 }
 
-/* saturate(round_half_even(x / scale) + zp) in the zero point's type. */
+/* saturate(round_half_even(x / scale) + zp) in the zero point's type; for the
+ * narrow float types cast(x / scale + zp) with the node's saturate. */
 static qir_value *quantize(node_ctx *nc, qir_value *x, qir_value *s, qir_value *zp, qir_dtype to) {
   double lo, hi;
+  if (qir_dtype_is_float(to) && qir_dtype_is_narrow(to) && to != QIR_F8E8M0) {
+    int64_t saturate = attr_int(nc, "saturate", 1);
+    if (saturate != 0 && saturate != 1) {
+      node_fail(nc, "attribute 'saturate' must be 0 or 1");
+      return NULL;
+    }
+    qir_value *q = emit2(IMP, QIR_OP_DIV, emit_cast(IMP, x, QIR_F32), emit_cast(IMP, s, QIR_F32));
+    if (zp) q = emit2(IMP, QIR_OP_ADD, q, emit_cast(IMP, zp, QIR_F32));
+    qir_type t = q->type;
+    t.dtype = to;
+    qir_op *op = op_begin_typed(IMP, QIR_OP_CAST, 1, &q, 1, &t);
+    set_w(IMP, op, "to", qir_dtype_name(to));
+    if (!saturate && to != QIR_F4E2M1) set_i(IMP, op, "saturate", 0);
+    return op_end(IMP, op, NULL);
+  }
   if (!quant_range(to, &lo, &hi)) {
-    imp_error(IMP, "quantisation to %s is not supported (8- and 16-bit integer targets only)", qir_dtype_name(to));
+    imp_error(IMP, "quantisation to %s is not supported (8-, 16-, 4- and 2-bit integer and the float8/float4 targets only)",
+              qir_dtype_name(to));
     return NULL;
   }
   qir_value *q = emit1(IMP, QIR_OP_ROUND, emit2(IMP, QIR_OP_DIV, emit_cast(IMP, x, QIR_F32), emit_cast(IMP, s, QIR_F32)));
@@ -1048,11 +1069,6 @@ static bool cv_quantize(node_ctx *nc) {
   if (!quant_axis(nc, x, &axis, &block)) return false;
   qir_dtype to = QIR_U8;
   const Onnx__AttributeProto *od = attr_find(nc, "output_dtype");
-  const char *narrow = narrow_origin(IMP, IN(2));
-  if (narrow) {
-    imp_error(IMP, "quantisation to %s (the zero point's type) is not supported: qir has no such element type", narrow);
-    return false;
-  }
   if (IN(2)) to = IN(2)->type.dtype;
   else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return node_fail(nc, "output_dtype has no qir element type");
   qir_value *s = quant_param(nc, IN(1), x, axis, block);

@@ -211,11 +211,6 @@ static bool cv_cast(node_ctx *nc) {
   qir_dtype to;
   if (strcmp(nc->node->op_type, "CastLike") == 0) {
     if (!node_need_inputs(nc, 2)) return false;
-    const char *narrow = narrow_origin(IMP, IN(1));
-    if (narrow) {
-      imp_error(IMP, "cast to %s is not supported", narrow);
-      return false;
-    }
     to = IN(1)->type.dtype;
   } else {
     const Onnx__AttributeProto *a = attr_find(nc, "to");
@@ -226,10 +221,20 @@ static bool cv_cast(node_ctx *nc) {
     }
   }
   if (IN(0)->type.dtype == to) return node_set_out(nc, 0, IN(0));
+  int64_t saturate = attr_int(nc, "saturate", 1);
+  if (saturate != 0 && saturate != 1) return node_fail(nc, "attribute 'saturate' must be 0 or 1");
+  const Onnx__AttributeProto *rm = attr_find(nc, "round_mode");
+  if (rm && (!rm->s.data || rm->s.len != 2 || memcmp(rm->s.data, "up", 2) != 0)) {
+    imp_error(IMP, "Cast: round_mode '%.*s' is not supported (only 'up', the default)", rm->s.data ? (int)rm->s.len : 0,
+              rm->s.data ? (const char *)rm->s.data : "");
+    return false;
+  }
   qir_type t = IN(0)->type;
   t.dtype = to;
   qir_op *op = op_begin_typed(IMP, QIR_OP_CAST, 1, nc->in, 1, &t);
   set_w(IMP, op, "to", qir_dtype_name(to));
+  /* only the float8 types read it (ONNX); recorded only where it matters */
+  if (!saturate && to >= QIR_F8E4M3FN && to <= QIR_F8E8M0) set_i(IMP, op, "saturate", 0);
   return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
 
