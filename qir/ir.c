@@ -229,8 +229,8 @@ double qir_narrow_to_double(qir_dtype t, uint8_t c) {
   unsigned sign_bit = 1u << (width - 1), e = (c >> f.man_bits) & ((1u << exp_bits) - 1), m = c & ((1u << f.man_bits) - 1);
   c &= (uint8_t)((1u << width) - 1);
   if (f.fnuz && c == sign_bit) return NAN;
-  if (t == QIR_F8E4M3FN && (c & 0x7F) == 0x7F) return NAN;
-  if (f.has_inf && e == (1u << exp_bits) - 1) return m ? NAN : (c & sign_bit) ? -INFINITY : INFINITY;
+  if (t == QIR_F8E4M3FN && (c & 0x7F) == 0x7F) return (c & sign_bit) ? -NAN : NAN;
+  if (f.has_inf && e == (1u << exp_bits) - 1) return m ? ((c & sign_bit) ? -NAN : NAN) : (c & sign_bit) ? -INFINITY : INFINITY;
   double mag = e == 0 ? ldexp((double)m, 1 - f.bias - f.man_bits) : ldexp((double)(m | (1u << f.man_bits)), (int)e - f.bias - f.man_bits);
   return (c & sign_bit) ? -mag : mag;
 }
