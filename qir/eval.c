@@ -2719,6 +2719,7 @@ static void vfail(vctx *c, const qir_expr *x, const char *fmt, ...) {
 /* Rounds a value to what dtype t holds (cast<t>). */
 static double real_to_dtype(double v, qir_dtype t) {
   unsigned char buf[8];
+  if (qir_dtype_is_narrow(t)) return qir_narrow_to_double(t, qir_narrow_from_double(t, v, true)); /* casts saturate */
   qir_store_elem(t, buf, 0, v);
   return qir_load_elem(t, buf, 0);
 }

@@ -332,7 +332,7 @@ void qir_store_elem(qir_dtype t, void *base, int64_t i, double v) {
   case QIR_U16: { uint16_t x = CLAMP_TO(uint16_t, 0, UINT16_MAX); memcpy(p, &x, 2); break; }
   case QIR_U8: { uint8_t x = CLAMP_TO(uint8_t, 0, UINT8_MAX); *p = x; break; }
   case QIR_BOOL: *p = v != 0; break;
-  default: *p = qir_narrow_from_double(t, v, true); break;
+  default: *p = qir_narrow_from_double(t, v, false); break; /* IEEE-like overflow; casts saturate (qir.h) */
   }
 }
 

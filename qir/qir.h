@@ -88,7 +88,9 @@ uint16_t qir_f32_to_bf16(float f);               /* round to nearest even */
 /* The narrow types' byte <-> value.  Floats round to nearest even; `saturate`
  * (ONNX Cast's attribute) sends out-of-range values and infinities to the
  * largest finite value, otherwise to infinity (f8e5m2) or NaN.  f4e2m1 always
- * saturates.  f8e8m0 (a power of two) rounds up (ONNX's default round_mode).
+ * saturates.  A cast to an f8 type (op or compute) saturates unless the op says
+ * saturate = 0; a plain store (qir_store_elem: an arithmetic result) does not,
+ * as f16 overflows to inf.  f8e8m0 (a power of two) rounds up (ONNX's default round_mode).
  * Integers i4/u4/i2/u2 wrap (keep the low bits, as ONNX's Cast does). */
 double qir_narrow_to_double(qir_dtype t, uint8_t code);
 uint8_t qir_narrow_from_double(qir_dtype t, double v, bool saturate);

@@ -210,6 +210,27 @@ static qir_expr *elementwise_u64(te *t, qir_expr **a, int n) {
   }
 }
 
+/* cast: saturating, except an f8 cast with saturate = 0, where a value that
+ * rounds beyond the largest finite one (or is infinite) gives NaN, or inf of
+ * its sign for f8e5m2.  `|x| > T` or `>= T`: T is the midpoint above the
+ * largest value, which rounds down (ties to even) when its mantissa is even. */
+static qir_expr *cast_body(te *t, qir_expr *x) {
+  qir_dtype to = result_type(t)->dtype;
+  qir_expr *c = qir_expr_cast(t->m, to, x);
+  if (attr_i(t, "saturate", 1) != 0 || !qir_dtype_is_narrow(to) || !qir_dtype_is_float(to) || to == QIR_F4E2M1) return c;
+  double bound;
+  bool inclusive;
+  switch (to) {
+  case QIR_F8E4M3FN: bound = 464, inclusive = false; break;
+  case QIR_F8E4M3FNUZ: bound = 248, inclusive = true; break;
+  case QIR_F8E5M2: case QIR_F8E5M2FNUZ: bound = 61440, inclusive = true; break;
+  default: bound = 0x1p127, inclusive = false; break; /* f8e8m0 rounds up */
+  }
+  qir_expr *over = bin(t, inclusive ? QIR_FN_GE : QIR_FN_GT, un(t, QIR_FN_ABS, x), flit(t, bound));
+  qir_expr *ovf = to == QIR_F8E5M2 ? sel(t, bin(t, QIR_FN_LT, x, flit(t, 0)), flit(t, -INFINITY), flit(t, INFINITY)) : flit(t, NAN);
+  return sel(t, over, ovf, c);
+}
+
 /* The scalar function of an elementwise op applied to its operand values. */
 static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   const qir_op *op = t->op;
@@ -249,7 +270,7 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_SIGN: return un(t, QIR_FN_SIGN, x);
   case QIR_OP_NOT: return un(t, QIR_FN_NOT, x);
   case QIR_OP_ISNAN: return un(t, QIR_FN_ISNAN, x);
-  case QIR_OP_CAST: return qir_expr_cast(t->m, result_type(t)->dtype, x);
+  case QIR_OP_CAST: return cast_body(t, x);
   case QIR_OP_LEAKY_RELU:
     return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, flit(t, attr_f(t, "alpha", 0.01)), x), x);
   case QIR_OP_ELU:

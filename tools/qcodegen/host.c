@@ -843,7 +843,8 @@ static const char *npy_descr(qir_dtype t) {
   case QIR_BF16: return "<V2";   /* as qir/tensorio.c: the bfloat16 bits */
   case QIR_U16: return "<u2";
   case QIR_U8: return "|u1";
-  default: return "|b1";
+  case QIR_BOOL: return "|b1";
+  default: return qir_dtype_name(t); /* narrow: the record descr [('NAME', '|u1')] (qir/tensorio.h) */
   }
 }
 
@@ -862,6 +863,16 @@ static int onnx_code(qir_dtype t) {
   case QIR_U32: return 12;
   case QIR_U16: return 4;
   case QIR_U8: return 2;
+  case QIR_F8E4M3FN: return 17;
+  case QIR_F8E4M3FNUZ: return 18;
+  case QIR_F8E5M2: return 19;
+  case QIR_F8E5M2FNUZ: return 20;
+  case QIR_U4: return 21;
+  case QIR_I4: return 22;
+  case QIR_F4E2M1: return 23;
+  case QIR_F8E8M0: return 24;
+  case QIR_U2: return 25;
+  case QIR_I2: return 26;
   default: return 9;
   }
 }
@@ -1157,6 +1168,13 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s\"%s\"", t ? ", " : "", npy_descr((qir_dtype)t));
     fputs("};\nstatic const int q_onnx[] = {", o);
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", onnx_code((qir_dtype)t));
+    fputs("};\n/* bits per element in ONNX's packed raw_data (4 and 2 for i4/u4/f4e2m1, i2/u2); -1 for i4/i2 says sign-extend */\n"
+          "static const int q_pbits[] = {", o);
+    for (int t = 0; t < QIR_DTYPE_COUNT; t++) {
+      qir_dtype d = (qir_dtype)t;
+      int bits = qir_dtype_bits(d);
+      fprintf(o, "%s%d", t ? ", " : "", bits < 8 && qir_dtype_is_signed_int(d) ? -bits : bits);
+    }
     fputs("};\n", o);
     emit_io_table(o, "outputs", h.outputs, h.n_outputs, false);
     fputs(cg_main_text, o);
