@@ -1156,6 +1156,20 @@ static qir_value *split_heads(importer *imp, qir_value *x, int64_t heads) {
  * additive masks (padded with "masked" up to the total KV length), causal
  * masking aligned bottom-right to the past length, softcap (applied to the
  * scores before the bias) and the four qk_matmul_output modes. */
+/* Attention's outputs: Y ([B, H, S, dv], back to [B, S, H*dv] for 3-D
+ * inputs), present key and value (the concatenated K and V). */
+static bool attention_outputs(node_ctx *nc, qir_value *y, int r, int64_t B, int64_t Hq, int64_t Sq, int64_t dv,
+                              qir_value *k, qir_value *v) {
+  if (r == 3) {
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    y = reshape_to(IMP, emit_transpose(IMP, y, 4, perm), 3, B, Sq, Hq * dv, 0, 0);
+  }
+  if (!node_set_out(nc, 0, y)) return false;
+  if (wants_out(nc, 1)) nc->out[1] = k;
+  if (wants_out(nc, 2)) nc->out[2] = v;
+  return true;
+}
+
 static bool cv_attention(node_ctx *nc) {
   if (!node_need_inputs(nc, 3)) return false;
   importer *imp = IMP;
@@ -1200,11 +1214,24 @@ static bool cv_attention(node_ctx *nc) {
   int64_t T = k->type.dims[2], G = Hq / Hkv;
   qir_dtype dt = q->type.dtype;
   double scale = attr_find(nc, "scale") ? attr_float(nc, "scale", 1) : 1 / sqrt((double)dq);
-  qir_value *sq = const_scalar(imp, dt, sqrt(scale));
-  static const int64_t kt_perm[4] = {0, 1, 3, 2};
-  qir_value *qg = reshape_to(imp, emit2(imp, QIR_OP_MUL, q, sq), 5, B, Hkv, G, Sq, dq);
-  qir_value *ktg = reshape_to(imp, emit_transpose(imp, emit2(imp, QIR_OP_MUL, k, sq), 4, kt_perm), 5, B, Hkv, 1, dq, T);
-  qir_value *qk = reshape_to(imp, emit2(imp, QIR_OP_MATMUL, qg, ktg), 4, B, Hq, Sq, T, 0);
+  double softcap = attr_float(nc, "softcap", 0);
+  const Onnx__AttributeProto *prec = attr_find(nc, "softmax_precision");
+  qir_dtype pdt = dt;
+  if (prec && prec->i && (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)))
+    return node_fail(nc, "softmax_precision must be a float type");
+  if (!isfinite(scale)) return node_fail(nc, "scale must be a finite number");
+  if (!(softcap >= 0)) return node_fail(nc, "softcap must not be negative");
+  /* one `attention` op unless the scores are an output (qk_matmul_output) or
+   * the softmax runs in a type other than its f32 / f64 stages */
+  bool one_op = !wants_out(nc, 3) && (pdt == dt || pdt == (dt == QIR_F64 ? QIR_F64 : QIR_F32));
+  qir_value *qk = NULL;
+  if (!one_op) {
+    qir_value *sq = const_scalar(imp, dt, sqrt(scale));
+    static const int64_t kt_perm[4] = {0, 1, 3, 2};
+    qir_value *qg = reshape_to(imp, emit2(imp, QIR_OP_MUL, q, sq), 5, B, Hkv, G, Sq, dq);
+    qir_value *ktg = reshape_to(imp, emit_transpose(imp, emit2(imp, QIR_OP_MUL, k, sq), 4, kt_perm), 5, B, Hkv, 1, dq, T);
+    qk = reshape_to(imp, emit2(imp, QIR_OP_MATMUL, qg, ktg), 4, B, Hq, Sq, T, 0);
+  }
 
   /* the additive bias: mask, causal, KV padding */
   qir_value *bias = NULL;
@@ -1262,31 +1289,28 @@ static bool cv_attention(node_ctx *nc) {
     qir_value *pad = reshape_to(imp, where(imp, ok, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)), 4, B, 1, 1, T, 0);
     bias = bias ? emit2(imp, QIR_OP_ADD, bias, pad) : pad;
   }
+  qir_value *y;
+  if (one_op) {
+    qir_value *ops[4] = {q, k, v, bias ? bias : const_scalar(imp, dt, 0)};
+    qir_op *op = op_begin(imp, QIR_OP_ATTENTION, 4, ops);
+    set_f(imp, op, "scale", scale);
+    if (softcap > 0) set_f(imp, op, "softcap", softcap);
+    y = op_end(imp, op, NULL);
+    if (!y) return false;
+    return attention_outputs(nc, y, r, B, Hq, Sq, dv, k, v);
+  }
   /* softcap before the bias, so masked (-inf) scores stay -inf */
-  double softcap = attr_float(nc, "softcap", 0);
   qir_value *capped = qk;
   if (softcap > 0) {
     qir_value *c = const_scalar(imp, dt, softcap);
     capped = emit2(imp, QIR_OP_MUL, emit1(imp, QIR_OP_TANH, emit2(imp, QIR_OP_DIV, qk, c)), c);
   }
   qir_value *with_bias = bias ? emit2(imp, QIR_OP_ADD, capped, bias) : capped;
-  qir_value *sm_in = with_bias;
-  const Onnx__AttributeProto *prec = attr_find(nc, "softmax_precision");
-  if (prec && prec->i) {
-    qir_dtype pdt;
-    if (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)) return node_fail(nc, "softmax_precision must be a float type");
-    sm_in = emit_cast(imp, with_bias, pdt);
-  }
+  qir_value *sm_in = pdt != dt ? emit_cast(imp, with_bias, pdt) : with_bias;
   qir_value *sm = emit_cast(imp, with_axis(imp, QIR_OP_SOFTMAX, sm_in, 3), dt);
-  qir_value *y = emit2(imp, QIR_OP_MATMUL, reshape_to(imp, sm, 5, B, Hkv, G, Sq, T), reshape_to(imp, v, 5, B, Hkv, 1, T, dv));
+  y = emit2(imp, QIR_OP_MATMUL, reshape_to(imp, sm, 5, B, Hkv, G, Sq, T), reshape_to(imp, v, 5, B, Hkv, 1, T, dv));
   y = reshape_to(imp, y, 4, B, Hq, Sq, dv, 0);
-  if (r == 3) {
-    static const int64_t perm[4] = {0, 2, 1, 3};
-    y = reshape_to(imp, emit_transpose(imp, y, 4, perm), 3, B, Sq, Hq * dv, 0, 0);
-  }
-  if (!node_set_out(nc, 0, y)) return false;
-  if (wants_out(nc, 1)) nc->out[1] = k;
-  if (wants_out(nc, 2)) nc->out[2] = v;
+  if (!attention_outputs(nc, y, r, B, Hq, Sq, dv, k, v)) return false;
   if (wants_out(nc, 3)) {
     int64_t mode = attr_int(nc, "qk_matmul_output_mode", 0);
     /* 0, 1: the (softcapped) scores; 2: with the bias; 3: the softmax */
