@@ -1678,7 +1678,7 @@ static int expand_max_pool_indices(chain *c, qir_value **results) {
 /* top_k as two reductions: each element's rank along the axis (how many
  * elements go before it: better, or equal at a lower index), then the k
  * outputs pick the element of rank p (exactly one term of each sum is taken).
- * Quadratic in the axis extent; NaNs are not ordered. */
+ * Quadratic in the axis extent; NaN orders as the largest value, as in qrun. */
 static int expand_top_k(chain *c, qir_value **results) {
   te *t = &c->t;
   const qir_op *op = t->op;
@@ -1692,7 +1692,14 @@ static int expand_top_k(chain *c, qir_value **results) {
   qir_expr *xi = at_with(t, 0, axis, var(t, axis)), *xj = at_with(t, 0, axis, var(t, j));
   qir_expr *better = x->dtype == QIR_U64 ? (largest ? u64_less(t, xi, xj) : u64_less(t, xj, xi))
                                          : bin(t, largest ? QIR_FN_GT : QIR_FN_LT, xj, xi);
-  qir_expr *tie = and_(t, bin(t, QIR_FN_EQ, xj, xi), bin(t, QIR_FN_LT, var(t, j), var(t, axis)));
+  qir_expr *equal = bin(t, QIR_FN_EQ, xj, xi);
+  if (qir_dtype_is_float(x->dtype)) { /* NaN is the largest value, equal to itself (as qrun, numpy's sort) */
+    qir_expr *nj = un(t, QIR_FN_ISNAN, xj), *ni = un(t, QIR_FN_ISNAN, xi);
+    qir_expr *nan_wins = largest ? bin(t, QIR_FN_AND, nj, un(t, QIR_FN_NOT, ni)) : bin(t, QIR_FN_AND, ni, un(t, QIR_FN_NOT, nj));
+    better = bin(t, QIR_FN_OR, nan_wins, better);
+    equal = bin(t, QIR_FN_OR, equal, bin(t, QIR_FN_AND, nj, ni));
+  }
+  qir_expr *tie = and_(t, equal, bin(t, QIR_FN_LT, var(t, j), var(t, axis)));
   qir_expr *before = bin(t, QIR_FN_OR, better, tie);
   qir_value *rank = push(c, make_compute(t, 1, op->operands, &rt, sel(t, before, lit(t, 1), lit(t, 0)), QIR_REDUCE_SUM));
   if (!rank) return 0;
