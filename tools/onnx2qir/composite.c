@@ -603,8 +603,60 @@ static bool cv_affine_grid(node_ctx *nc) {
   return node_set_out(nc, 0, emit_reshape(IMP, g, sd + 2, gd));
 }
 
-/* Det: Leibniz's sum over permutations of the last two (square) dims, for
- * matrices up to 4 x 4 (24 products of gathered elements). */
+/* Det of matrices larger than 4 x 4: LU elimination with partial pivoting,
+ * unrolled over the n columns on x reshaped to [N, n, n].  Step j: the pivot
+ * row p is the first of the largest |a[r, j]|, r >= j (argmax); rows j and p
+ * swap (gather_elements with the swapping permutation), the determinant takes
+ * the pivot and the swap's sign, and the rows below lose their multiple of
+ * row j.  A zero pivot divides by 1 instead: the determinant is 0 already and
+ * the rest stays finite. */
+static qir_value *det_lu(importer *imp, qir_value *x, int64_t n) {
+  int r = x->type.rank;
+  int64_t N = 1;
+  for (int i = 0; i < r - 2; i++) N *= x->type.dims[i];
+  qir_dtype dt = x->type.dtype;
+  int64_t d3[3] = {N, n, n};
+  qir_value *a = emit_reshape(imp, x, 3, d3);
+  int64_t *rows = malloc(sizeof *rows * (size_t)n);
+  if (!rows) abort();
+  for (int64_t i = 0; i < n; i++) rows[i] = i;
+  int64_t rd[2] = {1, n}, zd[3] = {1, 1, n};
+  qir_value *row = const_data(imp, qir_type_make(QIR_I64, 2, rd), rows); /* [1, n] */
+  free(rows);
+  qir_value *zeros = const_splat(imp, qir_type_make(QIR_I64, 3, zd), 0);
+  qir_value *det = NULL, *zero = const_scalar(imp, dt, 0), *one = const_scalar(imp, dt, 1);
+  for (int64_t j = 0; j < n; j++) {
+    qir_value *jj = const_scalar(imp, QIR_I64, (double)j);
+    qir_value *below = emit2(imp, QIR_OP_GREATER_EQUAL, row, jj);
+    qir_value *cand = where(imp, below, emit1(imp, QIR_OP_ABS, gather(imp, QIR_OP_GATHER, a, jj, 2)), const_scalar(imp, dt, -1));
+    qir_op *op = op_begin(imp, QIR_OP_ARGMAX, 1, &cand);
+    set_i(imp, op, "axis", 1);
+    set_i(imp, op, "keepdims", 1);
+    set_i(imp, op, "select_last_index", 0);
+    qir_value *p = op_end(imp, op, NULL); /* [N, 1] */
+    qir_value *perm = where(imp, emit2(imp, QIR_OP_EQUAL, row, jj), p, where(imp, emit2(imp, QIR_OP_EQUAL, row, p), jj, row));
+    int64_t pd[3] = {N, n, 1};
+    qir_value *idx = emit2(imp, QIR_OP_ADD, emit_reshape(imp, perm, 3, pd), zeros); /* [N, n, n] */
+    a = gather(imp, QIR_OP_GATHER_ELEMENTS, a, idx, 1);
+    qir_value *rowj = gather(imp, QIR_OP_GATHER, a, jj, 1);     /* [N, n] */
+    qir_value *piv = gather(imp, QIR_OP_GATHER, rowj, jj, 1);   /* [N] */
+    qir_value *sign = where(imp, emit2(imp, QIR_OP_EQUAL, p, jj), one, const_scalar(imp, dt, -1)); /* [N, 1] */
+    int64_t nd[1] = {N};
+    qir_value *term = emit2(imp, QIR_OP_MUL, piv, emit_reshape(imp, sign, 1, nd));
+    det = det ? emit2(imp, QIR_OP_MUL, det, term) : term;
+    if (j + 1 == n) break;
+    int64_t n1[2] = {N, 1};
+    qir_value *safe = where(imp, emit2(imp, QIR_OP_EQUAL, piv, zero), one, piv);
+    qir_value *colj = gather(imp, QIR_OP_GATHER, a, jj, 2); /* [N, n] */
+    qir_value *factor = where(imp, emit2(imp, QIR_OP_GREATER, row, jj), emit2(imp, QIR_OP_DIV, colj, emit_reshape(imp, safe, 2, n1)), zero);
+    int64_t fd[3] = {N, n, 1}, jd[3] = {N, 1, n};
+    a = emit2(imp, QIR_OP_SUB, a, emit2(imp, QIR_OP_MUL, emit_reshape(imp, factor, 3, fd), emit_reshape(imp, rowj, 3, jd)));
+  }
+  return emit_reshape(imp, det, r - 2, x->type.dims);
+}
+
+/* Det: Leibniz's sum over permutations of the last two (square) dims for
+ * matrices up to 4 x 4 (24 products of gathered elements), else det_lu. */
 static bool cv_det(node_ctx *nc) {
   if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
@@ -612,7 +664,9 @@ static bool cv_det(node_ctx *nc) {
   if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return node_fail(nc, "input must be [..., M, M]");
   if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "input must be a float tensor");
   int64_t n = x->type.dims[r - 1];
-  if (n < 1 || n > 4) return node_fail(nc, "Det of matrices larger than 4 x 4 is not supported");
+  if (n < 1) return node_fail(nc, "Det of an empty matrix");
+  if (n > 256) return node_fail(nc, "Det of matrices larger than 256 x 256 is not supported (the elimination is unrolled)");
+  if (n > 4) return node_set_out(nc, 0, det_lu(IMP, x, n));
   int64_t d[QIR_MAX_RANK];
   for (int i = 0; i < r - 2; i++) d[i] = x->type.dims[i];
   d[r - 2] = n * n;
