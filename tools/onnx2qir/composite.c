@@ -860,8 +860,54 @@ static bool cv_linear_attention(node_ctx *nc) {
   return true;
 }
 
-/* RoiAlign (mode avg, a fixed sampling_ratio): each RoI's sampling points as a
- * grid_sample grid (pixel coordinates, align_corners, border: ONNX clamps
+/* RoiAlign mode max, as ONNX's reference and ONNX Runtime define it: per
+ * sampling point the largest of its four bilinear corner terms w·x (not the
+ * interpolated value), then the largest over the bin's points; points outside
+ * [-1, D] count as 0.  A point is clamped to >= 0; at or past the last pixel
+ * both corners are the last pixel.  The corners are read by nearest-pixel
+ * grid_samples at integer coordinates. */
+static qir_value *roi_align_max(importer *imp, qir_value *xr, qir_value *const coord[2], qir_value *const inside[2],
+                                int64_t R, int64_t C, int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t sr) {
+  qir_dtype dt = xr->type.dtype;
+  qir_value *pos[2][2], *wt[2][2]; /* per axis (0: y, 1: x): low / high pixel, and their weights */
+  for (int a = 0; a < 2; a++) {
+    double last = (double)((a ? W : H) - 1);
+    qir_value *c = emit2(imp, QIR_OP_MAX, coord[a], const_scalar(imp, dt, 0));
+    qir_value *lo = emit1(imp, QIR_OP_FLOOR, c);
+    qir_value *edge = emit2(imp, QIR_OP_GREATER_EQUAL, lo, const_scalar(imp, dt, last));
+    qir_value *l_ = const_scalar(imp, dt, last);
+    lo = where(imp, edge, l_, lo);
+    c = where(imp, edge, l_, c);
+    pos[a][0] = lo;
+    pos[a][1] = where(imp, edge, l_, emit2(imp, QIR_OP_ADD, lo, const_scalar(imp, dt, 1)));
+    wt[a][1] = emit2(imp, QIR_OP_SUB, c, lo);                             /* l */
+    wt[a][0] = emit2(imp, QIR_OP_SUB, const_scalar(imp, dt, 1), wt[a][1]); /* h = 1 - l */
+  }
+  int64_t MH = oh * sr, MW = ow * sr, fd[4] = {R, MH, MW, 1};
+  qir_value *zeros = const_splat(imp, qir_type_make(dt, 4, fd), 0), *best = NULL;
+  for (int cy = 0; cy < 2; cy++)
+    for (int cx = 0; cx < 2; cx++) {
+      qir_value *gx = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, pos[1][cx], const_scalar(imp, dt, 2.0 / (double)(W - 1))), const_scalar(imp, dt, 1));
+      qir_value *gy = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, pos[0][cy], const_scalar(imp, dt, 2.0 / (double)(H - 1))), const_scalar(imp, dt, 1));
+      gx = emit2(imp, QIR_OP_ADD, reshape_to(imp, gx, 4, R, 1, MW, 1, 0), zeros);
+      gy = emit2(imp, QIR_OP_ADD, reshape_to(imp, gy, 4, R, MH, 1, 1, 0), zeros);
+      qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xr, concat2(imp, gx, gy, 3)});
+      set_w(imp, op, "mode", "nearest");
+      set_w(imp, op, "padding_mode", "border");
+      set_i(imp, op, "align_corners", 1);
+      qir_value *v = op_end(imp, op, NULL); /* [R, C, MH, MW] */
+      qir_value *w = emit2(imp, QIR_OP_MUL, reshape_to(imp, wt[0][cy], 4, R, 1, MH, 1, 0), reshape_to(imp, wt[1][cx], 4, R, 1, 1, MW, 0));
+      qir_value *term = emit2(imp, QIR_OP_MUL, w, v);
+      best = best ? emit2(imp, QIR_OP_MAX, best, term) : term;
+    }
+  qir_value *mask = emit2(imp, QIR_OP_AND, reshape_to(imp, inside[0], 4, R, 1, MH, 1, 0), reshape_to(imp, inside[1], 4, R, 1, 1, MW, 0));
+  best = where(imp, mask, best, const_scalar(imp, dt, 0));
+  int64_t d6[6] = {R, C, oh, sr, ow, sr}, axes[2] = {3, 5};
+  return reduce(imp, QIR_OP_REDUCE_MAX, emit_reshape(imp, best, 6, d6), 2, axes, 0);
+}
+
+/* RoiAlign (a fixed sampling_ratio; mode max: roi_align_max): mode avg takes
+ * each RoI's sampling points as a grid_sample grid (pixel coordinates, align_corners, border: ONNX clamps
  * points in [-1, 0) and (D-1, D] to the edge), points farther out masked to 0,
  * then the mean over each bin's points. */
 static bool cv_roi_align(node_ctx *nc) {
@@ -871,7 +917,9 @@ static bool cv_roi_align(node_ctx *nc) {
   if (x->type.rank != 4 || !qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "X must be a float [N, C, H, W]");
   if (rois->type.rank != 2 || rois->type.dims[1] != 4 || bidx->type.rank != 1 || bidx->type.dims[0] != rois->type.dims[0])
     return node_fail(nc, "rois must be [R, 4] and batch_indices [R]");
-  if (strcmp(attr_str(nc, "mode", "avg"), "avg")) return node_fail(nc, "RoiAlign mode max is not supported");
+  const char *mode = attr_str(nc, "mode", "avg");
+  bool max_mode = !strcmp(mode, "max");
+  if (!max_mode && strcmp(mode, "avg")) return node_fail(nc, "mode must be avg or max");
   int64_t oh = attr_int(nc, "output_height", 1), ow = attr_int(nc, "output_width", 1), sr = attr_int(nc, "sampling_ratio", 0);
   if (oh < 1 || ow < 1) return node_fail(nc, "output_height and output_width must be positive");
   if (sr <= 0) return node_fail(nc, "sampling_ratio 0 (a per-RoI adaptive grid) is not supported");
@@ -923,6 +971,7 @@ static bool cv_roi_align(node_ctx *nc) {
   qir_value *grid = concat2(imp, gx, gy, 3);
   qir_value *xr = gather(imp, QIR_OP_GATHER, x, emit_cast(imp, bidx, QIR_I64), 0); /* [R, C, H, W] */
   if (!grid || !xr) return false;
+  if (max_mode) return node_set_out(nc, 0, roi_align_max(imp, xr, coord, inside, R, C, H, W, oh, ow, sr));
   qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xr, grid});
   set_w(imp, op, "mode", "linear");
   set_w(imp, op, "padding_mode", "border");
