@@ -225,7 +225,7 @@ static bool cv_cast(node_ctx *nc) {
   if (saturate != 0 && saturate != 1) return node_fail(nc, "attribute 'saturate' must be 0 or 1");
   const Onnx__AttributeProto *rm = attr_find(nc, "round_mode");
   if (rm && (!rm->s.data || rm->s.len != 2 || memcmp(rm->s.data, "up", 2) != 0)) {
-    imp_error(IMP, "Cast: round_mode '%.*s' is not supported (only 'up', the default)", rm->s.data ? (int)rm->s.len : 0,
+    imp_error(IMP, "round_mode '%.*s' is not supported (only 'up', the default)", rm->s.data ? (int)rm->s.len : 0,
               rm->s.data ? (const char *)rm->s.data : "");
     return false;
   }
