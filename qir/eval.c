@@ -3267,6 +3267,11 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_LRN: return eval_lrn(e, &in[0], &res[0]);
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: return eval_softmax(e, &in[0], &res[0]);
   case QIR_OP_ATTENTION: return eval_attention(e, &in[0], &in[1], &in[2], &in[3], &res[0]);
+  case QIR_OP_BITCAST: /* the same bytes (the shape rule checked the sizes) */
+    if (numel(&in[0].type) != numel(&res[0].type) || esize(&in[0].type) != esize(&res[0].type))
+      return FAIL(e, "'bitcast': operand and result sizes differ");
+    memcpy(res[0].data, in[0].data, (size_t)numel(&res[0].type) * esize(&res[0].type));
+    return true;
   case QIR_OP_LSTM: case QIR_OP_GRU: case QIR_OP_RNN: return eval_rnn(e, in, res, n_res);
   default: return FAIL(e, "'%s' cannot be evaluated on its own", opname(op));
   }

@@ -674,6 +674,19 @@ static bool rule_matmul(rule_ctx *c) {
   return true;
 }
 
+static bool rule_bitcast(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0);
+  const char *to = qir_op_attr_str(c->op, "to", NULL);
+  qir_dtype dt;
+  if (!to || !qir_dtype_from_name(to, strlen(to), &dt)) return fail(c, "attribute 'to' must name an element type");
+  if (qir_dtype_size(dt) != qir_dtype_size(x->dtype) || qir_dtype_bits(dt) != qir_dtype_bits(x->dtype) || qir_dtype_bits(dt) < 8)
+    return fail(c, "%s and %s differ in size (or are 4-/2-bit types)", qir_dtype_name(x->dtype), to);
+  if (dt == QIR_BOOL && x->dtype != QIR_BOOL) return fail(c, "bitcast to bool from %s: bytes other than 0 and 1 are no bool", qir_dtype_name(x->dtype));
+  c->out[0] = *x;
+  c->out[0].dtype = dt;
+  return true;
+}
+
 static bool rule_attention(rule_ctx *c) {
   const qir_type *q = operand_type(c, 0), *k = operand_type(c, 1), *v = operand_type(c, 2), *b = operand_type(c, 3);
   if (!require_class(c, 0, DT_FLOAT) || !same_dtype(c, 0, 1) || !same_dtype(c, 0, 2) || !same_dtype(c, 0, 3)) return false;
@@ -1029,6 +1042,7 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_ONE_HOT: return rule_one_hot;
   case QIR_OP_MATMUL: return rule_matmul;
   case QIR_OP_ATTENTION: return rule_attention;
+  case QIR_OP_BITCAST: return rule_bitcast;
   case QIR_OP_GEMM: return rule_gemm;
   case QIR_OP_EINSUM: return rule_einsum;
   case QIR_OP_CONV: case QIR_OP_CONV_TRANSPOSE: return rule_conv;

@@ -17,7 +17,7 @@
  *
  * Compute axes must have positive extents, so ops with an empty result have no
  * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
- * resize with both antialias and exclude_outside.  The multi-stage ops (attention, softmax,
+ * resize with both antialias and exclude_outside, bitcast (a view in qcodegen).  The multi-stage ops (attention, softmax,
  * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
  * argmax/argmin) have a chain through qir_op_expand_computes only; the
  * multi-result ops (split, max_pool with indices, layer_norm with statistics,

@@ -82,6 +82,7 @@ static const attr_spec attr_specs[] = {
   {QIR_OP_LOOP, "max_trip", A_INT, false, NULL},
   {QIR_OP_CAST, "to", A_STRING, false, NULL},
   {QIR_OP_CAST, "saturate", A_FLAG, false, NULL},
+  {QIR_OP_BITCAST, "to", A_STRING, true, NULL},
   {QIR_OP_LEAKY_RELU, "alpha", A_FLOAT, false, NULL},
   {QIR_OP_ELU, "alpha", A_FLOAT, false, NULL},
   {QIR_OP_SELU, "alpha", A_FLOAT, false, NULL},

@@ -169,6 +169,9 @@ static bool plan_op(host *h, opinfo *oi) {
     for (int i = 0; i < n_carried; i++) oi->tmp[i] = new_buffer(h, value_bytes(op->operands[2 + i]));
     return true;
   }
+  case QIR_OP_BITCAST: /* a view: the same bytes, typed anew at each use */
+    h->vals[op->results[0]->id] = (vstore){.kind = VS_ALIAS, .alias = op->operands[0]};
+    return true;
   case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
     if (op->n_results == 1 && op->results[0]->type.dtype == op->operands[0]->type.dtype &&
         qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type)) {
@@ -310,7 +313,7 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: continue;
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: case QIR_OP_BITCAST: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
