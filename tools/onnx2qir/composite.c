@@ -983,6 +983,93 @@ static bool cv_roi_align(node_ctx *nc) {
   return node_set_out(nc, 0, reduce(imp, QIR_OP_REDUCE_MEAN, emit_reshape(imp, smp, 6, d6), 2, axes, 0));
 }
 
+/* DeformConv (2-D): each kernel tap's input sampled at its offset position
+ * (bilinear, zero outside: a grid_sample with zeros padding on pixel
+ * coordinates) per offset group, times the mask, then the grouped convolution
+ * as one matmul of W [group, oC/group, C/group * taps] with the samples. */
+static bool cv_deform_conv(node_ctx *nc) {
+  if (!node_need_inputs(nc, 3)) return false;
+  importer *imp = IMP;
+  qir_value *x = IN(0), *w = IN(1), *off = IN(2), *b = IN(3), *mask = IN(4);
+  if (x->type.rank != 4 || w->type.rank != 4 || off->type.rank != 4) return node_fail(nc, "only 2-D DeformConv: X, W and offset must be 4-D");
+  if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "X must be a float tensor");
+  qir_dtype dt = x->type.dtype;
+  int64_t N = x->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
+  int64_t OC = w->type.dims[0], kh = w->type.dims[2], kw = w->type.dims[3];
+  int64_t ks[2] = {kh, kw}, st[2] = {1, 1}, dl[2] = {1, 1}, pd[4] = {0, 0, 0, 0};
+  if (attr_ints(nc, "kernel_shape", ks, 2) == 2 && (ks[0] != kh || ks[1] != kw)) return node_fail(nc, "kernel_shape does not match W");
+  int ns = attr_ints(nc, "strides", st, 2), nd = attr_ints(nc, "dilations", dl, 2), np = attr_ints(nc, "pads", pd, 4);
+  if ((ns >= 0 && ns != 2) || (nd >= 0 && nd != 2) || (np >= 0 && np != 4)) return node_fail(nc, "strides, dilations and pads must have 2, 2 and 4 entries");
+  int64_t group = attr_int(nc, "group", 1), og = attr_int(nc, "offset_group", 1);
+  if (st[0] < 1 || st[1] < 1 || dl[0] < 1 || dl[1] < 1 || pd[0] < 0 || pd[1] < 0 || pd[2] < 0 || pd[3] < 0)
+    return node_fail(nc, "strides and dilations must be positive, pads not negative");
+  if (group < 1 || C % group || OC % group || w->type.dims[1] != C / group) return node_fail(nc, "group does not divide the channels of X and W");
+  if (og < 1 || C % og) return node_fail(nc, "offset_group must divide the channels");
+  if (H < 2 || W < 2) return node_fail(nc, "DeformConv needs an image of at least 2 x 2");
+  int64_t oh = (H + pd[0] + pd[2] - (dl[0] * (kh - 1) + 1)) / st[0] + 1, ow = (W + pd[1] + pd[3] - (dl[1] * (kw - 1) + 1)) / st[1] + 1;
+  int64_t K = kh * kw;
+  if (oh < 1 || ow < 1) return node_fail(nc, "the kernel does not fit the padded image");
+  if (off->type.dims[0] != N || off->type.dims[1] != og * 2 * K || off->type.dims[2] != oh || off->type.dims[3] != ow)
+    return node_fail(nc, "offset must be [N, offset_group * 2 * kH * kW, oH, oW]");
+  if (mask && (mask->type.rank != 4 || mask->type.dims[0] != N || mask->type.dims[1] != og * K || mask->type.dims[2] != oh || mask->type.dims[3] != ow))
+    return node_fail(nc, "mask must be [N, offset_group * kH * kW, oH, oW]");
+  if (b && (b->type.rank != 1 || b->type.dims[0] != OC)) return node_fail(nc, "B must be [oC]");
+  if (N * og * K * oh * ow > FOLD_LIMIT * 64) return node_fail(nc, "sampling grid too large");
+  /* positions: base (per tap and output row / column) + offset; offset is [N, og, K, 2 (dy, dx), oH, oW] */
+  int64_t d6[6] = {N, og, K, 2, oh, ow};
+  qir_value *o6 = emit_reshape(imp, emit_cast(imp, off, dt), 6, d6);
+  qir_value *pos[2];
+  for (int a = 0; a < 2; a++) {
+    int64_t s6[6] = {0, 0, 0, a, 0, 0}, e6[6] = {N, og, K, a + 1, oh, ow}, t6[6] = {1, 1, 1, 1, 1, 1};
+    qir_op *op = op_begin(imp, QIR_OP_SLICE, 1, &o6);
+    set_ints(imp, op, "starts", 6, s6);
+    set_ints(imp, op, "ends", 6, e6);
+    set_ints(imp, op, "steps", 6, t6);
+    int64_t d5[5] = {N, og, K, oh, ow};
+    qir_value *d = emit_reshape(imp, op_end(imp, op, NULL), 5, d5);
+    int64_t n_out = a ? ow : oh;
+    char *buf = calloc((size_t)(K * n_out), (size_t)qir_dtype_size(dt));
+    if (!buf) abort();
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t o = 0; o < n_out; o++) {
+        int64_t tap = a ? k % kw : k / kw;
+        qir_store_elem(dt, buf, k * n_out + o, (double)(o * st[a] - pd[a] + tap * dl[a]));
+      }
+    int64_t bd[5] = {1, 1, K, a ? 1 : oh, a ? ow : 1};
+    qir_value *bv = const_data(imp, qir_type_make(dt, 5, bd), buf);
+    free(buf);
+    double D = (double)(a ? W : H);
+    /* normalised for align_corners: 2 p / (D - 1) - 1 */
+    pos[a] = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, emit2(imp, QIR_OP_ADD, d, bv), const_scalar(imp, dt, 2.0 / (D - 1))), const_scalar(imp, dt, 1));
+  }
+  int64_t gd[5] = {N * og, K * oh, ow, 1, 0};
+  qir_value *grid = concat2(imp, emit_reshape(imp, pos[1], 4, gd), emit_reshape(imp, pos[0], 4, gd), 3); /* (x, y) */
+  int64_t xd[4] = {N * og, C / og, H, W};
+  qir_value *xs = emit_reshape(imp, x, 4, xd);
+  if (!grid || !xs) return false;
+  qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xs, grid});
+  set_w(imp, op, "mode", "linear");
+  set_w(imp, op, "padding_mode", "zeros");
+  set_i(imp, op, "align_corners", 1);
+  qir_value *smp = op_end(imp, op, NULL); /* [N*og, C/og, K*oH, oW] */
+  int64_t sd[6] = {N, og, C / og, K, oh, ow};
+  smp = emit_reshape(imp, smp, 6, sd);
+  if (mask) {
+    int64_t md[6] = {N, og, 1, K, oh, ow};
+    smp = emit2(imp, QIR_OP_MUL, smp, emit_reshape(imp, emit_cast(imp, mask, dt), 6, md));
+  }
+  int64_t cg = C / group, ocg = OC / group;
+  int64_t s4[4] = {N, group, cg * K, oh * ow}, w4[4] = {1, group, ocg, cg * K};
+  qir_value *y = emit2(imp, QIR_OP_MATMUL, emit_reshape(imp, w, 4, w4), emit_reshape(imp, smp, 4, s4)); /* [N, group, ocg, oH*oW] */
+  int64_t yd[4] = {N, OC, oh, ow};
+  y = emit_reshape(imp, y, 4, yd);
+  if (b) {
+    int64_t bd[4] = {1, OC, 1, 1};
+    y = emit2(imp, QIR_OP_ADD, y, emit_reshape(imp, b, 4, bd));
+  }
+  return node_set_out(nc, 0, y);
+}
+
 /* ---------------------------------------------------------------- ai.onnx.ml */
 
 static bool cv_binarizer(node_ctx *nc) {
@@ -1444,6 +1531,7 @@ static const converter_entry composites[] = {
     {"MaxUnpool", cv_max_unpool, "kernel_shape,pads,strides"},
     {"AffineGrid", cv_affine_grid, "align_corners"},
     {"Det", cv_det, ""},
+    {"DeformConv", cv_deform_conv, "dilations,group,kernel_shape,offset_group,pads,strides"},
     {"RoiAlign", cv_roi_align, "coordinate_transformation_mode,mode,output_height,output_width,sampling_ratio,spatial_scale"},
     {"LinearAttention", cv_linear_attention, "chunk_size,kv_num_heads,q_num_heads,scale,update_rule"},
     {"CausalConvWithState", cv_causal_conv_with_state, "activation"},
