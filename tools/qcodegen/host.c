@@ -173,6 +173,9 @@ static bool plan_op(host *h, opinfo *oi) {
     for (int i = 0; i < n_carried; i++) oi->tmp[i] = new_buffer(h, value_bytes(op->operands[2 + i]));
     return true;
   }
+  case QIR_OP_BITCAST: /* a view: the same bytes, typed anew at each use */
+    h->vals[op->results[0]->id] = (vstore){.kind = VS_ALIAS, .alias = op->operands[0]};
+    return true;
   case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
     if (op->n_results == 1 && op->results[0]->type.dtype == op->operands[0]->type.dtype &&
         qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type)) {
@@ -314,7 +317,7 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: continue;
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: case QIR_OP_BITCAST: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
@@ -1102,7 +1105,8 @@ static const char *npy_descr(qir_dtype t) {
   case QIR_BF16: return "<V2";   /* as qir/tensorio.c: the bfloat16 bits */
   case QIR_U16: return "<u2";
   case QIR_U8: return "|u1";
-  default: return "|b1";
+  case QIR_BOOL: return "|b1";
+  default: return qir_dtype_name(t); /* narrow: the record descr [('NAME', '|u1')] (qir/tensorio.h) */
   }
 }
 
@@ -1121,6 +1125,16 @@ static int onnx_code(qir_dtype t) {
   case QIR_U32: return 12;
   case QIR_U16: return 4;
   case QIR_U8: return 2;
+  case QIR_F8E4M3FN: return 17;
+  case QIR_F8E4M3FNUZ: return 18;
+  case QIR_F8E5M2: return 19;
+  case QIR_F8E5M2FNUZ: return 20;
+  case QIR_U4: return 21;
+  case QIR_I4: return 22;
+  case QIR_F4E2M1: return 23;
+  case QIR_F8E8M0: return 24;
+  case QIR_U2: return 25;
+  case QIR_I2: return 26;
   default: return 9;
   }
 }
@@ -1457,6 +1471,13 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s\"%s\"", t ? ", " : "", npy_descr((qir_dtype)t));
     fputs("};\nstatic const int q_onnx[] = {", o);
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", onnx_code((qir_dtype)t));
+    fputs("};\n/* bits per element in ONNX's packed raw_data (4 and 2 for i4/u4/f4e2m1, i2/u2); -1 for i4/i2 says sign-extend */\n"
+          "static const int q_pbits[] = {", o);
+    for (int t = 0; t < QIR_DTYPE_COUNT; t++) {
+      qir_dtype d = (qir_dtype)t;
+      int bits = qir_dtype_bits(d);
+      fprintf(o, "%s%d", t ? ", " : "", bits < 8 && qir_dtype_is_signed_int(d) ? -bits : bits);
+    }
     fputs("};\n", o);
     emit_io_table(o, "outputs", h.outputs, h.n_outputs, false);
     fputs(cg_main_text, o);
