@@ -541,6 +541,10 @@ static bool compose_segment(composer *cm, const qir_value *root, cg_segment *seg
   if (n_red == 1) cm->anchor = red[0];
   const qir_op *lead = cm->anchor ? cm->anchor : root->def;
   const qir_compute *mc = lead->comp;
+  if (!mc || !mc->body) {
+    cm->why = "a staged value without a compute form";
+    return false;
+  }
   if (mc->n_axes != n || (cm->anchor && cm->anchor->results[0]->type.rank != n)) {
     cm->why = "a staged segment whose reduction changes the shape";
     return false;

@@ -39,8 +39,15 @@
  * row reads at its own points (QK^T before the softmax) joins too: computed
  * per point while the row is staged.
  *
+ * Shared-memory edges (see "shared-memory edges" below): a producer the group
+ * reads across windows (a convolution before a pooling or LRN, a pooling
+ * before a convolution, the branches of a concat) joins with its own segment
+ * at #fuse=smem when the model rates the joint kernel faster, recomputed halo
+ * work counted; the group's block tile is then constructed for the group.
+ *
  * With -stats the pass prints operators, kernels, modelled global bytes and
- * modelled time before and after, and its own time, on stderr. */
+ * modelled time (kernels' estimates plus -welder-launch-us per launch) before
+ * and after, and its own time, on stderr. */
 #include "qopt.h"
 #include "rprogram.h"
 #include "target.h"
