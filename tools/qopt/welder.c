@@ -555,6 +555,42 @@ static bool group_boxes(node **mem, int n_mem, const int64_t *block, box *bx) {
 static double box_total(const box *b, const qir_type *vt, const qir_type *ot, const int64_t *block) {
   int64_t nb[QIR_MAX_RANK], grid = 1;
   for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
+  /* each dimension of the box moving with at most one output axis (the usual
+   * case): the sum over blocks is a product over the output axes */
+  int axis_of[QIR_MAX_RANK];
+  bool separable = true;
+  for (int j = 0; j < vt->rank; j++) {
+    axis_of[j] = -1;
+    for (int d = 0; d < ot->rank; d++)
+      if (b->co[j][d]) {
+        if (axis_of[j] >= 0) separable = false;
+        axis_of[j] = d;
+      }
+  }
+  if (separable) {
+    double total = 1;
+    for (int j = 0; j < vt->rank; j++)
+      if (axis_of[j] < 0) {
+        int64_t lo = b->oc[j] < 0 ? 0 : b->oc[j], hi = b->oc[j] + b->ext[j] > vt->dims[j] ? vt->dims[j] : b->oc[j] + b->ext[j];
+        total *= hi > lo ? (double)(hi - lo) : 0;
+      }
+    for (int d = 0; d < ot->rank; d++) {
+      double sum = 0;
+      for (int64_t k = 0; k < nb[d]; k++) {
+        double e = 1;
+        for (int j = 0; j < vt->rank; j++) {
+          if (axis_of[j] != d) continue;
+          int64_t lo = b->oc[j] + b->co[j][d] * k * block[d], hi = lo + b->ext[j];
+          if (lo < 0) lo = 0;
+          if (hi > vt->dims[j]) hi = vt->dims[j];
+          e *= hi > lo ? (double)(hi - lo) : 0;
+        }
+        sum += e;
+      }
+      total *= sum;
+    }
+    return total;
+  }
   if (grid > MAX_BOX_BLOCKS) {
     double e = (double)grid;
     for (int j = 0; j < vt->rank; j++) e *= (double)(b->ext[j] < vt->dims[j] ? b->ext[j] : vt->dims[j]);
@@ -729,8 +765,12 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
   node *mem[MAX_MEMBERS];
   int n_mem = group_members(rc, g, last, mem);
   int64_t blk[QIR_MAX_RANK];
-  double est;
-  bool fits = n_mem < MAX_MEMBERS && plan_staged(rc, mem, n_mem, g, blk, &est);
+  double est = 0;
+  /* no recomputation at all would not pay: no tile will */
+  for (int i = 0; i < n_mem; i++)
+    if (mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0)) est += work_us(w, mem[i]);
+  bool fits = est + bytes_us(w, members_bytes(rc, mem, n_mem, g)) + w->launch_us < before && n_mem < MAX_MEMBERS &&
+              plan_staged(rc, mem, n_mem, g, blk, &est);
   if (!fits || est + w->launch_us >= before) {
     for (int j = 0; j < n_joined; j++) joined[j]->group = -1;
     p->staged = false;
