@@ -29,7 +29,7 @@
 
 #include "lower.h"
 
-#define MAX_SEGMENTS 4
+#define MAX_SEGMENTS 8
 
 typedef struct {
   cg_ctx *cg;
@@ -575,6 +575,18 @@ static bool compose_segment(composer *cm, const qir_value *root, cg_segment *seg
   return true;
 }
 
+/* Every read of operand k in e is at [i0, i1, ..] (rank indices). */
+static bool identity_reads(const qir_expr *e, int k, int rank) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand == k) {
+    qir_expr *const *idx = e->args;
+    if (!is_identity(idx, e->n_args, rank)) return false;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!identity_reads(e->args[i], k, rank)) return false;
+  return true;
+}
+
 /* Adds the box of staged value t that a read `e` (index expressions over the
  * variables of segment s's compute `c`) covers when s's axes range over its
  * own box (reduction axes over their extent). */
@@ -625,6 +637,28 @@ static bool box_read(composer *cm, cg_stages *st, int s, const qir_compute *c, c
   return true;
 }
 
+/* Whether reduction value v can anchor a segment: every read of it is an
+ * elementwise op's at its own point, on the way (through more such ops) to a
+ * marked value or the result, which become its epilogue. */
+static bool anchors_epilogue(const composer *cm, const qir_value *v, const qir_value *const *marked, int n_marked,
+                             const qir_value *out, int depth) {
+  if (depth > 64 || !v->uses) return false;
+  for (const qir_use *u = v->uses; u; u = u->next) {
+    const qir_op *user = u->user;
+    if (user->parent != cm->body || user->code != QIR_OP_COMPUTE || !user->comp || user->comp->n_red > 0 ||
+        user->n_results != 1)
+      return false;
+    const qir_value *r = user->results[0];
+    if (r->type.rank != v->type.rank || memcmp(r->type.dims, v->type.dims, sizeof(int64_t) * (size_t)v->type.rank))
+      return false;
+    if (!identity_reads(user->comp->body, u->operand_index, v->type.rank)) return false;
+    bool root = r == out;
+    for (int t = 0; t < n_marked; t++) root |= marked[t] == r;
+    if (!root && !anchors_epilogue(cm, r, marked, n_marked, out, depth + 1)) return false;
+  }
+  return true;
+}
+
 /* A group whose reductions chain through values marked #fuse=smem (a pooling
  * or LRN after a convolution): each such value and the result are segments. */
 static qir_op *compose_stages(composer *cm) {
@@ -649,6 +683,24 @@ static qir_op *compose_stages(composer *cm) {
   if (cm->n_tiles == 0) {
     cm->why = "a second reduction without a shared-memory edge";
     return NULL;
+  }
+  /* a reduction that is no segment's anchor (read by another reduction, or
+   * away from its own point: a softmax's row max and sum) is staged too */
+  const qir_value *marked[MAX_SEGMENTS];
+  int n_marked = cm->n_tiles;
+  memcpy(marked, cm->tile_vals, sizeof *marked * (size_t)n_marked);
+  cm->n_tiles = 0;
+  for (qir_op *op = cm->body->first; op; op = op->next) {
+    if (op->code != QIR_OP_COMPUTE || op->n_results != 1 || op->results[0] == out) continue;
+    bool take = false;
+    for (int t = 0; t < n_marked; t++) take |= marked[t] == op->results[0];
+    if (!take && op->comp && op->comp->n_red > 0) take = !anchors_epilogue(cm, op->results[0], marked, n_marked, out, 0);
+    if (!take) continue;
+    if (cm->n_tiles == MAX_SEGMENTS - 1) {
+      cm->why = "more staged values than a group takes";
+      return NULL;
+    }
+    cm->tile_vals[cm->n_tiles++] = op->results[0];
   }
   cg_stages *st = qir_alloc(m, sizeof *st);
   memset(st, 0, sizeof *st);

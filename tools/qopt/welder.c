@@ -696,7 +696,16 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
         const qir_type *vt = &mem[i]->op->results[0]->type;
         double e = 1;
         for (int j = 0; j < vt->rank; j++) e *= (double)bx[i].ext[j];
-        smem += e * (qir_dtype_size(vt->dtype) > 4 ? 8 : 4);
+        /* a staged row op (softmax, norms) also stages its row input and its row
+         * reductions (qcodegen stages every reduction that is no epilogue's anchor) */
+        smem += e * (qir_dtype_size(vt->dtype) > 4 ? 8 : 4) * (mem[i]->row ? 2 : 1);
+        if (mem[i]->row) {
+          double rows = 1;
+          int64_t axis = qir_op_attr_int(mem[i]->op, "axis", -1);
+          if (axis < 0) axis += vt->rank;
+          for (int j = 0; j < vt->rank && j < axis; j++) rows *= (double)bx[i].ext[j];
+          smem += rows * 8 * mem[i]->n_chain;
+        }
         double vn = (double)qir_type_numel(vt);
         cost += work[i] * (vn > 0 ? box_total(&bx[i], vt, ot, blk) / vn : 1);
       }
@@ -730,7 +739,7 @@ static double group_est(region_ctx *rc, int g, int last, const stage_plan *sp) {
  * index last), then the producers of that segment in turn. */
 static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group, stage_plan *sp, int *n_staged) {
   welder *w = rc->w;
-  if (*n_staged >= MAX_STAGED_VALUES || p->group >= 0 || p->row || p->movement || (!p->comp && !p->n_chain)) return;
+  if (*n_staged >= MAX_STAGED_VALUES || p->group >= 0 || p->movement || (!p->comp && !p->n_chain)) return;
   if (p->op->n_results != 1 || !fusable_code(p->op)) return;
   qir_value *v = p->op->results[0];
   if (!v->uses || qir_type_numel(&v->type) <= 0) return;
@@ -743,7 +752,7 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
   p->identity = true;
   p->seg = pi;
   bool has_anchor = p->n_chain || p->comp->n_red > 0;
-  for (bool grew = !p->n_chain; grew;) {
+  for (bool grew = !p->solo; grew;) {
     grew = false;
     for (int j = pi - 1; j >= 0; j--) {
       node *q = &rc->nodes[j];
@@ -963,7 +972,7 @@ static void weld_region(welder *w, qir_region *r) {
                        (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE);
       }
     }
-    if (nd->solo) {
+    if (nd->solo || nd->row) {
       /* its definition's forms, for the boxes of a staged group */
       qir_diag qd;
       qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
