@@ -859,25 +859,12 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
       blocks[n_mem - 1][j] = b < 1 ? 1 : b > dim ? dim : b;
     }
   }
-  box bx[MAX_MEMBERS];
-  if (sp->staged && group_boxes(mem, n_mem, sp->block, bx)) {
-    /* the tile constructed for the group; each member's box, clipped to its tensor */
-    for (int i = 0; i < n_mem; i++) {
-      const qir_type *vt = &mem[i]->op->results[0]->type;
-      have_block[i] = true;
-      for (int j = 0; j < vt->rank; j++) blocks[i][j] = bx[i].ext[j] < vt->dims[j] ? bx[i].ext[j] : vt->dims[j];
-    }
+  if (sp->staged) {
+    /* the tile constructed for the group; every member's derived from it */
+    have_block[n_mem - 1] = true;
+    memcpy(blocks[n_mem - 1], sp->block, sizeof sp->block);
     anchor = NULL;
     plan = NULL;
-  }
-  for (int i = n_mem - 2; i >= 0 && !sp->staged; i--) {
-    qir_value *v = mem[i]->op->results[0];
-    reads acc = {.identity = true};
-    for (int c = i + 1; c < n_mem; c++)
-      if (have_block[c] && mem[c]->comp) collect_reads(mem[c]->comp, mem[c]->args, mem[c]->comp->body, v, blocks[c], &acc);
-    if (acc.count == 0) continue;
-    have_block[i] = true;
-    for (int j = 0; j < v->type.rank; j++) blocks[i][j] = acc.foot[j] > 0 ? acc.foot[j] : 1;
   }
   qir_op *new_root = NULL;
   for (int i = 0; i < n_mem; i++) {
@@ -897,12 +884,7 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
       bool smem = (root->row && op->results[0] == root->op->operands[0]) || mem[i]->staged;
       qir_op_set_attr(m, c, "fuse", qir_attr_word(m, smem ? "smem" : "reg"), true);
     }
-    if (mem[i] != anchor && have_block[i]) {
-      qir_attr e = {.key = "block", .val = qir_attr_ints(m, op->results[0]->type.rank, blocks[i])};
-      qir_op_set_attr(m, c, "tile", qir_attr_dict(m, 1, &e), true);
-    } else if (mem[i] != anchor) {
-      qir_op_remove_attr(c, "tile");
-    }
+    if (mem[i] != anchor) qir_op_remove_attr(c, "tile");
     qir_op_remove_attr(c, "tile_alternatives");
     qir_op_append(body, c);
     if (op->results[0]->id < n_values) map[op->results[0]->id] = c->results[0];
@@ -910,6 +892,19 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   }
   qir_op_append(body, qir_op_new(m, QIR_OP_YIELD, 1, &new_root->results[0], 0, NULL, root_op->loc));
   free(map);
+  /* each member's block tile, propagated from the group's (qir_group_tiles: the
+   * rule the verifier checks); the anchor keeps its whole plan */
+  if (have_block[n_mem - 1]) {
+    int64_t tiles[MAX_MEMBERS][QIR_MAX_RANK];
+    bool have[MAX_MEMBERS];
+    int nt = qir_group_tiles(m, k, blocks[n_mem - 1], MAX_MEMBERS, tiles, have);
+    int i = 0;
+    for (qir_op *in = body->first; nt >= 0 && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+      if (mem[i] == anchor || !have[i]) continue;
+      qir_attr e = {.key = "block", .val = qir_attr_ints(m, in->results[0]->type.rank, tiles[i])};
+      qir_op_set_attr(m, in, "tile", qir_attr_dict(m, 1, &e), true);
+    }
+  }
   /* the group's plan and model */
   if (plan) qir_op_set_attr(m, k, "tile", plan->val, true);
   double bytes = op_bytes(k), est = 0;
