@@ -463,6 +463,15 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
 int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
                           qir_diag *d);
 
+/* Tile propagation through kernel group k (docs/qir.md): from the block tile
+ * `block` of the group's result (its rank), the tile each inner op's result
+ * needs, through the access maps of the inner ops' tensor-expression forms
+ * (qir/tiles.c).  For the i-th op of the region (the yield excluded), have[i]
+ * says whether a tile follows and tiles[i] holds it.  Returns the number of
+ * ops, or -1 (not a group whose result is computed inside, or more than cap). */
+int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
+                    bool *have);
+
 /* A compute that is a contraction: sum over its reduction axes of
  * [cast](a * b), both factors tensor reads (under casts), possibly as
  * select(mask, a * b, 0) (a convolution's padding), possibly plus

@@ -604,6 +604,67 @@ static void verify_region(verifier *v, qir_region *r, int depth) {
   if (depth > 0) undefine_region(v, r);
 }
 
+static const char *ints_str(qir_module *m, const int64_t *x, int n) {
+  const char *s = "";
+  for (int i = 0; i < n; i++) s = qir_sprintf(m, "%s%s%lld", s, i ? ", " : "", (long long)x[i]);
+  return s;
+}
+
+/* The inner tiles of kernel group k are what propagation from the group's
+ * tile gives (qir_group_tiles): a derived tile (#tile{block = [...]}) that
+ * differs is an error at that tile; a whole plan on an inner op (the
+ * anchor's, from -roller) is its own.  Run on a module that verified clean
+ * otherwise. */
+static void check_group_tiles(verifier *v, qir_op *k) {
+  const qir_attr *tile = qir_op_attr(k, "tile");
+  const qir_attr_val *gb = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "block") : NULL;
+  if (!gb || gb->kind != QIR_ATTR_LIST || k->n_results != 1 || gb->n != k->results[0]->type.rank) return;
+  int64_t blk[QIR_MAX_RANK];
+  for (int j = 0; j < gb->n; j++) {
+    if (gb->items[j].kind != QIR_ATTR_INT || gb->items[j].i < 1) return;
+    int64_t dim = k->results[0]->type.dims[j];
+    blk[j] = gb->items[j].i > dim && dim > 0 ? dim : gb->items[j].i;
+  }
+  int n = 0;
+  for (qir_op *in = k->regions[0]->first; in; in = in->next) n++;
+  int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
+  bool *have = calloc((size_t)n + 1, sizeof *have);
+  if (!tiles || !have) {
+    free(tiles);
+    free(have);
+    qir_error(v->d, k->loc, "out of memory");
+    return;
+  }
+  int nt = qir_group_tiles(v->m, k, blk, n, tiles, have), i = 0;
+  for (qir_op *in = k->regions[0]->first; nt > 0 && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+    const qir_attr *it = qir_op_attr(in, "tile");
+    const qir_attr_val *ib = it && it->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&it->val, "block") : NULL;
+    /* a whole plan (the anchor's, from -roller: grid, threads, ...) is its own; derived tiles are a block only */
+    if (!have[i] || !ib || ib->kind != QIR_ATTR_LIST || it->val.n != 1 || in->n_results != 1) continue;
+    const qir_type *t = &in->results[0]->type;
+    bool same = ib->n == t->rank;
+    int64_t stated[QIR_MAX_RANK] = {0};
+    for (int j = 0; j < ib->n && j < QIR_MAX_RANK; j++) {
+      stated[j] = ib->items[j].kind == QIR_ATTR_INT ? ib->items[j].i : -1;
+      same &= stated[j] == tiles[i][j];
+    }
+    if (!same)
+      ERR(v, attr_loc(in, it), "kernel @%s: the tile of '%s' is [%s] but propagation from the group's tile [%s] gives [%s]",
+          k->sym ? k->sym : "?", op_name(in), ints_str(v->m, stated, ib->n < QIR_MAX_RANK ? ib->n : QIR_MAX_RANK),
+          ints_str(v->m, blk, gb->n), ints_str(v->m, tiles[i], t->rank));
+  }
+  free(tiles);
+  free(have);
+}
+
+static void check_tiles_region(verifier *v, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code == QIR_OP_KERNEL) check_group_tiles(v, op);
+    else
+      for (int i = 0; i < op->n_regions; i++) check_tiles_region(v, op->regions[i]);
+  }
+}
+
 int qir_verify(qir_module *m, qir_diag *d) {
   int before = d->n_errors;
   verifier v = {m, d, NULL, m->next_value_id};
@@ -614,5 +675,7 @@ int qir_verify(qir_module *m, qir_diag *d) {
   }
   if (m->body) verify_region(&v, m->body, 0);
   free(v.scope);
+  /* tiles are derived through the ops' forms: only of a module that is sound otherwise */
+  if (m->body && d->n_errors == before) check_tiles_region(&v, m->body);
   return d->n_errors - before;
 }

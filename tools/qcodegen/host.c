@@ -345,6 +345,9 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < n; i++) qir_op_insert_before(op, chain[i]);
     const qir_attr *tile = qir_op_attr(op, "tile");
     if (tile && n == 1) qir_op_set_attr(m, chain[0], "tile", tile->val, true);
+    /* the level of a group member's result edge stays on what computes the result */
+    const qir_attr *fuse = qir_op_attr(op, "fuse");
+    if (fuse && op->n_results == 1) qir_op_set_attr(m, chain[n - 1], "fuse", fuse->val, true);
     for (int i = 0; i < op->n_results && i < 3; i++) qir_value_replace_uses(m, op->results[i], results[i]);
     qir_op_unlink(op);
   }

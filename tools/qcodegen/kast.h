@@ -245,6 +245,7 @@ typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;
  * (one past the compute's operands) is the accumulated value, rounded to
  * acc_dtype.  NULL epilogue: the compute's result is stored as it is. */
 typedef struct cg_rows cg_rows;   /* lower.h: a group of row reductions */
+typedef struct cg_stages cg_stages; /* lower.h: a group with values staged in shared memory */
 typedef struct {
   const qir_op *op;             /* the composed compute op */
   const char *name;
@@ -252,6 +253,7 @@ typedef struct {
   int acc_operand;
   qir_dtype acc_dtype;
   const cg_rows *rows;          /* a row group (softmax, norms): one warp per row */
+  const cg_stages *stages;      /* a group of reductions chained through shared memory */
 } cg_group;
 
 typedef struct {

@@ -140,6 +140,12 @@ kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, in
 static kexpr *tr_access(lower_env *env, const qir_expr *e) {
   kbuilder *b = env->b;
   if (env->group && e->operand == env->group->acc_operand) return env->acc_value;
+  if (env->n_tiles && e->operand >= env->tile_base && e->operand < env->tile_base + env->n_tiles) {
+    const stage_tile *st = &env->tiles[e->operand - env->tile_base];
+    kexpr *off[QIR_MAX_RANK];
+    for (int j = 0; j < st->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], KT_I32), st->origin[j]);
+    return ke_elem(b, st->smem, strides_linear(env, off, st->ext, st->rank));
+  }
   if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
     return env->marker_values[e->operand - env->marker_base];
   for (int s = 0; s < env->n_staged; s++) {
@@ -1059,7 +1065,7 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   }
   const cg_group *grp = plan_op ? cg_group_of(cg, plan_op) : NULL;
   /* a row group's bodies read its reductions (checked when it was composed) */
-  if (!(grp && grp->rows) && !body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
+  if (!(grp && (grp->rows || grp->stages)) && !body_ok(cg, comp, comp->body, n_args, args, env.loc)) return NULL;
   if ((comp->n_red > 0) != (comp->reduce != QIR_REDUCE_NONE)) {
     qir_error(cg->d, env.loc, "compute: reduction axes and reduction kind disagree");
     return NULL;
@@ -1097,6 +1103,8 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   tile_plan p;
   if (grp && grp->rows) {
     lower_rows(&env, grp->rows);
+  } else if (grp && grp->stages) {
+    lower_stages(&env, grp->stages);
   } else if (tile) {
     if (!plan_from_attr(&env, tile, &p)) return NULL;
     if (p.mma) lower_mma(&env, &p);

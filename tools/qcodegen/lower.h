@@ -29,6 +29,15 @@ typedef struct {
   bool guard[QIR_MAX_RANK];      /* the index may leave [0, dim) somewhere: test it */
 } staged_access;
 
+/* A value of a staged group (lower_stages) computed into shared memory: the
+ * box of its elements one block needs, from origin (per block) over ext. */
+typedef struct {
+  kvar *smem;
+  int rank;
+  kexpr *origin[QIR_MAX_RANK];
+  int64_t ext[QIR_MAX_RANK];
+} stage_tile;
+
 typedef struct {
   cg_ctx *cg;
   kbuilder *b;
@@ -48,6 +57,8 @@ typedef struct {
   int marker_base, n_markers;   /* reads of operands marker_base.. are values of the kernel: */
   const qir_dtype *marker_dtypes;
   kexpr **marker_values;        /* row reductions and a staged row (lower_rows) */
+  int tile_base, n_tiles;       /* reads of operands tile_base.. are staged tiles (lower_stages), */
+  const stage_tile *tiles;      /* indexed relative to the tile's origin */
 } lower_env;
 
 /* A row group (lower_group.c): reductions over the same axes of the result
@@ -68,6 +79,30 @@ struct cg_rows {
   bool reduced[QIR_MAX_RANK];
 };
 void lower_rows(lower_env *env, const cg_rows *rows);
+
+/* A group whose reductions are chained through shared memory (a pooling or
+ * LRN after a convolution): each staged value is a segment (its reduction,
+ * the anchor, and an elementwise epilogue), computed over the box of its
+ * elements the block's output tile needs (halo included) into shared memory,
+ * one barrier after each; the last segment computes the block's outputs.
+ * Segment s reads staged value t as operand tile_base + t. */
+typedef struct {
+  qir_compute *comp;            /* over the value's axes, the anchor's reduction axes */
+  const qir_expr *epilogue;     /* over the value's axes reading acc_operand, or NULL */
+  qir_dtype acc_dtype, dtype;   /* the anchor's and the value's element types */
+  const qir_type *type;         /* the value's type */
+  int64_t oconst[QIR_MAX_RANK];                /* the box's origin: oconst + ocoef . block start */
+  int64_t ocoef[QIR_MAX_RANK][QIR_MAX_RANK];
+  int64_t ext[QIR_MAX_RANK];
+} cg_segment;
+struct cg_stages {
+  int n;                        /* segments in program order; the last is the group's result */
+  cg_segment *seg;
+  int acc_operand, tile_base;
+  int64_t block[QIR_MAX_RANK];  /* the result's block tile */
+  int threads;
+};
+void lower_stages(lower_env *env, const cg_stages *st);
 qir_expr_fn reduce_fn_of(qir_reduce_kind r);
 kexpr *reduce_identity(kbuilder *b, qir_reduce_kind r, ktype t);
 kexpr *reduce_combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t);

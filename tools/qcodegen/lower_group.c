@@ -29,6 +29,8 @@
 
 #include "lower.h"
 
+#define MAX_SEGMENTS 8
+
 typedef struct {
   cg_ctx *cg;
   qir_op *kernel;
@@ -49,6 +51,10 @@ typedef struct {
   bool ctx_stage;               /* ctx is a stage: its reduction variables walk the row */
   bool reduced[QIR_MAX_RANK];
   int rank;
+  /* staged groups: values computed into shared memory, read as operands tile_base + i */
+  int n_tiles, tile_base;
+  const qir_value *tile_vals[MAX_SEGMENTS];
+  const qir_value *seg_root;    /* the segment being composed */
 } composer;
 
 /* idx (in ctx's variables) is the row's own point: kept axes their variable,
@@ -127,7 +133,12 @@ static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, 
     return NULL;
   }
   qir_expr *r = NULL;
-  if (cm->rows && v == cm->staged && !cm->expanding_staged) {
+  int tile = -1;
+  for (int t = 0; t < cm->n_tiles; t++)
+    if (v == cm->tile_vals[t] && v != cm->seg_root) tile = t;
+  if (tile >= 0) {
+    r = qir_expr_access(m, cm->tile_base + tile, n_idx, idx);
+  } else if (cm->rows && v == cm->staged && !cm->expanding_staged) {
     if (!row_point(cm, idx, n_idx, true)) cm->why = "the staged row is read away from the row's point";
     else r = qir_expr_access(m, cm->acc_operand + cm->n_stages, n_idx, idx);
   } else if (v->arg_of == cm->body) {
@@ -486,6 +497,394 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
                            rows->point ? " (computed from a reduction at each point)" : "");
 }
 
+/* ---------------------------------------------------------------- staged groups */
+
+/* Shared memory the staged tiles of one block may take: within the static
+ * limit of every GPU target. */
+#define STAGE_SMEM_LIMIT (48 * 1024)
+
+/* The reductions reachable from v through the group's elementwise ops, not
+ * crossing a staged value: at most one may be the segment's anchor. */
+static void segment_reductions(composer *cm, const qir_value *v, const qir_op **seen, int *n_seen, const qir_op **red,
+                               int *n_red) {
+  const qir_op *d = v->def;
+  if (!d || d->parent != cm->body || d->code != QIR_OP_COMPUTE || !d->comp) return;
+  for (int t = 0; t < cm->n_tiles; t++)
+    if (v == cm->tile_vals[t] && v != cm->seg_root) return;
+  for (int i = 0; i < *n_seen; i++)
+    if (seen[i] == d) return;
+  if (*n_seen == 64) return;
+  seen[(*n_seen)++] = d;
+  if (d->comp->n_red > 0) {
+    if (*n_red < 2) red[*n_red] = d;
+    (*n_red)++;
+    return;
+  }
+  for (int k = 0; k < d->n_operands; k++) segment_reductions(cm, d->operands[k], seen, n_seen, red, n_red);
+}
+
+/* Segment `root` as a compute over its axes (the anchor's reduction, if any)
+ * and an epilogue; staged values it reads are tile operands. */
+static bool compose_segment(composer *cm, const qir_value *root, cg_segment *seg) {
+  qir_module *m = cm->cg->m;
+  cm->seg_root = root;
+  cm->anchor = NULL;
+  cm->depth = 0;
+  const qir_op *seen[64], *red[2];
+  int n_seen = 0, n_red = 0;
+  segment_reductions(cm, root, seen, &n_seen, red, &n_red);
+  if (n_red > 1) {
+    cm->why = "two reductions in one segment of a staged group";
+    return false;
+  }
+  int n = root->type.rank;
+  if (n_red == 1) cm->anchor = red[0];
+  const qir_op *lead = cm->anchor ? cm->anchor : root->def;
+  const qir_compute *mc = lead->comp;
+  if (!mc || !mc->body) {
+    cm->why = "a staged value without a compute form";
+    return false;
+  }
+  if (mc->n_axes != n || (cm->anchor && cm->anchor->results[0]->type.rank != n)) {
+    cm->why = "a staged segment whose reduction changes the shape";
+    return false;
+  }
+  for (int d = 0; d < n; d++)
+    if (mc->axis_extents[d] != root->type.dims[d]) {
+      cm->why = "a staged segment whose reduction changes the shape";
+      return false;
+    }
+  qir_compute *c = qir_compute_new(m, mc->n_axes, mc->n_red);
+  for (int v = 0; v < mc->n_axes + mc->n_red; v++) {
+    c->axis_names[v] = mc->axis_names[v];
+    c->axis_extents[v] = mc->axis_extents[v];
+  }
+  c->reduce = mc->reduce;
+  cm->in_epilogue = false;
+  c->body = substitute(cm, lead, mc->body, identity_vars(m, mc->n_axes + mc->n_red), mc->n_axes + mc->n_red);
+  seg->epilogue = NULL;
+  if (c->body && cm->anchor && cm->anchor->results[0] != root) {
+    cm->in_epilogue = true;
+    seg->epilogue = expand(cm, root, identity_vars(m, n), n);
+  }
+  if (cm->why) return false;
+  seg->comp = c;
+  seg->acc_dtype = (cm->anchor ? cm->anchor->results[0] : root)->type.dtype;
+  seg->dtype = root->type.dtype;
+  seg->type = &root->type;
+  return true;
+}
+
+/* Every read of operand k in e is at [i0, i1, ..] (rank indices). */
+static bool identity_reads(const qir_expr *e, int k, int rank) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand == k) {
+    qir_expr *const *idx = e->args;
+    if (!is_identity(idx, e->n_args, rank)) return false;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!identity_reads(e->args[i], k, rank)) return false;
+  return true;
+}
+
+/* Adds the box of staged value t that a read `e` (index expressions over the
+ * variables of segment s's compute `c`) covers when s's axes range over its
+ * own box (reduction axes over their extent). */
+static bool box_read(composer *cm, cg_stages *st, int s, const qir_compute *c, const qir_expr *e, int n_vars) {
+  if (e->kind == QIR_EX_ACCESS && e->operand >= st->tile_base && e->operand < st->tile_base + st->n - 1) {
+    int t = e->operand - st->tile_base;
+    cg_segment *src = &st->seg[s], *dst = &st->seg[t];
+    int rank = dst->type->rank;
+    if (t >= s || e->n_args != rank) {
+      cm->why = "a staged value read before it is computed";
+      return false;
+    }
+    for (int j = 0; j < rank; j++) {
+      int64_t coef[MAX_AXES], k0, oc[QIR_MAX_RANK] = {0}, ext = 1;
+      if (!affine(e->args[j], n_vars, coef, &k0)) {
+        cm->why = "a staged value read at an index that is not affine";
+        return false;
+      }
+      int64_t o0 = k0;
+      for (int v = 0; v < n_vars; v++) {
+        if (!coef[v]) continue;
+        int64_t size = v < c->n_axes ? src->ext[v] : c->axis_extents[v];
+        int64_t at0 = v < c->n_axes ? src->oconst[v] : 0;
+        if (coef[v] < 0) at0 += size - 1;
+        o0 += coef[v] * at0;
+        if (v < c->n_axes)
+          for (int d = 0; d < QIR_MAX_RANK; d++) oc[d] += coef[v] * src->ocoef[v][d];
+        ext += (coef[v] > 0 ? coef[v] : -coef[v]) * (size - 1);
+      }
+      if (dst->ext[j] == 0) {
+        dst->oconst[j] = o0;
+        memcpy(dst->ocoef[j], oc, sizeof oc);
+        dst->ext[j] = ext;
+        continue;
+      }
+      if (memcmp(dst->ocoef[j], oc, sizeof oc)) {
+        cm->why = "a staged value read at boxes that move differently with the block";
+        return false;
+      }
+      int64_t lo = o0 < dst->oconst[j] ? o0 : dst->oconst[j];
+      int64_t hi = o0 + ext > dst->oconst[j] + dst->ext[j] ? o0 + ext : dst->oconst[j] + dst->ext[j];
+      dst->oconst[j] = lo;
+      dst->ext[j] = hi - lo;
+    }
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!box_read(cm, st, s, c, e->args[i], n_vars)) return false;
+  return true;
+}
+
+/* Whether reduction value v can anchor a segment: every read of it is an
+ * elementwise op's at its own point, on the way (through more such ops) to a
+ * marked value or the result, which become its epilogue. */
+static bool anchors_epilogue(const composer *cm, const qir_value *v, const qir_value *const *marked, int n_marked,
+                             const qir_value *out, int depth) {
+  if (depth > 64 || !v->uses) return false;
+  for (const qir_use *u = v->uses; u; u = u->next) {
+    const qir_op *user = u->user;
+    if (user->parent != cm->body || user->code != QIR_OP_COMPUTE || !user->comp || user->comp->n_red > 0 ||
+        user->n_results != 1)
+      return false;
+    const qir_value *r = user->results[0];
+    if (r->type.rank != v->type.rank || memcmp(r->type.dims, v->type.dims, sizeof(int64_t) * (size_t)v->type.rank))
+      return false;
+    if (!identity_reads(user->comp->body, u->operand_index, v->type.rank)) return false;
+    bool root = r == out;
+    for (int t = 0; t < n_marked; t++) root |= marked[t] == r;
+    if (!root && !anchors_epilogue(cm, r, marked, n_marked, out, depth + 1)) return false;
+  }
+  return true;
+}
+
+/* A group whose reductions chain through values marked #fuse=smem (a pooling
+ * or LRN after a convolution): each such value and the result are segments. */
+static qir_op *compose_stages(composer *cm) {
+  qir_module *m = cm->cg->m;
+  qir_op *k = cm->kernel;
+  cm->why = NULL;
+  qir_value *out = cm->body->last->operands[0];
+  if (!out->def || out->def->parent != cm->body || out->def->code != QIR_OP_COMPUTE) {
+    cm->why = "a result that is not computed in the group";
+    return NULL;
+  }
+  for (qir_op *op = cm->body->first; op; op = op->next) {
+    const qir_attr *f = qir_op_attr(op, "fuse");
+    if (!f || (f->val.kind != QIR_ATTR_WORD && f->val.kind != QIR_ATTR_STRING) || strcmp(f->val.s, "smem") != 0) continue;
+    if (op->code != QIR_OP_COMPUTE || op->n_results != 1 || op->results[0] == out) continue;
+    if (cm->n_tiles == MAX_SEGMENTS - 1) {
+      cm->why = "more staged values than a group takes";
+      return NULL;
+    }
+    cm->tile_vals[cm->n_tiles++] = op->results[0];
+  }
+  if (cm->n_tiles == 0) {
+    cm->why = "a second reduction without a shared-memory edge";
+    return NULL;
+  }
+  /* a reduction that is no segment's anchor (read by another reduction, or
+   * away from its own point: a softmax's row max and sum) is staged too */
+  const qir_value *marked[MAX_SEGMENTS];
+  int n_marked = cm->n_tiles;
+  memcpy(marked, cm->tile_vals, sizeof *marked * (size_t)n_marked);
+  cm->n_tiles = 0;
+  for (qir_op *op = cm->body->first; op; op = op->next) {
+    if (op->code != QIR_OP_COMPUTE || op->n_results != 1 || op->results[0] == out) continue;
+    bool take = false;
+    for (int t = 0; t < n_marked; t++) take |= marked[t] == op->results[0];
+    if (!take && op->comp && op->comp->n_red > 0) take = !anchors_epilogue(cm, op->results[0], marked, n_marked, out, 0);
+    if (!take) continue;
+    if (cm->n_tiles == MAX_SEGMENTS - 1) {
+      cm->why = "more staged values than a group takes";
+      return NULL;
+    }
+    cm->tile_vals[cm->n_tiles++] = op->results[0];
+  }
+  cg_stages *st = qir_alloc(m, sizeof *st);
+  memset(st, 0, sizeof *st);
+  st->n = cm->n_tiles + 1;
+  st->seg = qir_alloc(m, sizeof *st->seg * (size_t)st->n);
+  memset(st->seg, 0, sizeof *st->seg * (size_t)st->n);
+  st->acc_operand = cm->acc_operand = k->n_operands;
+  st->tile_base = cm->tile_base = k->n_operands + 1;
+  for (int s = 0; s < st->n; s++)
+    if (!compose_segment(cm, s < cm->n_tiles ? cm->tile_vals[s] : out, &st->seg[s])) return NULL;
+  /* the result's block tile: the group's plan, else 8 x 8 over its last two axes */
+  int n = out->type.rank;
+  const qir_attr *tile = qir_op_attr(k, "tile");
+  const qir_attr_val *blk = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "block") : NULL;
+  int64_t per_block = 1;
+  for (int d = 0; d < n; d++) {
+    int64_t b = d >= n - 2 ? 8 : 1;
+    if (blk && blk->kind == QIR_ATTR_LIST && blk->n == n && blk->items[d].kind == QIR_ATTR_INT) b = blk->items[d].i;
+    if (b < 1) b = 1;
+    if (b > out->type.dims[d]) b = out->type.dims[d] > 0 ? out->type.dims[d] : 1;
+    st->block[d] = b;
+    per_block *= b;
+  }
+  st->threads = per_block >= 256 ? 256 : (int)((per_block + 31) / 32 * 32);
+  /* boxes, from the result back: a value's readers all come after it */
+  cg_segment *last = &st->seg[st->n - 1];
+  for (int d = 0; d < n; d++) {
+    last->ext[d] = st->block[d];
+    last->ocoef[d][d] = 1;
+  }
+  int64_t bytes = 0;
+  for (int s = st->n - 1; s >= 0; s--) {
+    cg_segment *g = &st->seg[s];
+    if (s < st->n - 1) {
+      int64_t elems = 1;
+      for (int j = 0; j < g->type->rank; j++) {
+        if (g->ext[j] <= 0) {
+          cm->why = "a staged value no later segment reads";
+          return NULL;
+        }
+        elems *= g->ext[j];
+      }
+      bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
+      if (bytes > STAGE_SMEM_LIMIT) {
+        cm->why = qir_sprintf(m, "staged tiles of %" PRId64 " bytes per block: more than %d", bytes, STAGE_SMEM_LIMIT);
+        return NULL;
+      }
+    }
+    if (!box_read(cm, st, s, g->comp, g->comp->body, g->comp->n_axes + g->comp->n_red)) return NULL;
+    if (g->epilogue && !box_read(cm, st, s, g->comp, g->epilogue, g->comp->n_axes)) return NULL;
+  }
+  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
+  op->comp = last->comp;
+  qir_op_insert_before(k, op);
+  add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .acc_operand = -1, .stages = st});
+  return op;
+}
+
+/* Segment g's value at the point env->vars[0..n): its reduction's loops added
+ * to `seq`, the value (rounded to the value's type) returned. */
+static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segment *g, kstmt *seq) {
+  kbuilder *b = env->b;
+  const qir_compute *c = g->comp;
+  env->comp = c;
+  kexpr *v;
+  if (c->n_red > 0) {
+    ktype at = ktype_of_dtype(g->acc_dtype);
+    kvar *acc = kvar_new(b, env->k, "acc", at, 0, KV_LOCAL);
+    ks_add(b, seq, ks_decl(b, acc, reduce_identity(b, c->reduce, at)));
+    kstmt *cur = seq;
+    for (int a = 0; a < c->n_red; a++) {
+      kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+      env->vars[c->n_axes + a] = ke_var(b, r);
+      kstmt *lb = ks_seq(b);
+      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, c->axis_extents[c->n_axes + a]), 1, lb));
+      cur = lb;
+    }
+    ks_add(b, cur, ks_assign(b, acc, NULL, reduce_combine(b, c->reduce, ke_var(b, acc), tr_as(env, c->body, at), at)));
+    v = ke_cast_dtype(b, ke_var(b, acc), g->acc_dtype);
+  } else {
+    v = ke_cast_dtype(b, tr_as(env, c->body, ktype_of_dtype(g->dtype)), g->dtype);
+  }
+  if (g->epilogue) {
+    cg_group acc_only = {.acc_operand = st->acc_operand, .acc_dtype = g->acc_dtype};
+    const cg_group *saved = env->group;
+    env->group = &acc_only;
+    env->acc_value = v;
+    v = ke_cast_dtype(b, tr_as(env, g->epilogue, ktype_of_dtype(g->dtype)), g->dtype);
+    env->acc_value = NULL;
+    env->group = saved;
+  }
+  return v;
+}
+
+void lower_stages(lower_env *env, const cg_stages *st) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_type *ot = &k->args[0]->type;
+  int n = ot->rank;
+  int64_t nb[QIR_MAX_RANK], grid = 1, per_block = 1;
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(ot->dims[d], st->block[d]);
+    grid *= nb[d];
+    per_block *= st->block[d];
+  }
+  k->grid = grid;
+  k->threads = st->threads;
+  kexpr *bc[QIR_MAX_RANK], *bstart[QIR_MAX_RANK];
+  decompose(env, ke_bid(b), nb, n, bc);
+  for (int d = 0; d < n; d++) {
+    kexpr *s = ke_mul(b, bc[d], ke_int(b, st->block[d]));
+    bstart[d] = s->kind == KE_INT ? s : ke_var(b, let(env, "b", s));
+  }
+  stage_tile *tiles = qir_alloc(b->m, sizeof *tiles * (size_t)st->n);
+  env->tiles = tiles;
+  env->tile_base = st->tile_base;
+  env->n_tiles = 0;
+  /* the markers' types (expr_type): the staged values' */
+  qir_dtype *dts = qir_alloc(b->m, sizeof *dts * (size_t)st->n);
+  for (int s = 0; s < st->n; s++) dts[s] = st->seg[s].dtype;
+  env->marker_base = st->tile_base;
+  env->n_markers = st->n - 1;
+  env->marker_dtypes = dts;
+  int64_t staged_elems = 0;
+  for (int s = 0; s < st->n - 1; s++) {
+    const cg_segment *g = &st->seg[s];
+    stage_tile *tl = &tiles[s];
+    tl->rank = g->type->rank;
+    int64_t elems = 1;
+    for (int j = 0; j < tl->rank; j++) {
+      kexpr *o = ke_int(b, g->oconst[j]);
+      for (int d = 0; d < n; d++)
+        if (g->ocoef[j][d]) o = ke_add(b, o, ke_mul(b, ke_int(b, g->ocoef[j][d]), bstart[d]));
+      tl->origin[j] = o->kind == KE_INT ? o : ke_var(b, let(env, "o", o));
+      tl->ext[j] = g->ext[j];
+      elems *= g->ext[j];
+    }
+    staged_elems += elems;
+    tl->smem = kvar_new(b, k, "st", ktype_of_dtype(g->dtype), elems, KV_SHARED);
+    /* every element of the box: the value where it lies inside the tensor, else 0 (never read) */
+    kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+    kstmt *body = ks_seq(b);
+    kexpr *off[QIR_MAX_RANK], *inb = NULL;
+    decompose(env, ke_var(b, f), tl->ext, tl->rank, off);
+    for (int j = 0; j < tl->rank; j++) {
+      kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, gv, ke_add(b, tl->origin[j], off[j])));
+      env->vars[j] = ke_var(b, gv);
+      inb = ke_and(b, inb, ke_and(b, ke_bin(b, QIR_FN_GE, env->vars[j], ke_int(b, 0), KT_BOOL),
+                                  ke_lt(b, env->vars[j], ke_int(b, g->type->dims[j]))));
+    }
+    kstmt *then = ks_seq(b);
+    kexpr *v = segment_value(env, st, g, then);
+    ks_add(b, then, ks_assign(b, tl->smem, ke_var(b, f), v));
+    ks_add(b, body, ks_if(b, inb, then, ks_assign(b, tl->smem, ke_var(b, f), ke_cast(b, ke_int(b, 0), tl->smem->type))));
+    ks_add(b, k->body, ks_for(b, f, ke_tid(b), ke_int(b, elems), k->threads, body));
+    ks_add(b, k->body, ks_barrier(b));
+    env->n_tiles = s + 1;
+  }
+  /* the block's outputs */
+  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  kexpr *off[QIR_MAX_RANK], *guard = NULL, *idx[QIR_MAX_RANK];
+  decompose(env, ke_var(b, f), st->block, n, off);
+  for (int d = 0; d < n; d++) {
+    kvar *gv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    ks_add(b, body, ks_decl(b, gv, ke_add(b, bstart[d], off[d])));
+    idx[d] = env->vars[d] = ke_var(b, gv);
+    if (ot->dims[d] % st->block[d]) guard = ke_and(b, guard, ke_lt(b, idx[d], ke_int(b, ot->dims[d])));
+  }
+  kstmt *then = ks_seq(b);
+  kexpr *v = segment_value(env, st, &st->seg[st->n - 1], then);
+  ks_add(b, then, ks_store(b, 0, out_index(env, idx), v));
+  ks_add(b, body, guard ? ks_if(b, guard, then, NULL) : then);
+  ks_add(b, k->body, ks_for(b, f, ke_tid(b), ke_int(b, per_block), k->threads, body));
+  char blk[128];
+  int len = 0;
+  for (int d = 0; d < n && len < (int)sizeof blk - 24; d++)
+    len += snprintf(blk + len, sizeof blk - (size_t)len, "%s%" PRId64, d ? "," : "", st->block[d]);
+  k->summary = qir_sprintf(b->m, "staged: block [%s], %d value%s staged in shared memory (%" PRId64 " elements per block, halo "
+                           "included), grid %" PRId64 " threads %d", blk, st->n - 1, st->n == 2 ? "" : "s", staged_elems,
+                           grid, k->threads);
+}
+
 /* Runs the group's ops as they are: moved out before the kernel op, reading
  * its operands instead of the region arguments. */
 static void dissolve(cg_ctx *cg, qir_op *k) {
@@ -528,6 +927,12 @@ bool cg_compose_groups(cg_ctx *cg, qir_region *r) {
       const char *why = cm.why;
       composer rows = {.cg = cg, .kernel = op, .body = op->regions[0]};
       fused = compose_rows(&rows);
+      if (!fused) {
+        /* reductions chained through shared memory (a pooling after a convolution)? */
+        composer staged = {.cg = cg, .kernel = op, .body = op->regions[0]};
+        fused = compose_stages(&staged);
+        if (!fused && staged.n_tiles) why = staged.why;
+      }
       cm.why = fused ? NULL : why;
     }
     if (fused) {

@@ -39,8 +39,15 @@
  * row reads at its own points (QK^T before the softmax) joins too: computed
  * per point while the row is staged.
  *
+ * Shared-memory edges (see "shared-memory edges" below): a producer the group
+ * reads across windows (a convolution before a pooling or LRN, a pooling
+ * before a convolution, the branches of a concat) joins with its own segment
+ * at #fuse=smem when the model rates the joint kernel faster, recomputed halo
+ * work counted; the group's block tile is then constructed for the group.
+ *
  * With -stats the pass prints operators, kernels, modelled global bytes and
- * modelled time before and after, and its own time, on stderr. */
+ * modelled time (kernels' estimates plus -welder-launch-us per launch) before
+ * and after, and its own time, on stderr. */
 #include "qopt.h"
 #include "rprogram.h"
 #include "target.h"
@@ -65,6 +72,11 @@ typedef struct {
   bool identity;                /* reaches its group's root through identity reads only */
   double bytes;                 /* modelled global traffic as its own kernel */
   double est_us;                /* modelled time as its own kernel */
+  qir_op *chain[4];             /* a solo op's definition (LRN: reduction, then elementwise), unlinked */
+  int n_chain;
+  bool staged;                  /* its result is computed into shared memory for its group (#fuse=smem) */
+  int seg;                      /* the node whose segment it belongs to (staged groups): its own group's
+                                 * root or a staged node */
 } node;
 
 typedef struct {
@@ -73,6 +85,7 @@ typedef struct {
   qir_diag *d;
   FILE *quiet;                  /* what qir_op_to_compute says about ops without a form */
   int n_groups;
+  double launch_us;             /* one kernel launch, in the modelled times */
 } welder;
 
 typedef struct {
@@ -431,8 +444,378 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
 
 static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
+static bool fusable_code(const qir_op *op);
+
+/* ---------------------------------------------------------------- shared-memory edges */
+
+/* Staged groups.  A producer whose readers in the group read it across a
+ * window (a pooling or LRN after a convolution) cannot be inlined per thread
+ * without recomputing it at every tap, nor be a second anchor of the group's
+ * one accumulator.  It can join at the shared-memory level instead: its whole
+ * segment (its own anchor and epilogue, grown by the rules above) computes the
+ * box of its elements one block of the group needs, halo included, into shared
+ * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
+ * The group's block tile is then constructed for the group: among power-of-two
+ * tiles of its output, the one whose staged boxes fit MAX_STAGE_SMEM and whose
+ * recomputed halo work (each segment's work times the elements its boxes
+ * cover over all blocks, clipped to the tensor, per element of the value) is
+ * least.  A segment joins when the modelled time of the joint kernel (work
+ * times recomputation, the group's global traffic, one launch) is below the two
+ * kernels' apart. */
+#define MAX_STAGED_VALUES 3
+#define MAX_STAGE_SMEM (32 * 1024)      /* qcodegen allows 48 KiB; its boxes are exact unions, ours bounds */
+#define MAX_BOX_BLOCKS 4096             /* blocks counted one by one for the recomputation */
+
+typedef struct {
+  bool have;
+  int64_t oc[QIR_MAX_RANK], ext[QIR_MAX_RANK];
+  int64_t co[QIR_MAX_RANK][QIR_MAX_RANK];   /* origin = oc + co . (block start of each output axis) */
+} box;
+
+/* Adds to *dst the box of v that the reads of form c cover while c's output
+ * axes range over *src (reduction axes over their extent).  False: a read
+ * that is not affine, or boxes that move differently with the block. */
+static bool box_reads(const qir_compute *c, qir_value *const *args, const qir_expr *e, const qir_value *v, const box *src,
+                      box *dst) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && args[e->operand] == v) {
+    int nv = c->n_axes + c->n_red;
+    if (e->n_args != v->type.rank || nv > 32 || c->n_axes > QIR_MAX_RANK) return false;
+    for (int j = 0; j < e->n_args; j++) {
+      int64_t coef[32], k0, co[QIR_MAX_RANK] = {0}, ext = 1;
+      if (!affine(e->args[j], nv, coef, &k0)) return false;
+      int64_t o0 = k0;
+      for (int x = 0; x < nv; x++) {
+        if (!coef[x]) continue;
+        int64_t size = x < c->n_axes ? src->ext[x] : c->axis_extents[x];
+        int64_t at0 = x < c->n_axes ? src->oc[x] : 0;
+        if (coef[x] < 0) at0 += size - 1;
+        o0 += coef[x] * at0;
+        if (x < c->n_axes)
+          for (int d = 0; d < QIR_MAX_RANK; d++) co[d] += coef[x] * src->co[x][d];
+        ext += llabs(coef[x]) * (size > 0 ? size - 1 : 0);
+      }
+      if (!dst->have || dst->ext[j] == 0) {
+        dst->oc[j] = o0;
+        memcpy(dst->co[j], co, sizeof co);
+        dst->ext[j] = ext;
+        continue;
+      }
+      if (memcmp(dst->co[j], co, sizeof co)) return false;
+      int64_t lo = o0 < dst->oc[j] ? o0 : dst->oc[j];
+      int64_t hi = o0 + ext > dst->oc[j] + dst->ext[j] ? o0 + ext : dst->oc[j] + dst->ext[j];
+      dst->oc[j] = lo;
+      dst->ext[j] = hi - lo;
+    }
+    dst->have = true;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!box_reads(c, args, e->args[i], v, src, dst)) return false;
+  return true;
+}
+
+/* The box of every member's result for the group's output block `block`
+ * (members in program order, the root last).  False where one does not follow. */
+static bool group_boxes(node **mem, int n_mem, const int64_t *block, box *bx) {
+  memset(bx, 0, sizeof *bx * (size_t)n_mem);
+  const qir_type *ot = &mem[n_mem - 1]->op->results[0]->type;
+  box *r = &bx[n_mem - 1];
+  r->have = true;
+  for (int d = 0; d < ot->rank; d++) r->ext[d] = block[d], r->co[d][d] = 1;
+  for (int i = n_mem - 2; i >= 0; i--) {
+    qir_value *v = mem[i]->op->results[0];
+    for (int c = i + 1; c < n_mem; c++) {
+      node *rd = mem[c];
+      if (!bx[c].have) continue;
+      if (rd->comp) {
+        if (!box_reads(rd->comp, rd->args, rd->comp->body, v, &bx[c], &bx[i])) return false;
+      } else if (rd->n_chain) {
+        box cb[4];
+        memset(cb, 0, sizeof cb);
+        cb[rd->n_chain - 1] = bx[c];
+        for (int a = rd->n_chain - 2; a >= 0; a--)
+          for (int b2 = a + 1; b2 < rd->n_chain; b2++)
+            if (cb[b2].have && !box_reads(rd->chain[b2]->comp, rd->chain[b2]->operands, rd->chain[b2]->comp->body,
+                                          rd->chain[a]->results[0], &cb[b2], &cb[a]))
+              return false;
+        for (int a = 0; a < rd->n_chain; a++)
+          if (cb[a].have && !box_reads(rd->chain[a]->comp, rd->chain[a]->operands, rd->chain[a]->comp->body, v, &cb[a], &bx[i]))
+            return false;
+      } else {
+        for (int k = 0; k < rd->op->n_operands; k++)
+          if (rd->op->operands[k] == v) return false;
+      }
+    }
+    if (!bx[i].have) return false;
+  }
+  return true;
+}
+
+/* Elements of v's boxes over all blocks, clipped to the tensor. */
+static double box_total(const box *b, const qir_type *vt, const qir_type *ot, const int64_t *block) {
+  int64_t nb[QIR_MAX_RANK], grid = 1;
+  for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
+  /* each dimension of the box moving with at most one output axis (the usual
+   * case): the sum over blocks is a product over the output axes */
+  int axis_of[QIR_MAX_RANK];
+  bool separable = true;
+  for (int j = 0; j < vt->rank; j++) {
+    axis_of[j] = -1;
+    for (int d = 0; d < ot->rank; d++)
+      if (b->co[j][d]) {
+        if (axis_of[j] >= 0) separable = false;
+        axis_of[j] = d;
+      }
+  }
+  if (separable) {
+    double total = 1;
+    for (int j = 0; j < vt->rank; j++)
+      if (axis_of[j] < 0) {
+        int64_t lo = b->oc[j] < 0 ? 0 : b->oc[j], hi = b->oc[j] + b->ext[j] > vt->dims[j] ? vt->dims[j] : b->oc[j] + b->ext[j];
+        total *= hi > lo ? (double)(hi - lo) : 0;
+      }
+    for (int d = 0; d < ot->rank; d++) {
+      double sum = 0;
+      for (int64_t k = 0; k < nb[d]; k++) {
+        double e = 1;
+        for (int j = 0; j < vt->rank; j++) {
+          if (axis_of[j] != d) continue;
+          int64_t lo = b->oc[j] + b->co[j][d] * k * block[d], hi = lo + b->ext[j];
+          if (lo < 0) lo = 0;
+          if (hi > vt->dims[j]) hi = vt->dims[j];
+          e *= hi > lo ? (double)(hi - lo) : 0;
+        }
+        sum += e;
+      }
+      total *= sum;
+    }
+    return total;
+  }
+  if (grid > MAX_BOX_BLOCKS) {
+    double e = (double)grid;
+    for (int j = 0; j < vt->rank; j++) e *= (double)(b->ext[j] < vt->dims[j] ? b->ext[j] : vt->dims[j]);
+    return e;
+  }
+  double total = 0;
+  for (int64_t g = 0; g < grid; g++) {
+    int64_t start[QIR_MAX_RANK], rest = g;
+    for (int d = ot->rank - 1; d >= 0; d--) start[d] = (rest % nb[d]) * block[d], rest /= nb[d];
+    double e = 1;
+    for (int j = 0; j < vt->rank && e > 0; j++) {
+      int64_t lo = b->oc[j];
+      for (int d = 0; d < ot->rank; d++) lo += b->co[j][d] * start[d];
+      int64_t hi = lo + b->ext[j];
+      if (lo < 0) lo = 0;
+      if (hi > vt->dims[j]) hi = vt->dims[j];
+      e *= hi > lo ? (double)(hi - lo) : 0;
+    }
+    total += e;
+  }
+  return total;
+}
+
+/* Modelled compute time of a member: its estimate less its traffic, at least
+ * its points at the device's peak. */
+static double work_us(const welder *w, const node *n) {
+  double us = n->est_us - bytes_us(w, n->bytes), floor = 0;
+  const qir_type *t = &n->op->results[0]->type;
+  double peak = qir_target_peak(w->t, t->dtype, false);
+  double points = n->comp ? (double)form_points(n->comp) : (double)qir_type_numel(t) * (1 + n->n_chain);
+  if (peak > 0) floor = 2 * points / (peak * 1e3);
+  return us > floor ? us : floor;
+}
+
+/* Global traffic of a kernel made of the members: distinct outside operands, the result. */
+static double members_bytes(region_ctx *rc, node **mem, int n_mem, int g) {
+  double b = (double)value_bytes(mem[n_mem - 1]->op->results[0]);
+  const qir_value *seen[256];
+  int n_seen = 0;
+  for (int i = 0; i < n_mem; i++)
+    for (int k = 0; k < mem[i]->op->n_operands; k++) {
+      const qir_value *x = mem[i]->op->operands[k];
+      node *p = producer(rc, x);
+      if (p && p->group == g) continue;
+      bool dup = false;
+      for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == x;
+      if (dup) continue;
+      if (n_seen < 256) seen[n_seen++] = x;
+      b += (double)value_bytes(x);
+    }
+  return b;
+}
+
+/* The members of group g in program order (nodes up to index last). */
+static int group_members(region_ctx *rc, int g, int last, node **mem) {
+  int k = 0;
+  for (int j = 0; j <= last && k < MAX_MEMBERS; j++)
+    if (rc->nodes[j].group == g) mem[k++] = &rc->nodes[j];
+  return k;
+}
+
+typedef struct {
+  bool staged;                  /* some member is staged */
+  int64_t block[QIR_MAX_RANK];  /* the group's constructed block tile */
+  double est_us;                /* modelled time of its kernel, launch excluded */
+} stage_plan;
+
+/* The best block tile for members mem (group g): its modelled time in *est
+ * (launch excluded).  False when no tile fits. */
+static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *best, double *est) {
+  const welder *w = rc->w;
+  const qir_type *ot = &mem[n_mem - 1]->op->results[0]->type;
+  int n = ot->rank;
+  if (n < 1 || n > QIR_MAX_RANK) return false;
+  /* work per segment, indexed by the member that roots it */
+  double work[MAX_MEMBERS] = {0};
+  for (int i = 0; i < n_mem; i++) {
+    if (!mem[i]->comp && !mem[i]->n_chain) continue;
+    bool anchor = mem[i]->n_chain || mem[i]->comp->n_red > 0;
+    if (!anchor) continue;
+    for (int s = 0; s < n_mem; s++)
+      if (mem[s] == &rc->nodes[mem[i]->seg]) work[s] += work_us(w, mem[i]);
+  }
+  int64_t cand[QIR_MAX_RANK][8];
+  int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0};
+  for (int d = 0; d < n; d++) {
+    n_cand[d] = 0;
+    for (int64_t b = 1; b <= 32 && b <= ot->dims[d]; b *= 2) cand[d][n_cand[d]++] = b;
+    if (n_cand[d] == 0) cand[d][n_cand[d]++] = 1;
+  }
+  int64_t numel = qir_type_numel(ot);
+  double best_cost = INFINITY;
+  int64_t best_pb = 0;
+  box bx[MAX_MEMBERS];
+  for (;;) {
+    int64_t blk[QIR_MAX_RANK], pb = 1;
+    for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d];
+    if (pb <= 1024 && (pb >= 32 || pb == numel) && group_boxes(mem, n_mem, blk, bx)) {
+      double smem = 0, cost = 0;
+      for (int i = 0; i < n_mem; i++) {
+        if (i == n_mem - 1) { cost += work[i]; continue; }
+        if (!mem[i]->staged) continue;
+        const qir_type *vt = &mem[i]->op->results[0]->type;
+        double e = 1;
+        for (int j = 0; j < vt->rank; j++) e *= (double)bx[i].ext[j];
+        /* a staged row op (softmax, norms) also stages its row input and its row
+         * reductions (qcodegen stages every reduction that is no epilogue's anchor) */
+        smem += e * (qir_dtype_size(vt->dtype) > 4 ? 8 : 4) * (mem[i]->row ? 2 : 1);
+        if (mem[i]->row) {
+          double rows = 1;
+          int64_t axis = qir_op_attr_int(mem[i]->op, "axis", -1);
+          if (axis < 0) axis += vt->rank;
+          for (int j = 0; j < vt->rank && j < axis; j++) rows *= (double)bx[i].ext[j];
+          smem += rows * 8 * mem[i]->n_chain;
+        }
+        double vn = (double)qir_type_numel(vt);
+        cost += work[i] * (vn > 0 ? box_total(&bx[i], vt, ot, blk) / vn : 1);
+      }
+      if (smem <= MAX_STAGE_SMEM && (cost < best_cost * (1 - 1e-9) || (cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
+        best_cost = cost;
+        best_pb = pb;
+        memcpy(best, blk, sizeof blk);
+      }
+    }
+    int d = n - 1;
+    while (d >= 0 && ++idx[d] == n_cand[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
+  if (best_pb == 0) return false;
+  *est = best_cost + bytes_us(w, members_bytes(rc, mem, n_mem, g));
+  return true;
+}
+
+/* Modelled time of group g's kernel as it is (launch excluded). */
+static double group_est(region_ctx *rc, int g, int last, const stage_plan *sp) {
+  if (sp->staged) return sp->est_us;
+  node *mem[MAX_MEMBERS];
+  int n_mem = group_members(rc, g, last, mem);
+  double est = 0;
+  for (int i = 0; i < n_mem; i++)
+    if (mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0) || (n_mem == 1 && !mem[i]->comp)) est += work_us(rc->w, mem[i]);
+  return est + bytes_us(rc->w, members_bytes(rc, mem, n_mem, g));
+}
+
+/* Tries to stage producer p (and the segment it roots) into group g (root at
+ * index last), then the producers of that segment in turn. */
+static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group, stage_plan *sp, int *n_staged) {
+  welder *w = rc->w;
+  if (*n_staged >= MAX_STAGED_VALUES || p->group >= 0 || p->movement || (!p->comp && !p->n_chain)) return;
+  if (p->op->n_results != 1 || !fusable_code(p->op)) return;
+  qir_value *v = p->op->results[0];
+  if (!v->uses || qir_type_numel(&v->type) <= 0) return;
+  for (qir_use *u = v->uses; u; u = u->next)
+    if (!in_group(rc, u->user, g)) return;
+  int pi = (int)(p - rc->nodes);
+  /* the segment alone, grown by the register-level rules */
+  int g2 = (*next_group)++;
+  p->group = g2;
+  p->identity = true;
+  p->seg = pi;
+  bool has_anchor = p->n_chain || p->comp->n_red > 0;
+  for (bool grew = !p->solo; grew;) {
+    grew = false;
+    for (int j = pi - 1; j >= 0; j--) {
+      node *q = &rc->nodes[j];
+      if (q->group < 0 && absorb(rc, q, g2, p, &has_anchor)) {
+        q->seg = pi;
+        grew = true;
+      }
+    }
+  }
+  double before = group_est(rc, g, last, sp) + group_est(rc, g2, pi, &(stage_plan){0}) + 2 * w->launch_us;
+  node *joined[MAX_MEMBERS];
+  int n_joined = 0;
+  for (int j = 0; j <= pi; j++)
+    if (rc->nodes[j].group == g2) {
+      rc->nodes[j].group = g;
+      if (n_joined < MAX_MEMBERS) joined[n_joined++] = &rc->nodes[j];
+    }
+  p->staged = true;
+  node *mem[MAX_MEMBERS];
+  int n_mem = group_members(rc, g, last, mem);
+  int64_t blk[QIR_MAX_RANK];
+  double est = 0;
+  /* no recomputation at all would not pay: no tile will */
+  for (int i = 0; i < n_mem; i++)
+    if (mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0)) est += work_us(w, mem[i]);
+  bool fits = est + bytes_us(w, members_bytes(rc, mem, n_mem, g)) + w->launch_us < before && n_mem < MAX_MEMBERS &&
+              plan_staged(rc, mem, n_mem, g, blk, &est);
+  if (!fits || est + w->launch_us >= before) {
+    for (int j = 0; j < n_joined; j++) joined[j]->group = -1;
+    p->staged = false;
+    return;
+  }
+  sp->staged = true;
+  memcpy(sp->block, blk, sizeof blk);
+  sp->est_us = est;
+  (*n_staged)++;
+  /* the producers of the new segment, staged in turn */
+  for (int i = 0; i < n_mem; i++) {
+    if (mem[i]->seg != pi) continue;
+    for (int k = 0; k < mem[i]->op->n_operands; k++) {
+      node *q = producer(rc, mem[i]->op->operands[k]);
+      if (q && q->group < 0) try_stage(rc, g, last, q, next_group, sp, n_staged);
+    }
+  }
+}
+
+/* The producers of group g's members, staged where it pays. */
+static void stage_group(region_ctx *rc, int g, int last, int *next_group, stage_plan *sp) {
+  node *root = &rc->nodes[last];
+  if (root->row) return;
+  int n_staged = 0;
+  node *mem[MAX_MEMBERS];
+  int n_mem = group_members(rc, g, last, mem);
+  for (int i = 0; i < n_mem; i++) mem[i]->seg = last;
+  for (int i = n_mem - 1; i >= 0; i--)
+    for (int k = 0; k < mem[i]->op->n_operands; k++) {
+      node *p = producer(rc, mem[i]->op->operands[k]);
+      if (p && p->group < 0) try_stage(rc, g, last, p, next_group, sp, &n_staged);
+    }
+}
+
 /* Builds the kernel op of group g (members in program order), replacing them. */
-static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor) {
+static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor, const stage_plan *sp) {
   welder *w = rc->w;
   qir_module *m = w->m;
   /* the operands: values read by members and defined outside the group */
@@ -476,14 +859,12 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
       blocks[n_mem - 1][j] = b < 1 ? 1 : b > dim ? dim : b;
     }
   }
-  for (int i = n_mem - 2; i >= 0; i--) {
-    qir_value *v = mem[i]->op->results[0];
-    reads acc = {.identity = true};
-    for (int c = i + 1; c < n_mem; c++)
-      if (have_block[c] && mem[c]->comp) collect_reads(mem[c]->comp, mem[c]->args, mem[c]->comp->body, v, blocks[c], &acc);
-    if (acc.count == 0) continue;
-    have_block[i] = true;
-    for (int j = 0; j < v->type.rank; j++) blocks[i][j] = acc.foot[j] > 0 ? acc.foot[j] : 1;
+  if (sp->staged) {
+    /* the tile constructed for the group; every member's derived from it */
+    have_block[n_mem - 1] = true;
+    memcpy(blocks[n_mem - 1], sp->block, sizeof sp->block);
+    anchor = NULL;
+    plan = NULL;
   }
   qir_op *new_root = NULL;
   for (int i = 0; i < n_mem; i++) {
@@ -500,15 +881,10 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     c->results[0]->name = op->results[0]->name;
     if (mem[i] != root) {
       /* the row a row group reads is handed over in shared memory */
-      bool smem = root->row && op->results[0] == root->op->operands[0];
+      bool smem = (root->row && op->results[0] == root->op->operands[0]) || mem[i]->staged;
       qir_op_set_attr(m, c, "fuse", qir_attr_word(m, smem ? "smem" : "reg"), true);
     }
-    if (mem[i] != anchor && have_block[i]) {
-      qir_attr e = {.key = "block", .val = qir_attr_ints(m, op->results[0]->type.rank, blocks[i])};
-      qir_op_set_attr(m, c, "tile", qir_attr_dict(m, 1, &e), true);
-    } else if (mem[i] != anchor) {
-      qir_op_remove_attr(c, "tile");
-    }
+    if (mem[i] != anchor) qir_op_remove_attr(c, "tile");
     qir_op_remove_attr(c, "tile_alternatives");
     qir_op_append(body, c);
     if (op->results[0]->id < n_values) map[op->results[0]->id] = c->results[0];
@@ -516,12 +892,30 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   }
   qir_op_append(body, qir_op_new(m, QIR_OP_YIELD, 1, &new_root->results[0], 0, NULL, root_op->loc));
   free(map);
+  /* each member's block tile, propagated from the group's (qir_group_tiles: the
+   * rule the verifier checks); the anchor keeps its whole plan */
+  if (have_block[n_mem - 1]) {
+    int64_t tiles[MAX_MEMBERS][QIR_MAX_RANK];
+    bool have[MAX_MEMBERS];
+    int nt = qir_group_tiles(m, k, blocks[n_mem - 1], MAX_MEMBERS, tiles, have);
+    int i = 0;
+    for (qir_op *in = body->first; nt >= 0 && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+      if (mem[i] == anchor || !have[i]) continue;
+      qir_attr e = {.key = "block", .val = qir_attr_ints(m, in->results[0]->type.rank, tiles[i])};
+      qir_op_set_attr(m, in, "tile", qir_attr_dict(m, 1, &e), true);
+    }
+  }
   /* the group's plan and model */
   if (plan) qir_op_set_attr(m, k, "tile", plan->val, true);
   double bytes = op_bytes(k), est = 0;
   if (anchor) est = anchor->est_us - bytes_us(w, anchor->bytes);
   est += bytes_us(w, bytes);
   if (anchor && est < anchor->est_us * 0.5) est = anchor->est_us * 0.5;
+  if (sp->staged) {
+    qir_attr e = {.key = "block", .val = qir_attr_ints(m, root_op->results[0]->type.rank, sp->block)};
+    qir_op_set_attr(m, k, "tile", qir_attr_dict(m, 1, &e), true);
+    est = sp->est_us;
+  }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
   qir_op_set_attr(m, k, "global_bytes", qir_attr_int((int64_t)bytes), true);
   k->results[0]->name = root_op->results[0]->name;
@@ -573,6 +967,23 @@ static void weld_region(welder *w, qir_region *r) {
                        (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE);
       }
     }
+    if (nd->solo || nd->row) {
+      /* its definition's forms, for the boxes of a staged group */
+      qir_diag qd;
+      qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+      qir_op *chain[8];
+      int nc = qir_op_expand_computes(w->m, op, chain, 8, &qd);
+      bool ok = nc > 0 && nc <= 4;
+      for (int k = 0; k < nc; k++) {
+        qir_op_unlink(chain[k]);
+        ok &= chain[k]->code == QIR_OP_COMPUTE && chain[k]->comp && chain[k]->comp->body &&
+              chain[k]->comp->n_axes + chain[k]->comp->n_red <= 16;
+      }
+      if (ok) {
+        memcpy(nd->chain, chain, sizeof *chain * (size_t)nc);
+        nd->n_chain = nc;
+      }
+    }
     nd->bytes = op_bytes(op);
     nd->est_us = op_est_us(w, op, nd->bytes);
     for (int k = 0; k < op->n_results; k++)
@@ -599,6 +1010,9 @@ static void weld_region(welder *w, qir_region *r) {
         }
       }
     }
+    stage_plan sp = {0};
+    stage_group(&rc, g, i, &next_group, &sp);
+    n_mem = group_members(&rc, g, i, (node *[MAX_MEMBERS]){0});
     if (n_mem < 2 && !root->row && !root->solo) continue;
     node *mem[MAX_MEMBERS], *anchor = NULL;
     int k = 0;
@@ -607,7 +1021,7 @@ static void weld_region(welder *w, qir_region *r) {
         mem[k++] = &rc.nodes[j];
         if (rc.nodes[j].comp && rc.nodes[j].comp->n_red > 0) anchor = &rc.nodes[j];
       }
-    build_group(&rc, mem, k, root, anchor);
+    build_group(&rc, mem, k, root, anchor, &sp);
   }
   free(rc.nodes);
   free(rc.node_of);
@@ -636,7 +1050,12 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   const qir_target *t = pick_target(ctx, &from_file);
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us")};
+  if (!(w.launch_us >= 0)) {
+    qir_error(ctx->diag, (qir_loc){0}, "-welder-launch-us must not be negative");
+    if (quiet) fclose(quiet);
+    return false;
+  }
   /* group names continue after the ones already in the module */
   for (qir_op *op = m->body->first; op; op = op->next)
     if (op->code == QIR_OP_KERNEL) w.n_groups++;
@@ -644,6 +1063,8 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   totals_region(&w, m->body, &before);
   weld_region(&w, m->body);
   totals_region(&w, m->body, &after);
+  before.est_us += w.launch_us * before.n_kernels;
+  after.est_us += w.launch_us * after.n_kernels;
   if (quiet) fclose(quiet);
   if (qopt_option_bool(ctx, "stats")) {
     double pct_b = before.bytes > 0 ? 100.0 * (before.bytes - after.bytes) / before.bytes : 0;

@@ -1,0 +1,192 @@
+/* tiles.c: tile propagation through a kernel group (docs/qir.md, "Kernel groups").
+ *
+ * From the group's output tile (a block of its result) backwards through the
+ * access maps of every inner op's tensor-expression form (a chain of forms
+ * for softmax, norms, LRN): a reader whose output axes range over a box reads
+ * each operand over a box, dimension by dimension c0 + sum coef * var with the
+ * output variables over the reader's box and its reduction variables over
+ * their extent (halos and strides included).  The boxes of all reads of a
+ * value are joined (their union; where two move differently with the block,
+ * the larger extent); an index that is not affine gives no tile.  The tile of
+ * an inner op is its box's extents, clipped to its result's shape.  -welder
+ * writes these tiles and the verifier checks that hand-written ones agree. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "qir.h"
+
+#define MAX_VARS 32
+#define MAX_FORMS 8
+
+typedef struct {
+  bool have, broken;
+  int64_t oc[QIR_MAX_RANK], ext[QIR_MAX_RANK];
+  int64_t co[QIR_MAX_RANK][QIR_MAX_RANK];   /* origin = oc + co . (block start of each output axis) */
+} box;
+
+/* e == c0 + sum coef[v] * var_v ? */
+static bool affine(const qir_expr *e, int nv, int64_t *coef, int64_t *c0) {
+  memset(coef, 0, sizeof *coef * (size_t)nv);
+  *c0 = 0;
+  switch (e->kind) {
+  case QIR_EX_INT: *c0 = e->ival; return true;
+  case QIR_EX_VAR:
+    if (e->var < 0 || e->var >= nv) return false;
+    coef[e->var] = 1;
+    return true;
+  case QIR_EX_UNARY:
+    if (e->fn != QIR_FN_NEG || !affine(e->args[0], nv, coef, c0)) return false;
+    for (int v = 0; v < nv; v++) coef[v] = -coef[v];
+    *c0 = -*c0;
+    return true;
+  case QIR_EX_BINARY: {
+    int64_t ca[MAX_VARS], cb[MAX_VARS], a0, b0;
+    if (e->fn != QIR_FN_ADD && e->fn != QIR_FN_SUB && e->fn != QIR_FN_MUL) return false;
+    if (!affine(e->args[0], nv, ca, &a0) || !affine(e->args[1], nv, cb, &b0)) return false;
+    if (e->fn == QIR_FN_MUL) {
+      bool a_const = true, b_const = true;
+      for (int v = 0; v < nv; v++) a_const &= ca[v] == 0, b_const &= cb[v] == 0;
+      if (!a_const && !b_const) return false;
+      for (int v = 0; v < nv; v++) coef[v] = a_const ? a0 * cb[v] : b0 * ca[v];
+      *c0 = a0 * b0;
+      return true;
+    }
+    int64_t s = e->fn == QIR_FN_ADD ? 1 : -1;
+    for (int v = 0; v < nv; v++) coef[v] = ca[v] + s * cb[v];
+    *c0 = a0 + s * b0;
+    return true;
+  }
+  default: return false;
+  }
+}
+
+/* Joins into *dst the box of v that form c's reads cover while c's output
+ * axes range over *src. */
+static void join_reads(const qir_compute *c, qir_value *const *args, int n_args, const qir_expr *e, const qir_value *v,
+                       const box *src, box *dst) {
+  if (!e) return;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && e->operand < n_args && args[e->operand] == v) {
+    int nv = c->n_axes + c->n_red;
+    if (e->n_args != v->type.rank || nv > MAX_VARS || c->n_axes > QIR_MAX_RANK) {
+      dst->broken = true;
+      return;
+    }
+    for (int j = 0; j < e->n_args; j++) {
+      int64_t coef[MAX_VARS], k0, co[QIR_MAX_RANK] = {0}, ext = 1;
+      if (!affine(e->args[j], nv, coef, &k0)) {
+        dst->broken = true;
+        return;
+      }
+      int64_t o0 = k0;
+      for (int x = 0; x < nv; x++) {
+        if (!coef[x]) continue;
+        int64_t size = x < c->n_axes ? src->ext[x] : c->axis_extents[x];
+        int64_t at0 = x < c->n_axes ? src->oc[x] : 0;
+        if (size < 1) size = 1;
+        if (coef[x] < 0) at0 += size - 1;
+        o0 += coef[x] * at0;
+        if (x < c->n_axes)
+          for (int d = 0; d < QIR_MAX_RANK; d++) co[d] += coef[x] * src->co[x][d];
+        ext += llabs(coef[x]) * (size - 1);
+      }
+      if (!dst->have) {
+        dst->oc[j] = o0;
+        memcpy(dst->co[j], co, sizeof co);
+        dst->ext[j] = ext;
+      } else if (memcmp(dst->co[j], co, sizeof co)) {
+        if (ext > dst->ext[j]) dst->ext[j] = ext;
+      } else {
+        int64_t lo = o0 < dst->oc[j] ? o0 : dst->oc[j];
+        int64_t hi = o0 + ext > dst->oc[j] + dst->ext[j] ? o0 + ext : dst->oc[j] + dst->ext[j];
+        dst->oc[j] = lo;
+        dst->ext[j] = hi - lo;
+      }
+    }
+    dst->have = true;
+  }
+  for (int i = 0; i < e->n_args; i++) join_reads(c, args, n_args, e->args[i], v, src, dst);
+}
+
+int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
+                    bool *have) {
+  if (k->n_regions != 1) return -1;
+  const qir_region *body = k->regions[0];
+  const qir_op *y = body->last;
+  if (!y || y->code != QIR_OP_YIELD || y->n_operands != 1 || !y->operands[0]->def || y->operands[0]->def->parent != body)
+    return -1;
+  int n = 0;
+  for (const qir_op *op = body->first; op && op != y; op = op->next) n++;
+  if (n > cap) return -1;
+  const qir_op **ops = calloc((size_t)n + 1, sizeof *ops);
+  box *bx = calloc((size_t)n + 1, sizeof *bx);
+  qir_op *(*forms)[MAX_FORMS] = calloc((size_t)n + 1, sizeof *forms);
+  int *n_forms = calloc((size_t)n + 1, sizeof *n_forms);
+  if (!ops || !bx || !forms || !n_forms) abort();
+  FILE *quiet = fopen("/dev/null", "w");
+  qir_diag qd;
+  qir_diag_init(&qd, quiet ? quiet : stderr, NULL, NULL, 0);
+  int i = 0, root = -1;
+  for (const qir_op *op = body->first; op && op != y; op = op->next, i++) {
+    ops[i] = op;
+    have[i] = false;
+    if (op == y->operands[0]->def) root = i;
+    if (op->n_results != 1 || op->code == QIR_OP_KERNEL) continue;
+    if (op->code == QIR_OP_COMPUTE) {
+      if (op->comp && op->comp->body) forms[i][n_forms[i]++] = (qir_op *)op;
+      continue;
+    }
+    int nf = qir_op_expand_computes(m, op, forms[i], MAX_FORMS, &qd);
+    for (int f = 0; f < nf; f++) qir_op_unlink(forms[i][f]);
+    bool ok = nf > 0;
+    for (int f = 0; f < nf; f++) ok &= forms[i][f]->code == QIR_OP_COMPUTE && forms[i][f]->comp && forms[i][f]->comp->body;
+    n_forms[i] = ok ? nf : 0;
+  }
+  if (quiet) fclose(quiet);
+  const qir_type *rt = &ops[root]->results[0]->type;
+  bx[root].have = true;
+  for (int d = 0; d < rt->rank; d++) bx[root].ext[d] = block[d], bx[root].co[d][d] = 1;
+  for (int a = root - 1; a >= 0; a--) {
+    if (ops[a]->n_results != 1) continue;
+    const qir_value *v = ops[a]->results[0];
+    for (int c = a + 1; c <= root; c++) {
+      if (!bx[c].have) continue;
+      bool reads = false;
+      for (int o = 0; o < ops[c]->n_operands; o++) reads |= ops[c]->operands[o] == v;
+      if (!reads) continue;
+      if (!n_forms[c]) {
+        bx[a].broken = true;
+        continue;
+      }
+      /* the boxes of a chain's own values, then its reads of v */
+      box cb[MAX_FORMS];
+      memset(cb, 0, sizeof cb);
+      cb[n_forms[c] - 1] = bx[c];
+      for (int f = n_forms[c] - 2; f >= 0; f--)
+        for (int g = f + 1; g < n_forms[c]; g++)
+          if (cb[g].have) {
+            const qir_op *fg = forms[c][g];
+            join_reads(fg->comp, fg->operands, fg->n_operands, fg->comp->body, forms[c][f]->results[0], &cb[g], &cb[f]);
+          }
+      for (int f = 0; f < n_forms[c]; f++)
+        if (cb[f].have && !cb[f].broken) {
+          const qir_op *ff = forms[c][f];
+          join_reads(ff->comp, ff->operands, ff->n_operands, ff->comp->body, v, &cb[f], &bx[a]);
+        }
+    }
+    if (bx[a].broken) bx[a].have = false;
+  }
+  for (i = 0; i < n; i++) {
+    have[i] = bx[i].have && !bx[i].broken && ops[i]->n_results == 1;
+    if (!have[i]) continue;
+    const qir_type *t = &ops[i]->results[0]->type;
+    for (int j = 0; j < t->rank; j++) {
+      int64_t e = bx[i].ext[j];
+      tiles[i][j] = e < 1 ? 1 : e > t->dims[j] && t->dims[j] > 0 ? t->dims[j] : e;
+    }
+  }
+  free(ops);
+  free(bx);
+  free(forms);
+  free(n_forms);
+  return n;
+}
