@@ -625,6 +625,28 @@ static double work_us(const welder *w, const node *n) {
   return us > floor ? us : floor;
 }
 
+/* Loads per point of a form (its accesses; an index expression's own accesses too). */
+static int form_loads(const qir_expr *e) {
+  if (!e) return 0;
+  int n = e->kind == QIR_EX_ACCESS;
+  for (int i = 0; i < e->n_args; i++) n += form_loads(e->args[i]);
+  return n;
+}
+
+/* Modelled compute time of an anchor inside a staged group.  qcodegen computes
+ * each of its points there with a serial loop over the reduction, every step
+ * loading its operands from shared memory or L1 (no register tiling, as its own
+ * tiled kernel would have), so it takes at least those loads at shared-memory
+ * bandwidth, however fast its own plan is. */
+static double staged_work_us(const welder *w, const node *n) {
+  double us = work_us(w, n);
+  if (!n->comp || n->comp->n_red == 0 || w->t->smem_gbs <= 0) return us;
+  double loads = (double)form_points(n->comp) * form_loads(n->comp->body) *
+                 (double)qir_dtype_size(n->op->results[0]->type.dtype);
+  double naive = loads / (w->t->smem_gbs * 1e3);
+  return naive > us ? naive : us;
+}
+
 /* Global traffic of a kernel made of the members: distinct outside operands, the result. */
 static double members_bytes(region_ctx *rc, node **mem, int n_mem, int g) {
   double b = (double)value_bytes(mem[n_mem - 1]->op->results[0]);
@@ -672,7 +694,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     bool anchor = mem[i]->n_chain || mem[i]->comp->n_red > 0;
     if (!anchor) continue;
     for (int s = 0; s < n_mem; s++)
-      if (mem[s] == &rc->nodes[mem[i]->seg]) work[s] += work_us(w, mem[i]);
+      if (mem[s] == &rc->nodes[mem[i]->seg]) work[s] += staged_work_us(w, mem[i]);
   }
   int64_t cand[QIR_MAX_RANK][8];
   int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0};
