@@ -34,6 +34,7 @@
  * unpacked_us), and a segment is packed only when the model says it pays.
  */
 #include "qopt.h"
+#include "roller.h"
 #include "rprogram.h"
 
 #include <math.h>
@@ -44,6 +45,7 @@ typedef struct {
   qir_op *op;
   qir_rp_kernel k;
   double est_us;
+  double own_us;                /* est_us of the plan it had before -rammer (the unpacked time) */
   int wave;
   int n_deps;
   int *deps;                    /* indices of kernels of the segment it reads */
@@ -61,6 +63,14 @@ typedef struct {
   bool *barrier;                /* per wave */
   int n_packed, n_programs;
   bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
+  qir_diag *diag;
+  roller_options plan_opts;     /* ops without a plan get roller's (their default schedule) */
+  int n_undo, cap_undo, undo_mark;
+  struct undo {                 /* plans -rammer wrote in the open segment: undone if it is not packed */
+    qir_op *op;
+    bool had;                   /* it had a #tile (else the whole plan is -rammer's) */
+    qir_attr_val tile;
+  } *undo;
   double total_packed_us, total_unpacked_us;
 } rammer;
 
@@ -193,6 +203,74 @@ static double program_us(const rammer *r) {
   return r->launch_us + fmax(end, throughput);
 }
 
+/* A kernel group's plan is its anchor's too (the member whose #tile has a grid). */
+static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
+  qir_op_set_attr(m, op, "tile", tile, true);
+  if (op->code != QIR_OP_KERNEL) return;
+  for (qir_op *x = op->regions[0]->first; x; x = x->next) {
+    const qir_attr *t = qir_op_attr(x, "tile");
+    if (t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "grid")) qir_op_set_attr(m, x, "tile", tile, true);
+  }
+}
+
+/* Remembers op's plans before -rammer first changes them in this segment. */
+static void note_undo(rammer *r, qir_op *op) {
+  for (int i = 0; i < r->n_undo; i++)
+    if (r->undo[i].op == op) return;
+  if (r->n_undo == r->cap_undo) {
+    int cap = r->cap_undo ? 2 * r->cap_undo : 16;
+    struct undo *u = qir_alloc(r->m, sizeof *u * (size_t)cap);
+    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+    r->undo = u;
+    r->cap_undo = cap;
+  }
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  r->undo[r->n_undo++] = (struct undo){.op = op, .had = tile != NULL, .tile = tile ? tile->val : (qir_attr_val){0}};
+}
+
+/* The segment was not packed: its ops get back the plans they came with
+ * (an op that had none loses the one -rammer gave it). */
+static void undo_plans(rammer *r) {
+  for (int i = r->n_undo - 1; i >= 0; i--) {
+    struct undo *u = &r->undo[i];
+    if (!u->had) {
+      qir_op_remove_attr(u->op, "tile");
+      qir_op_remove_attr(u->op, "tile_alternatives");
+      continue;
+    }
+    /* the old plan is one of the alternatives now: swap it back */
+    qir_attr *alts = qir_op_attr(u->op, "tile_alternatives");
+    qir_attr *tile = qir_op_attr(u->op, "tile");
+    for (int a = 0; alts && tile && alts->val.kind == QIR_ATTR_LIST && a < alts->val.n; a++)
+      if (alts->val.items[a].kind == QIR_ATTR_DICT && alts->val.items[a].entries == u->tile.entries) {
+        qir_attr_val *items = qir_alloc(r->m, sizeof *items * (size_t)alts->val.n);
+        memcpy(items, alts->val.items, sizeof *items * (size_t)alts->val.n);
+        items[a] = tile->val;
+        qir_op_set_attr(r->m, u->op, "tile_alternatives", qir_attr_list(r->m, alts->val.n, items), true);
+        break;
+      }
+    set_plan(r->m, u->op, u->tile);
+  }
+  r->n_undo = 0;
+}
+
+/* Makes alternative a the op's plan, the old plan taking its place in the
+ * list (so the same call again swaps them back). */
+static void swap_plan(rammer *r, rk *k, int a) {
+  qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
+  qir_attr *tile = qir_op_attr(k->op, "tile");
+  note_undo(r, k->op);
+  qir_attr_val *items = qir_alloc(r->m, sizeof *items * (size_t)alts->val.n);
+  memcpy(items, alts->val.items, sizeof *items * (size_t)alts->val.n);
+  qir_attr_val chosen = items[a];
+  items[a] = tile->val;
+  qir_op_set_attr(r->m, k->op, "tile_alternatives", qir_attr_list(r->m, alts->val.n, items), true);
+  set_plan(r->m, k->op, chosen);
+  qir_rp_kernel nk;
+  if (qir_rprogram_kernel_of(k->op, &nk)) k->k = nk;
+  k->est_us = plan_est(&chosen);
+}
+
 /* Wave w's tasks overfill the vDevice: try each kernel's alternatives that
  * need no more than the vDevice's block and keep one where the model says so. */
 static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
@@ -203,30 +281,18 @@ static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
     if (k->wave != w) continue;
-    qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
+    const qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
     if (!alts || alts->val.kind != QIR_ATTR_LIST) continue;
     for (int a = 0; a < alts->val.n; a++) {
-      const qir_attr_val *alt = &alts->val.items[a];
-      if (alt->kind != QIR_ATTR_DICT) continue;
-      qir_attr *tile = qir_op_attr(k->op, "tile");
-      qir_attr_val old = tile->val;
-      rk saved = *k;
-      qir_op_set_attr(r->m, k->op, "tile", *alt, true);
       qir_rp_kernel nk;
-      bool fits = qir_rprogram_kernel_of(k->op, &nk) && nk.tasks > 0 && nk.threads <= th && nk.regs <= rg && nk.smem <= sm;
-      double before = program_us(r);
-      if (fits) {
-        k->k = nk;
-        k->est_us = plan_est(alt);
-        assign_veus(r, w);
-      }
-      if (fits && program_us(r) < before) {
-        /* the old plan becomes an alternative in the new one's place */
-        alts->val.items[a] = old;
+      alts = qir_op_attr(k->op, "tile_alternatives");
+      if (!qir_rprogram_kernel_of_plan(&alts->val.items[a], &nk) || nk.tasks < 1 || nk.threads > th || nk.regs > rg || nk.smem > sm)
         continue;
-      }
-      *k = saved;
-      qir_op_set_attr(r->m, k->op, "tile", old, true);
+      double before = program_us(r);
+      swap_plan(r, k, a);
+      assign_veus(r, w);
+      if (program_us(r) < before) continue;
+      swap_plan(r, k, a);
       assign_veus(r, w);
     }
   }
@@ -286,7 +352,14 @@ static void write_program(rammer *r, qir_op *before, double packed_us, double un
 
 /* Packs the kernels ks[0..n) of one segment into an rprogram before `before`. */
 static void pack(rammer *r, qir_op *before) {
-  if (r->n < 2) return;
+  if (r->stats && r->n >= 1) {
+    const qir_opinfo *info = qir_opinfo_get(before->code);
+    fprintf(stderr, "rammer: segment of %d kernels closed by '%s' at line %d\n", r->n, info ? info->name : "?", before->loc.line);
+  }
+  if (r->n < 2) {
+    undo_plans(r);
+    return;
+  }
   qir_module *m = r->m;
   int64_t th = 0, rg = 0, sm = 0;
   for (int i = 0; i < r->n; i++) {
@@ -296,7 +369,10 @@ static void pack(rammer *r, qir_op *before) {
     if (k->k.smem > sm) sm = k->k.smem;
   }
   r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, rg, sm);
-  if (r->veus < 1) return;
+  if (r->veus < 1) {
+    undo_plans(r);
+    return;
+  }
   /* wavefront */
   r->n_waves = 0;
   for (int i = 0; i < r->n; i++) {
@@ -330,23 +406,78 @@ static void pack(rammer *r, qir_op *before) {
     if (r->ks[i].veu_lo + r->ks[i].n_veus > used) used = r->ks[i].veu_lo + r->ks[i].n_veus;
   if (used < r->veus) r->veus = used;
   double unpacked = 0;
-  for (int i = 0; i < r->n; i++) unpacked += r->ks[i].est_us + r->launch_us;
+  for (int i = 0; i < r->n; i++) unpacked += r->ks[i].own_us + r->launch_us;
   double packed = program_us(r);
   if (r->stats)
     fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed, %.2f us as %d launches%s\n", r->n,
             r->n_waves, (long long)r->veus, packed, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
   r->total_packed_us += packed < unpacked ? packed : unpacked;
   r->total_unpacked_us += unpacked;
-  if (packed >= unpacked) return;
+  if (packed >= unpacked) {
+    undo_plans(r);
+    return;
+  }
+  r->n_undo = 0;
   write_program(r, before, packed, unpacked);
 }
 
+/* An op without a plan gets its default schedule: roller's plan (with
+ * alternatives), kept only if the op ends up packed. */
+static bool plan_default(rammer *r, qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_LOOP: case QIR_OP_IF:
+  case QIR_OP_KERNEL: case QIR_OP_RPROGRAM:
+    return false;
+  default: break;
+  }
+  if (op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
+  roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
+  if (!qir_op_attr(op, "tile")) return false;
+  r->undo_mark = r->n_undo;
+  if (r->n_undo == r->cap_undo) {
+    int cap = r->cap_undo ? 2 * r->cap_undo : 16;
+    struct undo *u = qir_alloc(r->m, sizeof *u * (size_t)cap);
+    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+    r->undo = u;
+    r->cap_undo = cap;
+  }
+  r->undo[r->n_undo++] = (struct undo){.op = op, .had = false};
+  return true;
+}
+
 /* An rOperator worth packing: a planned kernel whose own launch runs its
- * tasks in one hardware wave (it leaves the device partly idle).  A kernel
- * that fills the device several times over gains nothing but a launch from
- * packing and would lose occupancy to the vDevice's largest block. */
-static bool is_kernel(const rammer *r, qir_op *op, qir_rp_kernel *k) {
-  return op->n_results >= 1 && qir_rprogram_kernel_of(op, k) && k->tasks > 0 && k->tasks <= resident(r, k);
+ * tasks in one hardware wave (it leaves the device partly idle), with its
+ * plan or, failing that, the fastest of its alternatives that does (a
+ * resource-efficient plan: fewer blocks).  A kernel that fills the device
+ * several times over gains nothing but a launch from packing and would lose
+ * occupancy to the vDevice's largest block. */
+static bool is_kernel(rammer *r, qir_op *op, rk *out) {
+  if (op->n_results < 1 || qir_op_is_view(op)) return false;
+  bool planned_here = !qir_op_attr(op, "tile") && plan_default(r, op);
+  qir_rp_kernel k;
+  if (!qir_rprogram_kernel_of(op, &k) || k.tasks < 1) {
+    if (planned_here) qir_op_remove_attr(op, "tile"), qir_op_remove_attr(op, "tile_alternatives"), r->n_undo = r->undo_mark;
+    return false;
+  }
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  *out = (rk){.op = op, .k = k, .est_us = plan_est(&tile->val)};
+  out->own_us = out->est_us;
+  if (k.tasks <= resident(r, &k)) return true;
+  const qir_attr *alts = qir_op_attr(op, "tile_alternatives");
+  int best = -1;
+  double best_us = 0;
+  for (int a = 0; alts && alts->val.kind == QIR_ATTR_LIST && a < alts->val.n; a++) {
+    qir_rp_kernel ak;
+    if (!qir_rprogram_kernel_of_plan(&alts->val.items[a], &ak) || ak.tasks < 1 || ak.tasks > resident(r, &ak)) continue;
+    double us = plan_est(&alts->val.items[a]);
+    if (best < 0 || us < best_us) best = a, best_us = us;
+  }
+  if (best < 0) {
+    if (planned_here) qir_op_remove_attr(op, "tile"), qir_op_remove_attr(op, "tile_alternatives"), r->n_undo = r->undo_mark;
+    return false;
+  }
+  swap_plan(r, out, best);
+  return true;
 }
 
 /* reads, directly or in its regions, a kernel of the open segment? */
@@ -369,16 +500,16 @@ static void run_region(rammer *r, qir_region *reg) {
   r->n = 0;
   for (qir_op *op = reg->first, *next; op; op = next) {
     next = op->next;
-    for (int i = 0; i < op->n_regions; i++) {
+    /* a kernel group's body is one kernel's, not a region of kernels */
+    for (int i = 0; op->code != QIR_OP_KERNEL && i < op->n_regions; i++) {
       rammer inner = *r;
       run_region(&inner, op->regions[i]);
       r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
+      r->undo = inner.undo, r->cap_undo = inner.cap_undo;
       r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
     }
-    qir_rp_kernel k;
-    if (is_kernel(r, op, &k)) {
-      const qir_attr *tile = qir_op_attr(op, "tile");
-      ks[r->n++] = (rk){.op = op, .k = k, .est_us = plan_est(&tile->val)};
+    if (is_kernel(r, op, &ks[r->n])) {
+      r->n++;
       continue;
     }
     if (qir_op_is_view(op) || !r->n) continue;
@@ -395,12 +526,51 @@ static void run_region(rammer *r, qir_region *reg) {
     r->n = 0;
   }
   /* a nested region ends with its yield, the body with outputs: both read
-   * what they return, so every segment has been closed above */
+   * what they return, so every segment has been closed above (but for
+   * kernels nothing reads) */
+  undo_plans(r);
 }
 
-static bool count_planned(qir_op *op, void *ctx) {
-  *(int *)ctx += qir_op_attr(op, "tile") != NULL;
-  return true;
+/* The whole module as the model sees it (-rammer-stats): launches and
+ * modelled time with its rprograms and without them. */
+typedef struct {
+  const rammer *r;
+  int kernels, unplanned, launches_after;
+  double before_us, after_us;
+} totals;
+
+static double attr_float(const qir_op *op, const char *key) {
+  const qir_attr *a = qir_op_attr(op, key);
+  return !a ? 0 : a->val.kind == QIR_ATTR_FLOAT ? a->val.f : a->val.kind == QIR_ATTR_INT ? (double)a->val.i : 0;
+}
+
+static void sum_region(totals *t, qir_region *reg) {
+  for (qir_op *op = reg->first; op; op = op->next) {
+    if (op->code == QIR_OP_RPROGRAM) {
+      t->before_us += attr_float(op, "unpacked_us");
+      t->after_us += attr_float(op, "est_us");
+      t->kernels += op->n_operands;
+      t->launches_after++;
+      continue;
+    }
+    if (op->code != QIR_OP_KERNEL)
+      for (int i = 0; i < op->n_regions; i++) sum_region(t, op->regions[i]);   /* a loop body: once */
+    switch (op->code) {
+    case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_LOOP: case QIR_OP_IF: continue;
+    default: break;
+    }
+    if (qir_op_is_view(op) || qir_rprogram_packs(op)) continue;
+    qir_rp_kernel k;
+    if (qir_rprogram_kernel_of(op, &k)) {
+      double us = plan_est(&qir_op_attr(op, "tile")->val) + t->r->launch_us;
+      t->before_us += us;
+      t->after_us += us;
+      t->kernels++;
+    } else {
+      t->unplanned++;
+    }
+    t->launches_after++;
+  }
 }
 
 bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
@@ -420,12 +590,19 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
     return false;
   }
   r.stats = qopt_option_bool(ctx, "rammer-stats");
+  r.diag = ctx->diag;
+  int64_t topk = qopt_option_int(ctx, "roller-topk");
+  r.plan_opts = (roller_options){.topk = topk > 4 ? (int)topk : 4};
   run_region(&r, m->body);
   if (r.stats) {
-    int kernels = 0;
-    qir_walk(m->body, count_planned, &kernels);
+    totals t = {.r = &r};
+    sum_region(&t, m->body);
     fprintf(stderr, "rammer: total: %d rprograms packing %d of %d planned kernels; modelled %.1f us for the packed segments' kernels, %.1f us unpacked\n",
-            r.n_programs, r.n_packed, kernels, r.total_packed_us, r.total_unpacked_us);
+            r.n_programs, r.n_packed, t.kernels, r.total_packed_us, r.total_unpacked_us);
+    fprintf(stderr, "rammer: model: launches %d -> %d (%d of them ops without a plan, one launch each, no time); "
+            "modelled %.1f us -> %.1f us (%.2fx) for the planned kernels, launches included\n",
+            t.kernels + t.unplanned, t.launches_after, t.unplanned, t.before_us, t.after_us,
+            t.after_us > 0 ? t.before_us / t.after_us : 1.0);
   }
   return true;
 }
