@@ -2,22 +2,35 @@
  * (Rammer, OSDI'20).
  *
  * Each op with a #tile plan is an rOperator whose rTasks are its blocks (the
- * plan's grid).  In every region, the pass cuts the op sequence into segments
- * (a segment ends before the first op that is neither a kernel nor a view and
- * reads a kernel of the segment: the rprogram must run before it), and packs
- * each segment of two or more kernels into one `rprogram` (qir/rprogram.h):
+ * plan's grid); so is a Welder `kernel` group with one (its blocks).  An op
+ * without a plan gets its default schedule first: roller's plan for it, with
+ * alternatives (roller_plan_op), kept only if the op ends up packed, so that
+ * `qopt -rammer` alone packs a module without plans.  In every region, the
+ * pass cuts the op sequence into segments (a segment ends before the first op
+ * that is neither a kernel nor a view and reads a kernel of the segment: the
+ * rprogram must run before it), and packs each segment of two or more
+ * kernels into one `rprogram` (qir/rprogram.h):
  *
- *   1. vDevice: vEUs = compute units x co-resident blocks per unit for the
- *      largest threads / registers / shared memory of the segment's kernels.
- *   2. Wavefront scheduling: a kernel's wave is one more than the latest wave
+ *   1. rOperators: a kernel joins a segment when one of its plans (its
+ *      #tile, or a whole plan of #tile_alternatives, -roller-topk) runs in one
+ *      hardware wave of its own; a kernel that fills the device several
+ *      times over with every plan stays a launch of its own.
+ *   2. vDevice: vEUs = compute units x co-resident blocks per unit for the
+ *      largest threads / registers / shared memory of the plans in use.  One
+ *      large block would leave few vEUs to every other kernel, so for each
+ *      occupancy some plan allows, every kernel takes its fastest one-wave
+ *      plan that allows it (a resource-efficient alternative where its own
+ *      fastest needs more), and the occupancy the model rates fastest wins.
+ *   3. Wavefront scheduling: a kernel's wave is one more than the latest wave
  *      of the kernels it reads (through views); a wave's kernels share the vEUs
  *      in proportion to their tasks (all of them one task per vEU when they
  *      fit, else strided).
- *   3. Plan choice: where a wave's tasks overfill the vDevice, each kernel may
- *      switch to one of roller's #tile_alternatives (-roller-topk) that needs
- *      no more resources and makes the modelled wave shorter (typically fewer,
- *      larger blocks).
- *   4. Synchronisation and wave merging: waves start after a grid barrier; a
+ *   4. Plan choice per wave: where a wave's tasks overfill the vDevice, each
+ *      kernel may switch to another of its plans that needs no more than the
+ *      vDevice's block and makes the modelled program shorter.  A kernel that
+ *      runs another plan than the one it came with gets it as its #tile, the
+ *      old plan taking its place in #tile_alternatives.
+ *   5. Synchronisation and wave merging: waves start after a grid barrier; a
  *      barrier is replaced by waits on exactly the producer tasks the wave
  *      reads where the model rates that faster (vEUs that are done run ahead
  *      into the next wave: the waves overlap).
@@ -30,8 +43,11 @@
  * (-rammer-launch-us) plus the later of the timelines' end and the device's
  * throughput bound (every kernel's est_us times the fraction of the device its
  * own launch keeps busy).  The unpacked time is the sum of the kernels' est_us
- * plus one launch each.  Both are written on the rprogram (est_us,
- * unpacked_us), and a segment is packed only when the model says it pays.
+ * plus one launch each (with the plans they came with).  Both are written on
+ * the rprogram (est_us, unpacked_us), and a segment is packed only when the
+ * model says it pays.  -rammer-stats prints each segment (what closed it, the
+ * packing, the throughput bound) and the whole module's launches and
+ * modelled time with and without the rprograms.
  */
 #include "qopt.h"
 #include "roller.h"
@@ -41,11 +57,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One plan an rOperator may run with: its #tile or one of its alternatives. */
 typedef struct {
-  qir_op *op;
+  qir_attr_val val;
   qir_rp_kernel k;
   double est_us;
-  double own_us;                /* est_us of the plan it had before -rammer (the unpacked time) */
+} rplan;
+
+typedef struct {
+  qir_op *op;
+  qir_rp_kernel k;              /* of the plan in use */
+  double est_us;
+  double own_us;                /* est_us of the plan it came with (the unpacked time) */
+  int n_plans, cur;             /* plans[0]: the #tile it came with, then its alternatives */
+  rplan *plans;
   int wave;
   int n_deps;
   int *deps;                    /* indices of kernels of the segment it reads */
@@ -65,12 +90,8 @@ typedef struct {
   bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
   qir_diag *diag;
   roller_options plan_opts;     /* ops without a plan get roller's (their default schedule) */
-  int n_undo, cap_undo, undo_mark;
-  struct undo {                 /* plans -rammer wrote in the open segment: undone if it is not packed */
-    qir_op *op;
-    bool had;                   /* it had a #tile (else the whole plan is -rammer's) */
-    qir_attr_val tile;
-  } *undo;
+  int n_undo, cap_undo;
+  qir_op **undo;                /* ops of the open segment that -rammer gave a plan: undone if it is not packed */
   double total_packed_us, total_unpacked_us;
 } rammer;
 
@@ -160,8 +181,9 @@ static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
   return !r->barrier[w] && ordered[producer] == w;
 }
 
-/* The modelled time of the program (launch included). */
-static double program_us(const rammer *r) {
+/* The modelled time of the program (launch included); *bound_us, if not
+ * NULL, gets the device's throughput bound in it. */
+static double program_us_parts(const rammer *r, double *bound_us) {
   double *clock = calloc((size_t)r->veus, sizeof *clock);
   double *done = calloc((size_t)r->n + 1, sizeof *done);   /* end of a kernel's last task */
   int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
@@ -200,8 +222,11 @@ static double program_us(const rammer *r) {
   free(clock);
   free(done);
   free(ordered);
+  if (bound_us) *bound_us = throughput;
   return r->launch_us + fmax(end, throughput);
 }
+
+static double program_us(const rammer *r) { return program_us_parts(r, NULL); }
 
 /* A kernel group's plan is its anchor's too (the member whose #tile has a grid). */
 static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
@@ -213,65 +238,59 @@ static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
   }
 }
 
-/* Remembers op's plans before -rammer first changes them in this segment. */
-static void note_undo(rammer *r, qir_op *op) {
-  for (int i = 0; i < r->n_undo; i++)
-    if (r->undo[i].op == op) return;
-  if (r->n_undo == r->cap_undo) {
-    int cap = r->cap_undo ? 2 * r->cap_undo : 16;
-    struct undo *u = qir_alloc(r->m, sizeof *u * (size_t)cap);
-    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
-    r->undo = u;
-    r->cap_undo = cap;
-  }
-  const qir_attr *tile = qir_op_attr(op, "tile");
-  r->undo[r->n_undo++] = (struct undo){.op = op, .had = tile != NULL, .tile = tile ? tile->val : (qir_attr_val){0}};
+static void use_plan(rk *k, int i) {
+  k->cur = i;
+  k->k = k->plans[i].k;
+  k->k.op = k->op;
+  k->est_us = k->plans[i].est_us;
 }
 
-/* The segment was not packed: its ops get back the plans they came with
- * (an op that had none loses the one -rammer gave it). */
-static void undo_plans(rammer *r) {
-  for (int i = r->n_undo - 1; i >= 0; i--) {
-    struct undo *u = &r->undo[i];
-    if (!u->had) {
-      qir_op_remove_attr(u->op, "tile");
-      qir_op_remove_attr(u->op, "tile_alternatives");
+/* The op's plans: its #tile, then every alternative that is a whole plan. */
+static void read_plans(rammer *r, rk *k) {
+  const qir_attr *tile = qir_op_attr(k->op, "tile");
+  const qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
+  int cap = 1 + (alts && alts->val.kind == QIR_ATTR_LIST ? alts->val.n : 0);
+  k->plans = qir_alloc(r->m, sizeof *k->plans * (size_t)cap);
+  k->n_plans = 0;
+  for (int i = 0; i < cap; i++) {
+    const qir_attr_val *v = i == 0 ? &tile->val : &alts->val.items[i - 1];
+    rplan pl = {.val = *v, .est_us = plan_est(v)};
+    if (!qir_rprogram_kernel_of_plan(v, &pl.k) || pl.k.tasks < 1) {
+      if (i == 0) return;
       continue;
     }
-    /* the old plan is one of the alternatives now: swap it back */
-    qir_attr *alts = qir_op_attr(u->op, "tile_alternatives");
-    qir_attr *tile = qir_op_attr(u->op, "tile");
-    for (int a = 0; alts && tile && alts->val.kind == QIR_ATTR_LIST && a < alts->val.n; a++)
-      if (alts->val.items[a].kind == QIR_ATTR_DICT && alts->val.items[a].entries == u->tile.entries) {
-        qir_attr_val *items = qir_alloc(r->m, sizeof *items * (size_t)alts->val.n);
-        memcpy(items, alts->val.items, sizeof *items * (size_t)alts->val.n);
-        items[a] = tile->val;
-        qir_op_set_attr(r->m, u->op, "tile_alternatives", qir_attr_list(r->m, alts->val.n, items), true);
-        break;
-      }
-    set_plan(r->m, u->op, u->tile);
+    k->plans[k->n_plans++] = pl;
+  }
+}
+
+/* The segment is packed: a kernel running another plan than the one it came
+ * with gets it as its #tile, the old plan taking its place in the list. */
+static void write_plans(rammer *r) {
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    if (k->cur == 0) continue;
+    qir_attr_val *items = qir_alloc(r->m, sizeof *items * (size_t)k->n_plans);
+    for (int a = 1; a < k->n_plans; a++) items[a - 1] = a == k->cur ? k->plans[0].val : k->plans[a].val;
+    qir_op_set_attr(r->m, k->op, "tile_alternatives", qir_attr_list(r->m, k->n_plans - 1, items), true);
+    set_plan(r->m, k->op, k->plans[k->cur].val);
+  }
+}
+
+/* The segment is not packed: ops that came without a plan lose the one
+ * -rammer gave them. */
+static void undo_plans(rammer *r) {
+  for (int i = 0; i < r->n_undo; i++) {
+    qir_op_remove_attr(r->undo[i], "tile");
+    qir_op_remove_attr(r->undo[i], "tile_alternatives");
   }
   r->n_undo = 0;
 }
 
-/* Makes alternative a the op's plan, the old plan taking its place in the
- * list (so the same call again swaps them back). */
-static void swap_plan(rammer *r, rk *k, int a) {
-  qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
-  qir_attr *tile = qir_op_attr(k->op, "tile");
-  note_undo(r, k->op);
-  qir_attr_val *items = qir_alloc(r->m, sizeof *items * (size_t)alts->val.n);
-  memcpy(items, alts->val.items, sizeof *items * (size_t)alts->val.n);
-  qir_attr_val chosen = items[a];
-  items[a] = tile->val;
-  qir_op_set_attr(r->m, k->op, "tile_alternatives", qir_attr_list(r->m, alts->val.n, items), true);
-  set_plan(r->m, k->op, chosen);
-  qir_rp_kernel nk;
-  if (qir_rprogram_kernel_of(k->op, &nk)) k->k = nk;
-  k->est_us = plan_est(&chosen);
+static bool fits(const rplan *pl, int64_t th, int64_t rg, int64_t sm) {
+  return pl->k.threads <= th && pl->k.regs <= rg && pl->k.smem <= sm;
 }
 
-/* Wave w's tasks overfill the vDevice: try each kernel's alternatives that
+/* Wave w's tasks overfill the vDevice: try each kernel's other plans that
  * need no more than the vDevice's block and keep one where the model says so. */
 static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   int64_t total = 0;
@@ -281,18 +300,14 @@ static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
     if (k->wave != w) continue;
-    const qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
-    if (!alts || alts->val.kind != QIR_ATTR_LIST) continue;
-    for (int a = 0; a < alts->val.n; a++) {
-      qir_rp_kernel nk;
-      alts = qir_op_attr(k->op, "tile_alternatives");
-      if (!qir_rprogram_kernel_of_plan(&alts->val.items[a], &nk) || nk.tasks < 1 || nk.threads > th || nk.regs > rg || nk.smem > sm)
-        continue;
+    for (int a = 0; a < k->n_plans; a++) {
+      if (a == k->cur || !fits(&k->plans[a], th, rg, sm)) continue;
       double before = program_us(r);
-      swap_plan(r, k, a);
+      int old = k->cur;
+      use_plan(k, a);
       assign_veus(r, w);
       if (program_us(r) < before) continue;
-      swap_plan(r, k, a);
+      use_plan(k, old);
       assign_veus(r, w);
     }
   }
@@ -350,7 +365,63 @@ static void write_program(rammer *r, qir_op *before, double packed_us, double un
   r->n_packed += r->n;
 }
 
-/* Packs the kernels ks[0..n) of one segment into an rprogram before `before`. */
+/* The schedule of the segment with each kernel's plan in use: the vDevice
+ * for the largest block, every kernel's vEUs in its wave; `full` also trades
+ * plans in overfull waves and keeps a barrier only where the model rates it
+ * above waits (quick: waits everywhere).  The modelled time, or INFINITY. */
+static double schedule(rammer *r, bool full) {
+  int64_t th = 0, rg = 0, sm = 0;
+  for (int i = 0; i < r->n; i++) {
+    const rk *k = &r->ks[i];
+    if (k->k.threads > th) th = k->k.threads;
+    if (k->k.regs > rg) rg = k->k.regs;
+    if (k->k.smem > sm) sm = k->k.smem;
+  }
+  r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, rg, sm);
+  if (r->veus < 1) return INFINITY;
+  for (int w = 0; w < r->n_waves; w++) r->barrier[w] = full && w > 0;
+  for (int w = 0; w < r->n_waves; w++) assign_veus(r, w);
+  if (full) {
+    for (int w = 0; w < r->n_waves; w++) choose_plans(r, w, th, rg, sm);
+    /* waits instead of barriers where they pay */
+    for (int w = 1; w < r->n_waves; w++) {
+      double with_barrier = program_us(r);
+      r->barrier[w] = false;
+      if (program_us(r) >= with_barrier) r->barrier[w] = true;
+    }
+  }
+  /* the launch needs only the vEUs some wave uses: idle ones would only wait at barriers */
+  int64_t used = 1;
+  for (int i = 0; i < r->n; i++)
+    if (r->ks[i].veu_lo + r->ks[i].n_veus > used) used = r->ks[i].veu_lo + r->ks[i].n_veus;
+  if (used < r->veus) r->veus = used;
+  return program_us(r);
+}
+
+/* Each kernel's fastest plan that runs in one hardware wave with at least
+ * `per_unit` co-resident blocks per compute unit (false: a kernel has none). */
+static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    int best = -1;
+    for (int a = 0; a < k->n_plans; a++) {
+      const qir_rp_kernel *pk = &k->plans[a].k;
+      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit || pk->tasks > resident(r, pk)) continue;
+      if (best < 0 || k->plans[a].est_us < k->plans[best].est_us) best = a;
+    }
+    if (best < 0) return false;
+    use_plan(k, best);
+  }
+  return true;
+}
+
+/* Packs the kernels ks[0..n) of one segment into an rprogram before `before`.
+ * The vDevice's block is the largest of the kernels' plans: one kernel with
+ * a large block would leave few vEUs to all the others.  So for every
+ * occupancy some plan allows (blocks per unit), each kernel takes its
+ * fastest plan that allows it (a resource-efficient alternative where its
+ * own fastest needs more), and the occupancy whose schedule the model rates
+ * fastest is kept. */
 static void pack(rammer *r, qir_op *before) {
   if (r->stats && r->n >= 1) {
     const qir_opinfo *info = qir_opinfo_get(before->code);
@@ -361,18 +432,6 @@ static void pack(rammer *r, qir_op *before) {
     return;
   }
   qir_module *m = r->m;
-  int64_t th = 0, rg = 0, sm = 0;
-  for (int i = 0; i < r->n; i++) {
-    rk *k = &r->ks[i];
-    if (k->k.threads > th) th = k->k.threads;
-    if (k->k.regs > rg) rg = k->k.regs;
-    if (k->k.smem > sm) sm = k->k.smem;
-  }
-  r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, rg, sm);
-  if (r->veus < 1) {
-    undo_plans(r);
-    return;
-  }
   /* wavefront */
   r->n_waves = 0;
   for (int i = 0; i < r->n; i++) {
@@ -391,33 +450,41 @@ static void pack(rammer *r, qir_op *before) {
     if (k->wave + 1 > r->n_waves) r->n_waves = k->wave + 1;
   }
   r->barrier = qir_alloc(m, sizeof *r->barrier * (size_t)r->n_waves);
-  for (int w = 0; w < r->n_waves; w++) r->barrier[w] = w > 0;
-  for (int w = 0; w < r->n_waves; w++) assign_veus(r, w);
-  for (int w = 0; w < r->n_waves; w++) choose_plans(r, w, th, rg, sm);
-  /* waits instead of barriers where they pay */
-  for (int w = 1; w < r->n_waves; w++) {
-    double with_barrier = program_us(r);
-    r->barrier[w] = false;
-    if (program_us(r) >= with_barrier) r->barrier[w] = true;
-  }
-  /* the launch needs only the vEUs some wave uses: idle ones would only wait at barriers */
-  int64_t used = 1;
+  /* the occupancy */
+  bool tried[65] = {false};
+  int64_t best_n = 0;
+  double best_us = INFINITY;
   for (int i = 0; i < r->n; i++)
-    if (r->ks[i].veu_lo + r->ks[i].n_veus > used) used = r->ks[i].veu_lo + r->ks[i].n_veus;
-  if (used < r->veus) r->veus = used;
+    for (int a = 0; a < r->ks[i].n_plans; a++) {
+      const qir_rp_kernel *pk = &r->ks[i].plans[a].k;
+      int64_t n = qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem);
+      if (n < 1 || n > 64 || tried[n]) continue;
+      tried[n] = true;
+      if (!plans_for_occupancy(r, n)) continue;
+      double us = schedule(r, false);
+      if (us < best_us) best_us = us, best_n = n;
+    }
+  if (best_n < 1 || !plans_for_occupancy(r, best_n)) {
+    undo_plans(r);
+    return;
+  }
+  double packed = schedule(r, true);
   double unpacked = 0;
   for (int i = 0; i < r->n; i++) unpacked += r->ks[i].own_us + r->launch_us;
-  double packed = program_us(r);
-  if (r->stats)
-    fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed, %.2f us as %d launches%s\n", r->n,
-            r->n_waves, (long long)r->veus, packed, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+  if (r->stats) {
+    double bound;
+    program_us_parts(r, &bound);
+    fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
+            r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+  }
   r->total_packed_us += packed < unpacked ? packed : unpacked;
   r->total_unpacked_us += unpacked;
-  if (packed >= unpacked) {
+  if (!(packed < unpacked)) {
     undo_plans(r);
     return;
   }
   r->n_undo = 0;
+  write_plans(r);
   write_program(r, before, packed, unpacked);
 }
 
@@ -433,51 +500,43 @@ static bool plan_default(rammer *r, qir_op *op) {
   if (op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
   roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
   if (!qir_op_attr(op, "tile")) return false;
-  r->undo_mark = r->n_undo;
   if (r->n_undo == r->cap_undo) {
     int cap = r->cap_undo ? 2 * r->cap_undo : 16;
-    struct undo *u = qir_alloc(r->m, sizeof *u * (size_t)cap);
+    qir_op **u = qir_alloc(r->m, sizeof *u * (size_t)cap);
     if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
     r->undo = u;
     r->cap_undo = cap;
   }
-  r->undo[r->n_undo++] = (struct undo){.op = op, .had = false};
+  r->undo[r->n_undo++] = op;
   return true;
 }
 
 /* An rOperator worth packing: a planned kernel whose own launch runs its
  * tasks in one hardware wave (it leaves the device partly idle), with its
- * plan or, failing that, the fastest of its alternatives that does (a
- * resource-efficient plan: fewer blocks).  A kernel that fills the device
- * several times over gains nothing but a launch from packing and would lose
- * occupancy to the vDevice's largest block. */
+ * plan or one of its alternatives (a resource-efficient plan: fewer
+ * blocks).  A kernel that fills the device several times over with every
+ * plan gains nothing but a launch from packing and would lose occupancy to
+ * the vDevice's largest block. */
 static bool is_kernel(rammer *r, qir_op *op, rk *out) {
   if (op->n_results < 1 || qir_op_is_view(op)) return false;
   bool planned_here = !qir_op_attr(op, "tile") && plan_default(r, op);
   qir_rp_kernel k;
-  if (!qir_rprogram_kernel_of(op, &k) || k.tasks < 1) {
-    if (planned_here) qir_op_remove_attr(op, "tile"), qir_op_remove_attr(op, "tile_alternatives"), r->n_undo = r->undo_mark;
-    return false;
+  if (qir_rprogram_kernel_of(op, &k) && k.tasks >= 1) {
+    *out = (rk){.op = op};
+    read_plans(r, out);
+    for (int a = 0; a < out->n_plans; a++)
+      if (out->plans[a].k.tasks <= resident(r, &out->plans[a].k)) {
+        use_plan(out, 0);
+        out->own_us = out->est_us;
+        return true;
+      }
   }
-  const qir_attr *tile = qir_op_attr(op, "tile");
-  *out = (rk){.op = op, .k = k, .est_us = plan_est(&tile->val)};
-  out->own_us = out->est_us;
-  if (k.tasks <= resident(r, &k)) return true;
-  const qir_attr *alts = qir_op_attr(op, "tile_alternatives");
-  int best = -1;
-  double best_us = 0;
-  for (int a = 0; alts && alts->val.kind == QIR_ATTR_LIST && a < alts->val.n; a++) {
-    qir_rp_kernel ak;
-    if (!qir_rprogram_kernel_of_plan(&alts->val.items[a], &ak) || ak.tasks < 1 || ak.tasks > resident(r, &ak)) continue;
-    double us = plan_est(&alts->val.items[a]);
-    if (best < 0 || us < best_us) best = a, best_us = us;
+  if (planned_here) {
+    qir_op_remove_attr(op, "tile");
+    qir_op_remove_attr(op, "tile_alternatives");
+    r->n_undo--;
   }
-  if (best < 0) {
-    if (planned_here) qir_op_remove_attr(op, "tile"), qir_op_remove_attr(op, "tile_alternatives"), r->n_undo = r->undo_mark;
-    return false;
-  }
-  swap_plan(r, out, best);
-  return true;
+  return false;
 }
 
 /* reads, directly or in its regions, a kernel of the open segment? */
