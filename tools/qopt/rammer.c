@@ -75,6 +75,7 @@ typedef struct {
   int n_deps;
   int *deps;                    /* indices of kernels of the segment it reads */
   int64_t veu_lo, n_veus;       /* its run in its wave */
+  int seg_wave;                 /* its wave in the whole segment (parts are wave ranges of it) */
 } rk;
 
 typedef struct {
@@ -415,28 +416,13 @@ static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
   return true;
 }
 
-/* Packs the kernels ks[0..n) of one segment into an rprogram before `before`.
- * The vDevice's block is the largest of the kernels' plans: one kernel with
- * a large block would leave few vEUs to all the others.  So for every
- * occupancy some plan allows (blocks per unit), each kernel takes its
- * fastest plan that allows it (a resource-efficient alternative where its
- * own fastest needs more), and the occupancy whose schedule the model rates
- * fastest is kept. */
-static void pack(rammer *r, qir_op *before) {
-  if (r->stats && r->n >= 1) {
-    const qir_opinfo *info = qir_opinfo_get(before->code);
-    fprintf(stderr, "rammer: segment of %d kernels closed by '%s' at line %d\n", r->n, info ? info->name : "?", before->loc.line);
-  }
-  if (r->n < 2) {
-    undo_plans(r);
-    return;
-  }
-  qir_module *m = r->m;
-  /* wavefront */
+/* The wavefront of r->ks[0..n): a kernel's wave is one more than the latest
+ * of the kernels of the set it reads. */
+static void wavefront(rammer *r) {
   r->n_waves = 0;
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
-    k->deps = qir_alloc(m, sizeof *k->deps * (size_t)(k->op->n_operands + 1));
+    k->deps = qir_alloc(r->m, sizeof *k->deps * (size_t)(k->op->n_operands + 1));
     k->n_deps = 0;
     k->wave = 0;
     for (int a = 0; a < k->op->n_operands; a++) {
@@ -449,8 +435,19 @@ static void pack(rammer *r, qir_op *before) {
     }
     if (k->wave + 1 > r->n_waves) r->n_waves = k->wave + 1;
   }
-  r->barrier = qir_alloc(m, sizeof *r->barrier * (size_t)r->n_waves);
-  /* the occupancy */
+  r->barrier = qir_alloc(r->m, sizeof *r->barrier * (size_t)(r->n_waves + 1));
+}
+
+/* The kernels of segment waves [lo, hi) as r's set (copied into buf), their
+ * wavefront and the best occupancy's plans; the quick modelled time of
+ * packing them, INFINITY where no vDevice fits. */
+static double take_part(rammer *r, const rk *all, int n_all, int lo, int hi, rk *buf) {
+  r->ks = buf;
+  r->n = 0;
+  for (int i = 0; i < n_all; i++)
+    if (all[i].seg_wave >= lo && all[i].seg_wave < hi) buf[r->n++] = all[i];
+  if (r->n < 2) return INFINITY;
+  wavefront(r);
   bool tried[65] = {false};
   int64_t best_n = 0;
   double best_us = INFINITY;
@@ -464,28 +461,153 @@ static void pack(rammer *r, qir_op *before) {
       double us = schedule(r, false);
       if (us < best_us) best_us = us, best_n = n;
     }
-  if (best_n < 1 || !plans_for_occupancy(r, best_n)) {
+  if (best_n < 1 || !plans_for_occupancy(r, best_n)) return INFINITY;
+  return best_us;
+}
+
+/* A part left unpacked after a packed one: its kernels (and the views of
+ * them) move to just before `before`, after the programs written so far,
+ * which they may read.  Nothing else between reads them (such an op would
+ * have closed the segment), so the move keeps every value's meaning. */
+static void move_part(rammer *r, const rk *all, int n_all, int lo, int hi, qir_op *start, qir_op *before) {
+  int n = 0, cap = 16;
+  qir_op **moved = qir_alloc(r->m, sizeof *moved * (size_t)cap);
+  for (qir_op *op = start; op && op != before; op = op->next) {
+    bool take = false;
+    for (int i = 0; i < n_all && !take; i++) take = all[i].op == op && all[i].seg_wave >= lo && all[i].seg_wave < hi;
+    if (!take && qir_op_is_view(op) && op->operands[0]->def)
+      for (int i = 0; i < n && !take; i++) take = moved[i] == op->operands[0]->def;
+    if (!take) continue;
+    if (n == cap) {
+      qir_op **more = qir_alloc(r->m, sizeof *more * (size_t)(2 * cap));
+      memcpy(more, moved, sizeof *moved * (size_t)n);
+      moved = more;
+      cap *= 2;
+    }
+    moved[n++] = op;
+  }
+  for (int i = 0; i < n; i++) {
+    qir_op *op = moved[i];
+    qir_op_unlink(op);
+    qir_op_insert_before(before, op);
+    for (int j = 0; j < op->n_operands; j++) {   /* unlink dropped the uses: add them again */
+      qir_value *v = op->operands[j];
+      op->operands[j] = NULL;
+      qir_op_set_operand(r->m, op, j, v);
+    }
+  }
+}
+
+static double unpacked_us(const rammer *r, const rk *all, int n_all, int lo, int hi) {
+  double us = 0;
+  for (int i = 0; i < n_all; i++)
+    if (all[i].seg_wave >= lo && all[i].seg_wave < hi) us += all[i].own_us + r->launch_us;
+  return us;
+}
+
+/* Packs the kernels ks[0..n) of one segment into rprograms before `before`.
+ *
+ * The vDevice's block is the largest of the kernels' plans: one kernel with
+ * a large block would leave few vEUs to all the others.  So for every
+ * occupancy some plan allows (blocks per unit), each kernel takes its
+ * fastest plan that allows it (a resource-efficient alternative where its
+ * own fastest needs more), and the occupancy whose schedule the model rates
+ * fastest is kept.  Where the model says so, the segment is split into
+ * consecutive ranges of its waves, each its own rprogram (or its kernels'
+ * own launches): a range of large kernels (the early layers) and a range of
+ * small ones pack best on different vDevices.  The split is chosen by
+ * dynamic programming over at most MAX_CUTS cut points. */
+#define MAX_CUTS 16
+static void pack(rammer *r, qir_op *before) {
+  if (r->stats && r->n >= 1) {
+    const qir_opinfo *info = qir_opinfo_get(before->code);
+    fprintf(stderr, "rammer: segment of %d kernels closed by '%s' at line %d\n", r->n, info ? info->name : "?", before->loc.line);
+  }
+  if (r->n < 2) {
     undo_plans(r);
     return;
   }
-  double packed = schedule(r, true);
-  double unpacked = 0;
-  for (int i = 0; i < r->n; i++) unpacked += r->ks[i].own_us + r->launch_us;
-  if (r->stats) {
-    double bound;
-    program_us_parts(r, &bound);
-    fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
-            r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+  qir_module *m = r->m;
+  rk *all = r->ks;
+  int n_all = r->n;
+  /* where the segment starts (kernels of unpacked parts may move, this does not) */
+  qir_op *start_prev = all[0].op->prev;
+  qir_region *reg = all[0].op->parent;
+  wavefront(r);
+  int n_seg_waves = r->n_waves;
+  for (int i = 0; i < n_all; i++) all[i].seg_wave = all[i].wave;
+  rk *buf = qir_alloc(m, sizeof *buf * (size_t)(n_all + 1));
+  /* cut points: every wave, or evenly spaced ones for long segments */
+  int n_pts = n_seg_waves < MAX_CUTS ? n_seg_waves : MAX_CUTS;
+  int pts[MAX_CUTS + 1];
+  for (int i = 0; i <= n_pts; i++) pts[i] = (int)((int64_t)i * n_seg_waves / n_pts);
+  /* best[j]: the modelled time of waves [0, pts[j]); from[j]: where its last part starts */
+  double best[MAX_CUTS + 1];
+  int from[MAX_CUTS + 1];
+  best[0] = 0;
+  for (int j = 1; j <= n_pts; j++) {
+    best[j] = INFINITY;
+    for (int i = 0; i < j; i++) {
+      double un = unpacked_us(r, all, n_all, pts[i], pts[j]);
+      double packed = take_part(r, all, n_all, pts[i], pts[j], buf);
+      double us = best[i] + (packed < un ? packed : un);
+      if (us < best[j]) best[j] = us, from[j] = i;
+    }
   }
-  r->total_packed_us += packed < unpacked ? packed : unpacked;
-  r->total_unpacked_us += unpacked;
-  if (!(packed < unpacked)) {
-    undo_plans(r);
-    return;
+  int parts[MAX_CUTS + 1], n_parts = 0;
+  for (int j = n_pts; j > 0; j = from[j]) parts[n_parts++] = j;
+  /* the split was chosen by the quick model: keep it only if the full one agrees */
+  if (n_parts > 1) {
+    double split_us = 0;
+    for (int q = 0; q < n_parts; q++) {
+      int j = parts[q];
+      double un = unpacked_us(r, all, n_all, pts[from[j]], pts[j]);
+      double us = take_part(r, all, n_all, pts[from[j]], pts[j], buf) < INFINITY ? schedule(r, true) : INFINITY;
+      split_us += us < un ? us : un;
+    }
+    double un = unpacked_us(r, all, n_all, 0, n_seg_waves);
+    double whole_us = take_part(r, all, n_all, 0, n_seg_waves, buf) < INFINITY ? schedule(r, true) : INFINITY;
+    if ((whole_us < un ? whole_us : un) <= split_us) {
+      parts[0] = n_pts;
+      from[n_pts] = 0;
+      n_parts = 1;
+    }
   }
+  /* each part, in wave order: packed with its full schedule where that pays */
+  int packed_parts = 0;
+  for (int q = n_parts - 1; q >= 0; q--) {
+    qir_op *start = start_prev ? start_prev->next : reg->first;
+    int j = parts[q], lo = pts[from[j]], hi = pts[j];
+    /* after a program, a part's kernels (packed or not) move after it */
+    if (packed_parts) move_part(r, all, n_all, lo, hi, start, before);
+    double unpacked = unpacked_us(r, all, n_all, lo, hi);
+    if (take_part(r, all, n_all, lo, hi, buf) == INFINITY) continue;
+    double packed = schedule(r, true);
+    if (r->stats) {
+      double bound;
+      program_us_parts(r, &bound);
+      fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
+              r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+    }
+    r->total_packed_us += packed < unpacked ? packed : unpacked;
+    r->total_unpacked_us += unpacked;
+    if (!(packed < unpacked)) continue;
+    write_plans(r);
+    write_program(r, before, packed, unpacked);
+    packed_parts++;
+  }
+  if (r->stats && n_parts > 1)
+    fprintf(stderr, "rammer: the segment is split into %d parts by its waves (%d packed): the model rates that faster than one program\n",
+            n_parts, packed_parts);
+  /* ops -rammer gave a plan keep it only where they were packed */
+  for (int i = 0; i < r->n_undo; i++)
+    if (!qir_rprogram_packs(r->undo[i])) {
+      qir_op_remove_attr(r->undo[i], "tile");
+      qir_op_remove_attr(r->undo[i], "tile_alternatives");
+    }
   r->n_undo = 0;
-  write_plans(r);
-  write_program(r, before, packed, unpacked);
+  r->ks = all;
+  r->n = n_all;
 }
 
 /* An op without a plan gets its default schedule: roller's plan (with
