@@ -684,9 +684,9 @@ static void run_region(rammer *r, qir_region *reg) {
     /* a kernel group's body is one kernel's, not a region of kernels */
     for (int i = 0; op->code != QIR_OP_KERNEL && i < op->n_regions; i++) {
       rammer inner = *r;
+      inner.undo = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
       run_region(&inner, op->regions[i]);
       r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
-      r->undo = inner.undo, r->cap_undo = inner.cap_undo;
       r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
     }
     if (is_kernel(r, op, &ks[r->n])) {
