@@ -435,7 +435,13 @@ static bool eval_unary(ev *e, const qir_tensor *a, qir_tensor *r) {
   }
   if (e->op->code == QIR_OP_CAST || e->op->code == QIR_OP_IDENTITY) {
     qir_dtype to = r->type.dtype;
-    if (!is_float(dt)) {
+    if (qir_dtype_is_narrow(to)) { /* float8 honours saturate; i4/u4/i2/u2 wrap */
+      bool sat = attr_int(e, "saturate", 1) != 0;
+      for (int64_t i = 0; i < n; i++) {
+        double v = is_float(dt) ? qir_load_elem(dt, a->data, i) : int_to_double(load_int(dt, a->data, i), is_uns(dt));
+        ((uint8_t *)r->data)[i] = qir_narrow_from_double(to, v, sat);
+      }
+    } else if (!is_float(dt)) {
       bool u = is_uns(dt);
       for (int64_t i = 0; i < n; i++) store_int(to, r->data, i, load_int(dt, a->data, i), u);
     } else if (!is_float(to) && to != QIR_BOOL) {
@@ -846,6 +852,53 @@ static bool eval_softmax(ev *e, const qir_tensor *x, qir_tensor *r) {
   store_f64(r, v);
   free(v);
   return true;
+}
+
+/* attention: per (batch, query head, query), the scores over the keys, their
+ * softmax and the weighted sum of values, in double. */
+static bool eval_attention(ev *e, const qir_tensor *q, const qir_tensor *k, const qir_tensor *v, const qir_tensor *b,
+                           qir_tensor *r) {
+  const int64_t *qd = q->type.dims, *kd = k->type.dims, *vd = v->type.dims;
+  int64_t B = qd[0], H = qd[1], S = qd[2], D = qd[3], Hkv = kd[1], T = kd[2], Dv = vd[3], G = H / Hkv;
+  double scale = attr_f(e, "scale", 1), cap = attr_f(e, "softcap", 0), root = sqrt(fabs(scale));
+  /* the bias's strides over [B, H, S, T] (0 where it broadcasts) */
+  int64_t bs[4] = {0, 0, 0, 0}, st = 1;
+  for (int i = b->type.rank - 1, a = 3; i >= 0; i--, a--) {
+    if (b->type.dims[i] != 1) bs[a] = st;
+    st *= b->type.dims[i];
+  }
+  double *qv = load_f64(e, q), *kv = qv ? load_f64(e, k) : NULL, *vv = kv ? load_f64(e, v) : NULL;
+  double *bv = vv ? load_f64(e, b) : NULL, *s = bv ? xmalloc(e, (size_t)(T ? T : 1) * sizeof *s) : NULL;
+  double *y = s ? xmalloc(e, (size_t)(numel(&r->type) ? numel(&r->type) : 1) * sizeof *y) : NULL;
+  if (y) {
+    for (int64_t bb = 0; bb < B; bb++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < S; i++) {
+          const double *qr = qv + ((bb * H + h) * S + i) * D;
+          double mx = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < T; j++) {
+            const double *kr = kv + ((bb * Hkv + h / G) * T + j) * D;
+            double dot = 0;
+            for (int64_t d = 0; d < D; d++) dot += qr[d] * root * (kr[d] * root); /* as ONNX: Q·√scale times K·√scale */
+            if (scale < 0) dot = -dot;
+            if (cap > 0) dot = cap * tanh(dot / cap);
+            s[j] = dot + bv[bb * bs[0] + h * bs[1] + i * bs[2] + j * bs[3]];
+            mx = fmax(mx, s[j]);
+          }
+          for (int64_t j = 0; j < T; j++) sum += exp(s[j] - mx);
+          double *yr = y + ((bb * H + h) * S + i) * Dv;
+          for (int64_t d = 0; d < Dv; d++) yr[d] = 0;
+          for (int64_t j = 0; j < T; j++) {
+            double p = exp(s[j] - mx) / sum;
+            const double *vr = vv + ((bb * Hkv + h / G) * T + j) * Dv;
+            for (int64_t d = 0; d < Dv; d++) yr[d] += p * vr[d];
+          }
+        }
+    store_f64(r, y);
+  }
+  bool ok = y != NULL;
+  free(qv), free(kv), free(vv), free(bv), free(s), free(y);
+  return ok;
 }
 
 static bool eval_cumsum(ev *e, const qir_tensor *x, qir_tensor *r) {
@@ -2713,6 +2766,7 @@ static void vfail(vctx *c, const qir_expr *x, const char *fmt, ...) {
 /* Rounds a value to what dtype t holds (cast<t>). */
 static double real_to_dtype(double v, qir_dtype t) {
   unsigned char buf[8];
+  if (qir_dtype_is_narrow(t)) return qir_narrow_to_double(t, qir_narrow_from_double(t, v, true)); /* casts saturate */
   qir_store_elem(t, buf, 0, v);
   return qir_load_elem(t, buf, 0);
 }
@@ -3212,6 +3266,12 @@ static bool dispatch(ev *e, const qir_tensor *in, int n_in, qir_tensor *res, int
   case QIR_OP_LAYER_NORM: return eval_layer_norm(e, in, res, n_res);
   case QIR_OP_LRN: return eval_lrn(e, &in[0], &res[0]);
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: return eval_softmax(e, &in[0], &res[0]);
+  case QIR_OP_ATTENTION: return eval_attention(e, &in[0], &in[1], &in[2], &in[3], &res[0]);
+  case QIR_OP_BITCAST: /* the same bytes (the shape rule checked the sizes) */
+    if (numel(&in[0].type) != numel(&res[0].type) || esize(&in[0].type) != esize(&res[0].type))
+      return FAIL(e, "'bitcast': operand and result sizes differ");
+    memcpy(res[0].data, in[0].data, (size_t)numel(&res[0].type) * esize(&res[0].type));
+    return true;
   case QIR_OP_LSTM: case QIR_OP_GRU: case QIR_OP_RNN: return eval_rnn(e, in, res, n_res);
   default: return FAIL(e, "'%s' cannot be evaluated on its own", opname(op));
   }

@@ -79,6 +79,16 @@ static const struct {
 const char *qir_dtype_name(qir_dtype t) { return t < QIR_DTYPE_COUNT ? dtype_table[t].name : "?"; }
 int qir_dtype_size(qir_dtype t) { return t < QIR_DTYPE_COUNT ? dtype_table[t].size : 0; }
 
+int qir_dtype_bits(qir_dtype t) {
+  switch (t) {
+  case QIR_F4E2M1: case QIR_I4: case QIR_U4: return 4;
+  case QIR_I2: case QIR_U2: return 2;
+  default: return 8 * qir_dtype_size(t);
+  }
+}
+
+bool qir_dtype_is_narrow(qir_dtype t) { return t >= QIR_F8E4M3FN && t <= QIR_U2; }
+
 bool qir_dtype_from_name(const char *s, size_t len, qir_dtype *out) {
   for (int i = 0; i < QIR_DTYPE_COUNT; i++)
     if (strlen(dtype_table[i].name) == len && memcmp(dtype_table[i].name, s, len) == 0) {
@@ -88,9 +98,15 @@ bool qir_dtype_from_name(const char *s, size_t len, qir_dtype *out) {
   return false;
 }
 
-bool qir_dtype_is_float(qir_dtype t) { return t == QIR_F64 || t == QIR_F32 || t == QIR_F16 || t == QIR_BF16; }
-bool qir_dtype_is_signed_int(qir_dtype t) { return t == QIR_I64 || t == QIR_I32 || t == QIR_I16 || t == QIR_I8; }
-bool qir_dtype_is_unsigned_int(qir_dtype t) { return t == QIR_U64 || t == QIR_U32 || t == QIR_U16 || t == QIR_U8; }
+bool qir_dtype_is_float(qir_dtype t) {
+  return t == QIR_F64 || t == QIR_F32 || t == QIR_F16 || t == QIR_BF16 || (t >= QIR_F8E4M3FN && t <= QIR_F4E2M1);
+}
+bool qir_dtype_is_signed_int(qir_dtype t) {
+  return t == QIR_I64 || t == QIR_I32 || t == QIR_I16 || t == QIR_I8 || t == QIR_I4 || t == QIR_I2;
+}
+bool qir_dtype_is_unsigned_int(qir_dtype t) {
+  return t == QIR_U64 || t == QIR_U32 || t == QIR_U16 || t == QIR_U8 || t == QIR_U4 || t == QIR_U2;
+}
 
 qir_type qir_type_make(qir_dtype dt, int rank, const int64_t *dims) {
   qir_type t;
@@ -176,6 +192,106 @@ uint16_t qir_f32_to_bf16(float f) {
   return (uint16_t)((x + rounding) >> 16);
 }
 
+/* ---------------------------------------------------------------- narrow types */
+
+/* A narrow float format: exponent bias, mantissa bits, largest finite value,
+ * whether it has infinities (f8e5m2) and whether it is "fnuz" (no -0, one NaN
+ * 0x80). */
+typedef struct {
+  int bias, man_bits;
+  double max;
+  bool has_inf, fnuz;
+} narrow_float;
+
+static bool narrow_float_of(qir_dtype t, narrow_float *f) {
+  switch (t) {
+  case QIR_F8E4M3FN: *f = (narrow_float){7, 3, 448, false, false}; return true;
+  case QIR_F8E4M3FNUZ: *f = (narrow_float){8, 3, 240, false, true}; return true;
+  case QIR_F8E5M2: *f = (narrow_float){15, 2, 57344, true, false}; return true;
+  case QIR_F8E5M2FNUZ: *f = (narrow_float){16, 2, 57344, false, true}; return true;
+  case QIR_F4E2M1: *f = (narrow_float){1, 1, 6, false, false}; return true;
+  default: return false;
+  }
+}
+
+double qir_narrow_to_double(qir_dtype t, uint8_t c) {
+  narrow_float f;
+  switch (t) {
+  case QIR_I4: return (int8_t)(uint8_t)(c << 4) >> 4;
+  case QIR_U4: return c & 15;
+  case QIR_I2: return (int8_t)(uint8_t)(c << 6) >> 6;
+  case QIR_U2: return c & 3;
+  case QIR_F8E8M0: return c == 0xFF ? NAN : ldexp(1.0, (int)c - 127);
+  default: break;
+  }
+  if (!narrow_float_of(t, &f)) return 0;
+  int width = t == QIR_F4E2M1 ? 4 : 8, exp_bits = width - 1 - f.man_bits;
+  unsigned sign_bit = 1u << (width - 1), e = (c >> f.man_bits) & ((1u << exp_bits) - 1), m = c & ((1u << f.man_bits) - 1);
+  c &= (uint8_t)((1u << width) - 1);
+  if (f.fnuz && c == sign_bit) return NAN;
+  if (t == QIR_F8E4M3FN && (c & 0x7F) == 0x7F) return (c & sign_bit) ? -NAN : NAN;
+  if (f.has_inf && e == (1u << exp_bits) - 1) return m ? ((c & sign_bit) ? -NAN : NAN) : (c & sign_bit) ? -INFINITY : INFINITY;
+  double mag = e == 0 ? ldexp((double)m, 1 - f.bias - f.man_bits) : ldexp((double)(m | (1u << f.man_bits)), (int)e - f.bias - f.man_bits);
+  return (c & sign_bit) ? -mag : mag;
+}
+
+/* Bits of a value of a narrow float format, |v| finite and already rounded. */
+static uint8_t narrow_float_bits(const narrow_float *f, double a) {
+  if (a == 0) return 0;
+  int e;
+  frexp(a, &e);                      /* a = m * 2^e, 0.5 <= m < 1 */
+  int be = e - 1 + f->bias;          /* biased exponent of a normal number */
+  if (be <= 0) return (uint8_t)ldexp(a, f->bias - 1 + f->man_bits);                   /* subnormal */
+  return (uint8_t)((unsigned)be << f->man_bits | ((unsigned)ldexp(a, f->man_bits - (e - 1)) & ((1u << f->man_bits) - 1)));
+}
+
+uint8_t qir_narrow_from_double(qir_dtype t, double v, bool saturate) {
+  narrow_float f;
+  switch (t) {
+  case QIR_I4: case QIR_U4: case QIR_I2: case QIR_U2: {
+    int64_t x = isnan(v) ? 0 : v <= -9.2e18 ? INT64_MIN : v >= 9.2e18 ? INT64_MAX : (int64_t)v;
+    int bits = qir_dtype_bits(t);
+    uint8_t low = (uint8_t)((uint64_t)x & ((1u << bits) - 1));
+    if ((t == QIR_I4 || t == QIR_I2) && (low >> (bits - 1))) low |= (uint8_t)(0xFF << bits); /* sign-extend */
+    return low;
+  }
+  case QIR_F8E8M0: { /* round_mode "up": the smallest power of two >= |v| */
+    if (isnan(v)) return 0xFF;
+    double a = fabs(v);
+    if (isinf(a)) return saturate ? 0xFE : 0xFF;
+    if (a < 0x1p-127) return 0;
+    int e;
+    double m = frexp(a, &e);         /* a = m * 2^e */
+    int be = (m == 0.5 ? e - 1 : e) + 127;
+    if (be > 254) return saturate ? 0xFE : 0xFF;
+    return (uint8_t)be;
+  }
+  default: break;
+  }
+  if (!narrow_float_of(t, &f)) return 0;
+  bool f4 = t == QIR_F4E2M1;
+  uint8_t sign = signbit(v) ? (f4 ? 0x8 : 0x80) : 0;
+  uint8_t nan = f.fnuz ? 0x80 : t == QIR_F8E5M2 ? (uint8_t)(0x7E | sign) : (uint8_t)(0x7F | sign);
+  if (f4 && isnan(v)) return 0x8; /* no NaN in f4e2m1: ONNX's reference gives -0 */
+  if (isnan(v)) return nan;
+  double a = fabs(v), r;
+  if (isinf(a)) {
+    r = a;
+  } else { /* round to nearest even at the quantum of a's binade (subnormals: the smallest) */
+    int e;
+    frexp(a, &e);
+    int q = (e - 1 < 1 - f.bias ? 1 - f.bias : e - 1) - f.man_bits;
+    r = ldexp(nearbyint(ldexp(a, -q)), q);
+  }
+  if (r > f.max) {
+    if (saturate || f4) return (uint8_t)(sign | narrow_float_bits(&f, f.max));
+    return f.has_inf ? (uint8_t)(sign | 0x7C) : nan;
+  }
+  uint8_t bits = narrow_float_bits(&f, r);
+  if (bits == 0 && f.fnuz) return 0; /* fnuz has no -0 */
+  return (uint8_t)(sign | bits);
+}
+
 /* Saturating conversion from double to an integer type: NaN gives 0, as the
  * usual C implementations of ONNX's Cast do not define it either. */
 #define CLAMP_TO(T, lo, hi) (isnan(v) ? (T)0 : v <= (double)(lo) ? (T)(lo) : v >= (double)(hi) ? (T)(hi) : (T)v)
@@ -196,7 +312,7 @@ double qir_load_elem(qir_dtype t, const void *base, int64_t i) {
   case QIR_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
   case QIR_U8: return *p;
   case QIR_BOOL: return *p != 0;
-  default: return 0;
+  default: return qir_narrow_to_double(t, *p);
   }
 }
 
@@ -216,7 +332,7 @@ void qir_store_elem(qir_dtype t, void *base, int64_t i, double v) {
   case QIR_U16: { uint16_t x = CLAMP_TO(uint16_t, 0, UINT16_MAX); memcpy(p, &x, 2); break; }
   case QIR_U8: { uint8_t x = CLAMP_TO(uint8_t, 0, UINT8_MAX); *p = x; break; }
   case QIR_BOOL: *p = v != 0; break;
-  default: break;
+  default: *p = qir_narrow_from_double(t, v, false); break; /* IEEE-like overflow; casts saturate (qir.h) */
   }
 }
 

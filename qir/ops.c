@@ -674,6 +674,46 @@ static bool rule_matmul(rule_ctx *c) {
   return true;
 }
 
+static bool rule_bitcast(rule_ctx *c) {
+  const qir_type *x = operand_type(c, 0);
+  const char *to = qir_op_attr_str(c->op, "to", NULL);
+  qir_dtype dt;
+  if (!to || !qir_dtype_from_name(to, strlen(to), &dt)) return fail(c, "attribute 'to' must name an element type");
+  if (qir_dtype_size(dt) != qir_dtype_size(x->dtype) || qir_dtype_bits(dt) != qir_dtype_bits(x->dtype) || qir_dtype_bits(dt) < 8)
+    return fail(c, "%s and %s differ in size (or are 4-/2-bit types)", qir_dtype_name(x->dtype), to);
+  if (dt == QIR_BOOL && x->dtype != QIR_BOOL) return fail(c, "bitcast to bool from %s: bytes other than 0 and 1 are no bool", qir_dtype_name(x->dtype));
+  c->out[0] = *x;
+  c->out[0].dtype = dt;
+  return true;
+}
+
+static bool rule_attention(rule_ctx *c) {
+  const qir_type *q = operand_type(c, 0), *k = operand_type(c, 1), *v = operand_type(c, 2), *b = operand_type(c, 3);
+  if (!require_class(c, 0, DT_FLOAT) || !same_dtype(c, 0, 1) || !same_dtype(c, 0, 2) || !same_dtype(c, 0, 3)) return false;
+  if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+    return fail(c, "q, k and v must be 4-D [batch, heads, seq, head_size], not %s, %s and %s", tstr(q).s, tstr(k).s, tstr(v).s);
+  if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0]) return fail(c, "batch sizes differ: %s, %s and %s", tstr(q).s, tstr(k).s, tstr(v).s);
+  if (k->dims[3] != q->dims[3]) return fail(c, "q and k head sizes differ: %s and %s", tstr(q).s, tstr(k).s);
+  if (v->dims[1] != k->dims[1] || v->dims[2] != k->dims[2]) return fail(c, "k and v heads or lengths differ: %s and %s", tstr(k).s, tstr(v).s);
+  if (k->dims[1] <= 0 || q->dims[1] % k->dims[1])
+    return fail(c, "q heads (%lld) must be a multiple of kv heads (%lld)", (long long)q->dims[1], (long long)k->dims[1]);
+  qir_type scores = *q;
+  scores.dims[3] = k->dims[2];
+  qir_type joint;
+  bool fits = b->rank <= 4 && qir_broadcast_shape(&scores, b, &joint) && joint.rank == 4;
+  for (int i = 0; fits && i < 4; i++) fits = joint.dims[i] == scores.dims[i];
+  if (!fits)
+    return fail(c, "bias %s does not broadcast to the scores [%lld,%lld,%lld,%lld]", tstr(b).s, (long long)q->dims[0],
+                (long long)q->dims[1], (long long)q->dims[2], (long long)k->dims[2]);
+  double scale = qir_op_attr_float(c->op, "scale", NAN), softcap = qir_op_attr_float(c->op, "softcap", 0);
+  if (!isfinite(scale)) return fail(c, "attribute 'scale' must be a finite number");
+  if (!(softcap >= 0)) return fail(c, "softcap must be >= 0 (0: none), not %g", softcap);
+  qir_type t = *q;
+  t.dims[3] = v->dims[3];
+  c->out[0] = t;
+  return true;
+}
+
 static bool rule_gemm(rule_ctx *c) {
   const qir_type *a = operand_type(c, 0), *b = operand_type(c, 1), *cc = operand_type(c, 2);
   int64_t ta, tb;
@@ -1001,6 +1041,8 @@ static rule_fn rule_for(qir_opcode code) {
     return rule_same_shape;
   case QIR_OP_ONE_HOT: return rule_one_hot;
   case QIR_OP_MATMUL: return rule_matmul;
+  case QIR_OP_ATTENTION: return rule_attention;
+  case QIR_OP_BITCAST: return rule_bitcast;
   case QIR_OP_GEMM: return rule_gemm;
   case QIR_OP_EINSUM: return rule_einsum;
   case QIR_OP_CONV: case QIR_OP_CONV_TRANSPOSE: return rule_conv;

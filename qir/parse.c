@@ -611,6 +611,16 @@ static bool store_number(qp_ctx *c, const qp_num *n, qir_dtype dt, void *data, i
       return false;
     }
     double v = n->is_float ? n->f : n->neg ? -(double)n->mag : (double)n->mag;
+    if (qir_dtype_is_narrow(dt)) { /* no silent saturation: a value the type cannot hold is an error */
+      uint8_t code = qir_narrow_from_double(dt, v, false);
+      double back = qir_narrow_to_double(dt, code);
+      if (isnan(back) != isnan(v) || isinf(back) != isinf(v) || (v < 0 && back > 0)) {
+        qp_error(c, n->loc, "value %g is out of range for %s", v, dn);
+        return false;
+      }
+      ((uint8_t *)data)[i] = code;
+      return true;
+    }
     qir_store_elem(dt, data, i, v);
     return true;
   }
@@ -630,7 +640,7 @@ static bool store_number(qp_ctx *c, const qp_num *n, qir_dtype dt, void *data, i
     qp_error(c, n->loc, "expected an integer for a %s constant", dn);
     return false;
   }
-  int bits = qir_dtype_size(dt) * 8;
+  int bits = qir_dtype_bits(dt);
   bool ok;
   if (qir_dtype_is_signed_int(dt)) ok = n->neg ? n->mag <= (1ull << (bits - 1)) : n->mag <= (1ull << (bits - 1)) - 1;
   else ok = (!n->neg || n->mag == 0) && (bits == 64 || n->mag <= (1ull << bits) - 1);
@@ -640,7 +650,7 @@ static bool store_number(qp_ctx *c, const qp_num *n, qir_dtype dt, void *data, i
   }
   uint64_t u = n->neg ? 0 - n->mag : n->mag; /* two's complement, truncated below */
   unsigned char *p = (unsigned char *)data + i * qir_dtype_size(dt);
-  for (int b = 0; b < bits / 8; b++) p[b] = (unsigned char)(u >> (8 * b)); /* little-endian */
+  for (int b = 0; b < qir_dtype_size(dt); b++) p[b] = (unsigned char)(u >> (8 * b)); /* little-endian; i4/i2 sign-extended */
   return true;
 }
 

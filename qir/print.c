@@ -173,6 +173,18 @@ static void fmt_real(char *buf, size_t n, double v, qir_dtype dt) {
    * a little more precision may still give a shorter text (65504 rather than
    * 6.55e+04), so look two steps further and keep the shortest. */
   int prec = dt == QIR_F64 ? 15 : dt == QIR_F32 ? 6 : 1, last = 17;
+  if (qir_dtype_is_narrow(dt)) { /* few values, each printed exactly (57344, not 6e+04) */
+    if (v == floor(v) && fabs(v) < 1e15) {
+      snprintf(buf, n, "%.0f", v);
+      return;
+    }
+    for (prec = 1; prec < 17; prec++) {
+      snprintf(buf, n, "%.*g", prec, v);
+      if (strtod(buf, NULL) == v) return;
+    }
+    snprintf(buf, n, "%.17g", v);
+    return;
+  }
   uint64_t want = stored_bits(v, dt);
   char best[64] = "";
   for (; prec <= last; prec++) {
@@ -364,7 +376,10 @@ static void fmt_elem(char *buf, size_t n, qir_dtype dt, const unsigned char *p) 
   case QIR_U16: { uint16_t v; memcpy(&v, p, 2); snprintf(buf, n, "%u", v); break; }
   case QIR_U8: snprintf(buf, n, "%u", p[0]); break;
   case QIR_BOOL: snprintf(buf, n, "%s", p[0] ? "true" : "false"); break;
-  default: snprintf(buf, n, "0"); break;
+  default: /* the narrow types */
+    if (qir_dtype_is_float(dt)) fmt_real(buf, n, qir_narrow_to_double(dt, p[0]), dt);
+    else snprintf(buf, n, "%d", (int)qir_narrow_to_double(dt, p[0]));
+    break;
   }
 }
 

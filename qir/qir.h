@@ -33,7 +33,11 @@
   X(F64, "f64", 8) X(F32, "f32", 4) X(F16, "f16", 2) X(BF16, "bf16", 2)        \
   X(I64, "i64", 8) X(I32, "i32", 4) X(I16, "i16", 2) X(I8, "i8", 1)            \
   X(U64, "u64", 8) X(U32, "u32", 4) X(U16, "u16", 2) X(U8, "u8", 1)            \
-  X(BOOL, "bool", 1)
+  X(BOOL, "bool", 1)                                                           \
+  X(F8E4M3FN, "f8e4m3fn", 1) X(F8E4M3FNUZ, "f8e4m3fnuz", 1)                    \
+  X(F8E5M2, "f8e5m2", 1) X(F8E5M2FNUZ, "f8e5m2fnuz", 1) X(F8E8M0, "f8e8m0", 1) \
+  X(F4E2M1, "f4e2m1", 1) X(I4, "i4", 1) X(U4, "u4", 1) X(I2, "i2", 1)          \
+  X(U2, "u2", 1)
 
 typedef enum {
 #define X(id, name, size) QIR_##id,
@@ -55,7 +59,15 @@ typedef struct {
 } qir_type;
 
 const char *qir_dtype_name(qir_dtype t);
-int qir_dtype_size(qir_dtype t);                 /* bytes per element */
+/* Bytes per element in memory.  The narrow types (f8*, f4e2m1, i4, u4, i2, u2)
+ * take one byte each in memory and in .qw/.npy files: the element's bit
+ * pattern (f8/f4 codes; i4/i2 sign-extended, u4/u2 zero-extended), so that
+ * every data-movement op and every thread writes whole bytes.  Only ONNX
+ * TensorProto data pack them (two 4-bit or four 2-bit elements per byte, the
+ * first in the low bits): see qir_dtype_bits. */
+int qir_dtype_size(qir_dtype t);
+int qir_dtype_bits(qir_dtype t);                 /* bits per element when packed (ONNX) */
+bool qir_dtype_is_narrow(qir_dtype t);           /* f8*, f4e2m1, i4, u4, i2, u2 */
 bool qir_dtype_from_name(const char *s, size_t len, qir_dtype *out);
 bool qir_dtype_is_float(qir_dtype t);
 bool qir_dtype_is_signed_int(qir_dtype t);
@@ -73,6 +85,15 @@ float qir_f16_to_f32(uint16_t h);
 uint16_t qir_f32_to_f16(float f);                /* round to nearest even */
 float qir_bf16_to_f32(uint16_t h);
 uint16_t qir_f32_to_bf16(float f);               /* round to nearest even */
+/* The narrow types' byte <-> value.  Floats round to nearest even; `saturate`
+ * (ONNX Cast's attribute) sends out-of-range values and infinities to the
+ * largest finite value, otherwise to infinity (f8e5m2) or NaN.  f4e2m1 always
+ * saturates.  A cast to an f8 type (op or compute) saturates unless the op says
+ * saturate = 0; a plain store (qir_store_elem: an arithmetic result) does not,
+ * as f16 overflows to inf.  f8e8m0 (a power of two) rounds up (ONNX's default round_mode).
+ * Integers i4/u4/i2/u2 wrap (keep the low bits, as ONNX's Cast does). */
+double qir_narrow_to_double(qir_dtype t, uint8_t code);
+uint8_t qir_narrow_from_double(qir_dtype t, double v, bool saturate);
 
 /* ------------------------------------------------------------ locations */
 

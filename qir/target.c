@@ -40,9 +40,20 @@
 /* Shared-memory bandwidth in GB/s from banks x width per clock per unit. */
 #define SMEM_GBS(units, ghz) ((units) * 32.0 * 4.0 * (ghz))
 
+/* Host-side control-flow costs in microseconds, what qopt -grinder weighs
+ * (launch_us .. block_barrier_us): GUESSES per back end, neither published
+ * nor measured (no GPU was available to calibrate them): a kernel launch back
+ * to back, a scalar device-to-host read with its sync, a cooperative launch,
+ * one grid barrier at full co-residency, one __syncthreads.  A target file
+ * may set them (keys of the same names). */
+#define CUDA_HOST_COSTS .launch_us = 3.0, .read_back_us = 8.0, .coop_launch_us = 6.0, .grid_barrier_us = 1.2, .block_barrier_us = 0.02
+#define HIP_HOST_COSTS .launch_us = 5.0, .read_back_us = 12.0, .coop_launch_us = 10.0, .grid_barrier_us = 2.5, .block_barrier_us = 0.05
+#define C_HOST_COSTS .launch_us = 0.5, .read_back_us = 0.0, .coop_launch_us = 0.5, .grid_barrier_us = 0.5, .block_barrier_us = 0.05
+
 static const qir_target builtin_targets[] = {
     {
         .name = "h100", .backend = "cuda", .arch = "sm_90",
+        CUDA_HOST_COSTS,
         .compute_units = 132,                   /* [H100W] H100 SXM5: 132 SMs */
         .warp_size = 32,
         .max_threads_per_block = 1024,          /* [CCT] cc 9.0 */
@@ -74,6 +85,7 @@ static const qir_target builtin_targets[] = {
     },
     {
         .name = "h200", .backend = "cuda", .arch = "sm_90",
+        CUDA_HOST_COSTS,
         .compute_units = 132,                   /* [H200D] same GH100 SXM configuration as H100 */
         .warp_size = 32,
         .max_threads_per_block = 1024, .max_threads_per_unit = 2048, .max_blocks_per_unit = 32,
@@ -100,6 +112,7 @@ static const qir_target builtin_targets[] = {
     },
     {
         .name = "a100", .backend = "cuda", .arch = "sm_80",
+        CUDA_HOST_COSTS,
         .compute_units = 108,                   /* [A100W] */
         .warp_size = 32,
         .max_threads_per_block = 1024, .max_threads_per_unit = 2048, .max_blocks_per_unit = 32,
@@ -127,6 +140,7 @@ static const qir_target builtin_targets[] = {
     },
     {
         .name = "v100", .backend = "cuda", .arch = "sm_70",
+        CUDA_HOST_COSTS,
         .compute_units = 80,                    /* [V100W] SXM2 */
         .warp_size = 32,
         .max_threads_per_block = 1024, .max_threads_per_unit = 2048, .max_blocks_per_unit = 32,
@@ -151,6 +165,7 @@ static const qir_target builtin_targets[] = {
     },
     {
         .name = "rtx4090", .backend = "cuda", .arch = "sm_89",
+        CUDA_HOST_COSTS,
         .compute_units = 128,                   /* [ADAW] */
         .warp_size = 32,
         .max_threads_per_block = 1024,
@@ -182,6 +197,7 @@ static const qir_target builtin_targets[] = {
         /* One MI250 GCD: each GCD is a separate HIP device, so a kernel sees
          * half the package (104 of 208 CUs, half the HBM bandwidth). */
         .name = "mi250", .backend = "hip", .arch = "gfx90a",
+        HIP_HOST_COSTS,
         .compute_units = 104,                   /* [CDNA2] 208 CUs / 2 GCDs */
         .warp_size = 64,                        /* [HIPHW] wavefront 64 */
         .max_threads_per_block = 1024,          /* [HIPHW] */
@@ -212,6 +228,7 @@ static const qir_target builtin_targets[] = {
     },
     {
         .name = "mi300x", .backend = "hip", .arch = "gfx942",
+        HIP_HOST_COSTS,
         .compute_units = 304,                   /* [CDNA3] */
         .warp_size = 64,
         .max_threads_per_block = 1024, .max_threads_per_unit = 2048, .max_blocks_per_unit = 32,
@@ -242,6 +259,7 @@ static const qir_target builtin_targets[] = {
          * memory" is the per-core L2.  A generic 16-core AVX2 desktop (Zen 3 /
          * Ice Lake class), not one SKU: describe a real host with -target-file. */
         .name = "cpu", .backend = "c", .arch = "host",
+        C_HOST_COSTS,
         .compute_units = 16,
         .warp_size = 8,                         /* AVX2: 8 f32 lanes */
         .max_threads_per_block = 1024,
@@ -317,6 +335,7 @@ typedef struct {
 #define K_INT(f, opt) {#f, KEY_INT, offsetof(qir_target, f), sizeof(int), opt}
 #define K_I64(f) {#f, KEY_I64, offsetof(qir_target, f), sizeof(int64_t), false}
 #define K_DBL(f) {#f, KEY_DBL, offsetof(qir_target, f), sizeof(double), false}
+#define K_DBL_OPT(f) {#f, KEY_DBL, offsetof(qir_target, f), sizeof(double), true}
 
 static const key_desc keys[] = {
     K_STR(name), K_STR(backend), K_STR(arch),
@@ -332,6 +351,8 @@ static const key_desc keys[] = {
     K_INT(transaction_bytes, false), K_INT(cache_line_bytes, false),
     K_INT(smem_banks, false), K_INT(bank_bytes, false),
     K_INT(mma_m, true), K_INT(mma_n, true), K_INT(mma_k, true),
+    K_DBL_OPT(launch_us), K_DBL_OPT(read_back_us), K_DBL_OPT(coop_launch_us), K_DBL_OPT(grid_barrier_us),
+    K_DBL_OPT(block_barrier_us),
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))

@@ -59,6 +59,10 @@ typedef struct {
   int bank_bytes;
   int mma_m, mma_n, mma_k;      /* f16/bf16 matrix instruction shape (f32 accumulate);
                                    0 = none */
+  /* host-side control-flow costs, us (qopt -grinder's model; the built-in
+   * values are guesses, see target.c): a launch, a scalar read back with its
+   * sync, a cooperative launch, a grid barrier, a block barrier */
+  double launch_us, read_back_us, coop_launch_us, grid_barrier_us, block_barrier_us;
 } qir_target;
 
 #define QIR_TARGET_DEFAULT "h100"

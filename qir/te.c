@@ -17,7 +17,7 @@
  *
  * Compute axes must have positive extents, so ops with an empty result have no
  * compute form (NULL).  Ops without one at all: control flow, lstm/gru/rnn,
- * resize with both antialias and exclude_outside.  The multi-stage ops (softmax,
+ * resize with both antialias and exclude_outside, bitcast (a view in qcodegen).  The multi-stage ops (attention, softmax,
  * log_softmax, layer_norm, instance_norm, lp_normalization, lrn, reduce_l2,
  * argmax/argmin) have a chain through qir_op_expand_computes only; the
  * multi-result ops (split, max_pool with indices, layer_norm with statistics,
@@ -210,6 +210,27 @@ static qir_expr *elementwise_u64(te *t, qir_expr **a, int n) {
   }
 }
 
+/* cast: saturating, except an f8 cast with saturate = 0, where a value that
+ * rounds beyond the largest finite one (or is infinite) gives NaN, or inf of
+ * its sign for f8e5m2.  `|x| > T` or `>= T`: T is the midpoint above the
+ * largest value, which rounds down (ties to even) when its mantissa is even. */
+static qir_expr *cast_body(te *t, qir_expr *x) {
+  qir_dtype to = result_type(t)->dtype;
+  qir_expr *c = qir_expr_cast(t->m, to, x);
+  if (attr_i(t, "saturate", 1) != 0 || !qir_dtype_is_narrow(to) || !qir_dtype_is_float(to) || to == QIR_F4E2M1) return c;
+  double bound;
+  bool inclusive;
+  switch (to) {
+  case QIR_F8E4M3FN: bound = 464, inclusive = false; break;
+  case QIR_F8E4M3FNUZ: bound = 248, inclusive = true; break;
+  case QIR_F8E5M2: case QIR_F8E5M2FNUZ: bound = 61440, inclusive = true; break;
+  default: bound = 0x1p127, inclusive = false; break; /* f8e8m0 rounds up */
+  }
+  qir_expr *over = bin(t, inclusive ? QIR_FN_GE : QIR_FN_GT, un(t, QIR_FN_ABS, x), flit(t, bound));
+  qir_expr *ovf = to == QIR_F8E5M2 ? sel(t, bin(t, QIR_FN_LT, x, flit(t, 0)), flit(t, -INFINITY), flit(t, INFINITY)) : flit(t, NAN);
+  return sel(t, over, ovf, c);
+}
+
 /* The scalar function of an elementwise op applied to its operand values. */
 static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   const qir_op *op = t->op;
@@ -249,7 +270,7 @@ static qir_expr *elementwise_body(te *t, qir_expr **a, int n) {
   case QIR_OP_SIGN: return un(t, QIR_FN_SIGN, x);
   case QIR_OP_NOT: return un(t, QIR_FN_NOT, x);
   case QIR_OP_ISNAN: return un(t, QIR_FN_ISNAN, x);
-  case QIR_OP_CAST: return qir_expr_cast(t->m, result_type(t)->dtype, x);
+  case QIR_OP_CAST: return cast_body(t, x);
   case QIR_OP_LEAKY_RELU:
     return sel(t, bin(t, QIR_FN_LT, x, ZERO), mul(t, flit(t, attr_f(t, "alpha", 0.01)), x), x);
   case QIR_OP_ELU:
@@ -1334,6 +1355,66 @@ static int expand_grid_sample(chain *c) {
   return push(c, make_compute(t, 2, ops2, result_type(t), val, taps1 == 1 ? QIR_REDUCE_NONE : QIR_REDUCE_SUM)) ? c->n : 0;
 }
 
+/* attention: scores (a contraction over the head size), logits (softcap and
+ * bias; skipped when neither), their max and sum of exp over the keys, and the
+ * output (the normalised exp weighting the values, a contraction over the
+ * keys).  Query head h reads kv head h / G. */
+static qir_expr *at4(te *t, int operand, qir_expr *a, qir_expr *b, qir_expr *c_, qir_expr *d) {
+  qir_expr *idx[4] = {a, b, c_, d};
+  return access(t, operand, 4, idx);
+}
+static int expand_attention(chain *c) {
+  te *t = &c->t;
+  const qir_op *op = t->op;
+  const qir_type *q = operand_type(t, 0), *k = operand_type(t, 1), *bias = operand_type(t, 3);
+  int64_t B = q->dims[0], H = q->dims[1], S = q->dims[2], D = q->dims[3], T = k->dims[2], G = H / k->dims[1];
+  double scale = attr_f(t, "scale", 1), cap = attr_f(t, "softcap", 0), root = sqrt(fabs(scale));
+  qir_dtype sd = stage_dtype(q->dtype);
+  qir_type st = qir_type_make(sd, 4, (int64_t[4]){B, H, S, T}), row = qir_type_make(sd, 4, (int64_t[4]){B, H, S, 1});
+  qir_expr *kvh = G == 1 ? var(t, 1) : dv(t, var(t, 1), lit(t, G));
+  /* scores: sum_r (q·√scale)(k·√scale), as ONNX scales both */
+  set_axes(t, &st);
+  int r = add_red(t, D);
+  qir_expr *dot = mul(t, mul(t, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), flit(t, root)),
+                      mul(t, at4(t, 1, var(t, 0), kvh, var(t, 3), var(t, r)), flit(t, root)));
+  if (scale < 0) dot = un(t, QIR_FN_NEG, dot);
+  qir_value *qk_ops[2] = {op->operands[0], op->operands[1]};
+  qir_value *logits = push(c, make_compute(t, 2, qk_ops, &st, dot, QIR_REDUCE_SUM));
+  if (!logits) return 0;
+  if (cap > 0 || !is_zero_const(t, op->operands[3])) {
+    set_axes(t, &st);
+    qir_expr *l = at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, 3));
+    if (cap > 0) l = mul(t, flit(t, cap), un(t, QIR_FN_TANH, dv(t, l, flit(t, cap))));
+    qir_expr *bi[4];
+    for (int a = 0, off = 4 - bias->rank; a < bias->rank; a++)
+      bi[a] = bias->dims[a] == 1 && st.dims[a + off] != 1 ? lit(t, 0) : var(t, a + off);
+    l = add(t, l, access(t, 1, bias->rank, bi));
+    qir_value *l_ops[2] = {logits, op->operands[3]};
+    logits = push(c, make_compute(t, 2, l_ops, &st, l, QIR_REDUCE_NONE));
+    if (!logits) return 0;
+  }
+  /* the row max and the sum of exp over the keys */
+  set_axes(t, &row);
+  r = add_red(t, T);
+  qir_value *mx = push(c, make_compute(t, 1, &logits, &row, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), QIR_REDUCE_MAX));
+  if (!mx) return 0;
+  set_axes(t, &row);
+  r = add_red(t, T);
+  qir_value *z_ops[2] = {logits, mx};
+  qir_expr *e = un(t, QIR_FN_EXP, sub(t, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), at4(t, 1, var(t, 0), var(t, 1), var(t, 2), lit(t, 0))));
+  qir_value *z = push(c, make_compute(t, 2, z_ops, &row, e, QIR_REDUCE_SUM));
+  if (!z) return 0;
+  /* y = sum_r exp(l - max) / sum · v[.., kv head, r, i3] */
+  set_axes(t, result_type(t));
+  r = add_red(t, T);
+  qir_value *y_ops[4] = {logits, mx, z, op->operands[2]};
+  qir_expr *p = dv(t, un(t, QIR_FN_EXP, sub(t, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), at4(t, 1, var(t, 0), var(t, 1), var(t, 2), lit(t, 0)))),
+                   at4(t, 2, var(t, 0), var(t, 1), var(t, 2), lit(t, 0)));
+  qir_expr *kvh2 = G == 1 ? var(t, 1) : dv(t, var(t, 1), lit(t, G));
+  qir_expr *y = mul(t, p, at4(t, 3, var(t, 0), kvh2, var(t, r), var(t, 3)));
+  return push(c, make_compute(t, 4, y_ops, result_type(t), y, QIR_REDUCE_SUM)) ? c->n : 0;
+}
+
 static int expand_chain(chain *c) {
   te *t = &c->t;
   const qir_op *op = t->op;
@@ -1341,6 +1422,7 @@ static int expand_chain(chain *c) {
   qir_value *xv = op->operands[0];
   bool reduced[QIR_MAX_RANK];
   switch (op->code) {
+  case QIR_OP_ATTENTION: return expand_attention(c);
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: {
     normalised_axes(op, x, reduced);
     qir_value *mx = stage_reduce(c, reduced, el_id, NULL, QIR_REDUCE_MAX, 1, &xv);
@@ -1525,7 +1607,7 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
   switch (op->code) {
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM:
   case QIR_OP_LP_NORMALIZATION: case QIR_OP_REDUCE_L2: case QIR_OP_ARGMAX: case QIR_OP_ARGMIN: case QIR_OP_LRN:
-  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: case QIR_OP_GRID_SAMPLE:
+  case QIR_OP_SCATTER_ELEMENTS: case QIR_OP_SCATTER_ND: case QIR_OP_GRID_SAMPLE: case QIR_OP_ATTENTION:
     break;
   default:
     return 0;
@@ -1596,7 +1678,7 @@ static int expand_max_pool_indices(chain *c, qir_value **results) {
 /* top_k as two reductions: each element's rank along the axis (how many
  * elements go before it: better, or equal at a lower index), then the k
  * outputs pick the element of rank p (exactly one term of each sum is taken).
- * Quadratic in the axis extent; NaNs are not ordered. */
+ * Quadratic in the axis extent; NaN orders as the largest value, as in qrun. */
 static int expand_top_k(chain *c, qir_value **results) {
   te *t = &c->t;
   const qir_op *op = t->op;
@@ -1610,7 +1692,14 @@ static int expand_top_k(chain *c, qir_value **results) {
   qir_expr *xi = at_with(t, 0, axis, var(t, axis)), *xj = at_with(t, 0, axis, var(t, j));
   qir_expr *better = x->dtype == QIR_U64 ? (largest ? u64_less(t, xi, xj) : u64_less(t, xj, xi))
                                          : bin(t, largest ? QIR_FN_GT : QIR_FN_LT, xj, xi);
-  qir_expr *tie = and_(t, bin(t, QIR_FN_EQ, xj, xi), bin(t, QIR_FN_LT, var(t, j), var(t, axis)));
+  qir_expr *equal = bin(t, QIR_FN_EQ, xj, xi);
+  if (qir_dtype_is_float(x->dtype)) { /* NaN is the largest value, equal to itself (as qrun, numpy's sort) */
+    qir_expr *nj = un(t, QIR_FN_ISNAN, xj), *ni = un(t, QIR_FN_ISNAN, xi);
+    qir_expr *nan_wins = largest ? bin(t, QIR_FN_AND, nj, un(t, QIR_FN_NOT, ni)) : bin(t, QIR_FN_AND, ni, un(t, QIR_FN_NOT, nj));
+    better = bin(t, QIR_FN_OR, nan_wins, better);
+    equal = bin(t, QIR_FN_OR, equal, bin(t, QIR_FN_AND, nj, ni));
+  }
+  qir_expr *tie = and_(t, equal, bin(t, QIR_FN_LT, var(t, j), var(t, axis)));
   qir_expr *before = bin(t, QIR_FN_OR, better, tie);
   qir_value *rank = push(c, make_compute(t, 1, op->operands, &rt, sel(t, before, lit(t, 1), lit(t, 0)), QIR_REDUCE_SUM));
   if (!rank) return 0;

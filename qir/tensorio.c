@@ -46,6 +46,15 @@ static const struct {
     {QIR_U64, ONNX__TENSOR_PROTO__DATA_TYPE__UINT64, "u8"},  {QIR_U32, ONNX__TENSOR_PROTO__DATA_TYPE__UINT32, "u4"},
     {QIR_U16, ONNX__TENSOR_PROTO__DATA_TYPE__UINT16, "u2"},  {QIR_U8, ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, "u1"},
     {QIR_BOOL, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "b1"},
+    /* the narrow types (ONNX codes 17..26, newer than Debian's onnx.proto): one element per byte in .npy, named by a one-field
+     * structured descr (see tensorio.h) */
+    {QIR_F8E4M3FN, 17, NULL},
+    {QIR_F8E4M3FNUZ, 18, NULL},
+    {QIR_F8E5M2, 19, NULL},
+    {QIR_F8E5M2FNUZ, 20, NULL},
+    {QIR_F8E8M0, 24, NULL}, {QIR_F4E2M1, 23, NULL},
+    {QIR_U4, 21, NULL}, {QIR_I4, 22, NULL},
+    {QIR_U2, 25, NULL}, {QIR_I2, 26, NULL},
 };
 #define N_DTYPES (sizeof dtype_map / sizeof dtype_map[0])
 
@@ -64,6 +73,38 @@ int qir_dtype_to_onnx(qir_dtype t) {
   return -1;
 }
 
+/* ------------------------------------------------------------ narrow types */
+
+/* Bytes of n elements packed as ONNX stores them. */
+static size_t packed_bytes(qir_dtype t, int64_t n) { return ((size_t)n * (size_t)qir_dtype_bits(t) + 7) / 8; }
+
+/* ONNX's packing (element i in bits [b*(i%per), b*(i%per+1)) of byte i/per)
+ * <-> qir's one element per byte (i4/i2 sign-extended). */
+static void unpack_narrow(qir_dtype t, const unsigned char *src, unsigned char *dst, int64_t n) {
+  int bits = qir_dtype_bits(t), per = 8 / bits;
+  for (int64_t i = 0; i < n; i++) {
+    unsigned c = (src[i / per] >> (bits * (int)(i % per))) & ((1u << bits) - 1);
+    dst[i] = bits == 8 ? (unsigned char)c : qir_narrow_from_double(t, qir_narrow_to_double(t, (uint8_t)c), true);
+  }
+}
+
+static void pack_narrow(qir_dtype t, const unsigned char *src, unsigned char *dst, int64_t n) {
+  int bits = qir_dtype_bits(t), per = 8 / bits;
+  memset(dst, 0, packed_bytes(t, n));
+  for (int64_t i = 0; i < n; i++) dst[i / per] |= (unsigned char)((src[i] & ((1u << bits) - 1)) << (bits * (int)(i % per)));
+}
+
+/* Whether a byte is the memory form of an element of t (see qir.h). */
+static bool narrow_byte_ok(qir_dtype t, unsigned char c) {
+  switch (t) {
+  case QIR_I4: return (int8_t)c >= -8 && (int8_t)c <= 7;
+  case QIR_U4: case QIR_F4E2M1: return c <= 15;
+  case QIR_I2: return (int8_t)c >= -2 && (int8_t)c <= 1;
+  case QIR_U2: return c <= 3;
+  default: return true;
+  }
+}
+
 /* ------------------------------------------------------------ .npy */
 
 /* Finds `'key':` in the header dict and returns the text after the colon. */
@@ -78,26 +119,44 @@ static const char *dict_value(const char *h, size_t n, const char *key) {
   return NULL;
 }
 
-bool qir_npy_decode(const void *buf, size_t len, const char *what, qir_tensor *out, qir_diag *d) {
-  const unsigned char *b = buf;
-  out->data = NULL;
-  if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return fail(d, what, "not a .npy file (bad magic)");
-  int major = b[6];
-  size_t hlen, hstart;
-  if (major == 1) {
-    hlen = (size_t)b[8] | (size_t)b[9] << 8;
-    hstart = 10;
-  } else if (major == 2 || major == 3) {
-    if (len < 12) return fail(d, what, "truncated .npy header");
-    hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
-    hstart = 12;
-  } else {
-    return fail(d, what, "unsupported .npy format version %d", major);
-  }
-  if (hlen > len - hstart) return fail(d, what, "truncated .npy header (%zu bytes announced)", hlen);
-  const char *h = (const char *)b + hstart;
-  /* descr */
+/* The narrow types' descr: [('NAME', '|u1')] (or '|i1'), NAME a qir dtype
+ * name (f8e4m3fn, ..., i2): numpy reads such a file as a one-field record
+ * array of the element bytes. */
+static bool npy_descr_narrow(const char *p, const char *end, const char *what, qir_dtype *out, qir_diag *d) {
+  char name[24], inner[8];
+  size_t k = 0, j = 0;
+  p++;
+  while (p < end && *p == ' ') p++;
+  if (p >= end || *p != '(') return fail(d, what, "unsupported .npy descr (a list that is not [('TYPE', '|u1')])");
+  p++;
+  char q = p < end ? *p : 0;
+  if (q != '\'' && q != '"') return fail(d, what, "unsupported .npy descr (a list that is not [('TYPE', '|u1')])");
+  for (p++; p < end && *p != q && k + 1 < sizeof name; p++) name[k++] = isprint((unsigned char)*p) ? *p : '?';
+  name[k] = 0;
+  if (p >= end || *p != q) return fail(d, what, "unsupported .npy descr (field name too long)");
+  p++;
+  while (p < end && (*p == ' ' || *p == ',')) p++;
+  q = p < end ? *p : 0;
+  if (q != '\'' && q != '"') return fail(d, what, "unsupported .npy descr (a list that is not [('TYPE', '|u1')])");
+  for (p++; p < end && *p != q && j + 1 < sizeof inner; p++) inner[j++] = isprint((unsigned char)*p) ? *p : '?';
+  inner[j] = 0;
+  if (p >= end || *p != q) return fail(d, what, "unsupported .npy descr (field type too long)");
+  p++;
+  while (p < end && *p == ' ') p++;
+  if (end - p < 2 || p[0] != ')' || p[1] != ']') return fail(d, what, "unsupported .npy descr (more than one field)");
+  qir_dtype dt = QIR_F32;
+  if (!qir_dtype_from_name(name, k, &dt) || !qir_dtype_is_narrow(dt))
+    return fail(d, what, "unsupported .npy record type '%s' (a narrow type is f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz, f8e8m0, f4e2m1, i4, u4, i2 or u2)", name);
+  if (strcmp(inner, "|u1") && strcmp(inner, "|i1") && strcmp(inner, "u1") && strcmp(inner, "i1"))
+    return fail(d, what, "bad .npy descr for %s: its field must be '|u1' or '|i1', not '%s'", name, inner);
+  *out = dt;
+  return true;
+}
+
+/* The element type of a .npy header. */
+static bool npy_descr(const char *h, size_t hlen, const char *what, qir_dtype *out, qir_diag *d) {
   const char *p = dict_value(h, hlen, "descr");
+  if (p && *p == '[') return npy_descr_narrow(p, h + hlen, what, out, d);
   if (!p || (*p != '\'' && *p != '"')) return fail(d, what, ".npy header has no 'descr' string");
   char descr[16];
   size_t k = 0;
@@ -118,9 +177,34 @@ bool qir_npy_decode(const void *buf, size_t len, const char *what, qir_tensor *o
   bool found = false;
   qir_dtype dt = QIR_F32;
   for (size_t i = 0; i < N_DTYPES; i++)
-    if (!strcmp(code, dtype_map[i].descr)) dt = dtype_map[i].t, found = true;
+    if (dtype_map[i].descr && !strcmp(code, dtype_map[i].descr)) dt = dtype_map[i].t, found = true;
   if (!found && !strcmp(code, "?")) dt = QIR_BOOL, found = true;
   if (!found) return fail(d, what, "unsupported .npy element type '%s'", descr);
+  *out = dt;
+  return true;
+}
+
+bool qir_npy_decode(const void *buf, size_t len, const char *what, qir_tensor *out, qir_diag *d) {
+  const unsigned char *b = buf;
+  out->data = NULL;
+  if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return fail(d, what, "not a .npy file (bad magic)");
+  int major = b[6];
+  size_t hlen, hstart;
+  if (major == 1) {
+    hlen = (size_t)b[8] | (size_t)b[9] << 8;
+    hstart = 10;
+  } else if (major == 2 || major == 3) {
+    if (len < 12) return fail(d, what, "truncated .npy header");
+    hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+    hstart = 12;
+  } else {
+    return fail(d, what, "unsupported .npy format version %d", major);
+  }
+  if (hlen > len - hstart) return fail(d, what, "truncated .npy header (%zu bytes announced)", hlen);
+  const char *h = (const char *)b + hstart;
+  qir_dtype dt = QIR_F32;
+  if (!npy_descr(h, hlen, what, &dt, d)) return false;
+  const char *p;
   /* fortran_order */
   p = dict_value(h, hlen, "fortran_order");
   if (!p) return fail(d, what, ".npy header has no 'fortran_order'");
@@ -172,6 +256,13 @@ bool qir_npy_decode(const void *buf, size_t len, const char *what, qir_tensor *o
   }
   if (dt == QIR_BOOL) /* any non-zero byte is true; keep 0/1 */
     for (int64_t i = 0; i < n; i++) ((unsigned char *)out->data)[i] = ((unsigned char *)out->data)[i] != 0;
+  for (int64_t i = 0; qir_dtype_is_narrow(dt) && i < n; i++)
+    if (!narrow_byte_ok(dt, ((unsigned char *)out->data)[i])) {
+      int v = dt == QIR_I4 || dt == QIR_I2 ? (int)((int8_t *)out->data)[i] : (int)((unsigned char *)out->data)[i];
+      free(out->data);
+      out->data = NULL;
+      return fail(d, what, "element %lld (%d) is out of the range of %s", (long long)i, v, qir_dtype_name(dt));
+    }
   return true;
 }
 
@@ -179,7 +270,8 @@ bool qir_npy_encode(const qir_tensor *t, void **buf, size_t *len) {
   const char *code = NULL;
   for (size_t i = 0; i < N_DTYPES; i++)
     if (dtype_map[i].t == t->type.dtype) code = dtype_map[i].descr;
-  if (!code) return false;
+  bool narrow = qir_dtype_is_narrow(t->type.dtype);
+  if (!code && !narrow) return false;
   char order = qir_dtype_size(t->type.dtype) == 1 ? '|' : '<';
   char shape[QIR_MAX_RANK * 24 + 8];
   size_t sl = 0;
@@ -190,7 +282,9 @@ bool qir_npy_encode(const qir_tensor *t, void **buf, size_t *len) {
   shape[sl++] = ')';
   shape[sl] = 0;
   char header[512];
-  int hl = snprintf(header, sizeof header, "{'descr': '%c%s', 'fortran_order': False, 'shape': %s, }", order, code, shape);
+  int hl = narrow ? snprintf(header, sizeof header, "{'descr': [('%s', '%s')], 'fortran_order': False, 'shape': %s, }",
+                             qir_dtype_name(t->type.dtype), qir_dtype_is_signed_int(t->type.dtype) ? "|i1" : "|u1", shape)
+                  : snprintf(header, sizeof header, "{'descr': '%c%s', 'fortran_order': False, 'shape': %s, }", order, code, shape);
   size_t total = 10 + (size_t)hl + 1;
   size_t padded = (total + 63) / 64 * 64;
   size_t hlen = padded - 10;
@@ -211,6 +305,30 @@ bool qir_npy_encode(const qir_tensor *t, void **buf, size_t *len) {
 
 /* ------------------------------------------------------------ TensorProto */
 
+/* Narrow types: raw_data holds the packed bytes; int32_data one packed byte
+ * per entry (for 8-bit types, one element). */
+static bool narrow_from_proto(const Onnx__TensorProto *p, const char *what, qir_type t, int64_t n, qir_tensor *out, qir_diag *d) {
+  size_t packed = packed_bytes(t.dtype, n);
+  if (p->has_raw_data && p->raw_data.len != packed)
+    return fail(d, what, "raw_data has %zu bytes, %lld %s elements need %zu", p->raw_data.len, (long long)n, qir_dtype_name(t.dtype), packed);
+  if (!p->has_raw_data && p->n_int32_data != packed)
+    return fail(d, what, "int32_data has %zu entries, %lld %s elements need %zu (packed bytes)", p->n_int32_data, (long long)n,
+                qir_dtype_name(t.dtype), packed);
+  unsigned char *bytes = malloc(packed ? packed : 1);
+  out->data = malloc(n ? (size_t)n : 1);
+  if (!bytes || !out->data) {
+    free(bytes);
+    free(out->data);
+    out->data = NULL;
+    return fail(d, what, "out of memory");
+  }
+  for (size_t i = 0; i < packed; i++) bytes[i] = p->has_raw_data ? p->raw_data.data[i] : (unsigned char)p->int32_data[i];
+  unpack_narrow(t.dtype, bytes, out->data, n);
+  free(bytes);
+  out->type = t;
+  return true;
+}
+
 bool qir_tensor_from_proto(const Onnx__TensorProto *p, const char *what, qir_tensor *out, qir_diag *d) {
   out->data = NULL;
   if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
@@ -225,6 +343,7 @@ bool qir_tensor_from_proto(const Onnx__TensorProto *p, const char *what, qir_ten
   int64_t n;
   if (!shape_numel(t.rank, t.dims, &n)) return fail(d, what, "tensor has a negative or too large shape");
   size_t es = (size_t)qir_dtype_size(dt), want = (size_t)n * es;
+  if (qir_dtype_is_narrow(dt)) return narrow_from_proto(p, what, t, n, out, d);
   size_t typed = 0;
   const char *field = "";
   switch (p->data_type) {
@@ -300,13 +419,26 @@ bool qir_pb_encode(const qir_tensor *t, const char *name, void **buf, size_t *le
   p.has_data_type = 1;
   p.data_type = onnx_type;
   p.has_raw_data = 1;
-  p.raw_data.len = (size_t)qir_type_numel(&t->type) * (size_t)qir_dtype_size(t->type.dtype);
+  int64_t numel = qir_type_numel(&t->type);
+  p.raw_data.len = (size_t)numel * (size_t)qir_dtype_size(t->type.dtype);
   p.raw_data.data = t->data;
+  unsigned char *packed = NULL;
+  if (qir_dtype_is_narrow(t->type.dtype)) {
+    p.raw_data.len = packed_bytes(t->type.dtype, numel);
+    packed = malloc(p.raw_data.len ? p.raw_data.len : 1);
+    if (!packed) return false;
+    pack_narrow(t->type.dtype, t->data, packed, numel);
+    p.raw_data.data = packed;
+  }
   p.name = (char *)(name ? name : "");
   size_t n = onnx__tensor_proto__get_packed_size(&p);
   unsigned char *b = malloc(n ? n : 1);
-  if (!b) return false;
+  if (!b) {
+    free(packed);
+    return false;
+  }
   onnx__tensor_proto__pack(&p, b);
+  free(packed);
   *buf = b;
   *len = n;
   return true;

@@ -6,9 +6,17 @@
  *         C or Fortran order (read), C order (written).  descr per dtype:
  *         <f8 <f4 <f2 <i8 <i4 <i2 |i1 <u8 <u4 <u2 |u1 |b1.  bf16 has no NumPy
  *         type: it is written as '<V2' (raw 2-byte records, the bfloat16 bit
- *         pattern) and '<V2' / '|V2' read back as bf16.
+ *         pattern) and '<V2' / '|V2' read back as bf16.  The narrow types
+ *         (f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f8e8m0 f4e2m1 i4 u4 i2 u2)
+ *         have no NumPy type either: one byte per element (their memory form,
+ *         see qir.h) under the one-field record descr [('NAME', '|u1')]
+ *         ('|i1' for i4/i2), NAME the qir type name; numpy loads it as a
+ *         record array (a['f8e4m3fn'] are the bytes; ml_dtypes can view
+ *         them).  Bytes outside the type's range (u4 > 15, ...) are rejected.
  *   .pb   a serialized ONNX TensorProto (raw_data or the typed fields); the
  *         tensor's name is kept.  External data and strings are rejected.
+ *         4-bit and 2-bit types are packed there (two or four per byte,
+ *         the first element in the low bits), as ONNX defines.
  * Malformed or truncated files are rejected with a message naming the file;
  * sizes are checked before anything is allocated.  Data are little-endian in
  * memory, as everywhere in qir. */

@@ -82,6 +82,7 @@ static const attr_spec attr_specs[] = {
   {QIR_OP_LOOP, "max_trip", A_INT, false, NULL},
   {QIR_OP_CAST, "to", A_STRING, false, NULL},
   {QIR_OP_CAST, "saturate", A_FLAG, false, NULL},
+  {QIR_OP_BITCAST, "to", A_STRING, true, NULL},
   {QIR_OP_LEAKY_RELU, "alpha", A_FLOAT, false, NULL},
   {QIR_OP_ELU, "alpha", A_FLOAT, false, NULL},
   {QIR_OP_SELU, "alpha", A_FLOAT, false, NULL},
@@ -152,6 +153,7 @@ static const attr_spec attr_specs[] = {
   {QIR_OP_LRN, "size", A_INT, true, NULL}, {QIR_OP_LRN, "alpha", A_FLOAT, false, NULL},
   {QIR_OP_LRN, "beta", A_FLOAT, false, NULL}, {QIR_OP_LRN, "bias", A_FLOAT, false, NULL},
   {QIR_OP_SOFTMAX, "axis", A_INT, false, NULL}, {QIR_OP_LOG_SOFTMAX, "axis", A_INT, false, NULL},
+  {QIR_OP_ATTENTION, "scale", A_FLOAT, true, NULL}, {QIR_OP_ATTENTION, "softcap", A_FLOAT, false, NULL},
   RNN_ATTRS(QIR_OP_LSTM), RNN_ATTRS(QIR_OP_GRU), RNN_ATTRS(QIR_OP_RNN),
 };
 

@@ -89,6 +89,49 @@ NPY = {"f8": ("d", 8), "f4": ("f", 4), "f2": ("e", 2), "i8": ("q", 8), "i4": ("i
 ONNX = {1: "f", 2: "B", 3: "b", 4: "H", 5: "h", 6: "i", 7: "q", 9: "?", 10: "e", 11: "d", 12: "I", 13: "Q", 16: "H"}
 
 
+# The narrow types, decoded from ONNX's bit layouts by this script's own code
+# (not qir's): the programs write one byte per element under the .npy record
+# descr [('NAME', '|u1')]; ONNX packs 4-/2-bit elements in raw_data.
+def _f8(b, exp_bits, bias, fnuz, has_inf):
+    man_bits = 7 - exp_bits
+    if fnuz and b == 0x80:
+        return float("nan")
+    s = -1.0 if b & 0x80 else 1.0
+    e = (b >> man_bits) & ((1 << exp_bits) - 1)
+    m = b & ((1 << man_bits) - 1)
+    top = (1 << exp_bits) - 1
+    if not fnuz:
+        if has_inf and e == top:
+            return s * float("inf") if m == 0 else float("nan")
+        if not has_inf and e == top and m == (1 << man_bits) - 1:
+            return float("nan")
+    if e == 0:
+        return s * m / (1 << man_bits) * 2.0 ** (1 - bias)
+    return s * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+
+
+def _f4e2m1(x):
+    s = -1.0 if x & 8 else 1.0
+    e, m = (x >> 1) & 3, x & 1
+    return s * (m * 0.5 if e == 0 else (1 + m / 2) * 2.0 ** (e - 1))
+
+
+# qir name -> (ONNX data type, bits, decoder of the element's bits, exact?)
+NARROW = {
+    "f8e4m3fn": (17, 8, lambda b: _f8(b, 4, 7, False, False), False),
+    "f8e4m3fnuz": (18, 8, lambda b: _f8(b, 4, 8, True, False), False),
+    "f8e5m2": (19, 8, lambda b: _f8(b, 5, 15, False, True), False),
+    "f8e5m2fnuz": (20, 8, lambda b: _f8(b, 5, 16, True, False), False),
+    "u4": (21, 4, lambda x: x, True),
+    "i4": (22, 4, lambda x: x - 16 if x & 8 else x, True),
+    "f4e2m1": (23, 4, _f4e2m1, False),
+    "f8e8m0": (24, 8, lambda b: float("nan") if b == 0xFF else 2.0 ** (b - 127), False),
+    "u2": (25, 2, lambda x: x, True),
+    "i2": (26, 2, lambda x: x - 4 if x & 2 else x, True),
+}
+NARROW_BY_ONNX = {v[0]: k for k, v in NARROW.items()}
+
+
 def read_npy(path):
     b = open(path, "rb").read()
     if b[:6] != b"\x93NUMPY":
@@ -96,6 +139,14 @@ def read_npy(path):
     hl = struct.unpack("<H", b[8:10])[0] if b[6] == 1 else struct.unpack("<I", b[8:12])[0]
     start = (10 if b[6] == 1 else 12) + hl
     hdr = b[start - hl:start].decode("latin1")
+    rec = re.search(r"'descr':\s*\[\('(\w+)',\s*'[|<]([iu])1'\)\]", hdr)
+    if rec:  # a narrow type, one byte per element
+        bits, dec, exact = NARROW[rec.group(1)][1:]
+        shape = [int(x) for x in re.search(r"'shape':\s*\(([^)]*)\)", hdr).group(1).replace(",", " ").split()]
+        n = 1
+        for d in shape:
+            n *= d
+        return shape, [dec(x & ((1 << bits) - 1)) for x in b[start:start + n]], "q" if exact else "f"
     descr = re.search(r"'descr':\s*'([<|=>])(\w+)'", hdr).group(2)
     shape = [int(x) for x in re.search(r"'shape':\s*\(([^)]*)\)", hdr).group(1).replace(",", " ").split()]
     code, size = NPY[descr]
@@ -138,6 +189,15 @@ def read_pb(path):
                     typed.append(x)
             else:
                 typed.append(v)
+    if dtype in NARROW_BY_ONNX:
+        bits, dec, exact = NARROW[NARROW_BY_ONNX[dtype]][1:]
+        packed = raw if raw is not None else bytes(x & 0xFF for x in typed)
+        per = 8 // bits
+        n = 1
+        for d in dims:
+            n *= d
+        vals = [dec((packed[i // per] >> (bits * (i % per))) & ((1 << bits) - 1)) for i in range(n)]
+        return dims, vals, "q" if exact else "f"
     code = ONNX.get(dtype)
     if code is None:
         raise ValueError("unsupported ONNX type %d" % dtype)

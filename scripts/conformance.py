@@ -25,7 +25,6 @@ import concurrent.futures
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -138,90 +137,6 @@ def tensor_dims(path):
         return None
 
 
-# ---------------------------------------------------------------- narrow element types
-# qir has no 8/4/2-bit float or 4/2-bit integer types; onnx2qir widens graph
-# inputs of those types (float8/float4 -> f32, int4/int2 -> i8, uint4/uint2 ->
-# u8), every value exactly.  The runner decodes such input files (ONNX's bit
-# layouts) into .npy files of the wide type.  Expected outputs are untouched.
-
-def _f8(b, exp_bits, bias, fnuz, has_inf):
-    man_bits = 7 - exp_bits
-    if fnuz and b == 0x80:
-        return float("nan")
-    s = -1.0 if b & 0x80 else 1.0
-    e = (b >> man_bits) & ((1 << exp_bits) - 1)
-    m = b & ((1 << man_bits) - 1)
-    top = (1 << exp_bits) - 1
-    if not fnuz:
-        if has_inf and e == top:
-            return s * float("inf") if m == 0 else float("nan")
-        if not has_inf and e == top and m == (1 << man_bits) - 1:
-            return float("nan")
-    if e == 0:
-        return s * m / (1 << man_bits) * 2.0 ** (1 - bias)
-    return s * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
-
-
-def _f4e2m1(x):
-    s = -1.0 if x & 8 else 1.0
-    e, m = (x >> 1) & 3, x & 1
-    return s * (m * 0.5 if e == 0 else (1 + m / 2) * 2.0 ** (e - 1))
-
-
-# onnx data type -> (bits per element, decoder of one element, npy descr)
-NARROW = {
-    17: (8, lambda b: _f8(b, 4, 7, False, False), "<f4"),    # FLOAT8E4M3FN
-    18: (8, lambda b: _f8(b, 4, 8, True, False), "<f4"),     # FLOAT8E4M3FNUZ
-    19: (8, lambda b: _f8(b, 5, 15, False, True), "<f4"),    # FLOAT8E5M2
-    20: (8, lambda b: _f8(b, 5, 16, True, False), "<f4"),    # FLOAT8E5M2FNUZ
-    21: (4, lambda x: x, "|u1"),                             # UINT4
-    22: (4, lambda x: x - 16 if x & 8 else x, "|i1"),        # INT4
-    23: (4, _f4e2m1, "<f4"),                                 # FLOAT4E2M1
-    24: (8, lambda b: float("nan") if b == 0xFF else 2.0 ** (b - 127), "<f4"),  # FLOAT8E8M0
-    25: (2, lambda x: x, "|u1"),                             # UINT2
-    26: (2, lambda x: x - 4 if x & 2 else x, "|i1"),         # INT2
-}
-
-
-def widen_narrow(path, out_path):
-    """Writes a narrow-typed TensorProto file as a widened .npy; False if the
-    file is not of such a type."""
-    with open(path, "rb") as fh:
-        b = fh.read()
-    _, dims, dtype, raw = tensor_header(b)
-    if dtype not in NARROW:
-        return False
-    bits, dec, descr = NARROW[dtype]
-    n = 1
-    for d in dims:
-        n *= d
-    if raw is None:
-        # int32_data (field 5): one byte of the packed layout per entry
-        vals = []
-        for f, w, v in _fields(b):
-            if f == 5 and w == 0:
-                vals.append(v)
-            elif f == 5 and w == 2:
-                i = 0
-                while i < len(v):
-                    x, i = _varint(v, i)
-                    vals.append(x)
-        raw = bytes(x & 0xFF for x in vals)
-    per = 8 // bits
-    if len(raw) * per < n:
-        return False
-    vals = [dec((raw[i // per] >> (bits * (i % per))) & ((1 << bits) - 1)) for i in range(n)]
-    if descr == "<f4":
-        data = struct.pack("<%df" % n, *vals)
-    else:
-        data = struct.pack("%d%s" % (n, "b" if descr == "|i1" else "B"), *vals)
-    header = ("{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tuple(dims))).encode()
-    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
-    with open(out_path, "wb") as fh:
-        fh.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + data)
-    return True
-
-
 # ---------------------------------------------------------------- running one test
 
 def run(cmd, timeout):
@@ -241,9 +156,8 @@ def data_sets(test_dir):
 
 def read_data_set(ds_dir, inputs, outputs, workdir, tag):
     """The files of one test_data_set: (feeds, shapes, expected).  feeds maps
-    a graph input name to its tensor file (narrow types widened to .npy under
-    workdir, named after tag), shapes maps it to its dims (None if unknown),
-    expected lists (graph output name, reference file)."""
+    a graph input name to its tensor file, shapes maps it to its dims (None if
+    unknown), expected lists (graph output name, reference file)."""
     in_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"input_\d+\.pb$", f)),
                       key=lambda f: int(f[6:-3]))
     out_files = sorted((f for f in os.listdir(ds_dir) if re.match(r"output_\d+\.pb$", f)),
@@ -253,8 +167,7 @@ def read_data_set(ds_dir, inputs, outputs, workdir, tag):
         if k < len(inputs):
             path = os.path.join(ds_dir, f)
             shapes[inputs[k]] = tensor_dims(path)
-            wide = os.path.join(workdir, "%s_%s.npy" % (tag, f[:-3]))
-            feeds[inputs[k]] = wide if widen_narrow(path, wide) else path
+            feeds[inputs[k]] = path
     expected = [(outputs[k], os.path.join(ds_dir, f)) for k, f in enumerate(out_files) if k < len(outputs)]
     return feeds, shapes, expected
 

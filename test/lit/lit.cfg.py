@@ -72,3 +72,14 @@ if nvcc:
     config.substitutions.append(("%nvcc", nvcc))
 if shutil.which("hipcc"):
     config.available_features.add("hipcc")
+# Debian's python3 with the onnx and numpy modules (generators of ONNX test
+# models, e.g. test/transformers): feature `python-onnx`, %sys_python.
+import subprocess
+sys_python = "/usr/bin/python3"
+try:
+    if subprocess.run([sys_python, "-c", "import onnx, numpy"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, timeout=60).returncode == 0:
+        config.available_features.add("python-onnx")
+except (OSError, subprocess.SubprocessError):
+    pass
+config.substitutions.append(("%sys_python", sys_python))

@@ -36,7 +36,8 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 SAN_RE = re.compile(rb"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|"
                     rb"Segmentation fault|stack-overflow|SUMMARY: )")
-DTYPES = ["f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8", "bool"]
+DTYPES = ["f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8", "bool",
+          "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0", "f4e2m1", "i4", "u4", "i2", "u2"]
 HUGE = ["99999999999999999999999", "9223372036854775807", "9223372036854775808", "2147483648",
         "4294967296", "-1", "0", "-9223372036854775808", "1e308", "1e999", "-0", "65536",
         "100000000", "3000000000", "18446744073709551615"]
@@ -451,6 +452,11 @@ def tensor_case(runner, work, case_id, data, tool):
 # ------------------------------------------------------------------ .npy / .pb mutators
 def npy_header_mutators():
     def descr(rng, b, ctx):
+        if rng.random() < 0.3:  # the narrow types' record descr, right and wrong
+            return _sub_match(rng, b, rb"'descr': '[^']*'", lambda m: b"'descr': " + rng.choice(
+                [b"[('f8e4m3fn', '|u1')]", b"[('i4', '|i1')]", b"[('u2', '|u1')]", b"[('f4e2m1', '|u1')]",
+                 b"[('f9', '|u1')]", b"[('u4', '<f4')]", b"[('u4', '|u1'), ('x', '|u1')]", b"[(", b"[]",
+                 b"[('" + b"x" * 40 + b"', '|u1')]", b"[('i2', '|u1'"]))
         return _sub_match(rng, b, rb"'descr': '[^']*'", lambda m: b"'descr': '" + rng.choice(
             [b"<f4", b"<f8", b">f4", b"|b1", b"<i8", b"<u2", b"<c8", b"|O", b"<U3", b"", b"f4", b"<f2", b"|S3"]) + b"'")
 
@@ -484,7 +490,7 @@ def pb_text_mutators():
 
     def dtype(rng, b, ctx):
         return _sub_match(rng, b, rb"data_type: \d+", lambda m: b"data_type: " + str(rng.choice(
-            [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 99])).encode())
+            [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 19, 21, 22, 23, 24, 25, 26, 27, 99])).encode())
 
     def drop(rng, b, ctx):
         return m_drop_line(rng, b, ctx)
@@ -500,7 +506,7 @@ def onnx_text_mutators():
 
     def elem(rng, b, ctx):
         return _sub_match(rng, b, rb"(elem_type|data_type): \d+", lambda m: m.group(1) + b": " + str(rng.choice(
-            [0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 14, 16, 17, 99])).encode())
+            [0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 14, 16, 17, 18, 20, 21, 22, 23, 25, 26, 27, 99])).encode())
 
     def names(rng, b, ctx):
         return _sub_match(rng, b, rb"(input|output): \"[^\"]*\"", lambda m: m.group(1) + b": " + rng.choice(

@@ -603,8 +603,60 @@ static bool cv_affine_grid(node_ctx *nc) {
   return node_set_out(nc, 0, emit_reshape(IMP, g, sd + 2, gd));
 }
 
-/* Det: Leibniz's sum over permutations of the last two (square) dims, for
- * matrices up to 4 x 4 (24 products of gathered elements). */
+/* Det of matrices larger than 4 x 4: LU elimination with partial pivoting,
+ * unrolled over the n columns on x reshaped to [N, n, n].  Step j: the pivot
+ * row p is the first of the largest |a[r, j]|, r >= j (argmax); rows j and p
+ * swap (gather_elements with the swapping permutation), the determinant takes
+ * the pivot and the swap's sign, and the rows below lose their multiple of
+ * row j.  A zero pivot divides by 1 instead: the determinant is 0 already and
+ * the rest stays finite. */
+static qir_value *det_lu(importer *imp, qir_value *x, int64_t n) {
+  int r = x->type.rank;
+  int64_t N = 1;
+  for (int i = 0; i < r - 2; i++) N *= x->type.dims[i];
+  qir_dtype dt = x->type.dtype;
+  int64_t d3[3] = {N, n, n};
+  qir_value *a = emit_reshape(imp, x, 3, d3);
+  int64_t *rows = malloc(sizeof *rows * (size_t)n);
+  if (!rows) abort();
+  for (int64_t i = 0; i < n; i++) rows[i] = i;
+  int64_t rd[2] = {1, n}, zd[3] = {1, 1, n};
+  qir_value *row = const_data(imp, qir_type_make(QIR_I64, 2, rd), rows); /* [1, n] */
+  free(rows);
+  qir_value *zeros = const_splat(imp, qir_type_make(QIR_I64, 3, zd), 0);
+  qir_value *det = NULL, *zero = const_scalar(imp, dt, 0), *one = const_scalar(imp, dt, 1);
+  for (int64_t j = 0; j < n; j++) {
+    qir_value *jj = const_scalar(imp, QIR_I64, (double)j);
+    qir_value *below = emit2(imp, QIR_OP_GREATER_EQUAL, row, jj);
+    qir_value *cand = where(imp, below, emit1(imp, QIR_OP_ABS, gather(imp, QIR_OP_GATHER, a, jj, 2)), const_scalar(imp, dt, -1));
+    qir_op *op = op_begin(imp, QIR_OP_ARGMAX, 1, &cand);
+    set_i(imp, op, "axis", 1);
+    set_i(imp, op, "keepdims", 1);
+    set_i(imp, op, "select_last_index", 0);
+    qir_value *p = op_end(imp, op, NULL); /* [N, 1] */
+    qir_value *perm = where(imp, emit2(imp, QIR_OP_EQUAL, row, jj), p, where(imp, emit2(imp, QIR_OP_EQUAL, row, p), jj, row));
+    int64_t pd[3] = {N, n, 1};
+    qir_value *idx = emit2(imp, QIR_OP_ADD, emit_reshape(imp, perm, 3, pd), zeros); /* [N, n, n] */
+    a = gather(imp, QIR_OP_GATHER_ELEMENTS, a, idx, 1);
+    qir_value *rowj = gather(imp, QIR_OP_GATHER, a, jj, 1);     /* [N, n] */
+    qir_value *piv = gather(imp, QIR_OP_GATHER, rowj, jj, 1);   /* [N] */
+    qir_value *sign = where(imp, emit2(imp, QIR_OP_EQUAL, p, jj), one, const_scalar(imp, dt, -1)); /* [N, 1] */
+    int64_t nd[1] = {N};
+    qir_value *term = emit2(imp, QIR_OP_MUL, piv, emit_reshape(imp, sign, 1, nd));
+    det = det ? emit2(imp, QIR_OP_MUL, det, term) : term;
+    if (j + 1 == n) break;
+    int64_t n1[2] = {N, 1};
+    qir_value *safe = where(imp, emit2(imp, QIR_OP_EQUAL, piv, zero), one, piv);
+    qir_value *colj = gather(imp, QIR_OP_GATHER, a, jj, 2); /* [N, n] */
+    qir_value *factor = where(imp, emit2(imp, QIR_OP_GREATER, row, jj), emit2(imp, QIR_OP_DIV, colj, emit_reshape(imp, safe, 2, n1)), zero);
+    int64_t fd[3] = {N, n, 1}, jd[3] = {N, 1, n};
+    a = emit2(imp, QIR_OP_SUB, a, emit2(imp, QIR_OP_MUL, emit_reshape(imp, factor, 3, fd), emit_reshape(imp, rowj, 3, jd)));
+  }
+  return emit_reshape(imp, det, r - 2, x->type.dims);
+}
+
+/* Det: Leibniz's sum over permutations of the last two (square) dims for
+ * matrices up to 4 x 4 (24 products of gathered elements), else det_lu. */
 static bool cv_det(node_ctx *nc) {
   if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
@@ -612,7 +664,9 @@ static bool cv_det(node_ctx *nc) {
   if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return node_fail(nc, "input must be [..., M, M]");
   if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "input must be a float tensor");
   int64_t n = x->type.dims[r - 1];
-  if (n < 1 || n > 4) return node_fail(nc, "Det of matrices larger than 4 x 4 is not supported");
+  if (n < 1) return node_fail(nc, "Det of an empty matrix");
+  if (n > 256) return node_fail(nc, "Det of matrices larger than 256 x 256 is not supported (the elimination is unrolled)");
+  if (n > 4) return node_set_out(nc, 0, det_lu(IMP, x, n));
   int64_t d[QIR_MAX_RANK];
   for (int i = 0; i < r - 2; i++) d[i] = x->type.dims[i];
   d[r - 2] = n * n;
@@ -806,8 +860,54 @@ static bool cv_linear_attention(node_ctx *nc) {
   return true;
 }
 
-/* RoiAlign (mode avg, a fixed sampling_ratio): each RoI's sampling points as a
- * grid_sample grid (pixel coordinates, align_corners, border: ONNX clamps
+/* RoiAlign mode max, as ONNX's reference and ONNX Runtime define it: per
+ * sampling point the largest of its four bilinear corner terms w·x (not the
+ * interpolated value), then the largest over the bin's points; points outside
+ * [-1, D] count as 0.  A point is clamped to >= 0; at or past the last pixel
+ * both corners are the last pixel.  The corners are read by nearest-pixel
+ * grid_samples at integer coordinates. */
+static qir_value *roi_align_max(importer *imp, qir_value *xr, qir_value *const coord[2], qir_value *const inside[2],
+                                int64_t R, int64_t C, int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t sr) {
+  qir_dtype dt = xr->type.dtype;
+  qir_value *pos[2][2], *wt[2][2]; /* per axis (0: y, 1: x): low / high pixel, and their weights */
+  for (int a = 0; a < 2; a++) {
+    double last = (double)((a ? W : H) - 1);
+    qir_value *c = emit2(imp, QIR_OP_MAX, coord[a], const_scalar(imp, dt, 0));
+    qir_value *lo = emit1(imp, QIR_OP_FLOOR, c);
+    qir_value *edge = emit2(imp, QIR_OP_GREATER_EQUAL, lo, const_scalar(imp, dt, last));
+    qir_value *l_ = const_scalar(imp, dt, last);
+    lo = where(imp, edge, l_, lo);
+    c = where(imp, edge, l_, c);
+    pos[a][0] = lo;
+    pos[a][1] = where(imp, edge, l_, emit2(imp, QIR_OP_ADD, lo, const_scalar(imp, dt, 1)));
+    wt[a][1] = emit2(imp, QIR_OP_SUB, c, lo);                             /* l */
+    wt[a][0] = emit2(imp, QIR_OP_SUB, const_scalar(imp, dt, 1), wt[a][1]); /* h = 1 - l */
+  }
+  int64_t MH = oh * sr, MW = ow * sr, fd[4] = {R, MH, MW, 1};
+  qir_value *zeros = const_splat(imp, qir_type_make(dt, 4, fd), 0), *best = NULL;
+  for (int cy = 0; cy < 2; cy++)
+    for (int cx = 0; cx < 2; cx++) {
+      qir_value *gx = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, pos[1][cx], const_scalar(imp, dt, 2.0 / (double)(W - 1))), const_scalar(imp, dt, 1));
+      qir_value *gy = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, pos[0][cy], const_scalar(imp, dt, 2.0 / (double)(H - 1))), const_scalar(imp, dt, 1));
+      gx = emit2(imp, QIR_OP_ADD, reshape_to(imp, gx, 4, R, 1, MW, 1, 0), zeros);
+      gy = emit2(imp, QIR_OP_ADD, reshape_to(imp, gy, 4, R, MH, 1, 1, 0), zeros);
+      qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xr, concat2(imp, gx, gy, 3)});
+      set_w(imp, op, "mode", "nearest");
+      set_w(imp, op, "padding_mode", "border");
+      set_i(imp, op, "align_corners", 1);
+      qir_value *v = op_end(imp, op, NULL); /* [R, C, MH, MW] */
+      qir_value *w = emit2(imp, QIR_OP_MUL, reshape_to(imp, wt[0][cy], 4, R, 1, MH, 1, 0), reshape_to(imp, wt[1][cx], 4, R, 1, 1, MW, 0));
+      qir_value *term = emit2(imp, QIR_OP_MUL, w, v);
+      best = best ? emit2(imp, QIR_OP_MAX, best, term) : term;
+    }
+  qir_value *mask = emit2(imp, QIR_OP_AND, reshape_to(imp, inside[0], 4, R, 1, MH, 1, 0), reshape_to(imp, inside[1], 4, R, 1, 1, MW, 0));
+  best = where(imp, mask, best, const_scalar(imp, dt, 0));
+  int64_t d6[6] = {R, C, oh, sr, ow, sr}, axes[2] = {3, 5};
+  return reduce(imp, QIR_OP_REDUCE_MAX, emit_reshape(imp, best, 6, d6), 2, axes, 0);
+}
+
+/* RoiAlign (a fixed sampling_ratio; mode max: roi_align_max): mode avg takes
+ * each RoI's sampling points as a grid_sample grid (pixel coordinates, align_corners, border: ONNX clamps
  * points in [-1, 0) and (D-1, D] to the edge), points farther out masked to 0,
  * then the mean over each bin's points. */
 static bool cv_roi_align(node_ctx *nc) {
@@ -817,7 +917,9 @@ static bool cv_roi_align(node_ctx *nc) {
   if (x->type.rank != 4 || !qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "X must be a float [N, C, H, W]");
   if (rois->type.rank != 2 || rois->type.dims[1] != 4 || bidx->type.rank != 1 || bidx->type.dims[0] != rois->type.dims[0])
     return node_fail(nc, "rois must be [R, 4] and batch_indices [R]");
-  if (strcmp(attr_str(nc, "mode", "avg"), "avg")) return node_fail(nc, "RoiAlign mode max is not supported");
+  const char *mode = attr_str(nc, "mode", "avg");
+  bool max_mode = !strcmp(mode, "max");
+  if (!max_mode && strcmp(mode, "avg")) return node_fail(nc, "mode must be avg or max");
   int64_t oh = attr_int(nc, "output_height", 1), ow = attr_int(nc, "output_width", 1), sr = attr_int(nc, "sampling_ratio", 0);
   if (oh < 1 || ow < 1) return node_fail(nc, "output_height and output_width must be positive");
   if (sr <= 0) return node_fail(nc, "sampling_ratio 0 (a per-RoI adaptive grid) is not supported");
@@ -869,6 +971,7 @@ static bool cv_roi_align(node_ctx *nc) {
   qir_value *grid = concat2(imp, gx, gy, 3);
   qir_value *xr = gather(imp, QIR_OP_GATHER, x, emit_cast(imp, bidx, QIR_I64), 0); /* [R, C, H, W] */
   if (!grid || !xr) return false;
+  if (max_mode) return node_set_out(nc, 0, roi_align_max(imp, xr, coord, inside, R, C, H, W, oh, ow, sr));
   qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xr, grid});
   set_w(imp, op, "mode", "linear");
   set_w(imp, op, "padding_mode", "border");
@@ -878,6 +981,93 @@ static bool cv_roi_align(node_ctx *nc) {
   smp = emit2(imp, QIR_OP_MUL, smp, emit_cast(imp, mask, dt));
   int64_t d6[6] = {R, C, oh, sr, ow, sr}, axes[2] = {3, 5};
   return node_set_out(nc, 0, reduce(imp, QIR_OP_REDUCE_MEAN, emit_reshape(imp, smp, 6, d6), 2, axes, 0));
+}
+
+/* DeformConv (2-D): each kernel tap's input sampled at its offset position
+ * (bilinear, zero outside: a grid_sample with zeros padding on pixel
+ * coordinates) per offset group, times the mask, then the grouped convolution
+ * as one matmul of W [group, oC/group, C/group * taps] with the samples. */
+static bool cv_deform_conv(node_ctx *nc) {
+  if (!node_need_inputs(nc, 3)) return false;
+  importer *imp = IMP;
+  qir_value *x = IN(0), *w = IN(1), *off = IN(2), *b = IN(3), *mask = IN(4);
+  if (x->type.rank != 4 || w->type.rank != 4 || off->type.rank != 4) return node_fail(nc, "only 2-D DeformConv: X, W and offset must be 4-D");
+  if (!qir_dtype_is_float(x->type.dtype)) return node_fail(nc, "X must be a float tensor");
+  qir_dtype dt = x->type.dtype;
+  int64_t N = x->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
+  int64_t OC = w->type.dims[0], kh = w->type.dims[2], kw = w->type.dims[3];
+  int64_t ks[2] = {kh, kw}, st[2] = {1, 1}, dl[2] = {1, 1}, pd[4] = {0, 0, 0, 0};
+  if (attr_ints(nc, "kernel_shape", ks, 2) == 2 && (ks[0] != kh || ks[1] != kw)) return node_fail(nc, "kernel_shape does not match W");
+  int ns = attr_ints(nc, "strides", st, 2), nd = attr_ints(nc, "dilations", dl, 2), np = attr_ints(nc, "pads", pd, 4);
+  if ((ns >= 0 && ns != 2) || (nd >= 0 && nd != 2) || (np >= 0 && np != 4)) return node_fail(nc, "strides, dilations and pads must have 2, 2 and 4 entries");
+  int64_t group = attr_int(nc, "group", 1), og = attr_int(nc, "offset_group", 1);
+  if (st[0] < 1 || st[1] < 1 || dl[0] < 1 || dl[1] < 1 || pd[0] < 0 || pd[1] < 0 || pd[2] < 0 || pd[3] < 0)
+    return node_fail(nc, "strides and dilations must be positive, pads not negative");
+  if (group < 1 || C % group || OC % group || w->type.dims[1] != C / group) return node_fail(nc, "group does not divide the channels of X and W");
+  if (og < 1 || C % og) return node_fail(nc, "offset_group must divide the channels");
+  if (H < 2 || W < 2) return node_fail(nc, "DeformConv needs an image of at least 2 x 2");
+  int64_t oh = (H + pd[0] + pd[2] - (dl[0] * (kh - 1) + 1)) / st[0] + 1, ow = (W + pd[1] + pd[3] - (dl[1] * (kw - 1) + 1)) / st[1] + 1;
+  int64_t K = kh * kw;
+  if (oh < 1 || ow < 1) return node_fail(nc, "the kernel does not fit the padded image");
+  if (off->type.dims[0] != N || off->type.dims[1] != og * 2 * K || off->type.dims[2] != oh || off->type.dims[3] != ow)
+    return node_fail(nc, "offset must be [N, offset_group * 2 * kH * kW, oH, oW]");
+  if (mask && (mask->type.rank != 4 || mask->type.dims[0] != N || mask->type.dims[1] != og * K || mask->type.dims[2] != oh || mask->type.dims[3] != ow))
+    return node_fail(nc, "mask must be [N, offset_group * kH * kW, oH, oW]");
+  if (b && (b->type.rank != 1 || b->type.dims[0] != OC)) return node_fail(nc, "B must be [oC]");
+  if (N * og * K * oh * ow > FOLD_LIMIT * 64) return node_fail(nc, "sampling grid too large");
+  /* positions: base (per tap and output row / column) + offset; offset is [N, og, K, 2 (dy, dx), oH, oW] */
+  int64_t d6[6] = {N, og, K, 2, oh, ow};
+  qir_value *o6 = emit_reshape(imp, emit_cast(imp, off, dt), 6, d6);
+  qir_value *pos[2];
+  for (int a = 0; a < 2; a++) {
+    int64_t s6[6] = {0, 0, 0, a, 0, 0}, e6[6] = {N, og, K, a + 1, oh, ow}, t6[6] = {1, 1, 1, 1, 1, 1};
+    qir_op *op = op_begin(imp, QIR_OP_SLICE, 1, &o6);
+    set_ints(imp, op, "starts", 6, s6);
+    set_ints(imp, op, "ends", 6, e6);
+    set_ints(imp, op, "steps", 6, t6);
+    int64_t d5[5] = {N, og, K, oh, ow};
+    qir_value *d = emit_reshape(imp, op_end(imp, op, NULL), 5, d5);
+    int64_t n_out = a ? ow : oh;
+    char *buf = calloc((size_t)(K * n_out), (size_t)qir_dtype_size(dt));
+    if (!buf) abort();
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t o = 0; o < n_out; o++) {
+        int64_t tap = a ? k % kw : k / kw;
+        qir_store_elem(dt, buf, k * n_out + o, (double)(o * st[a] - pd[a] + tap * dl[a]));
+      }
+    int64_t bd[5] = {1, 1, K, a ? 1 : oh, a ? ow : 1};
+    qir_value *bv = const_data(imp, qir_type_make(dt, 5, bd), buf);
+    free(buf);
+    double D = (double)(a ? W : H);
+    /* normalised for align_corners: 2 p / (D - 1) - 1 */
+    pos[a] = emit2(imp, QIR_OP_SUB, emit2(imp, QIR_OP_MUL, emit2(imp, QIR_OP_ADD, d, bv), const_scalar(imp, dt, 2.0 / (D - 1))), const_scalar(imp, dt, 1));
+  }
+  int64_t gd[5] = {N * og, K * oh, ow, 1, 0};
+  qir_value *grid = concat2(imp, emit_reshape(imp, pos[1], 4, gd), emit_reshape(imp, pos[0], 4, gd), 3); /* (x, y) */
+  int64_t xd[4] = {N * og, C / og, H, W};
+  qir_value *xs = emit_reshape(imp, x, 4, xd);
+  if (!grid || !xs) return false;
+  qir_op *op = op_begin(imp, QIR_OP_GRID_SAMPLE, 2, (qir_value *[]){xs, grid});
+  set_w(imp, op, "mode", "linear");
+  set_w(imp, op, "padding_mode", "zeros");
+  set_i(imp, op, "align_corners", 1);
+  qir_value *smp = op_end(imp, op, NULL); /* [N*og, C/og, K*oH, oW] */
+  int64_t sd[6] = {N, og, C / og, K, oh, ow};
+  smp = emit_reshape(imp, smp, 6, sd);
+  if (mask) {
+    int64_t md[6] = {N, og, 1, K, oh, ow};
+    smp = emit2(imp, QIR_OP_MUL, smp, emit_reshape(imp, emit_cast(imp, mask, dt), 6, md));
+  }
+  int64_t cg = C / group, ocg = OC / group;
+  int64_t s4[4] = {N, group, cg * K, oh * ow}, w4[4] = {1, group, ocg, cg * K};
+  qir_value *y = emit2(imp, QIR_OP_MATMUL, emit_reshape(imp, w, 4, w4), emit_reshape(imp, smp, 4, s4)); /* [N, group, ocg, oH*oW] */
+  int64_t yd[4] = {N, OC, oh, ow};
+  y = emit_reshape(imp, y, 4, yd);
+  if (b) {
+    int64_t bd[4] = {1, OC, 1, 1};
+    y = emit2(imp, QIR_OP_ADD, y, emit_reshape(imp, b, 4, bd));
+  }
+  return node_set_out(nc, 0, y);
 }
 
 /* ---------------------------------------------------------------- ai.onnx.ml */
@@ -1017,15 +1207,36 @@ static bool quant_range(qir_dtype dt, double *lo, double *hi) {
   case QIR_I8: *lo = -128, *hi = 127; return true;
   case QIR_U16: *lo = 0, *hi = 65535; return true;
   case QIR_I16: *lo = -32768, *hi = 32767; return true;
+  case QIR_U4: *lo = 0, *hi = 15; return true;
+  case QIR_I4: *lo = -8, *hi = 7; return true;
+  case QIR_U2: *lo = 0, *hi = 3; return true;
+  case QIR_I2: *lo = -2, *hi = 1; return true;
   default: return false;
   }
 }
 
-/* saturate(round_half_even(x / scale) + zp) in the zero point's type. */
+/* saturate(round_half_even(x / scale) + zp) in the zero point's type; for the
+ * narrow float types cast(x / scale + zp) with the node's saturate. */
 static qir_value *quantize(node_ctx *nc, qir_value *x, qir_value *s, qir_value *zp, qir_dtype to) {
   double lo, hi;
+  if (qir_dtype_is_float(to) && qir_dtype_is_narrow(to) && to != QIR_F8E8M0) {
+    int64_t saturate = attr_int(nc, "saturate", 1);
+    if (saturate != 0 && saturate != 1) {
+      node_fail(nc, "attribute 'saturate' must be 0 or 1");
+      return NULL;
+    }
+    qir_value *q = emit2(IMP, QIR_OP_DIV, emit_cast(IMP, x, QIR_F32), emit_cast(IMP, s, QIR_F32));
+    if (zp) q = emit2(IMP, QIR_OP_ADD, q, emit_cast(IMP, zp, QIR_F32));
+    qir_type t = q->type;
+    t.dtype = to;
+    qir_op *op = op_begin_typed(IMP, QIR_OP_CAST, 1, &q, 1, &t);
+    set_w(IMP, op, "to", qir_dtype_name(to));
+    if (!saturate && to != QIR_F4E2M1) set_i(IMP, op, "saturate", 0);
+    return op_end(IMP, op, NULL);
+  }
   if (!quant_range(to, &lo, &hi)) {
-    imp_error(IMP, "quantisation to %s is not supported (8- and 16-bit integer targets only)", qir_dtype_name(to));
+    imp_error(IMP, "quantisation to %s is not supported (8-, 16-, 4- and 2-bit integer and the float8/float4 targets only)",
+              qir_dtype_name(to));
     return NULL;
   }
   qir_value *q = emit1(IMP, QIR_OP_ROUND, emit2(IMP, QIR_OP_DIV, emit_cast(IMP, x, QIR_F32), emit_cast(IMP, s, QIR_F32)));
@@ -1048,11 +1259,6 @@ static bool cv_quantize(node_ctx *nc) {
   if (!quant_axis(nc, x, &axis, &block)) return false;
   qir_dtype to = QIR_U8;
   const Onnx__AttributeProto *od = attr_find(nc, "output_dtype");
-  const char *narrow = narrow_origin(IMP, IN(2));
-  if (narrow) {
-    imp_error(IMP, "quantisation to %s (the zero point's type) is not supported: qir has no such element type", narrow);
-    return false;
-  }
   if (IN(2)) to = IN(2)->type.dtype;
   else if (od && od->i && !onnx_dtype_to_qir((int32_t)od->i, &to)) return node_fail(nc, "output_dtype has no qir element type");
   qir_value *s = quant_param(nc, IN(1), x, axis, block);
@@ -1140,6 +1346,20 @@ static qir_value *split_heads(importer *imp, qir_value *x, int64_t heads) {
  * additive masks (padded with "masked" up to the total KV length), causal
  * masking aligned bottom-right to the past length, softcap (applied to the
  * scores before the bias) and the four qk_matmul_output modes. */
+/* Attention's outputs: Y ([B, H, S, dv], back to [B, S, H*dv] for 3-D
+ * inputs), present key and value (the concatenated K and V). */
+static bool attention_outputs(node_ctx *nc, qir_value *y, int r, int64_t B, int64_t Hq, int64_t Sq, int64_t dv,
+                              qir_value *k, qir_value *v) {
+  if (r == 3) {
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    y = reshape_to(IMP, emit_transpose(IMP, y, 4, perm), 3, B, Sq, Hq * dv, 0, 0);
+  }
+  if (!node_set_out(nc, 0, y)) return false;
+  if (wants_out(nc, 1)) nc->out[1] = k;
+  if (wants_out(nc, 2)) nc->out[2] = v;
+  return true;
+}
+
 static bool cv_attention(node_ctx *nc) {
   if (!node_need_inputs(nc, 3)) return false;
   importer *imp = IMP;
@@ -1184,11 +1404,24 @@ static bool cv_attention(node_ctx *nc) {
   int64_t T = k->type.dims[2], G = Hq / Hkv;
   qir_dtype dt = q->type.dtype;
   double scale = attr_find(nc, "scale") ? attr_float(nc, "scale", 1) : 1 / sqrt((double)dq);
-  qir_value *sq = const_scalar(imp, dt, sqrt(scale));
-  static const int64_t kt_perm[4] = {0, 1, 3, 2};
-  qir_value *qg = reshape_to(imp, emit2(imp, QIR_OP_MUL, q, sq), 5, B, Hkv, G, Sq, dq);
-  qir_value *ktg = reshape_to(imp, emit_transpose(imp, emit2(imp, QIR_OP_MUL, k, sq), 4, kt_perm), 5, B, Hkv, 1, dq, T);
-  qir_value *qk = reshape_to(imp, emit2(imp, QIR_OP_MATMUL, qg, ktg), 4, B, Hq, Sq, T, 0);
+  double softcap = attr_float(nc, "softcap", 0);
+  const Onnx__AttributeProto *prec = attr_find(nc, "softmax_precision");
+  qir_dtype pdt = dt;
+  if (prec && prec->i && (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)))
+    return node_fail(nc, "softmax_precision must be a float type");
+  if (!isfinite(scale)) return node_fail(nc, "scale must be a finite number");
+  if (!(softcap >= 0)) return node_fail(nc, "softcap must not be negative");
+  /* one `attention` op unless the scores are an output (qk_matmul_output) or
+   * the softmax runs in a type other than its f32 / f64 stages */
+  bool one_op = !wants_out(nc, 3) && (pdt == dt || pdt == (dt == QIR_F64 ? QIR_F64 : QIR_F32));
+  qir_value *qk = NULL;
+  if (!one_op) {
+    qir_value *sq = const_scalar(imp, dt, sqrt(scale));
+    static const int64_t kt_perm[4] = {0, 1, 3, 2};
+    qir_value *qg = reshape_to(imp, emit2(imp, QIR_OP_MUL, q, sq), 5, B, Hkv, G, Sq, dq);
+    qir_value *ktg = reshape_to(imp, emit_transpose(imp, emit2(imp, QIR_OP_MUL, k, sq), 4, kt_perm), 5, B, Hkv, 1, dq, T);
+    qk = reshape_to(imp, emit2(imp, QIR_OP_MATMUL, qg, ktg), 4, B, Hq, Sq, T, 0);
+  }
 
   /* the additive bias: mask, causal, KV padding */
   qir_value *bias = NULL;
@@ -1246,31 +1479,28 @@ static bool cv_attention(node_ctx *nc) {
     qir_value *pad = reshape_to(imp, where(imp, ok, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)), 4, B, 1, 1, T, 0);
     bias = bias ? emit2(imp, QIR_OP_ADD, bias, pad) : pad;
   }
+  qir_value *y;
+  if (one_op) {
+    qir_value *ops[4] = {q, k, v, bias ? bias : const_scalar(imp, dt, 0)};
+    qir_op *op = op_begin(imp, QIR_OP_ATTENTION, 4, ops);
+    set_f(imp, op, "scale", scale);
+    if (softcap > 0) set_f(imp, op, "softcap", softcap);
+    y = op_end(imp, op, NULL);
+    if (!y) return false;
+    return attention_outputs(nc, y, r, B, Hq, Sq, dv, k, v);
+  }
   /* softcap before the bias, so masked (-inf) scores stay -inf */
-  double softcap = attr_float(nc, "softcap", 0);
   qir_value *capped = qk;
   if (softcap > 0) {
     qir_value *c = const_scalar(imp, dt, softcap);
     capped = emit2(imp, QIR_OP_MUL, emit1(imp, QIR_OP_TANH, emit2(imp, QIR_OP_DIV, qk, c)), c);
   }
   qir_value *with_bias = bias ? emit2(imp, QIR_OP_ADD, capped, bias) : capped;
-  qir_value *sm_in = with_bias;
-  const Onnx__AttributeProto *prec = attr_find(nc, "softmax_precision");
-  if (prec && prec->i) {
-    qir_dtype pdt;
-    if (!onnx_dtype_to_qir((int32_t)prec->i, &pdt) || !qir_dtype_is_float(pdt)) return node_fail(nc, "softmax_precision must be a float type");
-    sm_in = emit_cast(imp, with_bias, pdt);
-  }
+  qir_value *sm_in = pdt != dt ? emit_cast(imp, with_bias, pdt) : with_bias;
   qir_value *sm = emit_cast(imp, with_axis(imp, QIR_OP_SOFTMAX, sm_in, 3), dt);
-  qir_value *y = emit2(imp, QIR_OP_MATMUL, reshape_to(imp, sm, 5, B, Hkv, G, Sq, T), reshape_to(imp, v, 5, B, Hkv, 1, T, dv));
+  y = emit2(imp, QIR_OP_MATMUL, reshape_to(imp, sm, 5, B, Hkv, G, Sq, T), reshape_to(imp, v, 5, B, Hkv, 1, T, dv));
   y = reshape_to(imp, y, 4, B, Hq, Sq, dv, 0);
-  if (r == 3) {
-    static const int64_t perm[4] = {0, 2, 1, 3};
-    y = reshape_to(imp, emit_transpose(imp, y, 4, perm), 3, B, Sq, Hq * dv, 0, 0);
-  }
-  if (!node_set_out(nc, 0, y)) return false;
-  if (wants_out(nc, 1)) nc->out[1] = k;
-  if (wants_out(nc, 2)) nc->out[2] = v;
+  if (!attention_outputs(nc, y, r, B, Hq, Sq, dv, k, v)) return false;
   if (wants_out(nc, 3)) {
     int64_t mode = attr_int(nc, "qk_matmul_output_mode", 0);
     /* 0, 1: the (softcapped) scores; 2: with the bias; 3: the softmax */
@@ -1301,6 +1531,7 @@ static const converter_entry composites[] = {
     {"MaxUnpool", cv_max_unpool, "kernel_shape,pads,strides"},
     {"AffineGrid", cv_affine_grid, "align_corners"},
     {"Det", cv_det, ""},
+    {"DeformConv", cv_deform_conv, "dilations,group,kernel_shape,offset_group,pads,strides"},
     {"RoiAlign", cv_roi_align, "coordinate_transformation_mode,mode,output_height,output_width,sampling_ratio,spatial_scale"},
     {"LinearAttention", cv_linear_attention, "chunk_size,kv_num_heads,q_num_heads,scale,update_rule"},
     {"CausalConvWithState", cv_causal_conv_with_state, "activation"},

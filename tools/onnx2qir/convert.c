@@ -211,11 +211,6 @@ static bool cv_cast(node_ctx *nc) {
   qir_dtype to;
   if (strcmp(nc->node->op_type, "CastLike") == 0) {
     if (!node_need_inputs(nc, 2)) return false;
-    const char *narrow = narrow_origin(IMP, IN(1));
-    if (narrow) {
-      imp_error(IMP, "cast to %s is not supported", narrow);
-      return false;
-    }
     to = IN(1)->type.dtype;
   } else {
     const Onnx__AttributeProto *a = attr_find(nc, "to");
@@ -226,9 +221,42 @@ static bool cv_cast(node_ctx *nc) {
     }
   }
   if (IN(0)->type.dtype == to) return node_set_out(nc, 0, IN(0));
+  int64_t saturate = attr_int(nc, "saturate", 1);
+  if (saturate != 0 && saturate != 1) return node_fail(nc, "attribute 'saturate' must be 0 or 1");
+  const Onnx__AttributeProto *rm = attr_find(nc, "round_mode");
+  if (rm && (!rm->s.data || rm->s.len != 2 || memcmp(rm->s.data, "up", 2) != 0)) {
+    imp_error(IMP, "round_mode '%.*s' is not supported (only 'up', the default)", rm->s.data ? (int)rm->s.len : 0,
+              rm->s.data ? (const char *)rm->s.data : "");
+    return false;
+  }
   qir_type t = IN(0)->type;
   t.dtype = to;
   qir_op *op = op_begin_typed(IMP, QIR_OP_CAST, 1, nc->in, 1, &t);
+  set_w(IMP, op, "to", qir_dtype_name(to));
+  /* only the float8 types read it (ONNX); recorded only where it matters */
+  if (!saturate && to >= QIR_F8E4M3FN && to <= QIR_F8E8M0) set_i(IMP, op, "saturate", 0);
+  return node_set_out(nc, 0, op_end(IMP, op, NULL));
+}
+
+/* BitCast (opset 26): the same bytes as element type `to` (one bitcast op;
+ * sizes must agree). */
+static bool cv_bitcast(node_ctx *nc) {
+  if (!node_need_inputs(nc, 1)) return false;
+  const Onnx__AttributeProto *a = attr_find(nc, "to");
+  qir_dtype to;
+  if (!a || !a->has_i) return node_fail(nc, "attribute 'to' is missing");
+  if (!onnx_dtype_to_qir((int32_t)a->i, &to)) {
+    imp_error(IMP, "bitcast to %s is not supported", onnx_dtype_name((int32_t)a->i));
+    return false;
+  }
+  qir_dtype from = IN(0)->type.dtype;
+  if (qir_dtype_size(to) != qir_dtype_size(from) || qir_dtype_bits(to) != qir_dtype_bits(from) || qir_dtype_bits(to) < 8)
+    return node_fail(nc, "input and output element types must have the same size (8 bits or more)");
+  if (to == QIR_BOOL && from != QIR_BOOL) return node_fail(nc, "bitcast to bool is supported from bool only");
+  if (to == from) return node_set_out(nc, 0, IN(0));
+  qir_type t = IN(0)->type;
+  t.dtype = to;
+  qir_op *op = op_begin_typed(IMP, QIR_OP_BITCAST, 1, nc->in, 1, &t);
   set_w(IMP, op, "to", qir_dtype_name(to));
   return node_set_out(nc, 0, op_end(IMP, op, NULL));
 }
@@ -1405,7 +1433,7 @@ static const converter_entry converters[] = {
     {"Softsign", cv_composite, ""}, {"ThresholdedRelu", cv_composite, "alpha"}, {"Mish", cv_composite, ""},
     {"Celu", cv_composite, "alpha"}, {"IsInf", cv_composite, "detect_positive,detect_negative"},
     {"Tan", cv_composite, ""},
-    {"Cast", cv_cast, "to,saturate,round_mode"}, {"CastLike", cv_cast, "saturate,round_mode"},
+    {"Cast", cv_cast, "to,saturate,round_mode"}, {"BitCast", cv_bitcast, "to"}, {"CastLike", cv_cast, "saturate,round_mode"},
     {"Clip", cv_clip, "min,max,consumed_inputs"},
     {"ReduceSum", cv_reduce, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceMean", cv_reduce, "axes,keepdims,noop_with_empty_axes"},

@@ -188,12 +188,7 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
   }
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   qir_dtype dt;
-  if (tt->has_elem_type && onnx_narrow_input_type(tt->elem_type, &dt)) {
-    /* qir has no 8/4/2-bit float or 4/2-bit int types: such inputs are
-     * widened (every value is exact in the wider type); casts from them work,
-     * casts to them do not. */
-    if (imp->narrow_inputs) strmap_put(imp->narrow_inputs, name, (void *)onnx_dtype_name(tt->elem_type));
-  } else if (!tt->has_elem_type || !onnx_dtype_to_qir(tt->elem_type, &dt)) {
+  if (!tt->has_elem_type || !onnx_dtype_to_qir(tt->elem_type, &dt)) {
     imp_error(imp, "graph input '%s' has unsupported element type %s", name,
               onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
     return false;

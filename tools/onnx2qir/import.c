@@ -187,23 +187,18 @@ bool onnx_dtype_to_qir(int32_t t, qir_dtype *out) {
   case 12: *out = QIR_U32; return true;
   case 13: *out = QIR_U64; return true;
   case 16: *out = QIR_BF16; return true;
+  case 17: *out = QIR_F8E4M3FN; return true;
+  case 18: *out = QIR_F8E4M3FNUZ; return true;
+  case 19: *out = QIR_F8E5M2; return true;
+  case 20: *out = QIR_F8E5M2FNUZ; return true;
+  case 21: *out = QIR_U4; return true;
+  case 22: *out = QIR_I4; return true;
+  case 23: *out = QIR_F4E2M1; return true;
+  case 24: *out = QIR_F8E8M0; return true;
+  case 25: *out = QIR_U2; return true;
+  case 26: *out = QIR_I2; return true;
   default: return false;
   }
-}
-
-bool onnx_narrow_input_type(int32_t t, qir_dtype *out) {
-  switch (t) {
-  case 17: case 18: case 19: case 20: case 23: case 24: *out = QIR_F32; return true; /* FLOAT8*, FLOAT4E2M1, E8M0 */
-  case 21: case 25: *out = QIR_U8; return true;  /* UINT4, UINT2 */
-  case 22: case 26: *out = QIR_I8; return true;  /* INT4, INT2 */
-  default: return false;
-  }
-}
-
-const char *narrow_origin(importer *imp, const qir_value *v) {
-  if (!v || v == POISON || !v->def || v->def->code != QIR_OP_INPUT || !imp->narrow_inputs) return NULL;
-  const char *name = qir_op_attr_str(v->def, "name", NULL);
-  return name ? strmap_get(imp->narrow_inputs, name) : NULL;
 }
 
 const char *onnx_dtype_name(int32_t t) {
@@ -238,6 +233,29 @@ bool check_dims(importer *imp, size_t n, const int64_t *dims, const char *what) 
   return true;
 }
 
+/* A narrow-typed initializer: packed bytes in raw_data, or one packed byte per
+ * int32_data entry; qir keeps one element per byte (qir.h). */
+static qir_op *narrow_to_const(importer *imp, const Onnx__TensorProto *t, qir_type ty, const char *what) {
+  int64_t numel = qir_type_numel(&ty);
+  int bits = qir_dtype_bits(ty.dtype), per = 8 / bits;
+  size_t packed = ((size_t)numel * (size_t)bits + 7) / 8, have = t->has_raw_data ? t->raw_data.len : t->n_int32_data;
+  if (have != packed) {
+    imp_error(imp, "%s: %s holds %zu bytes but %lld %s elements need %zu", what, t->has_raw_data ? "raw_data" : "int32_data",
+              have, (long long)numel, qir_dtype_name(ty.dtype), packed);
+    return NULL;
+  }
+  qir_op *op = qir_const_new_data(imp->m, ty, NULL, 0, (qir_loc){0});
+  uint8_t *buf = qir_alloc(imp->m, numel ? (size_t)numel : 1);
+  for (int64_t i = 0; i < numel; i++) {
+    unsigned byte = t->has_raw_data ? t->raw_data.data[i / per] : (unsigned)t->int32_data[i / per] & 0xFF;
+    uint8_t c = (uint8_t)((byte >> (bits * (int)(i % per))) & ((1u << bits) - 1));
+    buf[i] = bits == 8 ? c : qir_narrow_from_double(ty.dtype, qir_narrow_to_double(ty.dtype, c), true);
+  }
+  op->cst->data = buf;
+  op->cst->nbytes = (size_t)numel;
+  return op;
+}
+
 qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *what) {
   qir_dtype dt;
   if (!t->has_data_type || !onnx_dtype_to_qir(t->data_type, &dt)) {
@@ -262,6 +280,7 @@ qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *w
   int64_t numel = qir_type_numel(&ty);
   size_t es = (size_t)qir_dtype_size(dt);
   size_t nbytes = (size_t)numel * es;
+  if (qir_dtype_is_narrow(dt)) return narrow_to_const(imp, t, ty, what);
   size_t have;
   if (t->has_raw_data) have = t->raw_data.len / es;
   else {

@@ -220,7 +220,6 @@ int main(int argc, char **argv) {
   imp.m = qir_module_new(stem);
   imp.used_names = strmap_new();
   imp.unsupported = strmap_new();
-  imp.narrow_inputs = strmap_new();
   imp.taint = strmap_new();
   bool ok = import_model(&imp, model);
   onnx__model_proto__free_unpacked(model, NULL);
@@ -325,7 +324,6 @@ done:
   free(stem);
   strmap_free(imp.used_names);
   strmap_free(imp.unsupported);
-  strmap_free(imp.narrow_inputs);
   strmap_free(imp.taint);
   qir_module_free(imp.m);
 free_args: /* every path, after an import or before one started */

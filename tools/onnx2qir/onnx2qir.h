@@ -99,7 +99,6 @@ struct importer {
   const char *base;             /* name stem for helper values of the node */
   const Onnx__NodeProto *node;  /* node being converted, for messages */
   strmap *unsupported;          /* op types already reported */
-  strmap *narrow_inputs;        /* graph inputs widened from a narrow type -> its ONNX name */
   int n_shapes;
   shape_opt *shapes;
   int n_binds;
@@ -155,11 +154,9 @@ qir_value *scope_lookup(const scope *s, const char *name);
 bool onnx_dtype_to_qir(int32_t onnx_type, qir_dtype *out);
 const char *onnx_dtype_name(int32_t onnx_type);
 /* Graph-input element types qir lacks that widen exactly (float8 -> f32, int4 -> i8, ...). */
-bool onnx_narrow_input_type(int32_t onnx_type, qir_dtype *out);
 /* The ONNX type name (FLOAT8E4M3FN, INT4, ...) v was widened from when it is
  * such a graph input, else NULL: converters whose result type would follow
  * v's refuse it rather than compute in the wide type. */
-const char *narrow_origin(importer *imp, const qir_value *v);
 /* TensorProto -> const op (not linked); NULL after an error (names `what`). */
 qir_op *tensor_to_const(importer *imp, const Onnx__TensorProto *t, const char *what);
 /* Checks a shape: rank, non-negative dims, element count bounded. */

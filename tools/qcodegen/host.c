@@ -34,6 +34,7 @@ typedef struct {
   kkernel **kernels;            /* launched in order */
   int *tmp;                     /* loop: a buffer per carried value */
   qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
+  qir_op *absorbed_by;          /* a kernel next to this device-resident loop/if: one of its phases */
 } opinfo;
 
 typedef struct {
@@ -60,6 +61,9 @@ typedef struct {
   qir_value **rp_sync;          /* each one's sync tensor (generation, barrier counters, flags) */
   int *rp_n;                    /* its persistent kernels (0: its kernels launch one by one) */
   kkernel ***rp_kernels;
+  int n_dl;                     /* device-level loops/ifs (outermost ones): their programs */
+  cg_dloop **dl;
+  bool *dl_done;                /* realised (else the host drives it) */
 } host;
 
 /* ---------------------------------------------------------------- op table */
@@ -169,6 +173,9 @@ static bool plan_op(host *h, opinfo *oi) {
     for (int i = 0; i < n_carried; i++) oi->tmp[i] = new_buffer(h, value_bytes(op->operands[2 + i]));
     return true;
   }
+  case QIR_OP_BITCAST: /* a view: the same bytes, typed anew at each use */
+    h->vals[op->results[0]->id] = (vstore){.kind = VS_ALIAS, .alias = op->operands[0]};
+    return true;
   case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
     if (op->n_results == 1 && op->results[0]->type.dtype == op->operands[0]->type.dtype &&
         qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type)) {
@@ -310,7 +317,7 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     for (int i = 0; i < op->n_regions; i++) ok &= expand_named_ops(m, op->regions[i], d);
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
-    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: continue;
+    case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: case QIR_OP_BITCAST: continue;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
@@ -487,7 +494,7 @@ static void ind(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
 static void launch(host *h, FILE *o, kkernel *k, int level) {
   if (k->grid == 0) return;
   const char **argv = qir_alloc(h->m, sizeof *argv * (size_t)k->n_params);
-  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written);
+  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written || k->coherent);
   char pad[64];
   snprintf(pad, sizeof pad, "%*s", 2 * level, "");
   h->pr->launch(o, k, argv, pad);
@@ -501,16 +508,25 @@ static void copy(FILE *o, const char *dst, const char *src, int64_t bytes, int l
   fprintf(o, "QCHECK(q_d2d(%s, %s, %" PRId64 "));\n", dst, src, bytes);
 }
 
-/* A #device plan of level grid or block (qopt -grinder) is not lowered to a
- * persistent kernel yet: the op runs host-driven, which computes the same
- * values; the generated code says so where the plan was. */
-static void device_plan_note(FILE *o, const qir_op *op, int level) {
+/* The device program of op (a realised outermost device-level loop/if), or NULL. */
+static cg_dloop *dloop_of(host *h, const qir_op *op) {
+  for (int i = 0; i < h->n_dl; i++)
+    if (h->dl[i]->op == op) return h->dl_done[i] ? h->dl[i] : NULL;
+  return NULL;
+}
+
+/* Where a #device plan of level grid or block runs host-driven (a GPU
+ * whose blocks are not co-resident, or a plan qcodegen cannot realise),
+ * the generated code says so: the values are the same. */
+static void device_plan_note(host *h, FILE *o, const qir_op *op, int level) {
   qir_device_plan p;
   if (!qir_device_plan_get(op, &p, NULL) || p.level == QIR_LEVEL_HOST) return;
+  const char *why = "its blocks are not co-resident on this device";
+  for (int i = 0; i < h->n_dl; i++)
+    if (h->dl[i]->op == op && !h->dl_done[i]) why = h->dl[i]->why ? h->dl[i]->why : "not realised";
   ind(o, level);
-  fprintf(o, "/* #device level %s (%lld x %lld threads, %lld stages) planned; run host-driven: device-resident loops are "
-             "not lowered yet */\n",
-          qir_level_name(p.level), (long long)p.grid, (long long)p.threads, (long long)p.stages);
+  fprintf(o, "/* #device level %s (%lld x %lld threads, %lld stages) planned; run host-driven: %s */\n", qir_level_name(p.level),
+          (long long)p.grid, (long long)p.threads, (long long)p.stages, why);
 }
 
 /* "file:line:col" of an op, for run-time messages (no quotes or backslashes). */
@@ -552,7 +568,7 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
   qir_op *yield = body->last;
   ind(o, level);
   fprintf(o, "{ /* loop: trip count and condition read back, body launched per iteration */\n");
-  device_plan_note(o, op, level + 1);
+  device_plan_note(h, o, op, level + 1);
   ind(o, level + 1);
   fprintf(o, "int64_t trip%d; uint8_t cond%d;\n", id, id);
   ind(o, level + 1);
@@ -609,7 +625,7 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   int id = h->counter++;
   ind(o, level);
   fprintf(o, "{ /* if: condition read back */\n");
-  device_plan_note(o, op, level + 1);
+  device_plan_note(h, o, op, level + 1);
   ind(o, level + 1);
   fprintf(o, "uint8_t cond%d;\n", id);
   ind(o, level + 1);
@@ -627,6 +643,124 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
   }
   ind(o, level + 1);
   fputs("}\n", o);
+  ind(o, level);
+  fputs("}\n", o);
+}
+
+/* C: a device program's phases, loops and ifs decided from ctl as every
+ * block decides them after a barrier. */
+static void emit_dnode(host *h, FILE *o, const cg_dloop *dl, const dl_node *n, int level) {
+  switch (n->kind) {
+  case DN_SEQ:
+    for (int i = 0; i < n->n_items; i++) emit_dnode(h, o, dl, n->items[i], level);
+    return;
+  case DN_PHASE: launch(h, o, n->k, level); return;
+  case DN_LOOP:
+    ind(o, level);
+    fprintf(o, "for (;;) {\n");
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));   /* as every block reads it: no round trip on a GPU */\n", dl->id,
+            ptr(h, dl->ctl, false), dl->ctl_size * 8);
+    ind(o, level + 1);
+    fprintf(o, "if (!(q_ctl%d[%" PRId64 "] < q_ctl%d[%" PRId64 "] && q_ctl%d[%" PRId64 "] && !q_ctl%d[0])) break;\n", dl->id, n->slot, dl->id,
+            n->slot + 1, dl->id, n->slot + 2, dl->id);
+    emit_dnode(h, o, dl, n->body, level + 1);
+    ind(o, level);
+    fputs("}\n", o);
+    return;
+  case DN_IF: {
+    ind(o, level);
+    fputs("{\n", o);
+    ind(o, level + 1);
+    fprintf(o, "uint8_t q_c;\n");
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_d2h(&q_c, %s, 1));   /* as every block reads it: no round trip on a GPU */\n", ptr(h, n->cond, false));
+    ind(o, level + 1);
+    fputs("if (q_c) {\n", o);
+    emit_dnode(h, o, dl, n->body, level + 2);
+    ind(o, level + 1);
+    fputs("} else {\n", o);
+    emit_dnode(h, o, dl, n->els, level + 2);
+    ind(o, level + 1);
+    fputs("}\n", o);
+    ind(o, level);
+    fputs("}\n", o);
+    return;
+  }
+  }
+}
+
+static void emit_loop(host *h, FILE *o, qir_op *op, int level);
+static void emit_if(host *h, FILE *o, qir_op *op, int level);
+
+/* A device-resident loop/if: CUDA/HIP launch its persistent kernel where
+ * qir_init found its blocks co-resident (else the host drives it as
+ * without a plan); C runs its phases.  ctl comes back to the host only for
+ * the rows of bounded scan outputs and the errors the program can raise. */
+static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
+  qir_op *op = dl->op;
+  int d = 0;
+  while (h->dl[d] != dl) d++;
+  bool gpu = h->cg.backend != CG_C;
+  bool rows = false;
+  if (op->code == QIR_OP_LOOP)
+    for (int j = op->n_operands - 2; j < op->n_results; j++) rows |= op->results[j]->type.bounded;
+  ind(o, level);
+  if (gpu) fprintf(o, "if (m->dl_ok[%d]) {\n", d);
+  else fputs("{\n", o);
+  ind(o, level + 1);
+  fprintf(o, "/* %s: device-resident (#device level %s, %lld x %d threads): %s */\n", op->code == QIR_OP_LOOP ? "loop" : "if",
+          dl->block_level ? "block" : "grid", (long long)dl->grid, dl->threads,
+          gpu ? (dl->block_level ? "one block runs it, __syncthreads between phases" : "one cooperative launch, grid barriers between phases")
+              : "its phases, each a launch of its blocks (a grid barrier between two)");
+  ind(o, level + 1);
+  fprintf(o, "int64_t q_ctl%d[%" PRId64 "];\n", dl->id, dl->ctl_size);
+  if (gpu) launch(h, o, dl->kernel, level + 1);
+  else emit_dnode(h, o, dl, dl->root, level + 1);
+  if (dl->n_errors || rows) {
+    ind(o, level + 1);
+    fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));\n", dl->id, ptr(h, dl->ctl, false), dl->ctl_size * 8);
+    for (int e = 0; e < dl->n_errors; e++) {
+      ind(o, level + 1);
+      if (strstr(dl->errors[e], "%lld"))
+        fprintf(o, "if (q_ctl%d[0] == %d) { fprintf(stderr, \"%s\", (long long)q_ctl%d[1]); return 1; }\n", dl->id, e + 1, dl->errors[e],
+                dl->id);
+      else
+        fprintf(o, "if (q_ctl%d[0] == %d) { fputs(\"%s\", stderr); return 1; }\n", dl->id, e + 1, dl->errors[e]);
+    }
+    if (rows) {
+      int id = h->counter++;
+      ind(o, level + 1);
+      fprintf(o, "int64_t it%d = q_ctl%d[2];\n", id, dl->id);
+      int n_carried = op->n_operands - 2;
+      for (int j = n_carried; j < op->n_results; j++)
+        for (int i = 0; i < h->n_outputs && op->results[j]->type.bounded; i++)
+          if (h->outputs[i]->operands[0] == op->results[j]) {
+            ind(o, level + 1);
+            fprintf(o, "m->out_rows[%d] = it%d;\n", i, id);
+          }
+    }
+  } else {
+    ind(o, level + 1);
+    fprintf(o, "(void)q_ctl%d;\n", dl->id);
+  }
+  ind(o, level);
+  fputs("}", o);
+  if (!gpu) {
+    fputc('\n', o);
+    return;
+  }
+  fputs(" else {\n", o);
+  for (int i = 0; i < dl->n_pre; i++) {
+    opinfo *oi = op_info(h, dl->pre[i]);
+    for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
+  }
+  if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level + 1);
+  else emit_if(h, o, op, level + 1);
+  for (int i = 0; i < dl->n_post; i++) {
+    opinfo *oi = op_info(h, dl->post[i]);
+    for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
+  }
   ind(o, level);
   fputs("}\n", o);
 }
@@ -820,6 +954,128 @@ static bool collect_rprogram(qir_op *op, void *vctx) {
   return true;
 }
 
+/* The outermost device-level loops/ifs of r (a host-driven op's body counts). */
+static void prepare_dloops(host *h, qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code != QIR_OP_LOOP && op->code != QIR_OP_IF) continue;
+    cg_dloop *dl = cg_dloop_prepare(&h->cg, op, h->n_dl);
+    if (dl) {
+      cg_dloop **all = qir_alloc(h->m, sizeof *all * (size_t)(h->n_dl + 1));
+      if (h->n_dl) memcpy(all, h->dl, sizeof *all * (size_t)h->n_dl);
+      all[h->n_dl++] = dl;
+      h->dl = all;
+      continue;
+    }
+    for (int i = 0; i < op->n_regions; i++) prepare_dloops(h, op->regions[i]);
+  }
+}
+
+/* Can op's kernels be phases of a device program of `threads` threads? */
+static bool absorbable(host *h, qir_op *op, int threads) {
+  if (op->n_regions || op->code == QIR_OP_INPUT || op->code == QIR_OP_OUTPUT || op->code == QIR_OP_RPROGRAM) return false;
+  opinfo *oi = op_info(h, op);
+  if (!oi || oi->packed_by || oi->absorbed_by) return false;
+  for (int k = 0; k < oi->n_kernels; k++)
+    if (oi->kernels[k]->threads > threads || lower_run_unfit(h->m, oi->kernels[k], threads, h->cg.warp)) return false;
+  return true;
+}
+
+/* The kernel ops right before and after a device-resident op (skipping ops
+ * without kernels) become its first and last phases. */
+static void absorb_neighbours(host *h, cg_dloop *dl) {
+  int cap = 0;
+  for (qir_op *o = dl->op->parent->first; o; o = o->next) cap++;
+  const qir_op **pre = qir_alloc(h->m, sizeof *pre * (size_t)(cap + 1)), **post = qir_alloc(h->m, sizeof *post * (size_t)(cap + 1));
+  int n_pre = 0, n_post = 0;
+  qir_op *first = dl->op;
+  for (qir_op *o = dl->op->prev; o && absorbable(h, o, dl->threads); o = o->prev) first = o;
+  for (qir_op *o = first; o != dl->op; o = o->next)
+    if (op_info(h, o)->n_kernels) {
+      op_info(h, o)->absorbed_by = dl->op;
+      pre[n_pre++] = o;
+    }
+  for (qir_op *o = dl->op->next; o && absorbable(h, o, dl->threads); o = o->next)
+    if (op_info(h, o)->n_kernels) {
+      op_info(h, o)->absorbed_by = dl->op;
+      post[n_post++] = o;
+    }
+  dl->pre = pre;
+  dl->n_pre = n_pre;
+  dl->post = post;
+  dl->n_post = n_post;
+}
+
+/* The memory a phase's kernel touches: per tensor parameter, the bytes of its
+ * storage (arena or constants) and whether it writes them. */
+typedef struct {
+  int space;                    /* 1 arena, 2 constants */
+  int64_t lo, hi;
+  bool written;
+} mem_use;
+
+static int phase_memory(host *h, const kkernel *k, mem_use *out) {
+  int n = 0;
+  for (int i = 0; i < k->n_params; i++) {
+    qir_value *r = root(h, k->args[i]);
+    vstore *s = &h->vals[r->id];
+    if (s->kind == VS_ARENA) out[n++] = (mem_use){1, h->bufs[s->buf].offset, h->bufs[s->buf].offset + value_bytes(r), k->params[i].written};
+    else if (s->kind == VS_CONST) out[n++] = (mem_use){2, s->offset, s->offset + value_bytes(r), k->params[i].written};
+  }
+  return n;
+}
+
+/* Phases in a row inside one sequence of a device program: the later one
+ * needs no barrier when it touches nothing the phases since the last barrier
+ * write and writes nothing they read. */
+static void plan_barriers(host *h, dl_node *n) {
+  if (!n) return;
+  if (n->kind == DN_SEQ) {
+    int cap = 16, n_since = 0;
+    mem_use *since = calloc((size_t)cap, sizeof *since);
+    for (int i = 0; i < n->n_items && since; i++) {
+      dl_node *it = n->items[i];
+      if (it->kind != DN_PHASE) {
+        n_since = 0;
+        plan_barriers(h, it);
+        continue;
+      }
+      mem_use *mine = calloc((size_t)it->k->n_params + 1, sizeof *mine);
+      if (!mine) break;
+      int n_mine = phase_memory(h, it->k, mine);
+      bool clash = i == 0 || n->items[i - 1]->kind != DN_PHASE;
+      for (int a = 0; a < n_mine && !clash; a++)
+        for (int c = 0; c < n_since && !clash; c++)
+          clash = mine[a].space == since[c].space && mine[a].lo < since[c].hi && since[c].lo < mine[a].hi &&
+                  (mine[a].written || since[c].written);
+      it->no_barrier = !clash;
+      if (clash) n_since = 0;
+      if (n_since + n_mine > cap) {
+        cap = 2 * (n_since + n_mine);
+        mem_use *grown = realloc(since, sizeof *since * (size_t)cap);
+        if (!grown) {
+          free(mine);
+          it->no_barrier = false;
+          break;
+        }
+        since = grown;
+      }
+      memcpy(since + n_since, mine, sizeof *mine * (size_t)n_mine);
+      n_since += n_mine;
+      free(mine);
+    }
+    free(since);
+    return;
+  }
+  plan_barriers(h, n->body);
+  plan_barriers(h, n->els);
+}
+
+static kkernel **kernels_of(void *ctx, const qir_op *op, int *n) {
+  opinfo *oi = op_info(ctx, op);
+  *n = oi ? oi->n_kernels : 0;
+  return oi ? oi->kernels : NULL;
+}
+
 static bool count_rprograms(qir_op *op, void *vctx) {
   *(int *)vctx += op->code == QIR_OP_RPROGRAM;
   return true;
@@ -854,11 +1110,17 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
       fprintf(o, "QCHECK(q_d2h(outputs[%d], %s, %" PRId64 "));\n", i, ptr(h, op->operands[0], false), value_bytes(op->operands[0]));
       break;
     }
-    case QIR_OP_LOOP: emit_loop(h, o, op, level); break;
-    case QIR_OP_IF: emit_if(h, o, op, level); break;
+    case QIR_OP_LOOP: case QIR_OP_IF: {
+      cg_dloop *dl = dloop_of(h, op);
+      if (dl) emit_dloop(h, o, dl, level);
+      else if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level);
+      else emit_if(h, o, op, level);
+      break;
+    }
     case QIR_OP_RPROGRAM: emit_rprogram(h, o, op, level); break;
     default:
       if (oi->packed_by) break;   /* launched by its rprogram */
+      if (oi->absorbed_by) break;   /* a phase of a device-resident loop/if */
       for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
       break;
     }
@@ -927,7 +1189,8 @@ static const char *npy_descr(qir_dtype t) {
   case QIR_BF16: return "<V2";   /* as qir/tensorio.c: the bfloat16 bits */
   case QIR_U16: return "<u2";
   case QIR_U8: return "|u1";
-  default: return "|b1";
+  case QIR_BOOL: return "|b1";
+  default: return qir_dtype_name(t); /* narrow: the record descr [('NAME', '|u1')] (qir/tensorio.h) */
   }
 }
 
@@ -946,6 +1209,16 @@ static int onnx_code(qir_dtype t) {
   case QIR_U32: return 12;
   case QIR_U16: return 4;
   case QIR_U8: return 2;
+  case QIR_F8E4M3FN: return 17;
+  case QIR_F8E4M3FNUZ: return 18;
+  case QIR_F8E5M2: return 19;
+  case QIR_F8E5M2FNUZ: return 20;
+  case QIR_U4: return 21;
+  case QIR_I4: return 22;
+  case QIR_F4E2M1: return 23;
+  case QIR_F8E8M0: return 24;
+  case QIR_U2: return 25;
+  case QIR_I2: return 26;
   default: return 9;
   }
 }
@@ -1027,6 +1300,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   if (!cg_compose_groups(&h.cg, m->body)) return 1;
   unpack_broken_rprograms(&h, &groups, m->body);
   qir_walk(m->body, collect_rprogram, &h);
+  prepare_dloops(&h, m->body);
   int n = count_ops(m->body);
   h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));
   h.hash_cap = 16;
@@ -1039,7 +1313,35 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   collect_io(&h);
   if (!plan_all(&h, m->body)) return 1;
   if (!bind_rprograms(&h, m->body)) return 1;
+  h.dl_done = qir_alloc(m, sizeof *h.dl_done * (size_t)(h.n_dl + 1));
+  for (int i = 0; i < h.n_dl; i++) {
+    absorb_neighbours(&h, h.dl[i]);
+    h.dl_done[i] = cg_dloop_build(&h.cg, h.dl[i], kernels_of, &h);
+    if (!h.dl_done[i]) {   /* the host launches them where they stand */
+      for (int k = 0; k < h.dl[i]->n_pre; k++) op_info(&h, h.dl[i]->pre[k])->absorbed_by = NULL;
+      for (int k = 0; k < h.dl[i]->n_post; k++) op_info(&h, h.dl[i]->post[k])->absorbed_by = NULL;
+    }
+    if (h.dl_done[i] && be == CG_C) {   /* C: the rprograms inside run as its phases, never as waves */
+      for (int r = 0; r < h.n_rp; r++)
+        for (const qir_op *up = h.rp_ops[r]; up; up = up->parent ? up->parent->parent_op : NULL)
+          if (up == h.dl[i]->op)
+            for (int k = 0; k < h.rp_n[r]; k++) h.rp_kernels[r][k]->unprinted = true;
+    }
+    if (!h.dl_done[i])
+      qir_diag_report(d, QIR_SEV_WARNING, h.dl[i]->op->loc, "qcodegen: this %s runs host-driven despite its #device plan: %s",
+                      h.dl[i]->op->code == QIR_OP_LOOP ? "loop" : "if", h.dl[i]->why ? h.dl[i]->why : "not realised");
+  }
   assign_values(&h, m->body);
+  for (int i = 0; i < h.n_dl; i++) {   /* ctl lives with the constants; temporaries in the loops' buffers */
+    cg_dloop *dl = h.dl[i];
+    h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    h.vals[dl->ctl->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
+    h.const_bytes += value_bytes(dl->ctl);
+    for (int l = 0; l < dl->n_loops; l++) {
+      opinfo *oi = op_info(&h, dl->loops[l]);
+      for (int c = 0; c < dl->loops[l]->n_operands - 2; c++) h.vals[dl->tmp[l][c]->id] = (vstore){.kind = VS_ARENA, .buf = oi->tmp[c]};
+    }
+  }
   for (int r = 0; r < h.n_rp; r++) {   /* sync tensors live with the constants, zeroed by qir_init */
     h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
     h.vals[h.rp_sync[r]->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
@@ -1047,6 +1349,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   }
   lifetimes(&h, m->body);
   allocate(&h);
+  for (int i = 0; i < h.n_dl; i++)
+    if (h.dl_done[i]) {
+      plan_barriers(&h, h.dl[i]->root);
+      cg_dloop_finish(&h.cg, h.dl[i]);
+    }
 
   op_list consts = {.cap = n + 1};
   consts.ops = qir_alloc(m, sizeof *consts.ops * (size_t)consts.cap);
@@ -1084,8 +1391,9 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
           " *       the same with device pointers: no copies to or from the host and no\n"
           " *       synchronisation; the work is queued on the default stream (synchronise\n"
           " *       before reading the outputs).  Inputs are read in place and must stay\n"
-          " *       unchanged until then; control flow (loop/if) reads its trip counts\n"
-          " *       and conditions back to the host.\n",
+          " *       unchanged until then; host-driven control flow (loop/if) reads its\n"
+          " *       trip counts and conditions back to the host, a device-resident one\n"
+          " *       (#device) at most its row count and error code once.\n",
           o);
   fputs(" *   int64_t qir_output_rows(const qir_model *model, int i);\n"
         " *       the extent of axis 0 of output i after the last qir_run (1 for a scalar):\n"
@@ -1126,6 +1434,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
   fprintf(o, "  int64_t out_rows[%d];   /* rows each output holds (bounded loop scan outputs) */\n", h.n_outputs ? h.n_outputs : 1);
   if (h.n_rp) fprintf(o, "  uint64_t rp_gen[%d];   /* launches of each rprogram's persistent kernel */\n  int rp_ok[%d];   /* its blocks fit on the device at once */\n", h.n_rp, h.n_rp);
+  if (h.n_dl && be != CG_C) fprintf(o, "  int dl_ok[%d];   /* each device-resident loop/if: its blocks fit on the device at once */\n", h.n_dl);
   fputs("} qir_model;\n", o);
   for (int i = 0; i < consts.n; i++) {
     qir_op *c = consts.ops[i];
@@ -1199,6 +1508,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
             ptr(&h, h.rp_sync[r], true), n * 8);
     if (h.rp_n[r]) h.pr->coresident(o, h.rp_kernels[r][0], qir_sprintf(m, "m->rp_ok[%d]", r), "  ");
   }
+  for (int i = 0; i < h.n_dl && be != CG_C; i++) {
+    if (!h.dl_done[i]) fprintf(o, "  m->dl_ok[%d] = 0;   /* %s */\n", i, h.dl[i]->why ? h.dl[i]->why : "not realised");
+    else if (h.dl[i]->block_level) fprintf(o, "  m->dl_ok[%d] = 1;   /* one block */\n", i);
+    else h.pr->coresident(o, h.dl[i]->kernel, qir_sprintf(m, "m->dl_ok[%d]", i), "  ");
+  }
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n\n", o);
 
   fputs("QAPI int qir_run(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
@@ -1244,6 +1558,13 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s\"%s\"", t ? ", " : "", npy_descr((qir_dtype)t));
     fputs("};\nstatic const int q_onnx[] = {", o);
     for (int t = 0; t < QIR_DTYPE_COUNT; t++) fprintf(o, "%s%d", t ? ", " : "", onnx_code((qir_dtype)t));
+    fputs("};\n/* bits per element in ONNX's packed raw_data (4 and 2 for i4/u4/f4e2m1, i2/u2); -1 for i4/i2 says sign-extend */\n"
+          "static const int q_pbits[] = {", o);
+    for (int t = 0; t < QIR_DTYPE_COUNT; t++) {
+      qir_dtype d = (qir_dtype)t;
+      int bits = qir_dtype_bits(d);
+      fprintf(o, "%s%d", t ? ", " : "", bits < 8 && qir_dtype_is_signed_int(d) ? -bits : bits);
+    }
     fputs("};\n", o);
     emit_io_table(o, "outputs", h.outputs, h.n_outputs, false);
     fputs(cg_main_text, o);

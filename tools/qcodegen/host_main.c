@@ -7,7 +7,7 @@
  * plain C (and C++) text, self-contained: .npy reader and writer, and a reader
  * for ONNX TensorProto .pb files so the ONNX test data can be fed directly;
  * every input file is checked with q_check_input before anything runs.  It
- * expects the q_outputs table and the dtype tables q_dsize, q_descr, q_onnx
+ * expects the q_outputs table and the dtype tables q_dsize, q_descr, q_onnx, q_pbits
  * before it. */
 
 const char cg_check_text[] =
@@ -84,9 +84,10 @@ const char cg_main_text[] =
     "  /* the element type: the input's own when its descr matches ('|' and '<' alike for bytes) */\n"
     "  char dname[16];\n"
     "  snprintf(dname, sizeof dname, \"npy %.3s\", d);\n"
+    "  size_t dl = strcspn(d, \"'\");  /* a narrow type's record descr [('f8e4m3fn', '|u1')] names it */\n"
     "  for (int k = -1; k < (int)(sizeof q_descr / sizeof q_descr[0]); k++) {\n"
     "    const char *want = q_descr[k < 0 ? t->dtype : k];\n"
-    "    if (strncmp(d, want, 3) == 0 || ((d[0] == '|' || d[0] == '<') && (want[0] == '|' || want[0] == '<') && strncmp(d + 1, want + 1, 2) == 0)) {\n"
+    "    if ((strlen(want) == dl && strncmp(d, want, dl) == 0) || (dl == 3 && (d[0] == '|' || d[0] == '<') && (want[0] == '|' || want[0] == '<') && strncmp(d + 1, want + 1, 2) == 0)) {\n"
     "      snprintf(dname, sizeof dname, \"%s\", q_tname[k < 0 ? t->dtype : k]);\n"
     "      break;\n"
     "    }\n"
@@ -129,6 +130,14 @@ const char cg_main_text[] =
     "  for (int b = 0; b < q_dsize[dtype]; b++) p[b] = (unsigned char)(bits >> (8 * b));\n"
     "}\n"
     "\n"
+    "/* element i of a 4-/2-bit type from the low bits of `bits`: one byte, i4/i2 sign-extended */\n"
+    "static void q_put_narrow(void *dst, int dtype, int64_t i, uint64_t bits) {\n"
+    "  int w = abs(q_pbits[dtype]);\n"
+    "  unsigned c = (unsigned)(bits & ((1u << w) - 1));\n"
+    "  if (q_pbits[dtype] < 0 && (c >> (w - 1))) c |= 0xffu << w;\n"
+    "  ((unsigned char *)dst)[i] = (unsigned char)c;\n"
+    "}\n"
+    "\n"
     "/* ONNX TensorProto: dims 1, data_type 2, float_data 4, int32_data 5, int64_data 7,\n"
     " * raw_data 9, double_data 10, uint64_data 11 */\n"
     "static int q_read_pb(const unsigned char *p, size_t n, int index, void *dst, const char *path) {\n"
@@ -152,6 +161,11 @@ const char cg_main_text[] =
     "      else while (q < qe) { if (q_varint(&q, qe, &v)) goto bad; count *= (int64_t)v; if (ndims < 8) dims[ndims] = (int64_t)v; ndims++; }\n"
     "    } else if (field == 2) {\n"
     "      dtype = v;\n"
+    "    } else if (field == 9 && wt == 2 && abs(q_pbits[t->dtype]) < 8) { /* packed 4-/2-bit elements */\n"
+    "      int bits = abs(q_pbits[t->dtype]), per = 8 / bits;\n"
+    "      if ((int64_t)(qe - q) != (want * bits + 7) / 8) { got = (int64_t)(qe - q) * per; continue; }\n"
+    "      for (int64_t i = 0; i < want; i++) q_put_narrow(dst, t->dtype, i, (uint64_t)q[i / per] >> (bits * (i % per)));\n"
+    "      got = want;\n"
     "    } else if (field == 9 && wt == 2) {\n"
     "      if ((int64_t)(qe - q) != want * q_dsize[t->dtype]) { got = (int64_t)(qe - q) / q_dsize[t->dtype]; continue; }\n"
     "      memcpy(dst, q, (size_t)(qe - q));\n"
@@ -163,6 +177,12 @@ const char cg_main_text[] =
     "        uint64_t bits = 0;\n"
     "        memcpy(&bits, q, (size_t)w);\n"
     "        if (got < want) q_put(dst, t->dtype, got, bits);\n"
+    "      }\n"
+    "    } else if (field == 5 && abs(q_pbits[t->dtype]) < 8) { /* one packed byte per entry */\n"
+    "      int bits = abs(q_pbits[t->dtype]), per = 8 / bits;\n"
+    "      for (int more = 1; more;) {\n"
+    "        if (wt == 2) { if (q >= qe) break; if (q_varint(&q, qe, &v)) goto bad; } else more = 0;\n"
+    "        for (int j = 0; j < per; j++, got++) if (got < want) q_put_narrow(dst, t->dtype, got, v >> (bits * j));\n"
     "      }\n"
     "    } else if (field == 5 || field == 7 || field == 11) {\n"
     "      if (wt != 2) { if (got < want) q_put(dst, t->dtype, got, v); got++; continue; }\n"
@@ -200,7 +220,9 @@ const char cg_main_text[] =
     "\n"
     "static int q_write_npy(const char *path, const q_tensor_info *t, const void *data) {\n"
     "  char hdr[256];\n"
-    "  int len = snprintf(hdr, sizeof hdr, \"{'descr': '%s', 'fortran_order': False, 'shape': (\", q_descr[t->dtype]);\n"
+    "  const char *dd = q_descr[t->dtype];\n"
+    "  int len = dd[0] == '<' || dd[0] == '|' ? snprintf(hdr, sizeof hdr, \"{'descr': '%s', 'fortran_order': False, 'shape': (\", dd)\n"
+    "          : snprintf(hdr, sizeof hdr, \"{'descr': [('%s', '%s')], 'fortran_order': False, 'shape': (\", dd, q_pbits[t->dtype] < 0 ? \"|i1\" : \"|u1\");\n"
     "  for (int d = 0; d < t->rank; d++) len += snprintf(hdr + len, sizeof hdr - (size_t)len, \"%lld%s\", (long long)t->dims[d], t->rank == 1 ? \",\" : d + 1 < t->rank ? \", \" : \"\");\n"
     "  len += snprintf(hdr + len, sizeof hdr - (size_t)len, \"), }\");\n"
     "  while ((10 + len + 1) % 64) hdr[len++] = ' ';\n"

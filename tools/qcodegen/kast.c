@@ -26,9 +26,9 @@ ktype ktype_of_dtype(qir_dtype dt) {
   case QIR_F32: case QIR_F16: case QIR_BF16: return KT_F32;
   case QIR_I64: return KT_I64;
   case QIR_U64: return KT_U64;
-  case QIR_I32: case QIR_I16: case QIR_I8: return KT_I32;
-  case QIR_U32: case QIR_U16: case QIR_U8: return KT_U32;
-  default: return KT_BOOL;
+  case QIR_I32: case QIR_I16: case QIR_I8: case QIR_I4: case QIR_I2: return KT_I32;
+  case QIR_U32: case QIR_U16: case QIR_U8: case QIR_U4: case QIR_U2: return KT_U32;
+  default: return qir_dtype_is_float(dt) ? KT_F32 : KT_BOOL; /* the narrow floats compute in f32 */
   }
 }
 
@@ -42,7 +42,7 @@ const char *kdtype_c(qir_dtype dt) {
   case QIR_I32: return "int32_t";
   case QIR_U32: return "uint32_t";
   case QIR_I16: return "int16_t";
-  case QIR_I8: return "int8_t";
+  case QIR_I8: case QIR_I4: case QIR_I2: return "int8_t"; /* i4/i2 sign-extended, one per byte (qir.h) */
   default: return "uint8_t";
   }
 }
@@ -411,7 +411,7 @@ bool ks_has_sync(const kstmt *s) {
   if (!s) return false;
   if (ks_is_mma(s)) return true;
   switch (s->kind) {
-  case KS_BARRIER: case KS_WARP_REDUCE: case KS_GRID_SYNC: case KS_FLAG_WAIT: return true;
+  case KS_BARRIER: case KS_WARP_REDUCE: case KS_GRID_SYNC: case KS_FLAG_WAIT: case KS_GRID_BARRIER: return true;
   case KS_SEQ:
     for (int i = 0; i < s->n_items; i++)
       if (ks_has_sync(s->items[i])) return true;
@@ -587,12 +587,38 @@ static const char *infix(qir_expr_fn fn) {
   }
 }
 
+/* The load helper of a narrow float type (kprint_helpers defines them). */
+static const char *narrow_load_fn(qir_dtype dt) {
+  switch (dt) {
+  case QIR_F8E4M3FN: return "q_ld_f8e4m3fn(";
+  case QIR_F8E4M3FNUZ: return "q_ld_f8e4m3fnuz(";
+  case QIR_F8E5M2: return "q_ld_f8e5m2(";
+  case QIR_F8E5M2FNUZ: return "q_ld_f8e5m2fnuz(";
+  case QIR_F8E8M0: return "q_ld_f8e8m0(";
+  default: return "q_ld_f4e2m1(";
+  }
+}
+
 /* Conversion of a float expression to an integer or bool type: saturating,
  * NaN gives 0 (as qir_store_elem). */
 static void print_cast(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *st) {
   ktype from = e->a->type, to = e->type;
   if (e->dtype == QIR_F16 || e->dtype == QIR_BF16) {   /* round to the narrow float */
     fputs(e->dtype == QIR_F16 ? "q_h2f(q_f2h((float)(" : "q_bf2f(q_f2bf((float)(", o);
+    kprint_expr(o, e->a, k, st);
+    fputs(")))", o);
+    return;
+  }
+  if (qir_dtype_is_narrow(e->dtype) && qir_dtype_is_float(e->dtype)) { /* round (saturating) to the f8/f4 value */
+    fprintf(o, "q_ld_%s(q_st_%s(1, (float)(", qir_dtype_name(e->dtype), qir_dtype_name(e->dtype));
+    kprint_expr(o, e->a, k, st);
+    fputs(")))", o);
+    return;
+  }
+  if (qir_dtype_is_narrow(e->dtype)) { /* i4/u4/i2/u2: keep the low bits of the (truncated) value, as qrun */
+    fprintf(o, "q_wrap_%c(%d, ", qir_dtype_is_signed_int(e->dtype) ? 's' : 'u', qir_dtype_bits(e->dtype));
+    if (ktype_is_float(from)) fputs("(int32_t)q_f2l((double)(", o);
+    else fputs("(int32_t)((", o);
     kprint_expr(o, e->a, k, st);
     fputs(")))", o);
     return;
@@ -644,6 +670,7 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
   case KE_LOAD: {
     qir_dtype dt = e->raw ? QIR_U16 : k->params[e->param].dtype;
     const char *pre = dt == QIR_F16 ? "q_h2f(" : dt == QIR_BF16 ? "q_bf2f(" : dt == QIR_BOOL ? "(int)(" : "";
+    if (qir_dtype_is_narrow(dt) && qir_dtype_is_float(dt)) pre = narrow_load_fn(dt);
     fprintf(o, "%s%s[", pre, k->params[e->param].name);
     print_global_index(o, e->param, e->a, k, st, false);
     fprintf(o, "]%s", pre[0] ? ")" : "");
@@ -799,7 +826,12 @@ static void print_store(FILE *o, const kstmt *s, const kkernel *k, const kprint_
   case QIR_F16: fputs("q_f2h(", o); break;
   case QIR_BF16: fputs("q_f2bf(", o); break;
   case QIR_BOOL: fputs("(uint8_t)(0 != ", o); break;
-  default: fprintf(o, "(%s)(", kdtype_c(p->dtype)); break;
+  default:
+    if (qir_dtype_is_narrow(p->dtype) && qir_dtype_is_float(p->dtype)) fprintf(o, "q_st_%s(0, ", qir_dtype_name(p->dtype)); /* as qir_store_elem */
+    else if (qir_dtype_is_narrow(p->dtype))
+      fprintf(o, "(%s)q_wrap_%c(%d, ", kdtype_c(p->dtype), qir_dtype_is_signed_int(p->dtype) ? 's' : 'u', qir_dtype_bits(p->dtype));
+    else fprintf(o, "(%s)(", kdtype_c(p->dtype));
+    break;
   }
   kprint_expr(o, s->value, k, st);
   fputs(");\n", o);
@@ -1017,6 +1049,14 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     indent_to(o, ind);
     fprintf(o, "/* %s */\n", s->text);
     return;
+  case KS_GRID_BARRIER:   /* GPU only: C runs a device loop's phases as launches */
+    indent_to(o, ind);
+    fputs("cooperative_groups::this_grid().sync();\n", o);
+    return;
+  case KS_BREAK:
+    indent_to(o, ind);
+    fputs("break;\n", o);
+    return;
   }
 }
 
@@ -1069,6 +1109,67 @@ void kprint_helpers(FILE *o) {
       "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
       "  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
       "}\n"
+      "/* The narrow types (one per byte, qir.h), computed in f32 as qrun does.  Float codes: width, mantissa\n"
+      " * bits, bias, kind (0: e4m3fn, NaN S.1111.111; 1: fnuz, NaN 0x80 and no -0; 2: e5m2, IEEE-like;\n"
+      " * 3: f4e2m1, no NaN or infinity: always saturates, NaN gives -0), largest finite value.  Stores round\n"
+      " * to nearest even; `sat` sends overflow to the largest finite value, else to inf (e5m2) or NaN. */\n"
+      "QDEV float q_n2f(uint32_t c, int width, int man, int bias, int kind) {\n"
+      "  uint32_t sb = 1u << (width - 1), eb = (uint32_t)(width - 1 - man);\n"
+      "  c &= (1u << width) - 1;\n"
+      "  uint32_t e = (c >> man) & ((1u << eb) - 1), m = c & ((1u << man) - 1);\n"
+      "  if (kind == 1 && c == sb) return NAN;\n"
+      "  if (kind == 0 && (c & 0x7fu) == 0x7fu) return (c & sb) ? -NAN : NAN;\n"
+      "  if (kind == 2 && e == (1u << eb) - 1) return m ? ((c & sb) ? -NAN : NAN) : (c & sb) ? -INFINITY : INFINITY;\n"
+      "  float mag = e == 0 ? ldexpf((float)m, 1 - bias - man) : ldexpf((float)(m | (1u << man)), (int)e - bias - man);\n"
+      "  return (c & sb) ? -mag : mag;\n"
+      "}\n"
+      "QDEV uint8_t q_f2n(float v, int width, int man, int bias, int kind, float maxv, int sat) {\n"
+      "  uint32_t sign = signbit(v) ? 1u << (width - 1) : 0u;\n"
+      "  if (v != v) return (uint8_t)(kind == 3 ? 0x8u : kind == 1 ? 0x80u : kind == 2 ? (sign | 0x7eu) : (sign | 0x7fu));\n"
+      "  float a = fabsf(v), r = a;\n"
+      "  int e;\n"
+      "  if (a <= 3.40282347e38f) {\n"
+      "    frexpf(a, &e);\n"
+      "    int q = (e - 1 < 1 - bias ? 1 - bias : e - 1) - man;\n"
+      "    r = ldexpf(rintf(ldexpf(a, -q)), q);\n"
+      "  }\n"
+      "  if (r > maxv) {\n"
+      "    if (!sat && kind != 3) return (uint8_t)(kind == 2 ? (sign | 0x7cu) : kind == 1 ? 0x80u : (sign | 0x7fu));\n"
+      "    r = maxv;\n"
+      "  }\n"
+      "  uint32_t bits = 0;\n"
+      "  if (r != 0) {\n"
+      "    frexpf(r, &e);\n"
+      "    int be = e - 1 + bias;\n"
+      "    bits = be <= 0 ? (uint32_t)ldexpf(r, bias - 1 + man) : (uint32_t)be << man | ((uint32_t)ldexpf(r, man - (e - 1)) & ((1u << man) - 1));\n"
+      "  }\n"
+      "  if (bits == 0 && kind == 1) return 0;\n"
+      "  return (uint8_t)(sign | bits);\n"
+      "}\n"
+      "QDEV float q_ld_f8e8m0(uint32_t c) { return c == 0xffu ? NAN : ldexpf(1.0f, (int)c - 127); }\n"
+      "QDEV uint8_t q_st_f8e8m0(int sat, float v) { /* the smallest power of two >= |v| */\n"
+      "  if (v != v) return 0xff;\n"
+      "  float a = fabsf(v);\n"
+      "  if (a > 3.40282347e38f) return sat ? 0xfe : 0xff;\n"
+      "  if (a < 5.87747175e-39f) return 0;\n"
+      "  int e;\n"
+      "  float m = frexpf(a, &e);\n"
+      "  int be = (m == 0.5f ? e - 1 : e) + 127;\n"
+      "  return be > 254 ? (sat ? 0xfe : 0xff) : (uint8_t)be;\n"
+      "}\n"
+      "#define q_ld_f8e4m3fn(c) q_n2f((c), 8, 3, 7, 0)\n"
+      "#define q_st_f8e4m3fn(s, v) q_f2n((v), 8, 3, 7, 0, 448.0f, (s))\n"
+      "#define q_ld_f8e4m3fnuz(c) q_n2f((c), 8, 3, 8, 1)\n"
+      "#define q_st_f8e4m3fnuz(s, v) q_f2n((v), 8, 3, 8, 1, 240.0f, (s))\n"
+      "#define q_ld_f8e5m2(c) q_n2f((c), 8, 2, 15, 2)\n"
+      "#define q_st_f8e5m2(s, v) q_f2n((v), 8, 2, 15, 2, 57344.0f, (s))\n"
+      "#define q_ld_f8e5m2fnuz(c) q_n2f((c), 8, 2, 16, 1)\n"
+      "#define q_st_f8e5m2fnuz(s, v) q_f2n((v), 8, 2, 16, 1, 57344.0f, (s))\n"
+      "#define q_ld_f4e2m1(c) q_n2f((c), 4, 1, 1, 3)\n"
+      "#define q_st_f4e2m1(s, v) q_f2n((v), 4, 1, 1, 3, 6.0f, (s))\n"
+      "/* i4/u4/i2/u2: the low `bits` bits, sign-extended for the signed ones */\n"
+      "QDEV int32_t q_wrap_s(int bits, int32_t x) { return (int32_t)((uint32_t)x << (32 - bits)) >> (32 - bits); }\n"
+      "QDEV uint32_t q_wrap_u(int bits, uint32_t x) { return x & ((1u << bits) - 1); }\n"
       "/* float -> integer: saturating, NaN -> 0 */\n"
       "#define Q_F2INT(S, T, LO, HI) QDEV T q_f2##S(double v) { return v != v ? (T)0 : v <= (double)(LO) ? (T)(LO) : v >= (double)(HI) ? (T)(HI) : (T)v; }\n"
       "Q_F2INT(i, int32_t, INT32_MIN, INT32_MAX)\n"

@@ -11,9 +11,9 @@
  * (uniform loop counters, block coordinates) are KV_BLOCK.
  *
  * The same AST carries a Welder group (several stores, shared buffers between
- * stages), an rProgram (a switch on the block id over task ranges) or a device
- * loop (a uniform loop around phases): those are statements of this tree, not
- * new kernel kinds.
+ * stages), an rProgram (block-uniform task loops per wave) or, on CUDA/HIP, a
+ * device loop (grid-uniform loops and ifs around task loops, grid barriers
+ * between them): those are statements of this tree, not new kernel kinds.
  */
 #ifndef QCODEGEN_KAST_H
 #define QCODEGEN_KAST_H
@@ -117,6 +117,10 @@ typedef enum {
   KS_FLAG_WAIT,                 /* wait until flags [lo, hi) hold this launch's generation (acquire);
                                  * C check: `text` lists the blocks (of kernel `step`) that ran them */
   KS_FLAG_SET,                  /* flag `index` = this launch's generation (release) */
+  /* Device loops (lower_device_loop.c), GPU kernels only: C runs a device
+   * loop as its phases, one launch each. */
+  KS_GRID_BARRIER,              /* every thread of the grid (cooperative_groups grid sync) */
+  KS_BREAK,                     /* leaves the innermost loop (a grid-uniform early exit) */
 } kstmt_kind;
 
 typedef struct kstmt kstmt;
@@ -163,6 +167,11 @@ typedef struct {
   long chk_block0;              /* block chk_block0 + bid (a vEU in a wave), when chk_group */
   bool chk_group;
   struct cg_check *chk;         /* C: print it instrumented (qcodegen -check) */
+  bool cooperative;             /* GPU: launched cooperatively (grid barriers inside) */
+  bool coherent;                /* GPU: tensors without const/__restrict__ (one kernel writes and
+                                 * later reads them, maybe through two names) */
+  bool chk_cover;               /* C check, with chk_group: its launch writes whole tensors */
+  bool grid_phase;              /* C: a phase of a device loop, after a grid barrier */
 } kkernel;
 
 /* ---- construction (all memory from the module's arena) */
@@ -322,6 +331,65 @@ struct qir_rprogram;
 int64_t lower_rprogram_sync_size(const struct qir_rprogram *p);
 int lower_rprogram(cg_ctx *cg, const struct qir_rprogram *p, kkernel *const *members, qir_value *sync, kkernel **out,
                    const char **why);
+
+/* lower_rprogram.c, shared with device loops: tasks [t0, t1) of mk on the
+ * blocks [v0, v1] of a persistent kernel of `threads` threads (see there). */
+kstmt *lower_run_tasks(kbuilder *b, const kkernel *mk, const int *pmap, int64_t v0, int64_t v1, int64_t t0, int64_t t1, int threads,
+                       kstmt *lets, bool barrier, const char *what, kvar **task);
+const char *lower_run_unfit(qir_module *m, const kkernel *mk, int threads, int warp);
+
+/* ---- device loops (lower_device_loop.c): a loop/if with a #device plan of
+ * level grid or block (qopt -grinder), run on the device as a program of
+ * phases: each phase is a kernel whose blocks are spread over the plan's
+ * blocks (grid-stride), a barrier after each; loops and ifs of it are
+ * decided on the device from the `ctl` tensor (i64: [0] error code, [1] its
+ * iteration, then per loop: iteration, trip count, condition).  CUDA/HIP:
+ * one persistent kernel (cooperative launch, grid barriers; one block and
+ * __syncthreads at level block); C: the phases launched by a driver that
+ * reads ctl as every block does after a barrier. */
+typedef enum { DN_SEQ, DN_PHASE, DN_LOOP, DN_IF } dl_node_kind;
+typedef struct dl_node dl_node;
+struct dl_node {
+  dl_node_kind kind;
+  kkernel *k;                   /* PHASE: its kernel (C: the phase's launch) */
+  bool no_barrier;              /* PHASE: runs without a barrier after the phase before it */
+  const qir_op *op;             /* LOOP, IF */
+  int64_t slot;                 /* LOOP: its iteration, trip count, condition at ctl[slot..slot+2] */
+  qir_value *cond;              /* IF: the condition */
+  dl_node *body, *els;          /* LOOP: its iterations; IF: the branches */
+  int n_items, cap_items;       /* SEQ */
+  dl_node **items;
+};
+typedef struct cg_dloop {
+  qir_op *op;                   /* the outermost device-level loop/if */
+  int id;
+  int64_t grid;                 /* blocks (1 at level block) */
+  int threads;
+  bool block_level;
+  qir_value *ctl;               /* i64[ctl_size] */
+  int64_t ctl_size;
+  int n_loops;                  /* loops in it, with a temporary per carried value each */
+  const qir_op **loops;
+  qir_value ***tmp;
+  int n_errors;                 /* error code 1 + i: errors[i] (%lld: the iteration) */
+  const char **errors;
+  int n_pre, n_post;            /* kernel ops next to op that run as its first and last phases */
+  const qir_op **pre, **post;   /* (set by host.c before cg_dloop_build; one launch in all) */
+  dl_node *root;
+  kkernel *kernel;              /* CUDA/HIP: the persistent kernel */
+  const char *why;              /* not realised (the host drives it): the reason */
+} cg_dloop;
+/* Before storage is assigned: the op's ctl tensor and temporaries, or NULL
+ * when the op is host-level (or its plan unreadable). */
+cg_dloop *cg_dloop_prepare(cg_ctx *cg, qir_op *op, int id);
+/* After every op's kernels are lowered (kernels_of gives them): the phases
+ * (C: a kernel each).  False with dl->why set when it
+ * cannot be realised (the host then drives the op as without a plan). */
+bool cg_dloop_build(cg_ctx *cg, cg_dloop *dl, kkernel **(*kernels_of)(void *ctx, const qir_op *op, int *n), void *ctx);
+qir_value *cg_dloop_tmp(const cg_dloop *dl, const qir_op *loop, int i);
+/* After memory is planned (the no_barrier marks set): CUDA/HIP build the
+ * persistent kernel; C marks the phases without a barrier before them. */
+void cg_dloop_finish(cg_ctx *cg, cg_dloop *dl);
 
 /* ---- host code (host.c) */
 typedef struct {

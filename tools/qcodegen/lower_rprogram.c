@@ -134,6 +134,52 @@ static kstmt *guard(kbuilder *b, const kstmt *seq, int t) {
   return out;
 }
 
+/* The statements that run tasks [t0, t1) of kernel mk on blocks [v0, v1] of a
+ * persistent kernel of `threads` threads (mk's tensor parameters renumbered by
+ * pmap, its block id replaced by the task):
+ *
+ *   for (task = bid in [v0, v1] ? t0 + bid - v0 : t1; task < t1; task += v1 - v0 + 1)
+ *     <mk's body>; [barrier]
+ *
+ * a block-uniform loop.  mk's per-thread lets go into `lets` when given (C:
+ * declared per phase), else at each task's start.  `barrier`: one after each
+ * task (the next task reuses the shared tiles).  what: the comment that opens
+ * the task (NULL: mk's summary).  *task: the task variable. */
+kstmt *lower_run_tasks(kbuilder *b, const kkernel *mk, const int *pmap, int64_t v0, int64_t v1, int64_t t0, int64_t t1, int threads,
+                       kstmt *lets, bool barrier, const char *what, kvar **task) {
+  kvar *t = kvar_new(b, NULL, "q_task", KT_I32, 0, KV_BLOCK);
+  rebase r = {.b = b, .pmap = pmap, .task = ke_var(b, t)};
+  kexpr *bid = ke_bid(b);
+  kexpr *mine = ke_and(b, ke_lt(b, ke_int(b, v0 - 1), bid), ke_lt(b, bid, ke_int(b, v1 + 1)));
+  kexpr *lo = ke_select(b, mine, ke_add(b, ke_int(b, t0), ke_sub(b, bid, ke_int(b, v0))), ke_int(b, t1), KT_I32);
+  kstmt *body = ks_seq(b);
+  ks_add(b, body, ks_comment(b, what ? what : mk->summary ? mk->summary : mk->name));
+  for (int j = 0; j < mk->lets->n_items; j++) {
+    kstmt *let = re_s(&r, mk->lets->items[j]);
+    ks_add(b, lets ? lets : body, let);
+  }
+  kstmt *tb = re_s(&r, mk->body);
+  if (mk->threads < threads) tb = guard(b, tb, mk->threads);
+  add_flat(b, body, tb);
+  if (barrier) ks_add(b, body, ks_barrier(b));
+  kstmt *loop = ks_for(b, t, lo, ke_int(b, t1), v1 - v0 + 1, body);
+  loop->uniform = true;
+  if (task) *task = t;
+  return loop;
+}
+
+/* Why mk cannot run with `threads` threads per block of `warp` lanes inside a
+ * persistent kernel, or NULL. */
+const char *lower_run_unfit(qir_module *m, const kkernel *mk, int threads, int warp) {
+  if (mk->warp != warp) return "a kernel assumes another warp width";
+  if (mk->threads == threads) return NULL;
+  if (has_kind(mk->body, ks_is_mma))
+    return qir_sprintf(m, "%s uses the matrix units with %d of the block's %d threads", mk->name, mk->threads, threads);
+  if (mk->threads % warp && has_kind(mk->body, is_warp_reduce))
+    return qir_sprintf(m, "%s reduces across a partial warp with %d of the block's %d threads", mk->name, mk->threads, threads);
+  return NULL;
+}
+
 int64_t lower_rprogram_sync_size(const qir_rprogram *p) {
   int64_t n = 1 + p->n_waves;
   for (int i = 0; i < p->n_kernels; i++) n += p->kernels[i].tasks;
@@ -314,32 +360,19 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
         const qir_rp_run *run = &wave->runs[i];
         if (run->task_hi == run->task_lo) continue;
         const kkernel *mk = members[run->kernel];
-        kvar *t = kvar_new(b, NULL, "q_task", KT_I32, 0, KV_BLOCK);
-        rebase r = {.b = b, .pmap = pmaps[run->kernel], .task = ke_var(b, t)};
-        kexpr *bid = ke_bid(b);
-        kexpr *mine = ke_and(b, ke_lt(b, ke_int(b, run->veu_lo - 1), bid), ke_lt(b, bid, ke_int(b, run->veu_hi + 1)));
-        kexpr *lo = ke_select(b, mine, ke_add(b, ke_int(b, run->task_lo), ke_sub(b, bid, ke_int(b, run->veu_lo))),
-                              ke_int(b, run->task_hi), KT_I32);
-        kstmt *body = ks_seq(b);
-        ks_add(b, body, ks_comment(b, qir_sprintf(m, "kernel %d: %s", run->kernel, mk->summary ? mk->summary : mk->name)));
-        /* the member's per-thread lets: per phase in C, at the task's start on a GPU */
-        for (int j = 0; j < mk->lets->n_items; j++) {
-          kstmt *let = re_s(&r, mk->lets->items[j]);
-          if (per_wave) ks_add(b, k->lets, let);
-          else ks_add(b, body, let);
-        }
-        kstmt *tb = re_s(&r, mk->body);
-        if (mk->threads < threads) tb = guard(b, tb, mk->threads);
-        add_flat(b, body, tb);
-        /* the next task reuses the shared buffer (on a GPU the flag's release has this barrier) */
-        if (per_wave || !signalled[run->kernel]) ks_add(b, body, ks_barrier(b));
+        kvar *t = NULL;
+        kstmt *flag = NULL;
         if (signalled[run->kernel]) {
-          kstmt *s = ks_sync(b, KS_FLAG_SET, sync_param);
-          s->index = ke_add(b, ke_long(b, flag0[run->kernel]), ke_cast(b, ke_var(b, t), KT_I64));
-          ks_add(b, body, s);
+          flag = ks_sync(b, KS_FLAG_SET, sync_param);
+          flag->index = ke_long(b, flag0[run->kernel]);   /* + the task, below */
         }
-        kstmt *loop = ks_for(b, t, lo, ke_int(b, run->task_hi), run->veu_hi - run->veu_lo + 1, body);
-        loop->uniform = true;
+        kstmt *loop = lower_run_tasks(b, mk, pmaps[run->kernel], run->veu_lo, run->veu_hi, run->task_lo, run->task_hi, threads,
+                                      per_wave ? k->lets : NULL, per_wave || !signalled[run->kernel],
+                                      qir_sprintf(m, "kernel %d: %s", run->kernel, mk->summary ? mk->summary : mk->name), &t);
+        if (flag) {
+          flag->index = ke_add(b, flag->index, ke_cast(b, ke_var(b, t), KT_I64));
+          ks_add(b, loop->body, flag);
+        }
         ks_add(b, k->body, loop);
       }
     }

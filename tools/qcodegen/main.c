@@ -27,7 +27,8 @@ static int usage(FILE *o) {
         "                  diverge-barrier, diverge-loop (the Nth barrier / barrier loop), shrink-smem,\n"
         "                  shift-smem, collide-smem (the Nth shared array), shift-store, collide-store,\n"
         "                  drop-lane, unorder-launch (kernel kN), drop-wait, late-wait (the Nth wait\n"
-        "                  of an rprogram: gone, or on the program's last task)\n",
+        "                  of an rprogram: gone, or on the program's last task), drop-grid-barrier\n"
+        "                  (the Nth grid barrier of a device-resident loop/if)\n",
         o);
   return o == stdout ? 0 : 1;
 }

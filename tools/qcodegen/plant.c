@@ -21,13 +21,15 @@ typedef enum {
   PLANT_UNORDER_LAUNCH,        /* kernel N is not ordered after the kernels before it (a skipped producer wait) */
   PLANT_DROP_WAIT,             /* the Nth wait of an rprogram on its producers' task flags disappears */
   PLANT_LATE_WAIT,             /* the Nth wait waits for the program's last tasks instead (never done before it) */
+  PLANT_DROP_GRID_BARRIER,     /* the Nth grid barrier of a device loop disappears (C: the phase after it is
+                                * not ordered after the one before) */
   PLANT_COUNT
 } plant_kind;
 
 static const char *const plant_names[PLANT_COUNT] = {
     "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
-    "late-wait",
+    "late-wait", "drop-grid-barrier",
 };
 
 typedef struct {
@@ -56,6 +58,11 @@ static void walk(planter *p, kstmt *s) {
           c->lo = ke_long(b, flags - 1);
           c->hi = ke_long(b, flags);
         }
+        p->done = true;
+        return;
+      }
+      if (c->kind == KS_GRID_BARRIER && p->kind == PLANT_DROP_GRID_BARRIER && p->seen++ == p->target) {
+        s->items[i] = ks_comment(b, "planted bug: grid barrier dropped");
         p->done = true;
         return;
       }
@@ -143,6 +150,19 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       p.done = true;
     }
     break;
+  case PLANT_DROP_GRID_BARRIER:
+    for (int i = 0; i < cg->n_kernels && !p.done; i++) {
+      p.k = cg->kernels[i];
+      if (p.k->grid_phase) {   /* C: the barrier is the launch boundary before this phase */
+        if (p.seen++ == p.target) {
+          p.k->unordered_launch = true;
+          p.done = true;
+        }
+      } else {
+        walk(&p, p.k->body);
+      }
+    }
+    break;
   case PLANT_COUNT: break;
   }
   if (p.done && p.k)
@@ -150,6 +170,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
   if (!p.done) {
     fprintf(cg->d->out, "qcodegen: cannot plant '%s': the module has no such %s\n", spec,
             p.kind <= PLANT_DIVERGE_LOOP ? "barrier or barrier loop" : p.kind <= PLANT_COLLIDE_SMEM ? "shared array"
+            : p.kind == PLANT_DROP_GRID_BARRIER ? "grid barrier of a device loop"
             : p.kind >= PLANT_DROP_WAIT ? "wait of an rprogram" : "kernel");
     cg->d->n_errors++;
     return false;

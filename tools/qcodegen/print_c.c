@@ -436,8 +436,9 @@ static void kernel(FILE *o, const kkernel *k) {
   if (k->chk) {
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "  free(q_sh_%s);\n", k->vars[i]->name);
-    /* an rprogram's wave runs some tasks of its kernels: coverage is a whole launch's */
-    for (int i = 0; i < k->n_params && !k->chk_group; i++)
+    /* an rprogram's wave runs some tasks of its kernels: coverage is a whole launch's
+     * (a device loop's phase runs all of one kernel's: chk_cover) */
+    for (int i = 0; i < k->n_params && (!k->chk_group || k->chk_cover); i++)
       if (k->params[i].written)
         fprintf(o, "  q_coverage(%d, q_g_%s, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
                 cg_check_site(k->chk, k, "`%s`%s%s%s", k->params[i].name, k->args[i] && k->args[i]->name ? " (%" : "",

@@ -7,7 +7,7 @@
 #define CUDA_STATIC_SMEM (48 * 1024)
 
 static void prelude(FILE *o) {
-  fputs("#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+  fputs("#include <cuda_runtime.h>\n#include <cooperative_groups.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
         "#include <string.h>\n#include <time.h>\n\n"
         "#define QDEV __device__ __forceinline__\n"
         "#define QAPI extern \"C\"\n",
@@ -32,9 +32,11 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
     fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d, %d) %s(", k->summary, k->threads, k->min_blocks, k->name);
   else
     fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
+  /* a device loop writes and later reads the same tensors, maybe under two
+   * names: plain pointers, so that no load goes through the read-only cache */
   for (int i = 0; i < k->n_params; i++)
-    fprintf(o, "%s%s%s *__restrict__ %s", i ? ", " : "", k->params[i].written ? "" : "const ",
-            kdtype_c(k->params[i].dtype), k->params[i].name);
+    fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written || k->coherent ? "" : "const ", kdtype_c(k->params[i].dtype),
+            k->coherent ? "" : "__restrict__ ", k->params[i].name);
   fputs(") {\n", o);
   /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
   int64_t dyn = hip && !k->carved_smem ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
@@ -55,6 +57,19 @@ static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, false); 
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
   int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
+  if (k->cooperative) {   /* a device loop: grid barriers need every block resident (qir_init checked) */
+    fprintf(o, "%s{\n", indent);
+    for (int i = 0; i < k->n_params; i++)
+      fprintf(o, "%s  %s *q_a%d = (%s *)%s;\n", indent, kdtype_c(k->params[i].dtype), i, kdtype_c(k->params[i].dtype), argv[i]);
+    fprintf(o, "%s  void *q_args[] = {", indent);
+    for (int i = 0; i < k->n_params; i++) fprintf(o, "%s&q_a%d", i ? ", " : "", i);
+    fprintf(o, "};\n");
+    if (dyn)
+      fprintf(o, "%s  QCHECK(cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 "));\n", indent, k->name, dyn);
+    fprintf(o, "%s  QCHECK(cudaLaunchCooperativeKernel((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", 0));\n%s}\n",
+            indent, k->name, k->grid, k->threads, dyn, indent);
+    return;
+  }
   if (dyn)
     fprintf(o, "%sQCHECK(cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 "));\n", indent,
             k->name, dyn);
@@ -71,6 +86,8 @@ static void coresident(FILE *o, const kkernel *k, const char *flag, const char *
   int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
   fprintf(o, "%s{\n%s  int q_dev = 0, q_sms = 0, q_per = 0;\n%s  %s = 0;\n", indent, indent, indent, flag);
   fprintf(o, "%s  if (cudaGetDevice(&q_dev) == cudaSuccess &&\n", indent);
+  if (k->cooperative)
+    fprintf(o, "%s      cudaDeviceGetAttribute(&q_per, cudaDevAttrCooperativeLaunch, q_dev) == cudaSuccess && q_per &&\n", indent);
   fprintf(o, "%s      cudaDeviceGetAttribute(&q_sms, cudaDevAttrMultiProcessorCount, q_dev) == cudaSuccess &&\n", indent);
   if (dyn)
     fprintf(o, "%s      cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 ") == cudaSuccess &&\n", indent,

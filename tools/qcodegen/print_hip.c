@@ -6,7 +6,7 @@
 #include "kast.h"
 
 static void prelude(FILE *o) {
-  fputs("#include <hip/hip_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+  fputs("#include <hip/hip_runtime.h>\n#include <hip/hip_cooperative_groups.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
         "#include <string.h>\n#include <time.h>\n\n"
         "#define QDEV __device__ __forceinline__\n"
         "#define QAPI extern \"C\"\n",
@@ -56,6 +56,17 @@ static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, true); }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
   int64_t dyn = k->carved_smem ? kkernel_dynamic_smem(k, 0) : 0;   /* an rprogram carves its tiles from dynamic LDS */
+  if (k->cooperative) {   /* a device loop: grid barriers need every block resident (qir_init checked) */
+    fprintf(o, "%s{\n", indent);
+    for (int i = 0; i < k->n_params; i++)
+      fprintf(o, "%s  %s *q_a%d = (%s *)%s;\n", indent, kdtype_c(k->params[i].dtype), i, kdtype_c(k->params[i].dtype), argv[i]);
+    fprintf(o, "%s  void *q_args[] = {", indent);
+    for (int i = 0; i < k->n_params; i++) fprintf(o, "%s&q_a%d", i ? ", " : "", i);
+    fprintf(o, "};\n");
+    fprintf(o, "%s  QCHECK(hipLaunchCooperativeKernel((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", 0));\n%s}\n",
+            indent, k->name, k->grid, k->threads, dyn, indent);
+    return;
+  }
   fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), %" PRId64 ", 0", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, ", %s", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
@@ -66,6 +77,8 @@ static void coresident(FILE *o, const kkernel *k, const char *flag, const char *
   int64_t dyn = kkernel_dynamic_smem(k, 0);
   fprintf(o, "%s{\n%s  int q_dev = 0, q_cus = 0, q_per = 0;\n%s  %s = 0;\n", indent, indent, indent, flag);
   fprintf(o, "%s  if (hipGetDevice(&q_dev) == hipSuccess &&\n", indent);
+  if (k->cooperative)
+    fprintf(o, "%s      hipDeviceGetAttribute(&q_per, hipDeviceAttributeCooperativeLaunch, q_dev) == hipSuccess && q_per &&\n", indent);
   fprintf(o, "%s      hipDeviceGetAttribute(&q_cus, hipDeviceAttributeMultiprocessorCount, q_dev) == hipSuccess &&\n", indent);
   fprintf(o, "%s      hipOccupancyMaxActiveBlocksPerMultiprocessor(&q_per, %s, %d, %" PRId64 ") == hipSuccess)\n", indent, k->name,
           k->threads, dyn);

@@ -24,7 +24,8 @@
  * `if` is a loop of one iteration.  Control flow nested in a device-resident op
  * runs inside the same kernel: it inherits the plan (its own stage count); in
  * a host-level op each nested one is decided on its own.  The per-launch costs
- * below are model constants per back end, not measurements of this machine.
+ * come from the target table (qir/target.c): guesses per back end, not
+ * measurements (no GPU was available to calibrate them).
  *
  * -grinder-report prints, per loop/if, the numbers behind the choice and the
  * kernel launches (and host round trips) per inference before and after. */
@@ -35,21 +36,15 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Host-side costs of one back end, microseconds. */
+/* Host-side costs of the target, microseconds (qir_target's launch_us ..
+ * block_barrier_us: guesses per back end, stated so in qir/target.c). */
 typedef struct {
-  const char *backend;
   double launch_us;             /* one kernel launch, back to back */
   double read_back_us;          /* a scalar device-to-host copy with its sync */
   double coop_launch_us;        /* a cooperative (grid-barrier) launch */
   double grid_barrier_us;       /* one grid-wide barrier at full co-residency */
   double block_barrier_us;      /* one __syncthreads */
 } launch_costs;
-
-static const launch_costs cost_table[] = {
-    {"cuda", 3.0, 8.0, 6.0, 1.2, 0.02},
-    {"hip", 5.0, 12.0, 10.0, 2.5, 0.05},
-    {"c", 0.5, 0.0, 0.5, 0.5, 0.05},
-};
 
 #define ASSUMED_ITERS 64
 #define MAX_STAGES 1000000000
@@ -122,9 +117,10 @@ static int64_t loop_iters(qir_module *m, const qir_op *op, bool *assumed) {
 }
 
 static bool is_control(const qir_op *op) { return op->code == QIR_OP_LOOP || op->code == QIR_OP_IF; }
+/* (An rprogram only schedules the kernels it packs, which count themselves.) */
 static bool launches(const qir_op *op) {
   return op->code != QIR_OP_CONST && op->code != QIR_OP_YIELD && op->code != QIR_OP_INPUT && op->code != QIR_OP_OUTPUT &&
-         !is_control(op);
+         op->code != QIR_OP_RPROGRAM && !is_control(op);
 }
 
 static void region_stats(const qir_region *r, body_stats *s, int64_t *stage_of, double *barrier_of, qir_module *m);
@@ -340,14 +336,12 @@ bool qopt_grinder(qopt_ctx *ctx, qir_module *m) {
     qir_error(ctx->diag, none, "unknown target '%s'", name);
     return false;
   }
-  const launch_costs *cost = NULL;
-  for (size_t i = 0; i < sizeof cost_table / sizeof *cost_table; i++)
-    if (!strcmp(cost_table[i].backend, t->backend)) cost = &cost_table[i];
-  if (!cost) {
-    qir_error(ctx->diag, none, "-grinder has no launch costs for back end '%s'", t->backend);
+  launch_costs cost = {t->launch_us, t->read_back_us, t->coop_launch_us, t->grid_barrier_us, t->block_barrier_us};
+  if (cost.launch_us <= 0) {
+    qir_error(ctx->diag, none, "-grinder: target '%s' has no launch costs (launch_us)", t->name);
     return false;
   }
-  grinder g = {.ctx = ctx, .m = m, .t = t, .cost = cost, .report = qopt_option_bool(ctx, "grinder-report")};
+  grinder g = {.ctx = ctx, .m = m, .t = t, .cost = &cost, .report = qopt_option_bool(ctx, "grinder-report")};
   walk_host(&g, m->body, 1);
   if (g.report)
     fprintf(stderr, "grinder: %s: kernel launches per inference %.0f -> %.0f, host round trips %.0f -> %.0f\n",
