@@ -67,10 +67,9 @@ bool qir_op_is_view(const qir_op *op) {
          qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type);
 }
 
-bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out) {
-  const qir_attr *tile = op ? qir_op_attr(op, "tile") : NULL;
-  if (!tile || tile->val.kind != QIR_ATTR_DICT || op->n_regions || qir_op_is_view(op)) return false;
-  const qir_attr_val *grid = qir_attr_dict_get(&tile->val, "grid");
+bool qir_rprogram_kernel_of_plan(const qir_attr_val *tile, qir_rp_kernel *out) {
+  if (!tile || tile->kind != QIR_ATTR_DICT) return false;
+  const qir_attr_val *grid = qir_attr_dict_get(tile, "grid");
   if (!grid || grid->kind != QIR_ATTR_LIST) return false;
   int64_t tasks = 1;
   for (int i = 0; i < grid->n; i++) {
@@ -79,10 +78,19 @@ bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out) {
     if (tasks > (INT64_C(1) << 31)) return false;
   }
   int64_t threads = 0, regs = 32, smem = 0;
-  if (!get_int(qir_attr_dict_get(&tile->val, "threads"), &threads) || threads <= 0) return false;
-  get_int(qir_attr_dict_get(&tile->val, "regs"), &regs);
-  get_int(qir_attr_dict_get(&tile->val, "smem"), &smem);
-  *out = (qir_rp_kernel){.op = op, .tasks = tasks, .threads = threads, .regs = regs > 0 ? regs : 1, .smem = smem > 0 ? smem : 0};
+  if (!get_int(qir_attr_dict_get(tile, "threads"), &threads) || threads <= 0) return false;
+  get_int(qir_attr_dict_get(tile, "regs"), &regs);
+  get_int(qir_attr_dict_get(tile, "smem"), &smem);
+  *out = (qir_rp_kernel){.op = NULL, .tasks = tasks, .threads = threads, .regs = regs > 0 ? regs : 1, .smem = smem > 0 ? smem : 0};
+  return true;
+}
+
+bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out) {
+  const qir_attr *tile = op ? qir_op_attr(op, "tile") : NULL;
+  /* a Welder `kernel` group is one kernel too: its tasks are its blocks */
+  if (!tile || (op->n_regions && op->code != QIR_OP_KERNEL) || qir_op_is_view(op)) return false;
+  if (!qir_rprogram_kernel_of_plan(&tile->val, out)) return false;
+  out->op = op;
   return true;
 }
 

@@ -5,7 +5,8 @@
  *       {barrier = 1, run = [{kernel = 2, tasks = [0, 4], veus = [0, 3]}]}]}
  *
  * The operands are results of the packed kernels (rOperators: ops with a
- * #tile plan; their grid is their count of rTasks).  `kernel = I` names
+ * #tile plan, or Welder `kernel` groups with one; their grid is their count
+ * of rTasks).  `kernel = I` names
  * operand I's op.  vEU v of an entry {kernel, veus = [v0, v1], tasks = [t0, t1)}
  * runs tasks t0 + (v - v0), t0 + (v - v0) + n, ... (n = v1 - v0 + 1) in
  * order; a vEU runs its entries of a wave in the listed order and its waves
@@ -68,8 +69,12 @@ typedef struct qir_rprogram {
 /* Reads op's attributes (arena memory of m).  false after a located error. */
 bool qir_rprogram_read(qir_module *m, const qir_op *op, qir_rprogram *out, qir_diag *d);
 
-/* The kernel facts of an op with a #tile plan (false: no usable plan). */
+/* The kernel facts of an op with a #tile plan (false: no usable plan): a
+ * plain op, or a Welder `kernel` group (its tasks are the group's blocks). */
 bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out);
+
+/* The same facts of one plan (a #tile or #tile_alternatives dict); out->op is NULL. */
+bool qir_rprogram_kernel_of_plan(const qir_attr_val *tile, qir_rp_kernel *out);
 
 /* Co-resident blocks per compute unit of the target for blocks of the given
  * threads, registers per thread and shared-memory bytes (0: none fit). */

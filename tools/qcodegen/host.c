@@ -822,11 +822,91 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
   }
 }
 
+/* A packed Welder group's plan: composing a group into one compute (a row
+ * group) may leave the compute without the group's #tile, which the
+ * rprogram reads its tasks and resources from. */
+typedef struct {
+  qir_op *rp;
+  int operand;
+  qir_attr_val tile;
+} packed_group;
+
+typedef struct {
+  qir_module *m;
+  int n, cap;
+  packed_group *at;
+} packed_groups;
+
+static bool note_packed_group(qir_op *op, void *vctx) {
+  packed_groups *g = vctx;
+  if (op->code != QIR_OP_RPROGRAM) return true;
+  for (int i = 0; i < op->n_operands; i++) {
+    const qir_op *k = op->operands[i] ? op->operands[i]->def : NULL;
+    const qir_attr *tile = k && k->code == QIR_OP_KERNEL ? qir_op_attr(k, "tile") : NULL;
+    if (!tile) continue;
+    if (g->n == g->cap) {
+      g->cap = g->cap ? 2 * g->cap : 16;
+      packed_group *at = qir_alloc(g->m, sizeof *at * (size_t)g->cap);
+      if (g->n) memcpy(at, g->at, sizeof *at * (size_t)g->n);
+      g->at = at;
+    }
+    g->at[g->n++] = (packed_group){.rp = op, .operand = i, .tile = tile->val};
+  }
+  return true;
+}
+
+/* The rprogram's check, its first message kept for a warning (NULL: it holds). */
+static const char *rprogram_broken(host *h, qir_op *op) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return "out of memory";
+  qir_diag scratch;
+  qir_diag_init(&scratch, f, h->d->file, NULL, 0);
+  qir_rprogram p;
+  bool ok = qir_rprogram_read(h->m, op, &p, &scratch) && !qir_rprogram_check(h->m, &p, &scratch);
+  fclose(f);
+  const char *why = NULL;
+  if (!ok) {
+    char *nl = text ? strchr(text, '\n') : NULL;
+    if (nl) *nl = 0;
+    const char *e = text ? strstr(text, "error: ") : NULL;
+    why = qir_strdup(h->m, e ? e + 7 : text ? text : "it does not check");
+  }
+  free(text);
+  return why;
+}
+
+/* After cg_compose_groups: a packed group that did not compose into one
+ * kernel (it runs as its ops) leaves its rprogram naming something else;
+ * such an rprogram is dropped with a warning and its kernels launch one by
+ * one where they stand (program order, which the rprogram only reorders). */
+static void unpack_broken_rprograms(host *h, const packed_groups *g, qir_region *r) {
+  for (int i = 0; i < g->n; i++) {
+    const packed_group *x = &g->at[i];
+    if (!x->rp->parent || x->operand >= x->rp->n_operands) continue;
+    qir_op *def = x->rp->operands[x->operand] ? x->rp->operands[x->operand]->def : NULL;
+    if (def && def->code == QIR_OP_COMPUTE && cg_group_of(&h->cg, def) && !qir_op_attr(def, "tile"))
+      qir_op_set_attr(h->m, def, "tile", x->tile, true);
+  }
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
+    for (int i = 0; i < op->n_regions; i++) unpack_broken_rprograms(h, g, op->regions[i]);
+    if (op->code != QIR_OP_RPROGRAM) continue;
+    const char *why = rprogram_broken(h, op);
+    if (!why) continue;
+    qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: once its kernel groups are composed, %s", why);
+    qir_op_unlink(op);
+  }
+}
+
 /* After expand_named_ops: every rprogram still names kernels with plans
  * (a named op that became several computes no longer does), and each
- * packed kernel is one launch of its plan's grid. */
+ * packed kernel is one launch of its plan's grid; else the rprogram is
+ * dropped with a warning and its kernels launch one by one where they stand. */
 static bool bind_rprograms(host *h, qir_region *r) {
-  for (qir_op *op = r->first; op; op = op->next) {
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
     for (int i = 0; i < op->n_regions; i++)
       if (!bind_rprograms(h, op->regions[i])) return false;
     if (op->code != QIR_OP_RPROGRAM) continue;
@@ -836,16 +916,20 @@ static bool bind_rprograms(host *h, qir_region *r) {
       return false;
     }
     kkernel **members = qir_alloc(h->m, sizeof *members * (size_t)(p.n_kernels + 1));
-    for (int k = 0; k < p.n_kernels; k++) {
+    const char *mismatch = NULL;
+    for (int k = 0; k < p.n_kernels && !mismatch; k++) {
       opinfo *ki = op_info(h, op->operands[k]->def);
-      ki->packed_by = op;
-      if (ki->n_kernels != 1 || ki->kernels[0]->grid != p.kernels[k].tasks) {
-        qir_error(h->d, op->loc, "qcodegen: rprogram kernel %d becomes %d kernel(s) of %lld blocks, but the program runs %lld tasks of it", k,
-                  ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
-        return false;
-      }
-      members[k] = ki->kernels[0];
+      if (ki->n_kernels != 1 || ki->kernels[0]->grid != p.kernels[k].tasks)
+        mismatch = qir_sprintf(h->m, "kernel %d becomes %d kernel(s) of %lld blocks, but the program runs %lld tasks of it", k,
+                               ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
+      else members[k] = ki->kernels[0];
     }
+    if (mismatch) {
+      qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", mismatch);
+      qir_op_unlink(op);
+      continue;
+    }
+    for (int k = 0; k < p.n_kernels; k++) op_info(h, op->operands[k]->def)->packed_by = op;
     int r = 0;
     while (r < h->n_rp && h->rp_ops[r] != op) r++;
     if (r == h->n_rp) continue;
@@ -1212,10 +1296,13 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   h.rp_sync = qir_alloc(m, sizeof *h.rp_sync * (size_t)(n_rp + 1));
   h.rp_n = qir_alloc(m, sizeof *h.rp_n * (size_t)(n_rp + 1));
   h.rp_kernels = qir_alloc(m, sizeof *h.rp_kernels * (size_t)(n_rp + 1));
-  qir_walk(m->body, collect_rprogram, &h);
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
   h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
+  packed_groups groups = {.m = m};
+  qir_walk(m->body, note_packed_group, &groups);
   if (!cg_compose_groups(&h.cg, m->body)) return 1;
+  unpack_broken_rprograms(&h, &groups, m->body);
+  qir_walk(m->body, collect_rprogram, &h);
   prepare_dloops(&h, m->body);
   int n = count_ops(m->body);
   h.ops = qir_alloc(m, sizeof *h.ops * (size_t)(n + 1));

@@ -117,9 +117,10 @@ static int64_t loop_iters(qir_module *m, const qir_op *op, bool *assumed) {
 }
 
 static bool is_control(const qir_op *op) { return op->code == QIR_OP_LOOP || op->code == QIR_OP_IF; }
+/* (An rprogram only schedules the kernels it packs, which count themselves.) */
 static bool launches(const qir_op *op) {
   return op->code != QIR_OP_CONST && op->code != QIR_OP_YIELD && op->code != QIR_OP_INPUT && op->code != QIR_OP_OUTPUT &&
-         !is_control(op);
+         op->code != QIR_OP_RPROGRAM && !is_control(op);
 }
 
 static void region_stats(const qir_region *r, body_stats *s, int64_t *stage_of, double *barrier_of, qir_module *m);

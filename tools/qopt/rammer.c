@@ -2,22 +2,35 @@
  * (Rammer, OSDI'20).
  *
  * Each op with a #tile plan is an rOperator whose rTasks are its blocks (the
- * plan's grid).  In every region, the pass cuts the op sequence into segments
- * (a segment ends before the first op that is neither a kernel nor a view and
- * reads a kernel of the segment: the rprogram must run before it), and packs
- * each segment of two or more kernels into one `rprogram` (qir/rprogram.h):
+ * plan's grid); so is a Welder `kernel` group with one (its blocks).  An op
+ * without a plan gets its default schedule first: roller's plan for it, with
+ * alternatives (roller_plan_op), kept only if the op ends up packed, so that
+ * `qopt -rammer` alone packs a module without plans.  In every region, the
+ * pass cuts the op sequence into segments (a segment ends before the first op
+ * that is neither a kernel nor a view and reads a kernel of the segment: the
+ * rprogram must run before it), and packs each segment of two or more
+ * kernels into one `rprogram` (qir/rprogram.h):
  *
- *   1. vDevice: vEUs = compute units x co-resident blocks per unit for the
- *      largest threads / registers / shared memory of the segment's kernels.
- *   2. Wavefront scheduling: a kernel's wave is one more than the latest wave
+ *   1. rOperators: a kernel joins a segment when one of its plans (its
+ *      #tile, or a whole plan of #tile_alternatives, -roller-topk) runs in one
+ *      hardware wave of its own; a kernel that fills the device several
+ *      times over with every plan stays a launch of its own.
+ *   2. vDevice: vEUs = compute units x co-resident blocks per unit for the
+ *      largest threads / registers / shared memory of the plans in use.  One
+ *      large block would leave few vEUs to every other kernel, so for each
+ *      occupancy some plan allows, every kernel takes its fastest one-wave
+ *      plan that allows it (a resource-efficient alternative where its own
+ *      fastest needs more), and the occupancy the model rates fastest wins.
+ *   3. Wavefront scheduling: a kernel's wave is one more than the latest wave
  *      of the kernels it reads (through views); a wave's kernels share the vEUs
  *      in proportion to their tasks (all of them one task per vEU when they
  *      fit, else strided).
- *   3. Plan choice: where a wave's tasks overfill the vDevice, each kernel may
- *      switch to one of roller's #tile_alternatives (-roller-topk) that needs
- *      no more resources and makes the modelled wave shorter (typically fewer,
- *      larger blocks).
- *   4. Synchronisation and wave merging: waves start after a grid barrier; a
+ *   4. Plan choice per wave: where a wave's tasks overfill the vDevice, each
+ *      kernel may switch to another of its plans that needs no more than the
+ *      vDevice's block and makes the modelled program shorter.  A kernel that
+ *      runs another plan than the one it came with gets it as its #tile, the
+ *      old plan taking its place in #tile_alternatives.
+ *   5. Synchronisation and wave merging: waves start after a grid barrier; a
  *      barrier is replaced by waits on exactly the producer tasks the wave
  *      reads where the model rates that faster (vEUs that are done run ahead
  *      into the next wave: the waves overlap).
@@ -30,24 +43,39 @@
  * (-rammer-launch-us) plus the later of the timelines' end and the device's
  * throughput bound (every kernel's est_us times the fraction of the device its
  * own launch keeps busy).  The unpacked time is the sum of the kernels' est_us
- * plus one launch each.  Both are written on the rprogram (est_us,
- * unpacked_us), and a segment is packed only when the model says it pays.
+ * plus one launch each (with the plans they came with).  Both are written on
+ * the rprogram (est_us, unpacked_us), and a segment is packed only when the
+ * model says it pays.  -rammer-stats prints each segment (what closed it, the
+ * packing, the throughput bound) and the whole module's launches and
+ * modelled time with and without the rprograms.
  */
 #include "qopt.h"
+#include "roller.h"
 #include "rprogram.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One plan an rOperator may run with: its #tile or one of its alternatives. */
 typedef struct {
-  qir_op *op;
+  qir_attr_val val;
   qir_rp_kernel k;
   double est_us;
+} rplan;
+
+typedef struct {
+  qir_op *op;
+  qir_rp_kernel k;              /* of the plan in use */
+  double est_us;
+  double own_us;                /* est_us of the plan it came with (the unpacked time) */
+  int n_plans, cur;             /* plans[0]: the #tile it came with, then its alternatives */
+  rplan *plans;
   int wave;
   int n_deps;
   int *deps;                    /* indices of kernels of the segment it reads */
   int64_t veu_lo, n_veus;       /* its run in its wave */
+  int seg_wave;                 /* its wave in the whole segment (parts are wave ranges of it) */
 } rk;
 
 typedef struct {
@@ -61,6 +89,10 @@ typedef struct {
   bool *barrier;                /* per wave */
   int n_packed, n_programs;
   bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
+  qir_diag *diag;
+  roller_options plan_opts;     /* ops without a plan get roller's (their default schedule) */
+  int n_undo, cap_undo;
+  qir_op **undo;                /* ops of the open segment that -rammer gave a plan: undone if it is not packed */
   double total_packed_us, total_unpacked_us;
 } rammer;
 
@@ -150,8 +182,9 @@ static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
   return !r->barrier[w] && ordered[producer] == w;
 }
 
-/* The modelled time of the program (launch included). */
-static double program_us(const rammer *r) {
+/* The modelled time of the program (launch included); *bound_us, if not
+ * NULL, gets the device's throughput bound in it. */
+static double program_us_parts(const rammer *r, double *bound_us) {
   double *clock = calloc((size_t)r->veus, sizeof *clock);
   double *done = calloc((size_t)r->n + 1, sizeof *done);   /* end of a kernel's last task */
   int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
@@ -190,10 +223,75 @@ static double program_us(const rammer *r) {
   free(clock);
   free(done);
   free(ordered);
+  if (bound_us) *bound_us = throughput;
   return r->launch_us + fmax(end, throughput);
 }
 
-/* Wave w's tasks overfill the vDevice: try each kernel's alternatives that
+static double program_us(const rammer *r) { return program_us_parts(r, NULL); }
+
+/* A kernel group's plan is its anchor's too (the member whose #tile has a grid). */
+static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
+  qir_op_set_attr(m, op, "tile", tile, true);
+  if (op->code != QIR_OP_KERNEL) return;
+  for (qir_op *x = op->regions[0]->first; x; x = x->next) {
+    const qir_attr *t = qir_op_attr(x, "tile");
+    if (t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "grid")) qir_op_set_attr(m, x, "tile", tile, true);
+  }
+}
+
+static void use_plan(rk *k, int i) {
+  k->cur = i;
+  k->k = k->plans[i].k;
+  k->k.op = k->op;
+  k->est_us = k->plans[i].est_us;
+}
+
+/* The op's plans: its #tile, then every alternative that is a whole plan. */
+static void read_plans(rammer *r, rk *k) {
+  const qir_attr *tile = qir_op_attr(k->op, "tile");
+  const qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
+  int cap = 1 + (alts && alts->val.kind == QIR_ATTR_LIST ? alts->val.n : 0);
+  k->plans = qir_alloc(r->m, sizeof *k->plans * (size_t)cap);
+  k->n_plans = 0;
+  for (int i = 0; i < cap; i++) {
+    const qir_attr_val *v = i == 0 ? &tile->val : &alts->val.items[i - 1];
+    rplan pl = {.val = *v, .est_us = plan_est(v)};
+    if (!qir_rprogram_kernel_of_plan(v, &pl.k) || pl.k.tasks < 1) {
+      if (i == 0) return;
+      continue;
+    }
+    k->plans[k->n_plans++] = pl;
+  }
+}
+
+/* The segment is packed: a kernel running another plan than the one it came
+ * with gets it as its #tile, the old plan taking its place in the list. */
+static void write_plans(rammer *r) {
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    if (k->cur == 0) continue;
+    qir_attr_val *items = qir_alloc(r->m, sizeof *items * (size_t)k->n_plans);
+    for (int a = 1; a < k->n_plans; a++) items[a - 1] = a == k->cur ? k->plans[0].val : k->plans[a].val;
+    qir_op_set_attr(r->m, k->op, "tile_alternatives", qir_attr_list(r->m, k->n_plans - 1, items), true);
+    set_plan(r->m, k->op, k->plans[k->cur].val);
+  }
+}
+
+/* The segment is not packed: ops that came without a plan lose the one
+ * -rammer gave them. */
+static void undo_plans(rammer *r) {
+  for (int i = 0; i < r->n_undo; i++) {
+    qir_op_remove_attr(r->undo[i], "tile");
+    qir_op_remove_attr(r->undo[i], "tile_alternatives");
+  }
+  r->n_undo = 0;
+}
+
+static bool fits(const rplan *pl, int64_t th, int64_t rg, int64_t sm) {
+  return pl->k.threads <= th && pl->k.regs <= rg && pl->k.smem <= sm;
+}
+
+/* Wave w's tasks overfill the vDevice: try each kernel's other plans that
  * need no more than the vDevice's block and keep one where the model says so. */
 static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   int64_t total = 0;
@@ -203,30 +301,14 @@ static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
     if (k->wave != w) continue;
-    qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
-    if (!alts || alts->val.kind != QIR_ATTR_LIST) continue;
-    for (int a = 0; a < alts->val.n; a++) {
-      const qir_attr_val *alt = &alts->val.items[a];
-      if (alt->kind != QIR_ATTR_DICT) continue;
-      qir_attr *tile = qir_op_attr(k->op, "tile");
-      qir_attr_val old = tile->val;
-      rk saved = *k;
-      qir_op_set_attr(r->m, k->op, "tile", *alt, true);
-      qir_rp_kernel nk;
-      bool fits = qir_rprogram_kernel_of(k->op, &nk) && nk.tasks > 0 && nk.threads <= th && nk.regs <= rg && nk.smem <= sm;
+    for (int a = 0; a < k->n_plans; a++) {
+      if (a == k->cur || !fits(&k->plans[a], th, rg, sm)) continue;
       double before = program_us(r);
-      if (fits) {
-        k->k = nk;
-        k->est_us = plan_est(alt);
-        assign_veus(r, w);
-      }
-      if (fits && program_us(r) < before) {
-        /* the old plan becomes an alternative in the new one's place */
-        alts->val.items[a] = old;
-        continue;
-      }
-      *k = saved;
-      qir_op_set_attr(r->m, k->op, "tile", old, true);
+      int old = k->cur;
+      use_plan(k, a);
+      assign_veus(r, w);
+      if (program_us(r) < before) continue;
+      use_plan(k, old);
       assign_veus(r, w);
     }
   }
@@ -284,24 +366,63 @@ static void write_program(rammer *r, qir_op *before, double packed_us, double un
   r->n_packed += r->n;
 }
 
-/* Packs the kernels ks[0..n) of one segment into an rprogram before `before`. */
-static void pack(rammer *r, qir_op *before) {
-  if (r->n < 2) return;
-  qir_module *m = r->m;
+/* The schedule of the segment with each kernel's plan in use: the vDevice
+ * for the largest block, every kernel's vEUs in its wave; `full` also trades
+ * plans in overfull waves and keeps a barrier only where the model rates it
+ * above waits (quick: waits everywhere).  The modelled time, or INFINITY. */
+static double schedule(rammer *r, bool full) {
   int64_t th = 0, rg = 0, sm = 0;
   for (int i = 0; i < r->n; i++) {
-    rk *k = &r->ks[i];
+    const rk *k = &r->ks[i];
     if (k->k.threads > th) th = k->k.threads;
     if (k->k.regs > rg) rg = k->k.regs;
     if (k->k.smem > sm) sm = k->k.smem;
   }
   r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, rg, sm);
-  if (r->veus < 1) return;
-  /* wavefront */
+  if (r->veus < 1) return INFINITY;
+  for (int w = 0; w < r->n_waves; w++) r->barrier[w] = full && w > 0;
+  for (int w = 0; w < r->n_waves; w++) assign_veus(r, w);
+  if (full) {
+    for (int w = 0; w < r->n_waves; w++) choose_plans(r, w, th, rg, sm);
+    /* waits instead of barriers where they pay */
+    for (int w = 1; w < r->n_waves; w++) {
+      double with_barrier = program_us(r);
+      r->barrier[w] = false;
+      if (program_us(r) >= with_barrier) r->barrier[w] = true;
+    }
+  }
+  /* the launch needs only the vEUs some wave uses: idle ones would only wait at barriers */
+  int64_t used = 1;
+  for (int i = 0; i < r->n; i++)
+    if (r->ks[i].veu_lo + r->ks[i].n_veus > used) used = r->ks[i].veu_lo + r->ks[i].n_veus;
+  if (used < r->veus) r->veus = used;
+  return program_us(r);
+}
+
+/* Each kernel's fastest plan that runs in one hardware wave with at least
+ * `per_unit` co-resident blocks per compute unit (false: a kernel has none). */
+static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
+  for (int i = 0; i < r->n; i++) {
+    rk *k = &r->ks[i];
+    int best = -1;
+    for (int a = 0; a < k->n_plans; a++) {
+      const qir_rp_kernel *pk = &k->plans[a].k;
+      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit || pk->tasks > resident(r, pk)) continue;
+      if (best < 0 || k->plans[a].est_us < k->plans[best].est_us) best = a;
+    }
+    if (best < 0) return false;
+    use_plan(k, best);
+  }
+  return true;
+}
+
+/* The wavefront of r->ks[0..n): a kernel's wave is one more than the latest
+ * of the kernels of the set it reads. */
+static void wavefront(rammer *r) {
   r->n_waves = 0;
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
-    k->deps = qir_alloc(m, sizeof *k->deps * (size_t)(k->op->n_operands + 1));
+    k->deps = qir_alloc(r->m, sizeof *k->deps * (size_t)(k->op->n_operands + 1));
     k->n_deps = 0;
     k->wave = 0;
     for (int a = 0; a < k->op->n_operands; a++) {
@@ -314,39 +435,230 @@ static void pack(rammer *r, qir_op *before) {
     }
     if (k->wave + 1 > r->n_waves) r->n_waves = k->wave + 1;
   }
-  r->barrier = qir_alloc(m, sizeof *r->barrier * (size_t)r->n_waves);
-  for (int w = 0; w < r->n_waves; w++) r->barrier[w] = w > 0;
-  for (int w = 0; w < r->n_waves; w++) assign_veus(r, w);
-  for (int w = 0; w < r->n_waves; w++) choose_plans(r, w, th, rg, sm);
-  /* waits instead of barriers where they pay */
-  for (int w = 1; w < r->n_waves; w++) {
-    double with_barrier = program_us(r);
-    r->barrier[w] = false;
-    if (program_us(r) >= with_barrier) r->barrier[w] = true;
-  }
-  /* the launch needs only the vEUs some wave uses: idle ones would only wait at barriers */
-  int64_t used = 1;
+  r->barrier = qir_alloc(r->m, sizeof *r->barrier * (size_t)(r->n_waves + 1));
+}
+
+/* The kernels of segment waves [lo, hi) as r's set (copied into buf), their
+ * wavefront and the best occupancy's plans; the quick modelled time of
+ * packing them, INFINITY where no vDevice fits. */
+static double take_part(rammer *r, const rk *all, int n_all, int lo, int hi, rk *buf) {
+  r->ks = buf;
+  r->n = 0;
+  for (int i = 0; i < n_all; i++)
+    if (all[i].seg_wave >= lo && all[i].seg_wave < hi) buf[r->n++] = all[i];
+  if (r->n < 2) return INFINITY;
+  wavefront(r);
+  bool tried[65] = {false};
+  int64_t best_n = 0;
+  double best_us = INFINITY;
   for (int i = 0; i < r->n; i++)
-    if (r->ks[i].veu_lo + r->ks[i].n_veus > used) used = r->ks[i].veu_lo + r->ks[i].n_veus;
-  if (used < r->veus) r->veus = used;
-  double unpacked = 0;
-  for (int i = 0; i < r->n; i++) unpacked += r->ks[i].est_us + r->launch_us;
-  double packed = program_us(r);
-  if (r->stats)
-    fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed, %.2f us as %d launches%s\n", r->n,
-            r->n_waves, (long long)r->veus, packed, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
-  r->total_packed_us += packed < unpacked ? packed : unpacked;
-  r->total_unpacked_us += unpacked;
-  if (packed >= unpacked) return;
-  write_program(r, before, packed, unpacked);
+    for (int a = 0; a < r->ks[i].n_plans; a++) {
+      const qir_rp_kernel *pk = &r->ks[i].plans[a].k;
+      int64_t n = qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem);
+      if (n < 1 || n > 64 || tried[n]) continue;
+      tried[n] = true;
+      if (!plans_for_occupancy(r, n)) continue;
+      double us = schedule(r, false);
+      if (us < best_us) best_us = us, best_n = n;
+    }
+  if (best_n < 1 || !plans_for_occupancy(r, best_n)) return INFINITY;
+  return best_us;
+}
+
+/* A part left unpacked after a packed one: its kernels (and the views of
+ * them) move to just before `before`, after the programs written so far,
+ * which they may read.  Nothing else between reads them (such an op would
+ * have closed the segment), so the move keeps every value's meaning. */
+static void move_part(rammer *r, const rk *all, int n_all, int lo, int hi, qir_op *start, qir_op *before) {
+  int n = 0, cap = 16;
+  qir_op **moved = qir_alloc(r->m, sizeof *moved * (size_t)cap);
+  for (qir_op *op = start; op && op != before; op = op->next) {
+    bool take = false;
+    for (int i = 0; i < n_all && !take; i++) take = all[i].op == op && all[i].seg_wave >= lo && all[i].seg_wave < hi;
+    if (!take && qir_op_is_view(op) && op->operands[0]->def)
+      for (int i = 0; i < n && !take; i++) take = moved[i] == op->operands[0]->def;
+    if (!take) continue;
+    if (n == cap) {
+      qir_op **more = qir_alloc(r->m, sizeof *more * (size_t)(2 * cap));
+      memcpy(more, moved, sizeof *moved * (size_t)n);
+      moved = more;
+      cap *= 2;
+    }
+    moved[n++] = op;
+  }
+  for (int i = 0; i < n; i++) {
+    qir_op *op = moved[i];
+    qir_op_unlink(op);
+    qir_op_insert_before(before, op);
+    for (int j = 0; j < op->n_operands; j++) {   /* unlink dropped the uses: add them again */
+      qir_value *v = op->operands[j];
+      op->operands[j] = NULL;
+      qir_op_set_operand(r->m, op, j, v);
+    }
+  }
+}
+
+static double unpacked_us(const rammer *r, const rk *all, int n_all, int lo, int hi) {
+  double us = 0;
+  for (int i = 0; i < n_all; i++)
+    if (all[i].seg_wave >= lo && all[i].seg_wave < hi) us += all[i].own_us + r->launch_us;
+  return us;
+}
+
+/* Packs the kernels ks[0..n) of one segment into rprograms before `before`.
+ *
+ * The vDevice's block is the largest of the kernels' plans: one kernel with
+ * a large block would leave few vEUs to all the others.  So for every
+ * occupancy some plan allows (blocks per unit), each kernel takes its
+ * fastest plan that allows it (a resource-efficient alternative where its
+ * own fastest needs more), and the occupancy whose schedule the model rates
+ * fastest is kept.  Where the model says so, the segment is split into
+ * consecutive ranges of its waves, each its own rprogram (or its kernels'
+ * own launches): a range of large kernels (the early layers) and a range of
+ * small ones pack best on different vDevices.  The split is chosen by
+ * dynamic programming over at most MAX_CUTS cut points. */
+#define MAX_CUTS 16
+static void pack(rammer *r, qir_op *before) {
+  if (r->stats && r->n >= 1) {
+    const qir_opinfo *info = qir_opinfo_get(before->code);
+    fprintf(stderr, "rammer: segment of %d kernels closed by '%s' at line %d\n", r->n, info ? info->name : "?", before->loc.line);
+  }
+  if (r->n < 2) {
+    undo_plans(r);
+    return;
+  }
+  qir_module *m = r->m;
+  rk *all = r->ks;
+  int n_all = r->n;
+  /* where the segment starts (kernels of unpacked parts may move, this does not) */
+  qir_op *start_prev = all[0].op->prev;
+  qir_region *reg = all[0].op->parent;
+  wavefront(r);
+  int n_seg_waves = r->n_waves;
+  for (int i = 0; i < n_all; i++) all[i].seg_wave = all[i].wave;
+  rk *buf = qir_alloc(m, sizeof *buf * (size_t)(n_all + 1));
+  /* cut points: every wave, or evenly spaced ones for long segments */
+  int n_pts = n_seg_waves < MAX_CUTS ? n_seg_waves : MAX_CUTS;
+  int pts[MAX_CUTS + 1];
+  for (int i = 0; i <= n_pts; i++) pts[i] = (int)((int64_t)i * n_seg_waves / n_pts);
+  /* best[j]: the modelled time of waves [0, pts[j]); from[j]: where its last part starts */
+  double best[MAX_CUTS + 1];
+  int from[MAX_CUTS + 1];
+  best[0] = 0;
+  for (int j = 1; j <= n_pts; j++) {
+    best[j] = INFINITY;
+    for (int i = 0; i < j; i++) {
+      double un = unpacked_us(r, all, n_all, pts[i], pts[j]);
+      double packed = take_part(r, all, n_all, pts[i], pts[j], buf);
+      double us = best[i] + (packed < un ? packed : un);
+      if (us < best[j]) best[j] = us, from[j] = i;
+    }
+  }
+  int parts[MAX_CUTS + 1], n_parts = 0;
+  for (int j = n_pts; j > 0; j = from[j]) parts[n_parts++] = j;
+  /* the split was chosen by the quick model: keep it only if the full one agrees */
+  if (n_parts > 1) {
+    double split_us = 0;
+    for (int q = 0; q < n_parts; q++) {
+      int j = parts[q];
+      double un = unpacked_us(r, all, n_all, pts[from[j]], pts[j]);
+      double us = take_part(r, all, n_all, pts[from[j]], pts[j], buf) < INFINITY ? schedule(r, true) : INFINITY;
+      split_us += us < un ? us : un;
+    }
+    double un = unpacked_us(r, all, n_all, 0, n_seg_waves);
+    double whole_us = take_part(r, all, n_all, 0, n_seg_waves, buf) < INFINITY ? schedule(r, true) : INFINITY;
+    if ((whole_us < un ? whole_us : un) <= split_us) {
+      parts[0] = n_pts;
+      from[n_pts] = 0;
+      n_parts = 1;
+    }
+  }
+  /* each part, in wave order: packed with its full schedule where that pays */
+  int packed_parts = 0;
+  for (int q = n_parts - 1; q >= 0; q--) {
+    qir_op *start = start_prev ? start_prev->next : reg->first;
+    int j = parts[q], lo = pts[from[j]], hi = pts[j];
+    /* after a program, a part's kernels (packed or not) move after it */
+    if (packed_parts) move_part(r, all, n_all, lo, hi, start, before);
+    double unpacked = unpacked_us(r, all, n_all, lo, hi);
+    if (take_part(r, all, n_all, lo, hi, buf) == INFINITY) continue;
+    double packed = schedule(r, true);
+    if (r->stats) {
+      double bound;
+      program_us_parts(r, &bound);
+      fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
+              r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+    }
+    r->total_packed_us += packed < unpacked ? packed : unpacked;
+    r->total_unpacked_us += unpacked;
+    if (!(packed < unpacked)) continue;
+    write_plans(r);
+    write_program(r, before, packed, unpacked);
+    packed_parts++;
+  }
+  if (r->stats && n_parts > 1)
+    fprintf(stderr, "rammer: the segment is split into %d parts by its waves (%d packed): the model rates that faster than one program\n",
+            n_parts, packed_parts);
+  /* ops -rammer gave a plan keep it only where they were packed */
+  for (int i = 0; i < r->n_undo; i++)
+    if (!qir_rprogram_packs(r->undo[i])) {
+      qir_op_remove_attr(r->undo[i], "tile");
+      qir_op_remove_attr(r->undo[i], "tile_alternatives");
+    }
+  r->n_undo = 0;
+  r->ks = all;
+  r->n = n_all;
+}
+
+/* An op without a plan gets its default schedule: roller's plan (with
+ * alternatives), kept only if the op ends up packed. */
+static bool plan_default(rammer *r, qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_LOOP: case QIR_OP_IF:
+  case QIR_OP_KERNEL: case QIR_OP_RPROGRAM:
+    return false;
+  default: break;
+  }
+  if (op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
+  roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
+  if (!qir_op_attr(op, "tile")) return false;
+  if (r->n_undo == r->cap_undo) {
+    int cap = r->cap_undo ? 2 * r->cap_undo : 16;
+    qir_op **u = qir_alloc(r->m, sizeof *u * (size_t)cap);
+    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+    r->undo = u;
+    r->cap_undo = cap;
+  }
+  r->undo[r->n_undo++] = op;
+  return true;
 }
 
 /* An rOperator worth packing: a planned kernel whose own launch runs its
- * tasks in one hardware wave (it leaves the device partly idle).  A kernel
- * that fills the device several times over gains nothing but a launch from
- * packing and would lose occupancy to the vDevice's largest block. */
-static bool is_kernel(const rammer *r, qir_op *op, qir_rp_kernel *k) {
-  return op->n_results >= 1 && qir_rprogram_kernel_of(op, k) && k->tasks > 0 && k->tasks <= resident(r, k);
+ * tasks in one hardware wave (it leaves the device partly idle), with its
+ * plan or one of its alternatives (a resource-efficient plan: fewer
+ * blocks).  A kernel that fills the device several times over with every
+ * plan gains nothing but a launch from packing and would lose occupancy to
+ * the vDevice's largest block. */
+static bool is_kernel(rammer *r, qir_op *op, rk *out) {
+  if (op->n_results < 1 || qir_op_is_view(op)) return false;
+  bool planned_here = !qir_op_attr(op, "tile") && plan_default(r, op);
+  qir_rp_kernel k;
+  if (qir_rprogram_kernel_of(op, &k) && k.tasks >= 1) {
+    *out = (rk){.op = op};
+    read_plans(r, out);
+    for (int a = 0; a < out->n_plans; a++)
+      if (out->plans[a].k.tasks <= resident(r, &out->plans[a].k)) {
+        use_plan(out, 0);
+        out->own_us = out->est_us;
+        return true;
+      }
+  }
+  if (planned_here) {
+    qir_op_remove_attr(op, "tile");
+    qir_op_remove_attr(op, "tile_alternatives");
+    r->n_undo--;
+  }
+  return false;
 }
 
 /* reads, directly or in its regions, a kernel of the open segment? */
@@ -369,16 +681,16 @@ static void run_region(rammer *r, qir_region *reg) {
   r->n = 0;
   for (qir_op *op = reg->first, *next; op; op = next) {
     next = op->next;
-    for (int i = 0; i < op->n_regions; i++) {
+    /* a kernel group's body is one kernel's, not a region of kernels */
+    for (int i = 0; op->code != QIR_OP_KERNEL && i < op->n_regions; i++) {
       rammer inner = *r;
+      inner.undo = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
       run_region(&inner, op->regions[i]);
       r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
       r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
     }
-    qir_rp_kernel k;
-    if (is_kernel(r, op, &k)) {
-      const qir_attr *tile = qir_op_attr(op, "tile");
-      ks[r->n++] = (rk){.op = op, .k = k, .est_us = plan_est(&tile->val)};
+    if (is_kernel(r, op, &ks[r->n])) {
+      r->n++;
       continue;
     }
     if (qir_op_is_view(op) || !r->n) continue;
@@ -395,12 +707,51 @@ static void run_region(rammer *r, qir_region *reg) {
     r->n = 0;
   }
   /* a nested region ends with its yield, the body with outputs: both read
-   * what they return, so every segment has been closed above */
+   * what they return, so every segment has been closed above (but for
+   * kernels nothing reads) */
+  undo_plans(r);
 }
 
-static bool count_planned(qir_op *op, void *ctx) {
-  *(int *)ctx += qir_op_attr(op, "tile") != NULL;
-  return true;
+/* The whole module as the model sees it (-rammer-stats): launches and
+ * modelled time with its rprograms and without them. */
+typedef struct {
+  const rammer *r;
+  int kernels, unplanned, launches_after;
+  double before_us, after_us;
+} totals;
+
+static double attr_float(const qir_op *op, const char *key) {
+  const qir_attr *a = qir_op_attr(op, key);
+  return !a ? 0 : a->val.kind == QIR_ATTR_FLOAT ? a->val.f : a->val.kind == QIR_ATTR_INT ? (double)a->val.i : 0;
+}
+
+static void sum_region(totals *t, qir_region *reg) {
+  for (qir_op *op = reg->first; op; op = op->next) {
+    if (op->code == QIR_OP_RPROGRAM) {
+      t->before_us += attr_float(op, "unpacked_us");
+      t->after_us += attr_float(op, "est_us");
+      t->kernels += op->n_operands;
+      t->launches_after++;
+      continue;
+    }
+    if (op->code != QIR_OP_KERNEL)
+      for (int i = 0; i < op->n_regions; i++) sum_region(t, op->regions[i]);   /* a loop body: once */
+    switch (op->code) {
+    case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_LOOP: case QIR_OP_IF: continue;
+    default: break;
+    }
+    if (qir_op_is_view(op) || qir_rprogram_packs(op)) continue;
+    qir_rp_kernel k;
+    if (qir_rprogram_kernel_of(op, &k)) {
+      double us = plan_est(&qir_op_attr(op, "tile")->val) + t->r->launch_us;
+      t->before_us += us;
+      t->after_us += us;
+      t->kernels++;
+    } else {
+      t->unplanned++;
+    }
+    t->launches_after++;
+  }
 }
 
 bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
@@ -420,12 +771,19 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
     return false;
   }
   r.stats = qopt_option_bool(ctx, "rammer-stats");
+  r.diag = ctx->diag;
+  int64_t topk = qopt_option_int(ctx, "roller-topk");
+  r.plan_opts = (roller_options){.topk = topk > 4 ? (int)topk : 4};
   run_region(&r, m->body);
   if (r.stats) {
-    int kernels = 0;
-    qir_walk(m->body, count_planned, &kernels);
+    totals t = {.r = &r};
+    sum_region(&t, m->body);
     fprintf(stderr, "rammer: total: %d rprograms packing %d of %d planned kernels; modelled %.1f us for the packed segments' kernels, %.1f us unpacked\n",
-            r.n_programs, r.n_packed, kernels, r.total_packed_us, r.total_unpacked_us);
+            r.n_programs, r.n_packed, t.kernels, r.total_packed_us, r.total_unpacked_us);
+    fprintf(stderr, "rammer: model: launches %d -> %d (%d of them ops without a plan, one launch each, no time); "
+            "modelled %.1f us -> %.1f us (%.2fx) for the planned kernels, launches included\n",
+            t.kernels + t.unplanned, t.launches_after, t.unplanned, t.before_us, t.after_us,
+            t.after_us > 0 ? t.before_us / t.after_us : 1.0);
   }
   return true;
 }

@@ -1211,7 +1211,8 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   int alts = topk - 1 < path.n - 1 ? topk - 1 : path.n - 1;
   if (alts > 0) {
     qir_attr_val *items = qir_alloc(m, sizeof *items * (size_t)alts);
-    for (int i = 0; i < alts; i++) items[i] = plan_dict(m, &p, &path.plans[i + 1], t->name, false);
+    /* whole plans (grid, smem, regs, ...): -rammer may make one of them the #tile */
+    for (int i = 0; i < alts; i++) items[i] = plan_dict(m, &p, &path.plans[i + 1], t->name, true);
     qir_op_set_attr(m, op, "tile_alternatives", qir_attr_list(m, alts, items), true);
   }
   if (st) st->planned++;

@@ -929,6 +929,9 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   }
   /* the group's plan and model */
   if (plan) qir_op_set_attr(m, k, "tile", plan->val, true);
+  /* and the plan's alternatives: -rammer may trade it for one with fewer blocks */
+  const qir_attr *alts = qir_op_attr((anchor ? anchor : root)->op, "tile_alternatives");
+  if (plan && alts) qir_op_set_attr(m, k, "tile_alternatives", alts->val, true);
   double bytes = op_bytes(k), est = 0;
   if (anchor) est = anchor->est_us - bytes_us(w, anchor->bytes);
   est += bytes_us(w, bytes);
