@@ -472,6 +472,11 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
 int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
                     bool *have);
 
+/* After kernel group k's #tile changed (-rammer trading its plan for an
+ * alternative): every inner derived tile (#tile{block = [...]} alone) set to
+ * what propagation from the new tile gives.  Returns how many it wrote. */
+int qir_group_rederive_tiles(qir_module *m, qir_op *k);
+
 /* A compute that is a contraction: sum over its reduction axes of
  * [cast](a * b), both factors tensor reads (under casts), possibly as
  * select(mask, a * b, 0) (a convolution's padding), possibly plus

@@ -190,3 +190,35 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
   free(n_forms);
   return n;
 }
+
+int qir_group_rederive_tiles(qir_module *m, qir_op *k) {
+  const qir_attr *tile = qir_op_attr(k, "tile");
+  const qir_attr_val *gb = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "block") : NULL;
+  if (!gb || gb->kind != QIR_ATTR_LIST || k->n_results != 1 || k->n_regions != 1 || gb->n != k->results[0]->type.rank)
+    return 0;
+  int64_t blk[QIR_MAX_RANK];
+  for (int j = 0; j < gb->n; j++) {
+    if (gb->items[j].kind != QIR_ATTR_INT || gb->items[j].i < 1) return 0;
+    int64_t dim = k->results[0]->type.dims[j];
+    blk[j] = gb->items[j].i > dim && dim > 0 ? dim : gb->items[j].i;
+  }
+  int n = 0;
+  for (qir_op *in = k->regions[0]->first; in; in = in->next) n++;
+  int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
+  bool *have = calloc((size_t)n + 1, sizeof *have);
+  if (!tiles || !have) abort();
+  int nt = qir_group_tiles(m, k, blk, n, tiles, have), i = 0, written = 0;
+  for (qir_op *in = k->regions[0]->first; nt > 0 && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+    const qir_attr *it = qir_op_attr(in, "tile");
+    /* only derived tiles (a block alone); a whole plan is its op's own */
+    if (!have[i] || !it || it->val.kind != QIR_ATTR_DICT || it->val.n != 1 || !qir_attr_dict_get(&it->val, "block") ||
+        in->n_results != 1)
+      continue;
+    qir_attr e = {.key = "block", .val = qir_attr_ints(m, in->results[0]->type.rank, tiles[i])};
+    qir_op_set_attr(m, in, "tile", qir_attr_dict(m, 1, &e), true);
+    written++;
+  }
+  free(tiles);
+  free(have);
+  return written;
+}

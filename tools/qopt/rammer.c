@@ -237,6 +237,7 @@ static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
     const qir_attr *t = qir_op_attr(x, "tile");
     if (t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "grid")) qir_op_set_attr(m, x, "tile", tile, true);
   }
+  qir_group_rederive_tiles(m, op);   /* the members' tiles follow the new block */
 }
 
 static void use_plan(rk *k, int i) {
