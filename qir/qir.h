@@ -472,6 +472,10 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
 int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
                     bool *have);
 
+/* Kernel group k's block tile (#tile{block}, each extent clipped to its
+ * result's): false when it has none (or a malformed one). */
+bool qir_group_block(const qir_op *k, int64_t *blk);
+
 /* After kernel group k's #tile changed (-rammer trading its plan for an
  * alternative): every inner derived tile (#tile{block = [...]} alone) set to
  * what propagation from the new tile gives.  Returns how many it wrote. */

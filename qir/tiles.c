@@ -191,17 +191,22 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
   return n;
 }
 
-int qir_group_rederive_tiles(qir_module *m, qir_op *k) {
+bool qir_group_block(const qir_op *k, int64_t *blk) {
   const qir_attr *tile = qir_op_attr(k, "tile");
   const qir_attr_val *gb = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "block") : NULL;
   if (!gb || gb->kind != QIR_ATTR_LIST || k->n_results != 1 || k->n_regions != 1 || gb->n != k->results[0]->type.rank)
-    return 0;
-  int64_t blk[QIR_MAX_RANK];
+    return false;
   for (int j = 0; j < gb->n; j++) {
-    if (gb->items[j].kind != QIR_ATTR_INT || gb->items[j].i < 1) return 0;
+    if (gb->items[j].kind != QIR_ATTR_INT || gb->items[j].i < 1) return false;
     int64_t dim = k->results[0]->type.dims[j];
     blk[j] = gb->items[j].i > dim && dim > 0 ? dim : gb->items[j].i;
   }
+  return true;
+}
+
+int qir_group_rederive_tiles(qir_module *m, qir_op *k) {
+  int64_t blk[QIR_MAX_RANK];
+  if (!qir_group_block(k, blk)) return 0;
   int n = 0;
   for (qir_op *in = k->regions[0]->first; in; in = in->next) n++;
   int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);

@@ -616,15 +616,9 @@ static const char *ints_str(qir_module *m, const int64_t *x, int n) {
  * anchor's, from -roller) is its own.  Run on a module that verified clean
  * otherwise. */
 static void check_group_tiles(verifier *v, qir_op *k) {
-  const qir_attr *tile = qir_op_attr(k, "tile");
-  const qir_attr_val *gb = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "block") : NULL;
-  if (!gb || gb->kind != QIR_ATTR_LIST || k->n_results != 1 || gb->n != k->results[0]->type.rank) return;
   int64_t blk[QIR_MAX_RANK];
-  for (int j = 0; j < gb->n; j++) {
-    if (gb->items[j].kind != QIR_ATTR_INT || gb->items[j].i < 1) return;
-    int64_t dim = k->results[0]->type.dims[j];
-    blk[j] = gb->items[j].i > dim && dim > 0 ? dim : gb->items[j].i;
-  }
+  if (!qir_group_block(k, blk)) return;
+  int rank = k->results[0]->type.rank;
   int n = 0;
   for (qir_op *in = k->regions[0]->first; in; in = in->next) n++;
   int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
@@ -651,7 +645,7 @@ static void check_group_tiles(verifier *v, qir_op *k) {
     if (!same)
       ERR(v, attr_loc(in, it), "kernel @%s: the tile of '%s' is [%s] but propagation from the group's tile [%s] gives [%s]",
           k->sym ? k->sym : "?", op_name(in), ints_str(v->m, stated, ib->n < QIR_MAX_RANK ? ib->n : QIR_MAX_RANK),
-          ints_str(v->m, blk, gb->n), ints_str(v->m, tiles[i], t->rank));
+          ints_str(v->m, blk, rank), ints_str(v->m, tiles[i], t->rank));
   }
   free(tiles);
   free(have);

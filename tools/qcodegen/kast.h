@@ -318,6 +318,7 @@ void kprint_helpers(FILE *o);                 /* q_* scalar helpers, QDEV-qualif
 void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_style *st, int indent);
 void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_style *st, int indent);
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip);   /* print_cuda.c */
+void kprint_coop_args(FILE *o, const kkernel *k, const char *const *argv, const char *indent);   /* print_cuda.c */
 void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st);  /* one line, no indent */
 int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit);  /* bytes, 0 if static fits */
 int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a shared var in that buffer */

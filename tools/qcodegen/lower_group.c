@@ -181,6 +181,20 @@ static qir_expr **identity_vars(qir_module *m, int n) {
   return v;
 }
 
+/* The anchor's form mc (op lead's) with the producers it reads inlined: its
+ * axes and reduction as they are, the body substituted. */
+static qir_compute *anchor_form(composer *cm, const qir_op *lead, const qir_compute *mc) {
+  qir_compute *c = qir_compute_new(cm->cg->m, mc->n_axes, mc->n_red);
+  for (int v = 0; v < mc->n_axes + mc->n_red; v++) {
+    c->axis_names[v] = mc->axis_names[v];
+    c->axis_extents[v] = mc->axis_extents[v];
+  }
+  c->reduce = mc->reduce;
+  cm->in_epilogue = false;
+  c->body = substitute(cm, lead, mc->body, identity_vars(cm->cg->m, mc->n_axes + mc->n_red), mc->n_axes + mc->n_red);
+  return c;
+}
+
 static void add_group(cg_ctx *cg, cg_group g) {
   if (cg->n_groups == cg->cap_groups) {
     int cap = cg->cap_groups ? cg->cap_groups * 2 : 16;
@@ -231,14 +245,7 @@ static qir_op *compose(composer *cm) {
     return NULL;
   }
   cm->acc_operand = k->n_operands;
-  qir_compute *c = qir_compute_new(m, mc->n_axes, mc->n_red);
-  for (int v = 0; v < mc->n_axes + mc->n_red; v++) {
-    c->axis_names[v] = mc->axis_names[v];
-    c->axis_extents[v] = mc->axis_extents[v];
-  }
-  c->reduce = mc->reduce;
-  cm->in_epilogue = false;
-  c->body = substitute(cm, lead, mc->body, identity_vars(m, mc->n_axes + mc->n_red), mc->n_axes + mc->n_red);
+  qir_compute *c = anchor_form(cm, lead, mc);
   qir_expr *epilogue = NULL;
   if (c->body && cm->anchor && cm->anchor != root) {
     cm->in_epilogue = true;
@@ -554,14 +561,7 @@ static bool compose_segment(composer *cm, const qir_value *root, cg_segment *seg
       cm->why = "a staged segment whose reduction changes the shape";
       return false;
     }
-  qir_compute *c = qir_compute_new(m, mc->n_axes, mc->n_red);
-  for (int v = 0; v < mc->n_axes + mc->n_red; v++) {
-    c->axis_names[v] = mc->axis_names[v];
-    c->axis_extents[v] = mc->axis_extents[v];
-  }
-  c->reduce = mc->reduce;
-  cm->in_epilogue = false;
-  c->body = substitute(cm, lead, mc->body, identity_vars(m, mc->n_axes + mc->n_red), mc->n_axes + mc->n_red);
+  qir_compute *c = anchor_form(cm, lead, mc);
   seg->epilogue = NULL;
   if (c->body && cm->anchor && cm->anchor->results[0] != root) {
     cm->in_epilogue = true;

@@ -53,17 +53,23 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   fputs("}\n", o);
 }
 
+/* Opens a block declaring a cooperative launch's argument array q_args (the
+ * runtime takes pointers to each argument). */
+void kprint_coop_args(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
+  fprintf(o, "%s{\n", indent);
+  for (int i = 0; i < k->n_params; i++)
+    fprintf(o, "%s  %s *q_a%d = (%s *)%s;\n", indent, kdtype_c(k->params[i].dtype), i, kdtype_c(k->params[i].dtype), argv[i]);
+  fprintf(o, "%s  void *q_args[] = {", indent);
+  for (int i = 0; i < k->n_params; i++) fprintf(o, "%s&q_a%d", i ? ", " : "", i);
+  fprintf(o, "};\n");
+}
+
 static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, false); }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
   int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
   if (k->cooperative) {   /* a device loop: grid barriers need every block resident (qir_init checked) */
-    fprintf(o, "%s{\n", indent);
-    for (int i = 0; i < k->n_params; i++)
-      fprintf(o, "%s  %s *q_a%d = (%s *)%s;\n", indent, kdtype_c(k->params[i].dtype), i, kdtype_c(k->params[i].dtype), argv[i]);
-    fprintf(o, "%s  void *q_args[] = {", indent);
-    for (int i = 0; i < k->n_params; i++) fprintf(o, "%s&q_a%d", i ? ", " : "", i);
-    fprintf(o, "};\n");
+    kprint_coop_args(o, k, argv, indent);
     if (dyn)
       fprintf(o, "%s  QCHECK(cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 "));\n", indent, k->name, dyn);
     fprintf(o, "%s  QCHECK(cudaLaunchCooperativeKernel((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", 0));\n%s}\n",

@@ -57,12 +57,7 @@ static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, true); }
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
   int64_t dyn = k->carved_smem ? kkernel_dynamic_smem(k, 0) : 0;   /* an rprogram carves its tiles from dynamic LDS */
   if (k->cooperative) {   /* a device loop: grid barriers need every block resident (qir_init checked) */
-    fprintf(o, "%s{\n", indent);
-    for (int i = 0; i < k->n_params; i++)
-      fprintf(o, "%s  %s *q_a%d = (%s *)%s;\n", indent, kdtype_c(k->params[i].dtype), i, kdtype_c(k->params[i].dtype), argv[i]);
-    fprintf(o, "%s  void *q_args[] = {", indent);
-    for (int i = 0; i < k->n_params; i++) fprintf(o, "%s&q_a%d", i ? ", " : "", i);
-    fprintf(o, "};\n");
+    kprint_coop_args(o, k, argv, indent);
     fprintf(o, "%s  QCHECK(hipLaunchCooperativeKernel((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", 0));\n%s}\n",
             indent, k->name, k->grid, k->threads, dyn, indent);
     return;
