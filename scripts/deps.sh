@@ -1,10 +1,10 @@
 #!/bin/sh
 # Installs the Debian packages qir's build and tests need, or prints the exact
-# command when not root.  Optional compilers (nvcc, hipcc) are never required:
+# command when not root.  Optional packages (nvcc, hipcc, python3-onnx) are never required:
 # the tests that need them say SKIPPED.
 set -e
 required="make gcc flex bison graphviz llvm-14-tools protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3 protobuf-compiler"
-optional="hipcc libamdhip64-dev"
+optional="hipcc libamdhip64-dev python3-onnx python3-numpy"
 missing=""
 for p in $required; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -27,13 +27,13 @@ if [ "$as_root" != none ]; then
     $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   fi
   if [ -n "$want_optional" ]; then
-    echo "deps: installing optional$want_optional (HIP compile checks)"
+    echo "deps: installing optional$want_optional (HIP compile checks; the ONNX generators of the transformer, LSTM and NASNet tests)"
     $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $want_optional >/dev/null 2>&1 ||
-      echo "deps: optional$want_optional not installed; HIP checks will be skipped"
+      echo "deps: optional$want_optional not installed; the tests that need them say UNSUPPORTED or SKIPPED"
   fi
 elif [ -n "$missing" ]; then
   echo "qir needs these Debian packages. Run:"
   echo "  sudo apt-get install -y$missing"
-  echo "(optional, for HIP compile checks: sudo apt-get install -y$want_optional)"
+  echo "(optional, for HIP compile checks and the generated ONNX tests: sudo apt-get install -y$want_optional)"
   exit 1
 fi
