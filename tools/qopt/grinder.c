@@ -36,16 +36,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Host-side costs of the target, microseconds (qir_target's launch_us ..
- * block_barrier_us: guesses per back end, stated so in qir/target.c). */
-typedef struct {
-  double launch_us;             /* one kernel launch, back to back */
-  double read_back_us;          /* a scalar device-to-host copy with its sync */
-  double coop_launch_us;        /* a cooperative (grid-barrier) launch */
-  double grid_barrier_us;       /* one grid-wide barrier at full co-residency */
-  double block_barrier_us;      /* one __syncthreads */
-} launch_costs;
-
 #define ASSUMED_ITERS 64
 #define MAX_STAGES 1000000000
 
@@ -53,7 +43,6 @@ typedef struct {
   qopt_ctx *ctx;
   qir_module *m;
   const qir_target *t;
-  const launch_costs *cost;
   bool report;
   double launches_before, launches_after, trips_before, trips_after; /* per inference (counts can be huge) */
 } grinder;
@@ -255,8 +244,7 @@ static void walk_host(grinder *g, qir_region *r, double mult) {
 }
 
 static void decide(grinder *g, qir_op *op, double mult) {
-  const qir_target *t = g->t;
-  const launch_costs *c = g->cost;
+  const qir_target *t = g->t;   /* its launch_us .. block_barrier_us: guesses, said so in qir/target.c */
   bool assumed;
   int64_t iters = loop_iters(g->m, op, &assumed);
   body_stats s = control_stats(op, g->m);
@@ -268,7 +256,7 @@ static void decide(grinder *g, qir_op *op, double mult) {
   if (grid > cap) grid = cap;
   double n = (double)iters;
   /* host: per iteration every kernel launched, the condition read back (if: once) */
-  double host_us = n * (s.kernels * c->launch_us + c->read_back_us + s.work_us) + s.nested_trips * n * c->read_back_us;
+  double host_us = n * (s.kernels * t->launch_us + t->read_back_us + s.work_us) + s.nested_trips * n * t->read_back_us;
   double work_grid = 0;
   for (int i = 0; i < op->n_regions; i++) {
     double w = grid_work(g->m, op->regions[i], grid, t);
@@ -277,10 +265,10 @@ static void decide(grinder *g, qir_op *op, double mult) {
   /* on the device nothing comes back to the host but the rows of bounded scan outputs */
   bool bounded = false;
   for (int i = 0; i < op->n_results; i++) bounded |= op->results[i]->type.bounded;
-  double back = bounded ? c->read_back_us : 0;
-  double grid_us = cap >= 1 ? c->coop_launch_us + back + n * (s.barriers * c->grid_barrier_us + work_grid) : INFINITY;
+  double back = bounded ? t->read_back_us : 0;
+  double grid_us = cap >= 1 ? t->coop_launch_us + back + n * (s.barriers * t->grid_barrier_us + work_grid) : INFINITY;
   bool fits_block = s.max_blocks <= 1;
-  double block_us = fits_block ? c->launch_us + back + n * (s.barriers * c->block_barrier_us + s.work_us) : INFINITY;
+  double block_us = fits_block ? t->launch_us + back + n * (s.barriers * t->block_barrier_us + s.work_us) : INFINITY;
   qir_level level = QIR_LEVEL_HOST;
   double best = host_us;
   if (block_us < best) { level = QIR_LEVEL_BLOCK; best = block_us; }
@@ -336,12 +324,11 @@ bool qopt_grinder(qopt_ctx *ctx, qir_module *m) {
     qir_error(ctx->diag, none, "unknown target '%s'", name);
     return false;
   }
-  launch_costs cost = {t->launch_us, t->read_back_us, t->coop_launch_us, t->grid_barrier_us, t->block_barrier_us};
-  if (cost.launch_us <= 0) {
+  if (t->launch_us <= 0) {
     qir_error(ctx->diag, none, "-grinder: target '%s' has no launch costs (launch_us)", t->name);
     return false;
   }
-  grinder g = {.ctx = ctx, .m = m, .t = t, .cost = &cost, .report = qopt_option_bool(ctx, "grinder-report")};
+  grinder g = {.ctx = ctx, .m = m, .t = t, .report = qopt_option_bool(ctx, "grinder-report")};
   walk_host(&g, m->body, 1);
   if (g.report)
     fprintf(stderr, "grinder: %s: kernel launches per inference %.0f -> %.0f, host round trips %.0f -> %.0f\n",
