@@ -472,6 +472,28 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
 int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
                     bool *have);
 
+/* The schedule qcodegen gives a reduction of a staged group (qcodegen's
+ * lower_stages) over a box of its output, ext[d] points per output axis, with
+ * `threads` threads per block: each thread accumulates a register tile of
+ * thread[d] points per axis (`regs` in all; the box rounded up to `tile`,
+ * threads_used threads), the reduction stepped by rstep, each step's reused
+ * operands (reads of operands below n_global that walk the reduction and
+ * that an output axis of the tile does not move) loaded cooperatively into
+ * shared memory within `budget` bytes (elem_bytes each).  loads: operand
+ * reads per thread and reduction point, after reuse across its register
+ * tile; staged_elems: elements one block stages over the whole reduction.
+ * The same function gives -welder's model of that code.  False: no tile
+ * (no reduction, or the box needs more than 64 accumulators per thread). */
+#define QIR_SCHED_VARS 16
+typedef struct {
+  int64_t thread[QIR_MAX_RANK], tile[QIR_MAX_RANK];
+  int64_t rstep[QIR_SCHED_VARS];
+  int64_t regs, threads_used, loads, steps, rtot;
+  double staged_elems;
+} qir_stage_sched;
+bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,
+                        int64_t budget, qir_stage_sched *s);
+
 /* Kernel group k's block tile (#tile{block}, each extent clipped to its
  * result's): false when it has none (or a malformed one). */
 bool qir_group_block(const qir_op *k, int64_t *blk);
