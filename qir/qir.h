@@ -493,6 +493,9 @@ typedef struct {
 } qir_stage_sched;
 bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,
                         int64_t budget, qir_stage_sched *s);
+/* Threads per block of a staged group whose largest box (its output block
+ * included) has `points` points: up to 256, whole warps. */
+int qir_stage_threads(int64_t points);
 
 /* Kernel group k's block tile (#tile{block}, each extent clipped to its
  * result's): false when it has none (or a malformed one). */

@@ -374,3 +374,5 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
   }
   return true;
 }
+
+int qir_stage_threads(int64_t points) { return points >= 256 ? 256 : (int)((points + 31) / 32 * 32); }

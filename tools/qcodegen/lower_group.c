@@ -724,7 +724,6 @@ static qir_op *compose_stages(composer *cm) {
     st->block[d] = b;
     per_block *= b;
   }
-  st->threads = per_block >= 256 ? 256 : (int)((per_block + 31) / 32 * 32);
   /* boxes, from the result back: a value's readers all come after it */
   cg_segment *last = &st->seg[st->n - 1];
   for (int d = 0; d < n; d++) {
@@ -752,6 +751,15 @@ static qir_op *compose_stages(composer *cm) {
     if (!box_read(cm, st, s, g->comp, g->comp->body, g->comp->n_axes + g->comp->n_red)) return NULL;
     if (g->epilogue && !box_read(cm, st, s, g->comp, g->epilogue, g->comp->n_axes)) return NULL;
   }
+  /* threads: enough for the largest box (each thread then takes a register
+   * tile of the reductions' points, one point of the others per pass) */
+  int64_t most = per_block;
+  for (int s = 0; s < st->n - 1; s++) {
+    int64_t elems = 1;
+    for (int j = 0; j < st->seg[s].type->rank; j++) elems *= st->seg[s].ext[j];
+    if (elems > most) most = elems;
+  }
+  st->threads = qir_stage_threads(most);
   qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
   op->comp = last->comp;
   qir_op_insert_before(k, op);
@@ -795,6 +803,124 @@ static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segmen
   return v;
 }
 
+/* A staged segment's tile as lower_tile_block computes it: where its slots go. */
+typedef struct {
+  const cg_stages *st;
+  const cg_segment *g;
+  const stage_tile *tl;         /* the shared tile it fills, or NULL: the group's output */
+  kexpr *inside;                /* the point lies inside the value (NULL: always) */
+} segment_store;
+
+/* Segment g's value at point idx from its accumulated value v (its epilogue
+ * applied), rounded to the value's type. */
+static kexpr *segment_epilogue(lower_env *env, const cg_stages *st, const cg_segment *g, kexpr *const *idx, kexpr *v) {
+  kbuilder *b = env->b;
+  const qir_compute *c = g->comp;
+  v = ke_cast_dtype(b, v, g->acc_dtype);
+  if (!g->epilogue) return v;
+  kexpr *saved[MAX_AXES];
+  memcpy(saved, env->vars, sizeof saved);
+  for (int d = 0; d < c->n_axes; d++) env->vars[d] = idx[d];
+  cg_group acc_only = {.acc_operand = st->acc_operand, .acc_dtype = g->acc_dtype};
+  const cg_group *sg = env->group;
+  env->group = &acc_only;
+  env->acc_value = v;
+  v = ke_cast_dtype(b, tr_as(env, g->epilogue, ktype_of_dtype(g->dtype)), g->dtype);
+  env->acc_value = NULL;
+  env->group = sg;
+  memcpy(env->vars, saved, sizeof saved);
+  return v;
+}
+
+static kstmt *store_segment(lower_env *env, const tile_block *tb, kexpr *const *idx, kexpr *v) {
+  kbuilder *b = env->b;
+  const segment_store *ss = tb->ctx;
+  const cg_segment *g = ss->g;
+  int n = g->comp->n_axes;
+  kexpr *in = NULL;
+  for (int d = 0; d < n; d++) {
+    bool below = ss->tl ? tb->vlo[d] < 0 : false, above = tb->vhi[d] > (double)(g->type->dims[d] - 1);
+    if (below) in = ke_and(b, in, ke_bin(b, QIR_FN_GE, idx[d], ke_int(b, 0), KT_BOOL));
+    if (above) in = ke_and(b, in, ke_lt(b, idx[d], ke_int(b, g->type->dims[d])));
+  }
+  if (!ss->tl) {
+    kstmt *store = ks_store(b, 0, out_index(env, idx), segment_epilogue(env, ss->st, g, idx, v));
+    return in ? ks_if(b, in, store, NULL) : store;
+  }
+  const stage_tile *tl = ss->tl;
+  kexpr *off[QIR_MAX_RANK];
+  for (int j = 0; j < tl->rank; j++) off[j] = ke_sub(b, idx[j], tl->origin[j]);
+  kexpr *at = strides_linear(env, off, tl->ext, tl->rank);
+  kstmt *put = ks_assign(b, tl->smem, at, segment_epilogue(env, ss->st, g, idx, v));
+  /* a point of the box outside the value: 0 (never read) */
+  return in ? ks_if(b, in, put, ks_assign(b, tl->smem, at, ke_cast(b, ke_int(b, 0), tl->smem->type))) : put;
+}
+
+/* Segment g (its reduction) over the box from origin over ext (the block's
+ * outputs when tl is NULL, else staged tile tl) by the schedule -welder
+ * models (qir_stage_schedule): register tiles, the reused operands staged
+ * cooperatively per reduction step.  False (nothing emitted) when the box
+ * takes no such schedule, or some block's box may lie wholly outside the
+ * value (its clamped points would leave the box). */
+static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment *g, const stage_tile *tl, kexpr *const *origin,
+                          const int64_t *ext, const double *omin, const double *omax, int64_t budget, kstmt *seq) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = g->comp;
+  int n = c->n_axes;
+  ktype at = ktype_of_dtype(g->acc_dtype);
+  qir_stage_sched sc;
+  if (c->n_red == 0 || n > MAX_AXES ||
+      !qir_stage_schedule(c, ext, k->threads, k->n_params - 1, at == KT_F64 || at == KT_I64 || at == KT_U64 ? 8 : 4, budget, &sc))
+    return false;
+  for (int d = 0; d < n; d++)
+    if (omin[d] + (double)ext[d] - 1 < 0 || omax[d] > (double)(g->type->dims[d] - 1)) return false;
+  tile_plan p = {.pad = 0, .vec = 1, .stage = true, .smem_budget = budget, .rsplit = 1};
+  int64_t thr[MAX_AXES];
+  for (int d = 0; d < n; d++) {
+    p.block[d] = sc.tile[d];
+    p.thread[d] = sc.thread[d];
+    thr[d] = sc.tile[d] / sc.thread[d];
+  }
+  for (int a = 0; a < c->n_red; a++) p.rstep[a] = sc.rstep[a];
+  segment_store ss = {.st = st, .g = g, .tl = tl};
+  tile_block tb = {.p = &p, .t = at, .store = store_segment, .ctx = &ss};
+  kexpr *tc[MAX_AXES];
+  decompose(env, ke_tid(b), thr, n, tc);
+  if (sc.threads_used < k->threads) tb.active = ke_lt(b, ke_tid(b), ke_int(b, sc.threads_used));
+  for (int d = 0; d < n; d++) {
+    int64_t dim = g->type->dims[d];
+    tb.lo[d] = origin[d];
+    kexpr *bs = ke_add(b, origin[d], tc[d]);
+    tb.base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
+    if (sc.tile[d] > ext[d]) tb.limit[d] = ke_add(b, origin[d], ke_int(b, ext[d]));
+    /* computing points stay inside the box and the value */
+    bool past_box = sc.tile[d] > ext[d], past_dim = omax[d] + (double)sc.tile[d] - 1 > (double)(dim - 1);
+    if (past_box && past_dim)
+      tb.clamp_hi[d] = ke_bin(b, QIR_FN_MIN, ke_add(b, origin[d], ke_int(b, ext[d] - 1)), ke_int(b, dim - 1), KT_I32);
+    else if (past_box)
+      tb.clamp_hi[d] = ke_add(b, origin[d], ke_int(b, ext[d] - 1));
+    else if (past_dim)
+      tb.clamp_hi[d] = ke_int(b, dim - 1);
+    if (tb.clamp_hi[d] && tb.clamp_hi[d]->kind != KE_INT && tb.clamp_hi[d]->kind != KE_VAR)
+      tb.clamp_hi[d] = ke_var(b, let(env, "h", tb.clamp_hi[d]));
+    if (omin[d] < 0) tb.clamp_lo[d] = ke_int(b, 0);
+    tb.vlo[d] = omin[d];
+    tb.vhi[d] = omax[d] + (double)sc.tile[d] - 1;
+  }
+  const qir_expr *body = env->body, *bias = env->bias;
+  const qir_compute *comp = env->comp;
+  env->comp = c;
+  env->body = c->body;
+  env->bias = qir_compute_bias_term(c, &env->body);
+  if (!env->bias) env->body = c->body;
+  lower_tile_block(env, &tb, seq);
+  env->comp = comp;
+  env->body = body;
+  env->bias = bias;
+  return true;
+}
+
 void lower_stages(lower_env *env, const cg_stages *st) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
@@ -809,6 +935,18 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   k->grid = grid;
   k->threads = st->threads;
   kexpr *bc[QIR_MAX_RANK], *bstart[QIR_MAX_RANK];
+  /* shared memory left by the staged tiles, shared by the reductions' staging */
+  int64_t tile_bytes = 0, n_red_segs = 0;
+  for (int s = 0; s < st->n; s++) {
+    const cg_segment *g = &st->seg[s];
+    n_red_segs += g->comp->n_red > 0;
+    if (s == st->n - 1) continue;
+    int64_t elems = 1;
+    for (int j = 0; j < g->type->rank; j++) elems *= g->ext[j];
+    tile_bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
+  }
+  int64_t budget = n_red_segs ? (STAGE_SMEM_LIMIT - tile_bytes) / n_red_segs : 0;
+  int tiled = 0;
   decompose(env, ke_bid(b), nb, n, bc);
   for (int d = 0; d < n; d++) {
     kexpr *s = ke_mul(b, bc[d], ke_int(b, st->block[d]));
@@ -840,6 +978,22 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     }
     staged_elems += elems;
     tl->smem = kvar_new(b, k, "st", ktype_of_dtype(g->dtype), elems, KV_SHARED);
+    /* the box's origin over every block: oconst + ocoef . block start */
+    double omin[QIR_MAX_RANK], omax[QIR_MAX_RANK];
+    for (int j = 0; j < tl->rank; j++) {
+      omin[j] = omax[j] = (double)g->oconst[j];
+      for (int d = 0; d < n; d++) {
+        double far = (double)g->ocoef[j][d] * (double)((nb[d] - 1) * st->block[d]);
+        if (far < 0) omin[j] += far;
+        else omax[j] += far;
+      }
+    }
+    if (tiled_segment(env, st, g, tl, tl->origin, tl->ext, omin, omax, budget, k->body)) {
+      ks_add(b, k->body, ks_barrier(b));
+      env->n_tiles = s + 1;
+      tiled++;
+      continue;
+    }
     /* every element of the box: the value where it lies inside the tensor, else 0 (never read) */
     kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
     kstmt *body = ks_seq(b);
@@ -861,6 +1015,12 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     env->n_tiles = s + 1;
   }
   /* the block's outputs */
+  const cg_segment *res = &st->seg[st->n - 1];
+  double omin[QIR_MAX_RANK] = {0}, omax[QIR_MAX_RANK] = {0};
+  for (int d = 0; d < n; d++) omin[d] = 0, omax[d] = (double)((nb[d] - 1) * st->block[d]);
+  if (tiled_segment(env, st, res, NULL, bstart, st->block, omin, omax, budget, k->body)) {
+    tiled++;
+  } else {
   kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
   kstmt *body = ks_seq(b);
   kexpr *off[QIR_MAX_RANK], *guard = NULL, *idx[QIR_MAX_RANK];
@@ -876,13 +1036,14 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   ks_add(b, then, ks_store(b, 0, out_index(env, idx), v));
   ks_add(b, body, guard ? ks_if(b, guard, then, NULL) : then);
   ks_add(b, k->body, ks_for(b, f, ke_tid(b), ke_int(b, per_block), k->threads, body));
+  }
   char blk[128];
   int len = 0;
   for (int d = 0; d < n && len < (int)sizeof blk - 24; d++)
     len += snprintf(blk + len, sizeof blk - (size_t)len, "%s%" PRId64, d ? "," : "", st->block[d]);
   k->summary = qir_sprintf(b->m, "staged: block [%s], %d value%s staged in shared memory (%" PRId64 " elements per block, halo "
-                           "included), grid %" PRId64 " threads %d", blk, st->n - 1, st->n == 2 ? "" : "s", staged_elems,
-                           grid, k->threads);
+                           "included), grid %" PRId64 " threads %d, %d of %" PRId64 " reductions register-tiled", blk, st->n - 1,
+                           st->n == 2 ? "" : "s", staged_elems, grid, k->threads, tiled, n_red_segs);
 }
 
 /* Runs the group's ops as they are: moved out before the kernel op, reading
