@@ -479,9 +479,10 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
  * threads_used threads), the reduction stepped by rstep, each step's reused
  * operands (reads of operands below n_global that walk the reduction and
  * that an output axis of the tile does not move) loaded cooperatively into
- * shared memory within `budget` bytes (elem_bytes each).  loads: operand
- * reads per thread and reduction point, after reuse across its register
- * tile; staged_elems: elements one block stages over the whole reduction.
+ * shared memory within `budget` bytes (elem_bytes each; when even steps of
+ * a few points do not fit, none is staged and the reduction is one step).
+ * loads: operand reads per thread and reduction point (those that walk the
+ * reduction), after reuse across its register tile; staged_elems: elements one block stages over the whole reduction.
  * The same function gives -welder's model of that code.  False: no tile
  * (no reduction, or the box needs more than 64 accumulators per thread). */
 #define QIR_SCHED_VARS 16
@@ -489,6 +490,7 @@ typedef struct {
   int64_t thread[QIR_MAX_RANK], tile[QIR_MAX_RANK];
   int64_t rstep[QIR_SCHED_VARS];
   int64_t regs, threads_used, loads, steps, rtot;
+  bool stage;                   /* operands staged (else read in place: their footprints do not fit) */
   double staged_elems;
 } qir_stage_sched;
 bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,

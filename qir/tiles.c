@@ -234,6 +234,7 @@ int qir_group_rederive_tiles(qir_module *m, qir_op *k) {
 #define SCHED_REGS 16            /* register tile preferred at most (accumulators per thread) */
 #define SCHED_REGS_MAX 64        /* taken only when fewer do not cover the box */
 #define SCHED_THREAD_MAX 16      /* register tile per axis searched */
+#define SCHED_MIN_STEP 8         /* reduction points per staged step, at least */
 
 typedef struct {
   const qir_expr *e;
@@ -311,6 +312,7 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
       for (int d = 0; d < n; d++) used *= (ext[d] + t[d] - 1) / t[d], regs *= t[d];
       if (used <= threads && regs <= cap) {
         for (int i = 0; i < n_acc; i++) {
+          if (!acc[i].red) continue;   /* read once per point (a bias): hoisted out of the reduction */
           int64_t l = 1;
           for (int d = 0; d < n; d++)
             if ((acc[i].used >> d) & 1) l *= t[d];
@@ -333,6 +335,7 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
   }
   if (!s->regs) return false;
   int64_t size[MAX_VARS];
+  s->stage = true;
   for (int d = 0; d < n; d++) s->tile[d] = size[d] = (ext[d] + s->thread[d] - 1) / s->thread[d] * s->thread[d];
   /* the reduction step: whole, halved on the outermost stepped axis while
    * the staged operands of one step exceed the budget */
@@ -350,9 +353,17 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
       int64_t f = sched_footprint(c, acc[i].e, size);
       if (f > 0) bytes += f * elem_bytes;
     }
+    int64_t per_step = 1;
+    for (int a = 0; a < m; a++) per_step *= s->rstep[a];
     int a = 0;
     while (a < m && s->rstep[a] == 1) a++;
-    if (bytes <= budget || a == m) break;
+    if (bytes <= budget) break;
+    if (a == m || per_step < 2 * SCHED_MIN_STEP) {
+      /* steps this short would be all barriers: the operands are read in place */
+      s->stage = false;
+      for (int b = 0; b < m; b++) s->rstep[b] = c->axis_extents[n + b] > 0 ? c->axis_extents[n + b] : 1;
+      break;
+    }
     s->rstep[a] = (s->rstep[a] + 1) / 2;
   }
   s->steps = 1;
@@ -364,7 +375,7 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
   }
   /* what one block stages over the whole reduction (greedily, as qcodegen
    * takes the accesses in order while they fit) */
-  int64_t left = budget;
+  int64_t left = s->stage ? budget : 0;
   for (int i = 0; i < n_acc; i++) {
     if (!distinct[i] || acc[i].e->operand >= n_global || !sched_reused(c, &acc[i], s->tile)) continue;
     int64_t f = sched_footprint(c, acc[i].e, size);

@@ -883,6 +883,7 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
     thr[d] = sc.tile[d] / sc.thread[d];
   }
   for (int a = 0; a < c->n_red; a++) p.rstep[a] = sc.rstep[a];
+  p.stage = sc.stage;
   segment_store ss = {.st = st, .g = g, .tl = tl};
   tile_block tb = {.p = &p, .t = at, .store = store_segment, .ctx = &ss};
   kexpr *tc[MAX_AXES];
