@@ -233,7 +233,6 @@ int qir_group_rederive_tiles(qir_module *m, qir_op *k) {
 #define SCHED_MAX_ACCESSES 64
 #define SCHED_REGS 16            /* register tile preferred at most (accumulators per thread) */
 #define SCHED_REGS_MAX 64        /* taken only when fewer do not cover the box */
-#define SCHED_THREAD_MAX 16      /* register tile per axis searched */
 #define SCHED_MIN_STEP 8         /* reduction points per staged step, at least */
 
 typedef struct {
@@ -299,14 +298,13 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
   int axes[4], n_ax = 0;
   for (int d = n - 1; d >= 0 && n_ax < 4; d--)
     if (ext[d] > 1) axes[n_ax++] = d;
+  static const int64_t sizes[] = {1, 2, 3, 4, 6, 8, 12, 16};   /* register tile per axis searched */
+  int n_sizes = (int)(sizeof sizes / sizeof *sizes);
   for (int cap = SCHED_REGS; cap <= SCHED_REGS_MAX && !s->regs; cap *= 4) {
-    int64_t t[QIR_MAX_RANK], lim[4];
+    int64_t t[QIR_MAX_RANK];
+    int k[4] = {0, 0, 0, 0};
     int64_t best_cost = INT64_MAX;
     for (int d = 0; d < n; d++) t[d] = 1;
-    for (int i = 0; i < n_ax; i++) {
-      lim[i] = ext[axes[i]] < SCHED_THREAD_MAX ? ext[axes[i]] : SCHED_THREAD_MAX;
-      t[axes[i]] = 1;
-    }
     for (;;) {
       int64_t used = 1, regs = 1, loads = 0;
       for (int d = 0; d < n; d++) used *= (ext[d] + t[d] - 1) / t[d], regs *= t[d];
@@ -329,8 +327,9 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
         }
       }
       int i = 0;
-      while (i < n_ax && ++t[axes[i]] > lim[i]) t[axes[i++]] = 1;
+      while (i < n_ax && (++k[i] == n_sizes || sizes[k[i]] > ext[axes[i]])) k[i] = 0, t[axes[i++]] = 1;
       if (i == n_ax) break;
+      t[axes[i]] = sizes[k[i]];
     }
   }
   if (!s->regs) return false;

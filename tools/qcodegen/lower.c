@@ -701,7 +701,9 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
     ks_add(b, cur, l);
     cur = body;
   }
-  for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, cur, stage_load(env, &env->staged[s2], p->vec));
+  kstmt *loads = tb->work ? ks_seq(b) : cur;
+  for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, loads, stage_load(env, &env->staged[s2], p->vec));
+  if (tb->work && env->n_staged) ks_add(b, cur, ks_if(b, tb->work, loads, NULL));
   if (env->n_staged) ks_add(b, cur, ks_barrier(b));
   /* unroll the innermost step loops while the unrolled body stays small
    * (register tile x taps <= 128): more would spill registers */
@@ -742,7 +744,8 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
     ks_add(b, icur, upd);
   }
   kstmt *work = full_step ? ks_if(b, full_step, nests[0], nests[1]) : nests[0];
-  ks_add(b, cur, tb->active ? ks_if(b, tb->active, work, NULL) : work);
+  kexpr *busy = ke_and(b, tb->active, tb->work);
+  ks_add(b, cur, busy ? ks_if(b, busy, work, NULL) : work);
   if (env->n_staged) ks_add(b, cur, ks_barrier(b));
 
   SLOTS(ks_if(b, guard, tb->store(env, tb, outidx, ke_elem(b, acc, slot_index)), NULL), s);

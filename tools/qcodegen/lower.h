@@ -123,6 +123,8 @@ struct tile_block {
   kexpr *clamp_lo[MAX_AXES], *clamp_hi[MAX_AXES];
   double vlo[MAX_AXES], vhi[MAX_AXES];   /* each output variable's range over all blocks */
   kexpr *active;                /* the thread has slots (NULL: every thread) */
+  kexpr *work;                  /* block-uniform: the tile needs computing at all (NULL: always);
+                                 * else the slots keep the reduction's identity */
   ktype t;                      /* the accumulators' type */
   kstmt *(*store)(lower_env *env, const tile_block *tb, kexpr *const *idx, kexpr *value);
   const void *ctx;              /* the store's */

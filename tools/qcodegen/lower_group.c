@@ -859,9 +859,9 @@ static kstmt *store_segment(lower_env *env, const tile_block *tb, kexpr *const *
 /* Segment g (its reduction) over the box from origin over ext (the block's
  * outputs when tl is NULL, else staged tile tl) by the schedule -welder
  * models (qir_stage_schedule): register tiles, the reused operands staged
- * cooperatively per reduction step.  False (nothing emitted) when the box
- * takes no such schedule, or some block's box may lie wholly outside the
- * value (its clamped points would leave the box). */
+ * cooperatively per reduction step.  Computing points are clamped into the
+ * box and the value; a block whose box misses the value skips the work.
+ * False (nothing emitted) when the box takes no such schedule. */
 static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment *g, const stage_tile *tl, kexpr *const *origin,
                           const int64_t *ext, const double *omin, const double *omax, int64_t budget, kstmt *seq) {
   kbuilder *b = env->b;
@@ -873,8 +873,6 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
   if (c->n_red == 0 || n > MAX_AXES ||
       !qir_stage_schedule(c, ext, k->threads, k->n_params - 1, at == KT_F64 || at == KT_I64 || at == KT_U64 ? 8 : 4, budget, &sc))
     return false;
-  for (int d = 0; d < n; d++)
-    if (omin[d] + (double)ext[d] - 1 < 0 || omax[d] > (double)(g->type->dims[d] - 1)) return false;
   tile_plan p = {.pad = 0, .vec = 1, .stage = true, .smem_budget = budget, .rsplit = 1};
   int64_t thr[MAX_AXES];
   for (int d = 0; d < n; d++) {
@@ -906,6 +904,11 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
     if (tb.clamp_hi[d] && tb.clamp_hi[d]->kind != KE_INT && tb.clamp_hi[d]->kind != KE_VAR)
       tb.clamp_hi[d] = ke_var(b, let(env, "h", tb.clamp_hi[d]));
     if (omin[d] < 0) tb.clamp_lo[d] = ke_int(b, 0);
+    /* a block whose box lies wholly outside the value (a concat's other
+     * branch) computes nothing: its points are stored as 0 */
+    if (omax[d] > (double)(dim - 1)) tb.work = ke_and(b, tb.work, ke_lt(b, origin[d], ke_int(b, dim)));
+    if (omin[d] + (double)ext[d] - 1 < 0)
+      tb.work = ke_and(b, tb.work, ke_bin(b, QIR_FN_GE, origin[d], ke_int(b, 1 - ext[d]), KT_BOOL));
     tb.vlo[d] = omin[d];
     tb.vhi[d] = omax[d] + (double)sc.tile[d] - 1;
   }

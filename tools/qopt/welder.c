@@ -615,6 +615,26 @@ static double box_total(const box *b, const qir_type *vt, const qir_type *ot, co
   return total;
 }
 
+/* Blocks whose box of v meets the tensor (qcodegen skips the others' work);
+ * all of them past MAX_BOX_BLOCKS. */
+static int64_t box_blocks(const box *b, const qir_type *vt, const qir_type *ot, const int64_t *block) {
+  int64_t nb[QIR_MAX_RANK], grid = 1, hit = 0;
+  for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
+  if (grid > MAX_BOX_BLOCKS) return grid;
+  for (int64_t g = 0; g < grid; g++) {
+    int64_t start[QIR_MAX_RANK], rest = g;
+    for (int d = ot->rank - 1; d >= 0; d--) start[d] = (rest % nb[d]) * block[d], rest /= nb[d];
+    bool meets = true;
+    for (int j = 0; j < vt->rank && meets; j++) {
+      int64_t lo = b->oc[j];
+      for (int d = 0; d < ot->rank; d++) lo += b->co[j][d] * start[d];
+      meets = lo < vt->dims[j] && lo + b->ext[j] > 0;
+    }
+    hit += meets;
+  }
+  return hit;
+}
+
 /* Modelled compute time of a member: its estimate less its traffic, at least
  * its points at the device's peak. */
 static double work_us(const welder *w, const node *n) {
@@ -662,7 +682,8 @@ static const qir_compute *reduction_form(const node *n, qir_value *const **args)
 }
 
 /* Modelled time of anchor n of a staged group computing its value over a box
- * of ext points per axis in each of `blocks` blocks of `threads` threads, by
+ * of ext points per axis in each of `blocks` blocks of `threads` threads
+ * (those whose box meets the value: the others skip the work), by
  * the schedule qcodegen emits for it (qir_stage_schedule: register tiles, the
  * reused operands staged per reduction step within `budget` bytes): its
  * accumulations at the peak rate, its operand loads (after register reuse) at
@@ -765,10 +786,11 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d];
     if (pb <= 1024 && (pb >= 32 || pb == numel) && group_boxes(mem, n_mem, blk, bx)) {
       double smem = 0, cost = 0, share[MAX_MEMBERS];
-      int64_t most = pb, blocks = 1;
+      int64_t most = pb, blocks = 1, busy[MAX_MEMBERS];
       for (int d = 0; d < n; d++) blocks *= (ot->dims[d] + blk[d] - 1) / blk[d];
       for (int i = 0; i < n_mem; i++) {
         share[i] = 1;
+        busy[i] = blocks;
         if (i == n_mem - 1) {
           for (int d = 0; d < n; d++) bx[i].ext[d] = blk[d];
           continue;
@@ -789,6 +811,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
         }
         double vn = (double)qir_type_numel(vt);
         share[i] = vn > 0 ? box_total(&bx[i], vt, ot, blk) / vn : 1;
+        busy[i] = box_blocks(&bx[i], vt, ot, blk);
         if (e > most) most = (int64_t)e;
       }
       /* each anchor by the schedule qcodegen gives it over its segment's box */
@@ -796,7 +819,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
       int64_t budget = n_anchors ? (int64_t)(STAGE_SMEM_LIMIT - smem) / n_anchors : 0;
       for (int i = 0; i < n_mem; i++)
         if (seg_of[i] >= 0)
-          cost += staged_work_us(w, mem[i], bx[seg_of[i]].ext, blocks, threads, budget, share[seg_of[i]]);
+          cost += staged_work_us(w, mem[i], bx[seg_of[i]].ext, busy[seg_of[i]], threads, budget, share[seg_of[i]]);
       if (smem <= MAX_STAGE_SMEM && (cost < best_cost * (1 - 1e-9) || (cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
         best_cost = cost;
         best_pb = pb;
