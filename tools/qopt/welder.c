@@ -457,11 +457,13 @@ static bool fusable_code(const qir_op *op);
  * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
  * The group's block tile is then constructed for the group: among power-of-two
  * tiles of its output, the one whose staged boxes fit MAX_STAGE_SMEM and whose
- * recomputed halo work (each segment's work times the elements its boxes
- * cover over all blocks, clipped to the tensor, per element of the value) is
- * least.  A segment joins when the modelled time of the joint kernel (work
- * times recomputation, the group's global traffic, one launch) is below the two
- * kernels' apart. */
+ * work is least: each segment's reduction costs what qcodegen's schedule for
+ * its box does (qir_stage_schedule: register tiles, operands staged per step;
+ * staged_work_us), in every block whose box meets the value, at least the
+ * reduction's own kernel's compute time times the share of its points the
+ * boxes cover (recomputed halos).  A segment joins when the modelled time of
+ * the joint kernel (that work, the group's global traffic, one launch) is
+ * below the two kernels' apart. */
 #define MAX_STAGED_VALUES 3
 #define MAX_STAGE_SMEM (32 * 1024)      /* qcodegen allows 48 KiB; its boxes are exact unions, ours bounds */
 #define STAGE_SMEM_LIMIT (48 * 1024)    /* qcodegen's: the tiles and the reductions' staged operands */
