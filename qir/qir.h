@@ -478,7 +478,7 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
  * thread[d] points per axis (`regs` in all; the box rounded up to `tile`,
  * threads_used threads), the reduction stepped by rstep, each step's reused
  * operands (reads of operands below n_global that walk the reduction and
- * that an output axis of the tile does not move) loaded cooperatively into
+ * that QIR_SCHED_MIN_REUSE points of the tile or more read) loaded cooperatively into
  * shared memory within `budget` bytes (elem_bytes each; when even steps of
  * a few points do not fit, none is staged and the reduction is one step).
  * loads: operand reads per thread and reduction point (those that walk the
@@ -486,6 +486,7 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
  * The same function gives -welder's model of that code.  False: no tile
  * (no reduction, or the box needs more than 64 accumulators per thread). */
 #define QIR_SCHED_VARS 16
+#define QIR_SCHED_MIN_REUSE 4   /* points of the tile reading each element of a staged operand, at least */
 typedef struct {
   int64_t thread[QIR_MAX_RANK], tile[QIR_MAX_RANK];
   int64_t rstep[QIR_SCHED_VARS];

@@ -275,12 +275,14 @@ static int64_t sched_footprint(const qir_compute *c, const qir_expr *e, const in
 }
 
 /* The access is staged cooperatively (qcodegen's plan_staging): it walks the
- * reduction and some output axis of the tile that it does not use reuses it. */
+ * reduction and QIR_SCHED_MIN_REUSE points of the tile or more read each of
+ * its elements (fewer do not pay the copy and the barriers). */
 static bool sched_reused(const qir_compute *c, const sched_access *a, const int64_t *tile) {
   if (!a->red) return false;
-  for (int d = 0; d < c->n_axes; d++)
-    if (!((a->used >> d) & 1) && tile[d] > 1) return true;
-  return false;
+  int64_t reuse = 1;
+  for (int d = 0; d < c->n_axes && reuse < QIR_SCHED_MIN_REUSE; d++)
+    if (!((a->used >> d) & 1)) reuse *= tile[d];
+  return reuse >= QIR_SCHED_MIN_REUSE;
 }
 
 bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,

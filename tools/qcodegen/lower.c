@@ -17,6 +17,9 @@
 
 #include "lower.h"
 
+/* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
+#define TILE_MAX (1 << 24)
+
 /* ---------------------------------------------------------------- typing */
 
 typedef struct {
@@ -531,10 +534,12 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
     if (dup) continue;
     uint32_t used = 0;
     for (int j = 0; j < e->n_args; j++) used |= vars_used(e->args[j]);
-    bool has_red = false, reused = false, ok = true;
+    bool has_red = false, ok = true;
+    int64_t reuse = 1;          /* points of the block that read each element */
     for (int a = 0; a < c->n_red; a++) has_red |= (used >> (c->n_axes + a)) & 1;
-    for (int d = 0; d < c->n_axes; d++) reused |= !((used >> d) & 1) && p->block[d] > 1;
-    if (!has_red || !reused) continue;
+    for (int d = 0; d < c->n_axes && reuse < TILE_MAX; d++)
+      if (!((used >> d) & 1)) reuse *= p->block[d];
+    if (!has_red || reuse < (p->min_reuse > 2 ? p->min_reuse : 2)) continue;
     staged_access sa = {.access = e, .rank = e->n_args};
     int64_t elems = 1;
     const qir_type *at = &env->args[e->operand]->type;
@@ -832,8 +837,6 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
 
 /* ---------------------------------------------------------------- plans */
 
-/* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
-#define TILE_MAX (1 << 24)
 
 static bool read_list(lower_env *env, const qir_attr_val *dict, const char *key, int want, int64_t *out,
                       bool required) {

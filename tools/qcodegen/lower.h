@@ -15,6 +15,8 @@ typedef struct {
   bool stage;
   int64_t smem_budget;          /* bytes of staged tiles: the plan's `smem`, else SMEM_BUDGET */
   int64_t rsplit;               /* lanes sharing each output's reduction (1: none) */
+  int64_t min_reuse;            /* an operand is staged when at least this many points of the
+                                 * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
 } tile_plan;

@@ -808,7 +808,9 @@ typedef struct {
   const cg_stages *st;
   const cg_segment *g;
   const stage_tile *tl;         /* the shared tile it fills, or NULL: the group's output */
-  kexpr *inside;                /* the point lies inside the value (NULL: always) */
+  kexpr *const *origin;         /* the box (the block's outputs, or tl's) */
+  const int64_t *ext;
+  bool shift[MAX_AXES];         /* along d the computed range was moved inside the value: test the box */
 } segment_store;
 
 /* Segment g's value at point idx from its accumulated value v (its epilogue
@@ -837,31 +839,32 @@ static kstmt *store_segment(lower_env *env, const tile_block *tb, kexpr *const *
   const segment_store *ss = tb->ctx;
   const cg_segment *g = ss->g;
   int n = g->comp->n_axes;
-  kexpr *in = NULL;
-  for (int d = 0; d < n; d++) {
-    bool below = ss->tl ? tb->vlo[d] < 0 : false, above = tb->vhi[d] > (double)(g->type->dims[d] - 1);
-    if (below) in = ke_and(b, in, ke_bin(b, QIR_FN_GE, idx[d], ke_int(b, 0), KT_BOOL));
-    if (above) in = ke_and(b, in, ke_lt(b, idx[d], ke_int(b, g->type->dims[d])));
-  }
+  kexpr *in = NULL;             /* the point is in the box (it always is in the value) */
+  for (int d = 0; d < n; d++)
+    if (ss->shift[d])
+      in = ke_and(b, in, ke_and(b, ke_bin(b, QIR_FN_GE, idx[d], ss->origin[d], KT_BOOL),
+                                ke_lt(b, idx[d], ke_add(b, ss->origin[d], ke_int(b, ss->ext[d])))));
+  kstmt *put;
   if (!ss->tl) {
-    kstmt *store = ks_store(b, 0, out_index(env, idx), segment_epilogue(env, ss->st, g, idx, v));
-    return in ? ks_if(b, in, store, NULL) : store;
+    put = ks_store(b, 0, out_index(env, idx), segment_epilogue(env, ss->st, g, idx, v));
+  } else {
+    const stage_tile *tl = ss->tl;
+    kexpr *off[QIR_MAX_RANK];
+    for (int j = 0; j < tl->rank; j++) off[j] = ke_sub(b, idx[j], tl->origin[j]);
+    put = ks_assign(b, tl->smem, strides_linear(env, off, tl->ext, tl->rank), segment_epilogue(env, ss->st, g, idx, v));
   }
-  const stage_tile *tl = ss->tl;
-  kexpr *off[QIR_MAX_RANK];
-  for (int j = 0; j < tl->rank; j++) off[j] = ke_sub(b, idx[j], tl->origin[j]);
-  kexpr *at = strides_linear(env, off, tl->ext, tl->rank);
-  kstmt *put = ks_assign(b, tl->smem, at, segment_epilogue(env, ss->st, g, idx, v));
-  /* a point of the box outside the value: 0 (never read) */
-  return in ? ks_if(b, in, put, ks_assign(b, tl->smem, at, ke_cast(b, ke_int(b, 0), tl->smem->type))) : put;
+  return in ? ks_if(b, in, put, NULL) : put;
 }
 
 /* Segment g (its reduction) over the box from origin over ext (the block's
  * outputs when tl is NULL, else staged tile tl) by the schedule -welder
  * models (qir_stage_schedule): register tiles, the reused operands staged
- * cooperatively per reduction step.  Computing points are clamped into the
- * box and the value; a block whose box misses the value skips the work.
- * False (nothing emitted) when the box takes no such schedule. */
+ * cooperatively per reduction step.  Along an axis where some block's box
+ * leaves the value, the computed range is the box's length clipped to the
+ * value's, moved inside the value (so no point outside it is computed), its
+ * points clamped into the box; tl's points outside the value are set to 0; a
+ * block whose box misses the value skips the work.  False (nothing emitted)
+ * when the box takes no such schedule. */
 static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment *g, const stage_tile *tl, kexpr *const *origin,
                           const int64_t *ext, const double *omin, const double *omax, int64_t budget, kstmt *seq) {
   kbuilder *b = env->b;
@@ -869,11 +872,18 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
   const qir_compute *c = g->comp;
   int n = c->n_axes;
   ktype at = ktype_of_dtype(g->acc_dtype);
+  if (c->n_red == 0 || n > MAX_AXES || n > QIR_MAX_RANK) return false;
+  segment_store ss = {.st = st, .g = g, .tl = tl, .origin = origin, .ext = ext};
+  int64_t len[QIR_MAX_RANK];
+  for (int d = 0; d < n; d++) {
+    int64_t dim = g->type->dims[d];
+    len[d] = ext[d] < dim ? ext[d] : dim;
+    ss.shift[d] = omin[d] < 0 || omax[d] + (double)ext[d] - 1 > (double)(dim - 1);
+  }
   qir_stage_sched sc;
-  if (c->n_red == 0 || n > MAX_AXES ||
-      !qir_stage_schedule(c, ext, k->threads, k->n_params - 1, at == KT_F64 || at == KT_I64 || at == KT_U64 ? 8 : 4, budget, &sc))
+  if (!qir_stage_schedule(c, len, k->threads, k->n_params - 1, at == KT_F64 || at == KT_I64 || at == KT_U64 ? 8 : 4, budget, &sc))
     return false;
-  tile_plan p = {.pad = 0, .vec = 1, .stage = true, .smem_budget = budget, .rsplit = 1};
+  tile_plan p = {.pad = 0, .vec = 1, .smem_budget = budget, .rsplit = 1, .stage = sc.stage, .min_reuse = QIR_SCHED_MIN_REUSE};
   int64_t thr[MAX_AXES];
   for (int d = 0; d < n; d++) {
     p.block[d] = sc.tile[d];
@@ -881,36 +891,62 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
     thr[d] = sc.tile[d] / sc.thread[d];
   }
   for (int a = 0; a < c->n_red; a++) p.rstep[a] = sc.rstep[a];
-  p.stage = sc.stage;
-  segment_store ss = {.st = st, .g = g, .tl = tl};
   tile_block tb = {.p = &p, .t = at, .store = store_segment, .ctx = &ss};
   kexpr *tc[MAX_AXES];
   decompose(env, ke_tid(b), thr, n, tc);
   if (sc.threads_used < k->threads) tb.active = ke_lt(b, ke_tid(b), ke_int(b, sc.threads_used));
+  kexpr *outside = NULL;        /* a point of tl's box outside the value (zero fill) */
   for (int d = 0; d < n; d++) {
     int64_t dim = g->type->dims[d];
-    tb.lo[d] = origin[d];
-    kexpr *bs = ke_add(b, origin[d], tc[d]);
-    tb.base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
-    if (sc.tile[d] > ext[d]) tb.limit[d] = ke_add(b, origin[d], ke_int(b, ext[d]));
-    /* computing points stay inside the box and the value */
-    bool past_box = sc.tile[d] > ext[d], past_dim = omax[d] + (double)sc.tile[d] - 1 > (double)(dim - 1);
-    if (past_box && past_dim)
-      tb.clamp_hi[d] = ke_bin(b, QIR_FN_MIN, ke_add(b, origin[d], ke_int(b, ext[d] - 1)), ke_int(b, dim - 1), KT_I32);
-    else if (past_box)
-      tb.clamp_hi[d] = ke_add(b, origin[d], ke_int(b, ext[d] - 1));
-    else if (past_dim)
-      tb.clamp_hi[d] = ke_int(b, dim - 1);
-    if (tb.clamp_hi[d] && tb.clamp_hi[d]->kind != KE_INT && tb.clamp_hi[d]->kind != KE_VAR)
-      tb.clamp_hi[d] = ke_var(b, let(env, "h", tb.clamp_hi[d]));
-    if (omin[d] < 0) tb.clamp_lo[d] = ke_int(b, 0);
-    /* a block whose box lies wholly outside the value (a concat's other
-     * branch) computes nothing: its points are stored as 0 */
-    if (omax[d] > (double)(dim - 1)) tb.work = ke_and(b, tb.work, ke_lt(b, origin[d], ke_int(b, dim)));
-    if (omin[d] + (double)ext[d] - 1 < 0)
-      tb.work = ke_and(b, tb.work, ke_bin(b, QIR_FN_GE, origin[d], ke_int(b, 1 - ext[d]), KT_BOOL));
+    kexpr *start = origin[d];
     tb.vlo[d] = omin[d];
     tb.vhi[d] = omax[d] + (double)sc.tile[d] - 1;
+    if (ss.shift[d]) {
+      /* the computed range: len points inside the value covering the box's part in it */
+      start = ke_bin(b, QIR_FN_MAX, ke_bin(b, QIR_FN_MIN, origin[d], ke_int(b, dim - len[d]), KT_I32), ke_int(b, 0), KT_I32);
+      if (start->kind != KE_INT) start = ke_var(b, let(env, "c", start));
+      double lo = omin[d] < (double)(dim - len[d]) ? omin[d] : (double)(dim - len[d]);
+      double hi = omax[d] < (double)(dim - len[d]) ? omax[d] : (double)(dim - len[d]);
+      tb.vlo[d] = lo > 0 ? lo : 0;
+      tb.vhi[d] = (hi > 0 ? hi : 0) + (double)sc.tile[d] - 1;
+      /* computing points inside the box and the value (inside the value when they miss) */
+      kexpr *h = ke_bin(b, QIR_FN_MIN, ke_add(b, origin[d], ke_int(b, ext[d] - 1)), ke_int(b, dim - 1), KT_I32);
+      kexpr *l = ke_bin(b, QIR_FN_MIN, ke_bin(b, QIR_FN_MAX, origin[d], ke_int(b, 0), KT_I32), ke_int(b, dim - 1), KT_I32);
+      tb.clamp_hi[d] = h->kind == KE_INT ? h : ke_var(b, let(env, "h", h));
+      tb.clamp_lo[d] = l->kind == KE_INT ? l : ke_var(b, let(env, "l", l));
+      /* a block whose box misses the value computes nothing */
+      if (omax[d] > (double)(dim - 1)) tb.work = ke_and(b, tb.work, ke_lt(b, origin[d], ke_int(b, dim)));
+      if (omin[d] + (double)ext[d] - 1 < 0)
+        tb.work = ke_and(b, tb.work, ke_bin(b, QIR_FN_GE, origin[d], ke_int(b, 1 - ext[d]), KT_BOOL));
+    } else if (sc.tile[d] > len[d]) {
+      tb.clamp_hi[d] = ke_add(b, origin[d], ke_int(b, len[d] - 1));
+      if (tb.clamp_hi[d]->kind != KE_INT && tb.clamp_hi[d]->kind != KE_VAR) tb.clamp_hi[d] = ke_var(b, let(env, "h", tb.clamp_hi[d]));
+    }
+    tb.lo[d] = start;
+    kexpr *bs = ke_add(b, start, tc[d]);
+    tb.base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
+    if (sc.tile[d] > len[d]) tb.limit[d] = ke_add(b, start, ke_int(b, len[d]));
+  }
+  if (tl) {
+    /* the box's points outside the value: 0 (never read); the slots store the others */
+    kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+    kstmt *body = ks_seq(b);
+    kexpr *off[QIR_MAX_RANK];
+    decompose(env, ke_var(b, f), tl->ext, tl->rank, off);
+    for (int j = 0; j < tl->rank; j++) {
+      if (!ss.shift[j]) continue;
+      kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, gv, ke_add(b, tl->origin[j], off[j])));
+      kexpr *out = ke_bin(b, QIR_FN_OR, ke_lt(b, ke_var(b, gv), ke_int(b, 0)),
+                          ke_bin(b, QIR_FN_GE, ke_var(b, gv), ke_int(b, g->type->dims[j]), KT_BOOL), KT_BOOL);
+      outside = outside ? ke_bin(b, QIR_FN_OR, outside, out, KT_BOOL) : out;
+    }
+    if (outside) {
+      int64_t elems = 1;
+      for (int j = 0; j < tl->rank; j++) elems *= tl->ext[j];
+      ks_add(b, body, ks_if(b, outside, ks_assign(b, tl->smem, ke_var(b, f), ke_cast(b, ke_int(b, 0), tl->smem->type)), NULL));
+      ks_add(b, seq, ks_for(b, f, ke_tid(b), ke_int(b, elems), k->threads, body));
+    }
   }
   const qir_expr *body = env->body, *bias = env->bias;
   const qir_compute *comp = env->comp;

@@ -703,7 +703,12 @@ static double staged_work_us(const welder *w, const node *n, const int64_t *ext,
   int bytes = qir_dtype_size(dt) > 4 ? 8 : 4;
   double floor = work_us(w, n) * share;
   qir_stage_sched sc;
-  if (!c || t->smem_gbs <= 0 || t->l2_gbs <= 0 || !qir_stage_schedule(c, ext, threads, c->n_axes + c->n_red + 64, bytes, budget, &sc)) {
+  /* qcodegen computes the box's part inside the value */
+  int64_t len[QIR_MAX_RANK];
+  const qir_type *vt = &n->op->results[0]->type;
+  for (int d = 0; d < vt->rank && d < QIR_MAX_RANK; d++) len[d] = ext[d] < vt->dims[d] ? ext[d] : vt->dims[d];
+  if (!c || c->n_axes != vt->rank || t->smem_gbs <= 0 || t->l2_gbs <= 0 ||
+      !qir_stage_schedule(c, len, threads, c->n_axes + c->n_red + 64, bytes, budget, &sc)) {
     double naive = naive_staged_us(w, n) * share;
     return naive > floor ? naive : floor;
   }
