@@ -273,8 +273,11 @@ static const qir_value *row_to_stage(composer *cm, const qir_op *stage, const qi
   if (!e) return NULL;
   if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && e->operand < stage->n_operands) {
     const qir_value *v = stage->operands[e->operand];
+    /* an elementwise value of the group, or the point reduction itself (a
+     * gemm's logits straight into a softmax): computed once per row */
     bool inner = v->arg_of == cm->body ||
-                 (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE && v->def->comp && v->def->comp->n_red == 0);
+                 (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE && v->def->comp &&
+                  (v->def->comp->n_red == 0 || v->def == cm->point));
     if (inner && v->type.rank == t->rank && !memcmp(v->type.dims, t->dims, sizeof(int64_t) * (size_t)t->rank)) return v;
   }
   for (int i = 0; i < e->n_args; i++) {

@@ -332,23 +332,48 @@ static bool row_op(const qir_op *op) {
   }
 }
 
-/* A row group's point reduction stays short: one lane computes each point's
- * whole reduction (QK^T over a head's 64 is fine, a 768-long projection per
- * point of a warp is not). */
-#define MAX_POINT_REDUCTION 256
 /* The staged row must fit the shared memory qcodegen gives it. */
 #define ROW_SMEM_BYTES (32 * 1024)
+
+/* The axes a row op reduces (its rows): false when its axis is out of range. */
+static bool row_axes(const qir_op *op, bool *reduced) {
+  const qir_type *t = &op->results[0]->type;
+  int64_t axis = qir_op_attr_int(op, "axis", op->code == QIR_OP_INSTANCE_NORM ? 2 : -1);
+  if (axis < 0) axis += t->rank;
+  if (axis < 0 || axis >= t->rank) return false;
+  bool to_end = op->code == QIR_OP_LAYER_NORM || op->code == QIR_OP_INSTANCE_NORM;
+  for (int d = 0; d < t->rank; d++) reduced[d] = d >= axis && (to_end || d == axis);
+  return true;
+}
 
 /* Bytes of one row of a row op's result (its reduced axes). */
 static int64_t row_bytes(const qir_op *op) {
   const qir_type *t = &op->results[0]->type;
-  int64_t axis = qir_op_attr_int(op, "axis", op->code == QIR_OP_INSTANCE_NORM ? 2 : -1);
-  if (axis < 0) axis += t->rank;
-  if (axis < 0 || axis >= t->rank) return INT64_MAX;
+  bool reduced[QIR_MAX_RANK];
+  if (t->rank > QIR_MAX_RANK || !row_axes(op, reduced)) return INT64_MAX;
   int64_t n = 1;
-  bool to_end = op->code == QIR_OP_LAYER_NORM || op->code == QIR_OP_INSTANCE_NORM;
-  for (int d = (int)axis; d < (to_end ? t->rank : axis + 1); d++) n *= t->dims[d];
+  for (int d = 0; d < t->rank; d++) n *= reduced[d] ? t->dims[d] : 1;
   return n * qir_dtype_size(t->dtype);
+}
+
+static int form_loads(const qir_expr *e);
+
+/* Modelled compute time of a row group's kernel (qcodegen's lower_rows: one
+ * warp per row, each lane walking the row): the row staged once, each stage
+ * of the row op's definition walking it again, and with a point reduction
+ * (QK^T, a gemm's logits) each point's whole reduction run serially by one
+ * lane, every step loading its operands.  Those loads go at shared-memory / L1
+ * bandwidth, and only as fast as the warps in flight can issue them: a warp
+ * per row, about four per unit to keep a unit's load pipes busy. */
+static double row_work_us(const welder *w, const qir_op *row, int n_chain, const qir_compute *point) {
+  const qir_type *t = &row->results[0]->type;
+  int64_t numel = qir_type_numel(t), size = qir_dtype_size(t->dtype), rb = row_bytes(row);
+  if (numel <= 0 || rb <= 0 || rb == INT64_MAX || w->t->smem_gbs <= 0) return 0;
+  double rows = (double)numel / (double)(rb / size);
+  double loads = (double)numel * (double)(2 + n_chain);
+  if (point) loads += (double)form_points(point) * form_loads(point->body);
+  double busy = rows / (4.0 * (w->t->compute_units > 0 ? w->t->compute_units : 1));
+  return loads * (double)size / (w->t->smem_gbs * 1e3 * (busy < 1 ? busy : 1));
 }
 
 /* Ops whose definition is a reduction and an elementwise stage reading it at
@@ -361,13 +386,23 @@ static bool mma_plan(const qir_op *op) {
   return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
 }
 
-/* Whether reduction q could join row group g as its point reduction. */
+/* Whether reduction q could join row group g as its point reduction: by the
+ * model, the row kernel computing q per point (its operands' traffic, not
+ * q's result's) against q's own kernel, the row kernel without it and one
+ * more launch.  A long projection per point (a 768-wide matmul before a layer
+ * norm, a 4096-wide classifier before a softmax) loses: every row's warp runs
+ * the whole reduction serially over the weights, where q's own tiled kernel
+ * shares them across the device. */
 static bool point_candidate(region_ctx *rc, const node *q, int g, const node *root) {
   if (!root->row || rc->point_group == g || !q->comp || q->op->n_results != 1) return false;
   const qir_value *v = q->op->results[0];
   int64_t numel = qir_type_numel(&v->type);
-  return numel > 0 && qir_type_equal(&v->type, &root->op->results[0]->type) &&
-         form_points(q->comp) / numel <= MAX_POINT_REDUCTION && row_bytes(root->op) <= ROW_SMEM_BYTES;
+  if (numel <= 0 || !qir_type_equal(&v->type, &root->op->results[0]->type) || row_bytes(root->op) > ROW_SMEM_BYTES)
+    return false;
+  const welder *w = rc->w;
+  double joint = row_work_us(w, root->op, root->n_chain, q->comp) + bytes_us(w, q->bytes - (double)value_bytes(v));
+  double apart = q->est_us + row_work_us(w, root->op, root->n_chain, NULL) + bytes_us(w, (double)value_bytes(v)) + w->launch_us;
+  return joint < apart;
 }
 
 /* Tries to absorb the producer p into group g (root node root). */
@@ -888,6 +923,21 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     anchor = NULL;
     plan = NULL;
   }
+  /* a row group's block is whole rows (one per warp in qcodegen): a softmax
+   * or norm needs every element of its row, so its tile covers the row, and a
+   * point reduction in it (QK^T, a gemm's logits) runs per point there, not by
+   * its own plan */
+  const qir_compute *point = NULL;
+  bool reduced[QIR_MAX_RANK];
+  const qir_type *rt = &root_op->results[0]->type;
+  bool row_tile = root->row && !sp->staged && rt->rank <= QIR_MAX_RANK && row_axes(root_op, reduced);
+  if (row_tile) {
+    have_block[n_mem - 1] = true;
+    for (int d = 0; d < rt->rank; d++) blocks[n_mem - 1][d] = reduced[d] ? rt->dims[d] : 1;
+    if (anchor) point = anchor->comp;
+    anchor = NULL;
+    plan = NULL;
+  }
   qir_op *new_root = NULL;
   for (int i = 0; i < n_mem; i++) {
     qir_op *op = mem[i]->op;
@@ -940,6 +990,11 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     qir_attr e = {.key = "block", .val = qir_attr_ints(m, root_op->results[0]->type.rank, sp->block)};
     qir_op_set_attr(m, k, "tile", qir_attr_dict(m, 1, &e), true);
     est = sp->est_us;
+  }
+  if (row_tile) {
+    qir_attr e = {.key = "block", .val = qir_attr_ints(m, rt->rank, blocks[n_mem - 1])};
+    qir_op_set_attr(m, k, "tile", qir_attr_dict(m, 1, &e), true);
+    est = row_work_us(w, root_op, root->n_chain, point) + bytes_us(w, bytes);
   }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
   qir_op_set_attr(m, k, "global_bytes", qir_attr_int((int64_t)bytes), true);
