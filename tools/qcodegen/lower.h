@@ -77,6 +77,9 @@ struct cg_rows {
                                  * softmax), computed per point while staging: operand
                                  * marker_base + n_stages + 1; its dtype follows the staged row's */
   bool reduced[QIR_MAX_RANK];
+  int64_t rows_per_block;       /* warps per block, a row each (the group's block over the kept
+                                 * axes; divides the row count): they share the operands of a
+                                 * point reduction through the unit's cache */
 };
 void lower_rows(lower_env *env, const cg_rows *rows);
 

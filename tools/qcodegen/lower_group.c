@@ -354,6 +354,21 @@ static qir_op *compose_rows(composer *cm) {
   }
   cm->acc_operand = k->n_operands;
   cg_rows *rows = qir_alloc(m, sizeof *rows);
+  memset(rows, 0, sizeof *rows);
+  /* rows per block: the group's block over the kept axes, down to a divisor
+   * of the row count, its staged rows within the limit */
+  int64_t blk[QIR_MAX_RANK], per_block = 1, n_rows = 1;
+  bool have_blk = qir_group_block(k, blk);
+  for (int d = 0; d < n; d++)
+    if (!cm->reduced[d]) {
+      n_rows *= E[d];
+      if (have_blk) per_block *= blk[d];
+    }
+  int64_t row_bytes = row_len * (cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0);
+  while (per_block > 1 && (n_rows % per_block || per_block * cm->cg->warp > 1024 ||
+                           per_block * row_bytes > ROW_SMEM_LIMIT))
+    per_block--;
+  rows->rows_per_block = per_block;
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;
   memcpy(rows->reduced, cm->reduced, sizeof rows->reduced);
@@ -422,19 +437,23 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     if (rows->reduced[d]) red[nr++] = F->axis_extents[d], len *= F->axis_extents[d];
     else kept[nk++] = F->axis_extents[d], n_rows *= F->axis_extents[d];
   }
-  k->grid = n_rows;
-  k->threads = W;
+  int64_t R = rows->rows_per_block > 1 ? rows->rows_per_block : 1;
+  k->grid = n_rows / R;
+  k->threads = (int)(W * R);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
   env->n_markers = rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
   env->marker_dtypes = rows->dtypes;
   env->marker_values = qir_alloc(b->m, sizeof(kexpr *) * (size_t)(env->n_markers + 1));
   kexpr *rc[MAX_AXES], *row[MAX_AXES];
-  decompose(env, ke_bid(b), kept, nk, rc);
+  /* warp w of block b: row b * R + w */
+  kexpr *warp = R > 1 ? ke_var(b, let(env, "w", ke_div(b, ke_tid(b), ke_int(b, W)))) : ke_int(b, 0);
+  decompose(env, R > 1 ? ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, R)), warp) : ke_bid(b), kept, nk, rc);
   for (int i = 0, d = 0; d < n; d++)
     if (!rows->reduced[d]) row[d] = rc[i]->kind == KE_INT ? rc[i] : ke_var(b, let(env, "row", rc[i])), i++;
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W)));
-  kvar *smem = rows->staged ? kvar_new(b, k, "rowtile", ktype_of_dtype(rows->dtypes[rows->n_stages]), len, KV_SHARED) : NULL;
+  kvar *smem = rows->staged ? kvar_new(b, k, "rowtile", ktype_of_dtype(rows->dtypes[rows->n_stages]), len * R, KV_SHARED) : NULL;
+  kexpr *row0 = ke_mul(b, warp, ke_int(b, len));   /* the warp's row in the tile */
   /* one lane-strided walk over the row; `stage` < 0: the result's variables */
   #define ROW_LOOP(p, body, stage)                                                          \
     do {                                                                                  \
@@ -454,7 +473,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
         else env->vars[d_] = c_;                                                          \
         m_++;                                                                             \
       }                                                                                   \
-      if (smem) env->marker_values[rows->n_stages] = ke_elem(b, smem, ke_var(b, p));      \
+      if (smem) env->marker_values[rows->n_stages] = ke_elem(b, smem, ke_add(b, row0, ke_var(b, p))); \
     } while (0)
   kvar *p;
   kstmt *body;
@@ -477,7 +496,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       ks_add(b, cur, ks_assign(b, pacc, NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc), tr_as(env, pc->body, pt), pt)));
       env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc), pd);
     }
-    ks_add(b, body, ks_assign(b, smem, ke_var(b, p), tr_as(env, rows->staged, smem->type)));
+    ks_add(b, body, ks_assign(b, smem, ke_add(b, row0, ke_var(b, p)), tr_as(env, rows->staged, smem->type)));
     ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
     ks_add(b, k->body, ks_barrier(b));
   }
@@ -502,8 +521,8 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
   ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
   #undef ROW_LOOP
-  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each, %d reductions%s%s", n_rows, len,
-                           rows->n_stages, smem ? ", the row staged in shared memory" : "",
+  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each%s, %d reductions%s%s", n_rows, len,
+                           R > 1 ? qir_sprintf(b->m, " (%" PRId64 " per block)", R) : "", rows->n_stages, smem ? ", the row staged in shared memory" : "",
                            rows->point ? " (computed from a reduction at each point)" : "");
 }
 

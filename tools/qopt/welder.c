@@ -358,22 +358,72 @@ static int64_t row_bytes(const qir_op *op) {
 
 static int form_loads(const qir_expr *e);
 
-/* Modelled compute time of a row group's kernel (qcodegen's lower_rows: one
- * warp per row, each lane walking the row): the row staged once, each stage
- * of the row op's definition walking it again, and with a point reduction
- * (QK^T, a gemm's logits) each point's whole reduction run serially by one
- * lane, every step loading its operands.  Those loads go at shared-memory / L1
- * bandwidth, and only as fast as the warps in flight can issue them: a warp
- * per row, about four per unit to keep a unit's load pipes busy. */
-static double row_work_us(const welder *w, const qir_op *row, int n_chain, const qir_compute *point) {
+/* Modelled time of a row group's kernel, launch and its own global traffic
+ * excluded (qcodegen's lower_rows: a warp per row, `per_block` rows of a
+ * block; each lane walks its row): the row staged once, each stage of the row
+ * op's definition walking it again, and with a point reduction (QK^T, a
+ * gemm's logits) each point's whole reduction run serially by one lane, every
+ * step loading its operands.  Those loads go at shared-memory / L1 bandwidth,
+ * only on the units that have blocks and only as fast as their warps can
+ * issue them (about four per unit keep its load pipes busy).  What the point
+ * reduction reads besides the row (K for QK^T, a weight matrix) comes from L2
+ * once per block: the block's rows share it through the unit's cache. */
+static double row_work_us(const welder *w, const qir_op *row, int n_chain, const node *point, int64_t per_block) {
   const qir_type *t = &row->results[0]->type;
   int64_t numel = qir_type_numel(t), size = qir_dtype_size(t->dtype), rb = row_bytes(row);
-  if (numel <= 0 || rb <= 0 || rb == INT64_MAX || w->t->smem_gbs <= 0) return 0;
-  double rows = (double)numel / (double)(rb / size);
+  bool reduced[QIR_MAX_RANK];
+  if (numel <= 0 || rb <= 0 || rb == INT64_MAX || w->t->smem_gbs <= 0 || t->rank > QIR_MAX_RANK || !row_axes(row, reduced))
+    return 0;
+  double rows = (double)numel / (double)(rb / size), cus = w->t->compute_units > 0 ? w->t->compute_units : 1;
+  double blocks = rows / (double)per_block, units = blocks < cus ? blocks : cus, per_unit = rows / units;
+  double busy = units / cus * (per_unit < 4 ? per_unit / 4 : 1);
   double loads = (double)numel * (double)(2 + n_chain);
-  if (point) loads += (double)form_points(point) * form_loads(point->body);
-  double busy = rows / (4.0 * (w->t->compute_units > 0 ? w->t->compute_units : 1));
-  return loads * (double)size / (w->t->smem_gbs * 1e3 * (busy < 1 ? busy : 1));
+  double l2 = 0;
+  if (point && point->comp) {
+    loads += (double)form_points(point->comp) * form_loads(point->comp->body);
+    /* the block's box over the point's output axes: whole rows, per_block of them on the innermost kept axis */
+    int64_t blk[QIR_MAX_RANK];
+    int inner = -1;
+    for (int d = 0; d < t->rank; d++) {
+      blk[d] = reduced[d] ? t->dims[d] : 1;
+      if (!reduced[d]) inner = d;
+    }
+    if (inner >= 0) blk[inner] = per_block;
+    for (int k = 0; k < point->op->n_operands; k++) {
+      const qir_value *x = point->op->operands[k];
+      bool seen = false;
+      for (int j = 0; j < k; j++) seen |= point->op->operands[j] == x;
+      if (seen) continue;
+      reads r = {.identity = true};
+      collect_reads(point->comp, point->args, point->comp->body, x, blk, &r);
+      double box = (double)qir_dtype_size(x->type.dtype);
+      for (int j = 0; j < x->type.rank && j < QIR_MAX_RANK; j++) box *= (double)(r.foot[j] > 0 ? r.foot[j] : 1);
+      if (r.count > 0) l2 += box * blocks;
+    }
+  }
+  double us = loads * (double)size / (w->t->smem_gbs * 1e3 * busy);
+  if (w->t->l2_gbs > 0) us += l2 / (w->t->l2_gbs * 1e3);
+  return us;
+}
+
+/* The rows per block of a row group (a divisor of the innermost kept axis,
+ * a warp each, their rows within the shared memory qcodegen stages them in)
+ * with the least modelled time, that time in *est. */
+static int64_t row_block(const welder *w, const qir_op *row, int n_chain, const node *point, double *est) {
+  const qir_type *t = &row->results[0]->type;
+  bool reduced[QIR_MAX_RANK];
+  int64_t best = 1, rb = row_bytes(row);
+  *est = row_work_us(w, row, n_chain, point, 1);
+  if (t->rank > QIR_MAX_RANK || !row_axes(row, reduced)) return best;
+  int inner = -1;
+  for (int d = 0; d < t->rank; d++)
+    if (!reduced[d]) inner = d;
+  if (inner < 0) return best;
+  for (int64_t r = 2; r <= 16 && t->dims[inner] % r == 0 && r * rb <= ROW_SMEM_BYTES; r *= 2) {
+    double e = row_work_us(w, row, n_chain, point, r);
+    if (e < *est * (1 - 1e-9)) *est = e, best = r;
+  }
+  return best;
 }
 
 /* Ops whose definition is a reduction and an elementwise stage reading it at
@@ -400,8 +450,11 @@ static bool point_candidate(region_ctx *rc, const node *q, int g, const node *ro
   if (numel <= 0 || !qir_type_equal(&v->type, &root->op->results[0]->type) || row_bytes(root->op) > ROW_SMEM_BYTES)
     return false;
   const welder *w = rc->w;
-  double joint = row_work_us(w, root->op, root->n_chain, q->comp) + bytes_us(w, q->bytes - (double)value_bytes(v));
-  double apart = q->est_us + row_work_us(w, root->op, root->n_chain, NULL) + bytes_us(w, (double)value_bytes(v)) + w->launch_us;
+  double joint, alone;
+  row_block(w, root->op, root->n_chain, q, &joint);
+  row_block(w, root->op, root->n_chain, NULL, &alone);
+  joint += bytes_us(w, q->bytes - (double)value_bytes(v));
+  double apart = q->est_us + alone + bytes_us(w, (double)value_bytes(v)) + w->launch_us;
   return joint < apart;
 }
 
@@ -927,14 +980,18 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
    * or norm needs every element of its row, so its tile covers the row, and a
    * point reduction in it (QK^T, a gemm's logits) runs per point there, not by
    * its own plan */
-  const qir_compute *point = NULL;
   bool reduced[QIR_MAX_RANK];
   const qir_type *rt = &root_op->results[0]->type;
   bool row_tile = root->row && !sp->staged && rt->rank <= QIR_MAX_RANK && row_axes(root_op, reduced);
+  double row_est = 0;
   if (row_tile) {
+    int64_t per_block = row_block(w, root_op, root->n_chain, anchor, &row_est);
     have_block[n_mem - 1] = true;
-    for (int d = 0; d < rt->rank; d++) blocks[n_mem - 1][d] = reduced[d] ? rt->dims[d] : 1;
-    if (anchor) point = anchor->comp;
+    for (int d = 0, inner = -1; d < rt->rank; d++) {
+      blocks[n_mem - 1][d] = reduced[d] ? rt->dims[d] : 1;
+      if (!reduced[d]) inner = d;
+      if (d == rt->rank - 1 && inner >= 0) blocks[n_mem - 1][inner] = per_block;
+    }
     anchor = NULL;
     plan = NULL;
   }
@@ -994,7 +1051,7 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   if (row_tile) {
     qir_attr e = {.key = "block", .val = qir_attr_ints(m, rt->rank, blocks[n_mem - 1])};
     qir_op_set_attr(m, k, "tile", qir_attr_dict(m, 1, &e), true);
-    est = row_work_us(w, root_op, root->n_chain, point) + bytes_us(w, bytes);
+    est = row_est + bytes_us(w, bytes);
   }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
   qir_op_set_attr(m, k, "global_bytes", qir_attr_int((int64_t)bytes), true);
