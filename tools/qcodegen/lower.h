@@ -77,6 +77,10 @@ struct cg_rows {
                                  * softmax), computed per point while staging: operand
                                  * marker_base + n_stages + 1; its dtype follows the staged row's */
   bool reduced[QIR_MAX_RANK];
+  const qir_compute *row;       /* with a tail: the row's result (the kernel's own form is the tail's,
+                                 * a contraction over each row of it, read as marker_base +
+                                 * n_stages + 2), else NULL */
+  qir_dtype tail_dtype;
   int64_t rows_per_block;       /* warps per block, a row each (the group's block over the kept
                                  * axes; divides the row count): they share the operands of a
                                  * point reduction through the unit's cache */

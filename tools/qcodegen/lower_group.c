@@ -46,6 +46,9 @@ typedef struct {
   qir_op *stages[8];
   const qir_value *staged;      /* the row computed once into shared memory, or NULL */
   const qir_op *point;          /* a reduction read only by the staged row, at its point */
+  const qir_op *tail;           /* a contraction over the rows of the row result (@V), or NULL */
+  const qir_value *tail_row;    /* the row result the tail reads */
+  bool in_tail;
   bool expanding_staged;
   const qir_compute *ctx;       /* the compute whose variables the indices use */
   bool ctx_stage;               /* ctx is a stage: its reduction variables walk the row */
@@ -138,6 +141,16 @@ static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, 
     if (v == cm->tile_vals[t] && v != cm->seg_root) tile = t;
   if (tile >= 0) {
     r = qir_expr_access(m, cm->tile_base + tile, n_idx, idx);
+  } else if (cm->in_tail && v == cm->tail_row) {
+    /* the tail walks each row's result: kept axes at its own point, the row's
+     * axes by its reduction variables in order (P[b, h, i, j] in P @ V) */
+    bool ok = n_idx == cm->rank;
+    for (int d = 0, k = 0; ok && d < n_idx; d++) {
+      int want = cm->reduced[d] ? cm->tail->comp->n_axes + k++ : d;
+      ok = idx[d]->kind == QIR_EX_VAR && idx[d]->var == want;
+    }
+    if (!ok) cm->why = "the row result is read by the contraction after it away from its row";
+    else r = qir_expr_access(m, cm->acc_operand + cm->n_stages + 2, n_idx, idx);
   } else if (cm->rows && v == cm->staged && !cm->expanding_staged) {
     if (!row_point(cm, idx, n_idx, true)) cm->why = "the staged row is read away from the row's point";
     else r = qir_expr_access(m, cm->acc_operand + cm->n_stages, n_idx, idx);
@@ -298,6 +311,29 @@ static qir_op *compose_rows(composer *cm) {
   cm->depth = 0;
   cm->rows = true;
   qir_value *out = cm->body->last->operands[0];
+  const qir_type *result_type = &out->type;
+  if (out->def && out->def->parent == cm->body && out->def->code == QIR_OP_COMPUTE && out->def->comp &&
+      out->def->comp->n_red > 0) {
+    /* a contraction over the rows of the row result (attention's @V): the
+     * tail, run by each row's warp from the row result staged in shared memory */
+    cm->tail = out->def;
+    for (int i = 0; i < cm->tail->n_operands; i++) {
+      qir_value *v = cm->tail->operands[i];
+      if (!v->def || v->def->parent != cm->body || v->def->code != QIR_OP_COMPUTE || !v->def->comp ||
+          v->def->comp->n_red || v->type.rank != out->type.rank || v == cm->tail_row)
+        continue;
+      if (cm->tail_row) {
+        cm->why = "a contraction reading two results of the group";
+        return NULL;
+      }
+      cm->tail_row = v;
+    }
+    if (!cm->tail_row) {
+      cm->why = "a row group's result must be elementwise over the row";
+      return NULL;
+    }
+    out = (qir_value *)cm->tail_row;
+  }
   const qir_op *root = out->def;
   if (!root || root->parent != cm->body || root->code != QIR_OP_COMPUTE || root->comp->n_red) {
     cm->why = "a row group's result must be elementwise over the row";
@@ -307,7 +343,7 @@ static qir_op *compose_rows(composer *cm) {
   const int64_t *E = out->type.dims;
   cm->rank = n;
   for (qir_op *op = cm->body->first; op; op = op->next) {
-    if (op->code != QIR_OP_COMPUTE || !op->comp || !op->comp->n_red) continue;
+    if (op->code != QIR_OP_COMPUTE || !op->comp || !op->comp->n_red || op == cm->tail) continue;
     const qir_type *rt = &op->results[0]->type;
     if (rt->rank == n && !memcmp(rt->dims, E, sizeof(int64_t) * (size_t)n) && op->comp->n_axes == n) {
       if (cm->point) {
@@ -364,7 +400,12 @@ static qir_op *compose_rows(composer *cm) {
       n_rows *= E[d];
       if (have_blk) per_block *= blk[d];
     }
-  int64_t row_bytes = row_len * (cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0);
+  int64_t row_bytes = row_len * ((cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0) +
+                                 (cm->tail ? qir_dtype_size(out->type.dtype) : 0));
+  if (cm->tail && row_bytes > ROW_SMEM_LIMIT) {
+    cm->why = "a row too long to stage for the contraction after it";
+    return NULL;
+  }
   while (per_block > 1 && (n_rows % per_block || per_block * cm->cg->warp > 1024 ||
                            per_block * row_bytes > ROW_SMEM_LIMIT))
     per_block--;
@@ -373,7 +414,8 @@ static qir_op *compose_rows(composer *cm) {
   rows->marker_base = cm->acc_operand;
   memcpy(rows->reduced, cm->reduced, sizeof rows->reduced);
   const qir_compute **stages = qir_alloc(m, sizeof *stages * (size_t)cm->n_stages);
-  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 2));
+  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 3));
+  dtypes[cm->n_stages] = dtypes[cm->n_stages + 1] = dtypes[cm->n_stages + 2] = out->type.dtype;
   cm->ctx_stage = true;
   for (int s = 0; s < cm->n_stages && !cm->why; s++) {
     const qir_op *st = cm->stages[s];
@@ -416,10 +458,36 @@ static qir_op *compose_rows(composer *cm) {
     cm->expanding_staged = false;
     dtypes[cm->n_stages] = cm->staged->type.dtype;
   }
+  if (!cm->why && cm->tail) {
+    /* the tail's axes: the row's kept axes, then its own where the row is reduced */
+    const qir_compute *tc = cm->tail->comp;
+    bool ok = tc->n_axes == n && tc->n_red == n_red && n + n_red <= MAX_AXES;
+    for (int d = 0, r = 0; ok && d < n; d++) {
+      ok = cm->reduced[d] ? tc->axis_extents[n + r++] == E[d] : tc->axis_extents[d] == E[d];
+    }
+    if (!ok) {
+      cm->why = "a contraction after the rows that does not walk them";
+    } else {
+      qir_compute *c = qir_compute_new(m, n, n_red);
+      for (int v = 0; v < n + n_red; v++) {
+        c->axis_names[v] = tc->axis_names[v];
+        c->axis_extents[v] = tc->axis_extents[v];
+      }
+      c->reduce = tc->reduce;
+      cm->ctx = tc;
+      cm->in_tail = true;
+      c->body = substitute(cm, cm->tail, tc->body, identity_vars(m, n + n_red), n + n_red);
+      cm->in_tail = false;
+      cm->ctx = root->comp;
+      rows->row = fc;
+      rows->tail_dtype = cm->tail->results[0]->type.dtype;
+      fc = c;                 /* the kernel's form: the tail's, over the result */
+    }
+  }
   if (cm->why) return NULL;
   rows->stages = stages;
   rows->dtypes = dtypes;
-  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
+  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, result_type, k->loc);
   op->comp = fc;
   qir_op_insert_before(k, op);
   add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .acc_operand = -1, .rows = rows});
@@ -429,7 +497,7 @@ static qir_op *compose_rows(composer *cm) {
 void lower_rows(lower_env *env, const cg_rows *rows) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
-  const qir_compute *F = env->comp;
+  const qir_compute *F = rows->row ? rows->row : env->comp, *tail = rows->row ? env->comp : NULL;
   int n = F->n_axes, W = env->cg->warp;
   int64_t kept[MAX_AXES], red[MAX_AXES], n_rows = 1, len = 1;
   int nk = 0, nr = 0;
@@ -442,7 +510,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   k->threads = (int)(W * R);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
-  env->n_markers = rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
+  env->n_markers = tail ? rows->n_stages + 3 : rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
   env->marker_dtypes = rows->dtypes;
   env->marker_values = qir_alloc(b->m, sizeof(kexpr *) * (size_t)(env->n_markers + 1));
   kexpr *rc[MAX_AXES], *row[MAX_AXES];
@@ -518,12 +586,62 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   ROW_LOOP(p, body, -1);
   kexpr *full[MAX_AXES];
   for (int d = 0; d < n; d++) full[d] = env->vars[d];
-  ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
+  kvar *ptile = NULL;
+  if (tail) {                           /* the row's result, for the tail */
+    ktype pt = ktype_of_dtype(rows->dtypes[rows->n_stages + 2]);
+    ptile = kvar_new(b, k, "prow", pt, len * R, KV_SHARED);
+    env->comp = F;
+    ks_add(b, body, ks_assign(b, ptile, ke_add(b, row0, ke_var(b, p)),
+                              ke_cast_dtype(b, tr_as(env, F->body, pt), rows->dtypes[rows->n_stages + 2])));
+  } else {
+    ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
+  }
   ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
   #undef ROW_LOOP
-  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each%s, %d reductions%s%s", n_rows, len,
+  if (tail) {
+    /* each lane a point of the row's result of the tail, its reduction walking the staged row */
+    ks_add(b, k->body, ks_barrier(b));
+    env->comp = tail;
+    kvar *q = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+    kstmt *tb = ks_seq(b);
+    kexpr *oc[MAX_AXES];
+    int64_t own[MAX_AXES], n_own = 1;
+    for (int d = 0, m = 0; d < n; d++)
+      if (rows->reduced[d]) own[m++] = tail->axis_extents[d], n_own *= tail->axis_extents[d];
+    decompose(env, ke_var(b, q), own, nr, oc);
+    for (int d = 0, m = 0; d < n; d++) {
+      if (!rows->reduced[d]) { env->vars[d] = row[d]; continue; }
+      kexpr *c = oc[m++];
+      if (c->kind != KE_INT) {
+        kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+        ks_add(b, tb, ks_decl(b, cv, c));
+        c = ke_var(b, cv);
+      }
+      env->vars[d] = c;
+    }
+    for (int d = 0; d < n; d++) full[d] = env->vars[d];
+    ktype at = ktype_of_dtype(rows->tail_dtype);
+    kvar *acc = kvar_new(b, k, "tacc", at, 0, KV_LOCAL);
+    ks_add(b, tb, ks_decl(b, acc, reduce_identity(b, tail->reduce, at)));
+    kstmt *cur = tb;
+    kexpr *at_row = NULL;
+    for (int a = 0; a < tail->n_red; a++) {
+      kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+      env->vars[n + a] = ke_var(b, r);
+      at_row = at_row ? ke_add(b, ke_mul(b, at_row, ke_int(b, tail->axis_extents[n + a])), ke_var(b, r)) : ke_var(b, r);
+      kstmt *lb = ks_seq(b);
+      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, tail->axis_extents[n + a]), 1, lb));
+      cur = lb;
+    }
+    env->marker_values[rows->n_stages + 2] = ke_elem(b, ptile, ke_add(b, row0, at_row ? at_row : ke_int(b, 0)));
+    ks_add(b, cur, ks_assign(b, acc, NULL, reduce_combine(b, tail->reduce, ke_var(b, acc), tr_as(env, tail->body, at), at)));
+    ks_add(b, tb, ks_store(b, 0, out_index(env, full), ke_cast(b, ke_cast_dtype(b, ke_var(b, acc), rows->tail_dtype), t)));
+    ks_add(b, k->body, ks_for(b, q, ke_var(b, lane), ke_int(b, n_own), W, tb));
+  }
+  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each%s, %d reductions%s%s%s", n_rows, len,
                            R > 1 ? qir_sprintf(b->m, " (%" PRId64 " per block)", R) : "", rows->n_stages, smem ? ", the row staged in shared memory" : "",
-                           rows->point ? " (computed from a reduction at each point)" : "");
+                           rows->point ? " (computed from a reduction at each point)" : "",
+                           tail ? ", then a contraction over each row's result" : "");
 }
 
 /* ---------------------------------------------------------------- staged groups */
