@@ -322,6 +322,13 @@ static qir_op *compose_rows(composer *cm) {
       if (!v->def || v->def->parent != cm->body || v->def->code != QIR_OP_COMPUTE || !v->def->comp ||
           v->def->comp->n_red || v->type.rank != out->type.rank || v == cm->tail_row)
         continue;
+      /* a row's result reads the row's reductions (a softmax's sum, a norm's variance) */
+      bool reads_reduction = false;
+      for (int j = 0; j < v->def->n_operands; j++) {
+        const qir_op *d = v->def->operands[j]->def;
+        reads_reduction |= d && d->parent == cm->body && d->code == QIR_OP_COMPUTE && d->comp && d->comp->n_red > 0;
+      }
+      if (!reads_reduction) continue;
       if (cm->tail_row) {
         cm->why = "a contraction reading two results of the group";
         return NULL;

@@ -358,17 +358,37 @@ static int64_t row_bytes(const qir_op *op) {
 
 static int form_loads(const qir_expr *e);
 
+/* Bytes of the operands of member c (but `skip`) that one block reads when
+ * c's output axes range over blk, times the blocks: its L2 traffic. */
+static double blocks_l2(const node *c, const qir_value *skip, const int64_t *blk, double blocks) {
+  double l2 = 0;
+  for (int k = 0; k < c->op->n_operands; k++) {
+    const qir_value *x = c->op->operands[k];
+    bool seen = x == skip;
+    for (int j = 0; j < k; j++) seen |= c->op->operands[j] == x;
+    if (seen) continue;
+    reads r = {.identity = true};
+    collect_reads(c->comp, c->args, c->comp->body, x, blk, &r);
+    double box = (double)qir_dtype_size(x->type.dtype);
+    for (int j = 0; j < x->type.rank && j < QIR_MAX_RANK; j++) box *= (double)(r.foot[j] > 0 ? r.foot[j] : 1);
+    if (r.count > 0) l2 += box * blocks;
+  }
+  return l2;
+}
+
 /* Modelled time of a row group's kernel, launch and its own global traffic
  * excluded (qcodegen's lower_rows: a warp per row, `per_block` rows of a
  * block; each lane walks its row): the row staged once, each stage of the row
- * op's definition walking it again, and with a point reduction (QK^T, a
- * gemm's logits) each point's whole reduction run serially by one lane, every
+ * op's definition walking it again, with a point reduction (QK^T, a gemm's
+ * logits) each point's whole reduction run serially by one lane, and with a
+ * tail (@V after the softmax) each point of the tail's row likewise, every
  * step loading its operands.  Those loads go at shared-memory / L1 bandwidth,
  * only on the units that have blocks and only as fast as their warps can
  * issue them (about four per unit keep its load pipes busy).  What the point
- * reduction reads besides the row (K for QK^T, a weight matrix) comes from L2
- * once per block: the block's rows share it through the unit's cache. */
-static double row_work_us(const welder *w, const qir_op *row, int n_chain, const node *point, int64_t per_block) {
+ * reduction and the tail read besides the row (K, V, a weight matrix) comes
+ * from L2 once per block: the block's rows share it through the unit's cache. */
+static double row_work_us(const welder *w, const qir_op *row, int n_chain, const node *point, const node *tail,
+                          int64_t per_block) {
   const qir_type *t = &row->results[0]->type;
   int64_t numel = qir_type_numel(t), size = qir_dtype_size(t->dtype), rb = row_bytes(row);
   bool reduced[QIR_MAX_RANK];
@@ -378,28 +398,25 @@ static double row_work_us(const welder *w, const qir_op *row, int n_chain, const
   double blocks = rows / (double)per_block, units = blocks < cus ? blocks : cus, per_unit = rows / units;
   double busy = units / cus * (per_unit < 4 ? per_unit / 4 : 1);
   double loads = (double)numel * (double)(2 + n_chain);
+  /* the block's box: whole rows, per_block of them on the innermost kept axis */
+  int64_t blk[QIR_MAX_RANK];
+  int inner = -1;
+  for (int d = 0; d < t->rank; d++) {
+    blk[d] = reduced[d] ? t->dims[d] : 1;
+    if (!reduced[d]) inner = d;
+  }
+  if (inner >= 0) blk[inner] = per_block;
   double l2 = 0;
   if (point && point->comp) {
     loads += (double)form_points(point->comp) * form_loads(point->comp->body);
-    /* the block's box over the point's output axes: whole rows, per_block of them on the innermost kept axis */
-    int64_t blk[QIR_MAX_RANK];
-    int inner = -1;
-    for (int d = 0; d < t->rank; d++) {
-      blk[d] = reduced[d] ? t->dims[d] : 1;
-      if (!reduced[d]) inner = d;
-    }
-    if (inner >= 0) blk[inner] = per_block;
-    for (int k = 0; k < point->op->n_operands; k++) {
-      const qir_value *x = point->op->operands[k];
-      bool seen = false;
-      for (int j = 0; j < k; j++) seen |= point->op->operands[j] == x;
-      if (seen) continue;
-      reads r = {.identity = true};
-      collect_reads(point->comp, point->args, point->comp->body, x, blk, &r);
-      double box = (double)qir_dtype_size(x->type.dtype);
-      for (int j = 0; j < x->type.rank && j < QIR_MAX_RANK; j++) box *= (double)(r.foot[j] > 0 ? r.foot[j] : 1);
-      if (r.count > 0) l2 += box * blocks;
-    }
+    l2 += blocks_l2(point, NULL, blk, blocks);
+  }
+  if (tail && tail->comp && tail->op->n_results == 1 && tail->op->results[0]->type.rank == t->rank) {
+    loads += (double)form_points(tail->comp) * form_loads(tail->comp->body);
+    const qir_type *tt = &tail->op->results[0]->type;
+    int64_t tb[QIR_MAX_RANK];
+    for (int d = 0; d < t->rank; d++) tb[d] = reduced[d] ? tt->dims[d] : blk[d];
+    l2 += blocks_l2(tail, row->results[0], tb, blocks);
   }
   double us = loads * (double)size / (w->t->smem_gbs * 1e3 * busy);
   if (w->t->l2_gbs > 0) us += l2 / (w->t->l2_gbs * 1e3);
@@ -407,20 +424,22 @@ static double row_work_us(const welder *w, const qir_op *row, int n_chain, const
 }
 
 /* The rows per block of a row group (a divisor of the innermost kept axis,
- * a warp each, their rows within the shared memory qcodegen stages them in)
- * with the least modelled time, that time in *est. */
-static int64_t row_block(const welder *w, const qir_op *row, int n_chain, const node *point, double *est) {
+ * a warp each, their rows within the shared memory qcodegen stages them in:
+ * the row, and with a tail the row's result too) with the least modelled
+ * time, that time in *est. */
+static int64_t row_block(const welder *w, const qir_op *row, int n_chain, const node *point, const node *tail,
+                         double *est) {
   const qir_type *t = &row->results[0]->type;
   bool reduced[QIR_MAX_RANK];
-  int64_t best = 1, rb = row_bytes(row);
-  *est = row_work_us(w, row, n_chain, point, 1);
+  int64_t best = 1, rb = row_bytes(row) * (tail ? 2 : 1);
+  *est = row_work_us(w, row, n_chain, point, tail, 1);
   if (t->rank > QIR_MAX_RANK || !row_axes(row, reduced)) return best;
   int inner = -1;
   for (int d = 0; d < t->rank; d++)
     if (!reduced[d]) inner = d;
   if (inner < 0) return best;
   for (int64_t r = 2; r <= 16 && t->dims[inner] % r == 0 && r * rb <= ROW_SMEM_BYTES; r *= 2) {
-    double e = row_work_us(w, row, n_chain, point, r);
+    double e = row_work_us(w, row, n_chain, point, tail, r);
     if (e < *est * (1 - 1e-9)) *est = e, best = r;
   }
   return best;
@@ -451,8 +470,8 @@ static bool point_candidate(region_ctx *rc, const node *q, int g, const node *ro
     return false;
   const welder *w = rc->w;
   double joint, alone;
-  row_block(w, root->op, root->n_chain, q, &joint);
-  row_block(w, root->op, root->n_chain, NULL, &alone);
+  row_block(w, root->op, root->n_chain, q, NULL, &joint);
+  row_block(w, root->op, root->n_chain, NULL, NULL, &alone);
   joint += bytes_us(w, q->bytes - (double)value_bytes(v));
   double apart = q->est_us + alone + bytes_us(w, (double)value_bytes(v)) + w->launch_us;
   return joint < apart;
@@ -925,7 +944,8 @@ static void stage_group(region_ctx *rc, int g, int last, int *next_group, stage_
 }
 
 /* Builds the kernel op of group g (members in program order), replacing them. */
-static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor, const stage_plan *sp) {
+static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor, const stage_plan *sp,
+                        const node *tail_row) {
   welder *w = rc->w;
   qir_module *m = w->m;
   /* the operands: values read by members and defined outside the group */
@@ -982,10 +1002,16 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
    * its own plan */
   bool reduced[QIR_MAX_RANK];
   const qir_type *rt = &root_op->results[0]->type;
-  bool row_tile = root->row && !sp->staged && rt->rank <= QIR_MAX_RANK && row_axes(root_op, reduced);
+  const node *row = root->row ? root : tail_row;   /* the row op whose rows the block covers */
+  bool row_tile = row && !sp->staged && rt->rank <= QIR_MAX_RANK && row->op->results[0]->type.rank == rt->rank &&
+                  row_axes(row->op, reduced);
   double row_est = 0;
   if (row_tile) {
-    int64_t per_block = row_block(w, root_op, root->n_chain, anchor, &row_est);
+    /* with a tail (@V) the block covers its rows of the tail's result: the row's axes are its own */
+    const node *point = NULL;
+    for (int i = 0; i < n_mem; i++)
+      if (mem[i] != root && mem[i]->comp && mem[i]->comp->n_red > 0) point = mem[i];
+    int64_t per_block = row_block(w, row->op, row->n_chain, point, row == root ? NULL : root, &row_est);
     have_block[n_mem - 1] = true;
     for (int d = 0, inner = -1; d < rt->rank; d++) {
       blocks[n_mem - 1][d] = reduced[d] ? rt->dims[d] : 1;
@@ -1009,8 +1035,9 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
     c->results[0]->name = op->results[0]->name;
     if (mem[i] != root) {
-      /* the row a row group reads is handed over in shared memory */
-      bool smem = (root->row && op->results[0] == root->op->operands[0]) || mem[i]->staged;
+      /* the row a row group reads is handed over in shared memory, and so is
+       * the row's result a tail (@V) walks */
+      bool smem = (row_tile && (op->results[0] == row->op->operands[0] || mem[i] == row)) || mem[i]->staged;
       qir_op_set_attr(m, c, "fuse", qir_attr_word(m, smem ? "smem" : "reg"), true);
     }
     if (mem[i] != anchor) qir_op_remove_attr(c, "tile");
@@ -1058,6 +1085,87 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   k->results[0]->name = root_op->results[0]->name;
   qir_value_replace_uses(m, root_op->results[0], k->results[0]);
   for (int i = n_mem - 1; i >= 0; i--) qir_op_unlink(mem[i]->op);
+}
+
+/* Every read of v (a row op's result) in form c walks v's rows: its kept
+ * axes at c's own point, its reduced axes by c's reduction variables in order
+ * (P[b, h, i, j] in out[b, h, i, d] = sum_j P[b, h, i, j] * V[b, h, j, d]). */
+static bool walks_rows(const qir_compute *c, qir_value *const *args, const qir_expr *e, const qir_value *v,
+                       const bool *reduced, int *count) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && args[e->operand] == v) {
+    if (e->n_args != v->type.rank) return false;
+    for (int d = 0, k = 0; d < e->n_args; d++) {
+      int want = reduced[d] ? c->n_axes + k++ : d;
+      if (e->args[d]->kind != QIR_EX_VAR || e->args[d]->var != want || c->axis_extents[want] != v->type.dims[d])
+        return false;
+    }
+    (*count)++;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!walks_rows(c, args, e->args[i], v, reduced, count)) return false;
+  return true;
+}
+
+/* Tries to take into group g (root: a contraction, node index last) the row
+ * op it reads over its rows, with the row op's own members (its row input at
+ * the shared-memory level, a point reduction): qcodegen's row kernel with a
+ * tail, each row's warp computing the root's row from the row's result staged
+ * in shared memory.  Joins when the model rates that kernel (the point
+ * reduction's, the rows' and the tail's loads, the L2 traffic of their other
+ * operands per block) below the row group and the root apart (its own kernel,
+ * the row's result through global memory, one launch).  Returns the row
+ * node, or NULL with nothing changed. */
+static const node *try_row_tail(region_ctx *rc, int g, int last) {
+  const welder *w = rc->w;
+  node *root = &rc->nodes[last];
+  const qir_type *ot = &root->op->results[0]->type;
+  for (int k = 0; k < root->op->n_operands; k++) {
+    node *p = producer(rc, root->op->operands[k]);
+    if (!p || !p->row || p->group >= 0 || !p->n_chain) continue;
+    qir_value *v = p->op->results[0];
+    bool only = v->uses != NULL, reduced[QIR_MAX_RANK];
+    for (qir_use *u = v->uses; u; u = u->next) only &= u->user == root->op;
+    if (!only || v->type.rank != ot->rank || ot->rank > QIR_MAX_RANK || !row_axes(p->op, reduced) ||
+        row_bytes(p->op) > ROW_SMEM_BYTES / 2)
+      continue;
+    int n_red = 0, count = 0;
+    for (int d = 0; d < ot->rank; d++) n_red += reduced[d];
+    if (root->comp->n_axes != ot->rank || root->comp->n_red != n_red ||
+        !walks_rows(root->comp, root->args, root->comp->body, v, reduced, &count) || count == 0)
+      continue;
+    int pi = (int)(p - rc->nodes);
+    bool *was = calloc((size_t)pi + 1, sizeof *was);
+    if (!was) abort();
+    for (int j = 0; j < pi; j++) was[j] = rc->nodes[j].group == g;
+    int saved_point = rc->point_group;
+    p->group = g;
+    p->identity = false;
+    bool has_anchor = true;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int j = pi - 1; j >= 0; j--)
+        if (rc->nodes[j].group < 0 && absorb(rc, &rc->nodes[j], g, p, &has_anchor)) grew = true;
+    }
+    const node *point = NULL;
+    for (int j = 0; j < pi; j++)
+      if (rc->nodes[j].group == g && !was[j] && rc->nodes[j].comp && rc->nodes[j].comp->n_red > 0) point = &rc->nodes[j];
+    double joint, alone, pb = (double)value_bytes(v);
+    row_block(w, p->op, p->n_chain, point, root, &joint);
+    row_block(w, p->op, p->n_chain, point, NULL, &alone);
+    joint += bytes_us(w, root->bytes - pb);
+    double apart = alone + bytes_us(w, pb) + root->est_us + w->launch_us;
+    if (joint < apart) {
+      free(was);
+      return p;
+    }
+    for (int j = 0; j < pi; j++)
+      if (rc->nodes[j].group == g && !was[j]) rc->nodes[j].group = -1;
+    p->group = -1;
+    rc->point_group = saved_point;
+    free(was);
+  }
+  return NULL;
 }
 
 static void weld_region(welder *w, qir_region *r);
@@ -1147,8 +1255,12 @@ static void weld_region(welder *w, qir_region *r) {
         }
       }
     }
+    /* a contraction over the rows of a row op's result (@V after the softmax)
+     * takes the row op's group in: one row kernel with a tail, by the model */
+    const node *tail_row = NULL;
+    if (!root->row && !root->solo && root->comp && root->comp->n_red > 0) tail_row = try_row_tail(&rc, g, i);
     stage_plan sp = {0};
-    stage_group(&rc, g, i, &next_group, &sp);
+    if (!tail_row) stage_group(&rc, g, i, &next_group, &sp);
     n_mem = group_members(&rc, g, i, (node *[MAX_MEMBERS]){0});
     if (n_mem < 2 && !root->row && !root->solo) continue;
     node *mem[MAX_MEMBERS], *anchor = NULL;
@@ -1158,7 +1270,7 @@ static void weld_region(welder *w, qir_region *r) {
         mem[k++] = &rc.nodes[j];
         if (rc.nodes[j].comp && rc.nodes[j].comp->n_red > 0) anchor = &rc.nodes[j];
       }
-    build_group(&rc, mem, k, root, anchor, &sp);
+    build_group(&rc, mem, k, root, anchor, &sp, tail_row);
   }
   free(rc.nodes);
   free(rc.node_of);
