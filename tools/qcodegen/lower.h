@@ -81,6 +81,9 @@ struct cg_rows {
                                  * a contraction over each row of it, read as marker_base +
                                  * n_stages + 2), else NULL */
   qir_dtype tail_dtype;
+  int64_t point_unroll;         /* points of the row each lane computes in one walk of the
+                                 * point reduction (1, 2 or 4; used when the row is a multiple
+                                 * of warp x this) */
   int64_t rows_per_block;       /* warps per block, a row each (the group's block over the kept
                                  * axes; divides the row count): they share the operands of a
                                  * point reduction through the unit's cache */

@@ -417,6 +417,7 @@ static qir_op *compose_rows(composer *cm) {
                            per_block * row_bytes > ROW_SMEM_LIMIT))
     per_block--;
   rows->rows_per_block = per_block;
+  rows->point_unroll = cm->point ? 4 : 1;
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;
   memcpy(rows->reduced, cm->reduced, sizeof rows->reduced);
@@ -552,7 +553,58 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     } while (0)
   kvar *p;
   kstmt *body;
-  if (smem) {                           /* the row, computed once into shared memory */
+  int64_t U = rows->point_unroll > 8 ? 8 : rows->point_unroll;
+  while (U > 1 && len % (W * U)) U /= 2;
+  if (smem && rows->point && U > 1) {
+    /* each lane U points of the row at once (lane, lane + W, ...), one walk of
+     * the reduction: what they read alike (the row's own operand, Q[i, k] in
+     * QK^T) is loaded once for all of them */
+    const qir_compute *pc = rows->point;
+    qir_dtype pd = rows->dtypes[rows->n_stages + 1];
+    ktype pt = ktype_of_dtype(pd);
+    p = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+    body = ks_seq(b);
+    kexpr *at[8][MAX_AXES], *pos[8];
+    kvar *pacc[8];
+    for (int u = 0; u < U; u++) {
+      kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, pu, ke_add(b, ke_var(b, p), ke_int(b, u * W))));
+      pos[u] = ke_var(b, pu);
+      kexpr *pc_[MAX_AXES];
+      decompose(env, pos[u], red, nr, pc_);
+      for (int d = 0, m = 0; d < n; d++) {
+        if (!rows->reduced[d]) { at[u][d] = row[d]; continue; }
+        kexpr *c = pc_[m++];
+        if (c->kind != KE_INT) {
+          kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+          ks_add(b, body, ks_decl(b, cv, c));
+          c = ke_var(b, cv);
+        }
+        at[u][d] = c;
+      }
+      pacc[u] = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, pacc[u], reduce_identity(b, pc->reduce, pt)));
+    }
+    kstmt *cur = body;
+    for (int a = 0; a < pc->n_red; a++) {
+      kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+      env->vars[n + a] = ke_var(b, r);
+      kstmt *lb = ks_seq(b);
+      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
+      cur = lb;
+    }
+    for (int u = 0; u < U; u++) {
+      for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
+      ks_add(b, cur, ks_assign(b, pacc[u], NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc[u]), tr_as(env, pc->body, pt), pt)));
+    }
+    for (int u = 0; u < U; u++) {
+      for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
+      env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc[u]), pd);
+      ks_add(b, body, ks_assign(b, smem, ke_add(b, row0, pos[u]), tr_as(env, rows->staged, smem->type)));
+    }
+    ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W * U, body));
+    ks_add(b, k->body, ks_barrier(b));
+  } else if (smem) {                    /* the row, computed once into shared memory */
     ROW_LOOP(p, body, -1);
     if (rows->point) {                  /* its reduction, at this point of the row */
       const qir_compute *pc = rows->point;
@@ -611,25 +663,36 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     env->comp = tail;
     kvar *q = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
     kstmt *tb = ks_seq(b);
-    kexpr *oc[MAX_AXES];
     int64_t own[MAX_AXES], n_own = 1;
     for (int d = 0, m = 0; d < n; d++)
       if (rows->reduced[d]) own[m++] = tail->axis_extents[d], n_own *= tail->axis_extents[d];
-    decompose(env, ke_var(b, q), own, nr, oc);
-    for (int d = 0, m = 0; d < n; d++) {
-      if (!rows->reduced[d]) { env->vars[d] = row[d]; continue; }
-      kexpr *c = oc[m++];
-      if (c->kind != KE_INT) {
-        kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
-        ks_add(b, tb, ks_decl(b, cv, c));
-        c = ke_var(b, cv);
+    /* U points a lane (q, q + W, ...) in one walk: the row's result, read alike, loaded once */
+    int64_t TU = 4;
+    while (TU > 1 && n_own % (W * TU)) TU /= 2;
+    kexpr *at[4][MAX_AXES];
+    kvar *acc[4];
+    ktype at_t = ktype_of_dtype(rows->tail_dtype);
+    for (int u = 0; u < TU; u++) {
+      kexpr *oc[MAX_AXES], *pos = ke_var(b, q);
+      if (u) {
+        kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
+        ks_add(b, tb, ks_decl(b, pu, ke_add(b, ke_var(b, q), ke_int(b, u * W))));
+        pos = ke_var(b, pu);
       }
-      env->vars[d] = c;
+      decompose(env, pos, own, nr, oc);
+      for (int d = 0, m = 0; d < n; d++) {
+        if (!rows->reduced[d]) { at[u][d] = row[d]; continue; }
+        kexpr *c = oc[m++];
+        if (c->kind != KE_INT) {
+          kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+          ks_add(b, tb, ks_decl(b, cv, c));
+          c = ke_var(b, cv);
+        }
+        at[u][d] = c;
+      }
+      acc[u] = kvar_new(b, k, "tacc", at_t, 0, KV_LOCAL);
+      ks_add(b, tb, ks_decl(b, acc[u], reduce_identity(b, tail->reduce, at_t)));
     }
-    for (int d = 0; d < n; d++) full[d] = env->vars[d];
-    ktype at = ktype_of_dtype(rows->tail_dtype);
-    kvar *acc = kvar_new(b, k, "tacc", at, 0, KV_LOCAL);
-    ks_add(b, tb, ks_decl(b, acc, reduce_identity(b, tail->reduce, at)));
     kstmt *cur = tb;
     kexpr *at_row = NULL;
     for (int a = 0; a < tail->n_red; a++) {
@@ -641,9 +704,14 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       cur = lb;
     }
     env->marker_values[rows->n_stages + 2] = ke_elem(b, ptile, ke_add(b, row0, at_row ? at_row : ke_int(b, 0)));
-    ks_add(b, cur, ks_assign(b, acc, NULL, reduce_combine(b, tail->reduce, ke_var(b, acc), tr_as(env, tail->body, at), at)));
-    ks_add(b, tb, ks_store(b, 0, out_index(env, full), ke_cast(b, ke_cast_dtype(b, ke_var(b, acc), rows->tail_dtype), t)));
-    ks_add(b, k->body, ks_for(b, q, ke_var(b, lane), ke_int(b, n_own), W, tb));
+    for (int u = 0; u < TU; u++) {
+      for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
+      ks_add(b, cur, ks_assign(b, acc[u], NULL,
+                               reduce_combine(b, tail->reduce, ke_var(b, acc[u]), tr_as(env, tail->body, at_t), at_t)));
+    }
+    for (int u = 0; u < TU; u++)
+      ks_add(b, tb, ks_store(b, 0, out_index(env, at[u]), ke_cast(b, ke_cast_dtype(b, ke_var(b, acc[u]), rows->tail_dtype), t)));
+    ks_add(b, k->body, ks_for(b, q, ke_var(b, lane), ke_int(b, n_own), W * TU, tb));
   }
   k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each%s, %d reductions%s%s%s", n_rows, len,
                            R > 1 ? qir_sprintf(b->m, " (%" PRId64 " per block)", R) : "", rows->n_stages, smem ? ", the row staged in shared memory" : "",

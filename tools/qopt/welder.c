@@ -358,6 +358,40 @@ static int64_t row_bytes(const qir_op *op) {
 
 static int form_loads(const qir_expr *e);
 
+#define MAX_VARS_MODEL QIR_MAX_RANK
+
+static bool uses_var(const qir_expr *e, const bool *mask, int n_mask) {
+  if (!e) return false;
+  if (e->kind == QIR_EX_VAR && e->var >= 0 && e->var < n_mask && mask[e->var]) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (uses_var(e->args[i], mask, n_mask)) return true;
+  return false;
+}
+
+/* Loads per step of form c's reduction when each lane computes `unroll`
+ * points at once (qcodegen's row kernels: lane, lane + warp, ...): a load
+ * whose index moves with the points (variables in `moving`) is made for each,
+ * one that does not (the row's own operand) once for all of them. */
+static double unrolled_loads(const qir_expr *e, const bool *moving, int n_vars, double unroll) {
+  if (!e) return 0;
+  double n = 0;
+  if (e->kind == QIR_EX_ACCESS) {
+    bool moves = false;
+    for (int i = 0; i < e->n_args; i++) moves |= uses_var(e->args[i], moving, n_vars);
+    n = moves ? 1 : 1 / unroll;
+  }
+  for (int i = 0; i < e->n_args; i++) n += unrolled_loads(e->args[i], moving, n_vars, unroll);
+  return n;
+}
+
+/* The points of a row each lane computes at once (qcodegen: 4, 2 or 1, the
+ * row a multiple of a warp that many times). */
+static double row_unroll(int64_t points, int warp) {
+  int64_t u = 4;
+  while (u > 1 && points % (warp * u)) u /= 2;
+  return (double)u;
+}
+
 /* Bytes of the operands of member c (but `skip`) that one block reads when
  * c's output axes range over blk, times the blocks: its L2 traffic. */
 static double blocks_l2(const node *c, const qir_value *skip, const int64_t *blk, double blocks) {
@@ -407,13 +441,23 @@ static double row_work_us(const welder *w, const qir_op *row, int n_chain, const
   }
   if (inner >= 0) blk[inner] = per_block;
   double l2 = 0;
-  if (point && point->comp) {
-    loads += (double)form_points(point->comp) * form_loads(point->comp->body);
+  int warp = w->t->warp_size > 0 ? w->t->warp_size : 32;
+  bool moving[MAX_VARS_MODEL] = {false};
+  int64_t row_len = rb / size;
+  if (point && point->comp && point->comp->n_axes == t->rank && t->rank <= MAX_VARS_MODEL) {
+    for (int d = 0; d < t->rank; d++) moving[d] = reduced[d];
+    loads += (double)form_points(point->comp) *
+             unrolled_loads(point->comp->body, moving, t->rank, row_unroll(row_len, warp));
     l2 += blocks_l2(point, NULL, blk, blocks);
   }
   if (tail && tail->comp && tail->op->n_results == 1 && tail->op->results[0]->type.rank == t->rank) {
-    loads += (double)form_points(tail->comp) * form_loads(tail->comp->body);
     const qir_type *tt = &tail->op->results[0]->type;
+    int64_t own = 1;
+    for (int d = 0; d < t->rank; d++) {
+      moving[d] = reduced[d];
+      own *= reduced[d] ? tt->dims[d] : 1;
+    }
+    loads += (double)form_points(tail->comp) * unrolled_loads(tail->comp->body, moving, t->rank, row_unroll(own, warp));
     int64_t tb[QIR_MAX_RANK];
     for (int d = 0; d < t->rank; d++) tb[d] = reduced[d] ? tt->dims[d] : blk[d];
     l2 += blocks_l2(tail, row->results[0], tb, blocks);
