@@ -84,9 +84,9 @@ struct cg_rows {
   int64_t point_unroll;         /* points of the row each lane computes in one walk of the
                                  * point reduction (1, 2 or 4; used when the row is a multiple
                                  * of warp x this) */
-  int64_t rows_per_block;       /* warps per block, a row each (the group's block over the kept
-                                 * axes; divides the row count): they share the operands of a
-                                 * point reduction through the unit's cache */
+  int64_t kept_block[QIR_MAX_RANK]; /* a block's box of rows (the group's block over the kept axes,
+                                 * 1 over the reduced ones; partial at the edges), a warp each:
+                                 * they share a point reduction's operands through the unit's cache */
 };
 void lower_rows(lower_env *env, const cg_rows *rows);
 

@@ -398,25 +398,29 @@ static qir_op *compose_rows(composer *cm) {
   cm->acc_operand = k->n_operands;
   cg_rows *rows = qir_alloc(m, sizeof *rows);
   memset(rows, 0, sizeof *rows);
-  /* rows per block: the group's block over the kept axes, down to a divisor
-   * of the row count, its staged rows within the limit */
-  int64_t blk[QIR_MAX_RANK], per_block = 1, n_rows = 1;
+  /* the rows of a block: the group's block over the kept axes (a box of
+   * rows, the last ones maybe partial), halved while its threads or its
+   * staged rows exceed the limits */
+  int64_t blk[QIR_MAX_RANK], per_block = 1;
   bool have_blk = qir_group_block(k, blk);
-  for (int d = 0; d < n; d++)
-    if (!cm->reduced[d]) {
-      n_rows *= E[d];
-      if (have_blk) per_block *= blk[d];
-    }
+  for (int d = 0; d < n; d++) {
+    rows->kept_block[d] = cm->reduced[d] || !have_blk ? 1 : blk[d];
+    per_block *= rows->kept_block[d];
+  }
   int64_t row_bytes = row_len * ((cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0) +
                                  (cm->tail ? qir_dtype_size(out->type.dtype) : 0));
   if (cm->tail && row_bytes > ROW_SMEM_LIMIT) {
     cm->why = "a row too long to stage for the contraction after it";
     return NULL;
   }
-  while (per_block > 1 && (n_rows % per_block || per_block * cm->cg->warp > 1024 ||
-                           per_block * row_bytes > ROW_SMEM_LIMIT))
-    per_block--;
-  rows->rows_per_block = per_block;
+  while (per_block > 1 && (per_block * cm->cg->warp > 1024 || per_block * row_bytes > ROW_SMEM_LIMIT)) {
+    int big = 0;
+    for (int d = 1; d < n; d++)
+      if (rows->kept_block[d] > rows->kept_block[big]) big = d;
+    rows->kept_block[big] = (rows->kept_block[big] + 1) / 2;
+    per_block = 1;
+    for (int d = 0; d < n; d++) per_block *= rows->kept_block[d];
+  }
   rows->point_unroll = cm->point ? 4 : 1;
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;
@@ -513,20 +517,39 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     if (rows->reduced[d]) red[nr++] = F->axis_extents[d], len *= F->axis_extents[d];
     else kept[nk++] = F->axis_extents[d], n_rows *= F->axis_extents[d];
   }
-  int64_t R = rows->rows_per_block > 1 ? rows->rows_per_block : 1;
-  k->grid = n_rows / R;
+  int64_t R = 1, kb[MAX_AXES], nbk[MAX_AXES], grid = 1;
+  for (int d = 0, i = 0; d < n; d++)
+    if (!rows->reduced[d]) {
+      kb[i] = rows->kept_block[d] > 1 ? rows->kept_block[d] : 1;
+      nbk[i] = ceil_div(kept[i], kb[i]);
+      R *= kb[i];
+      grid *= nbk[i++];
+    }
+  k->grid = grid;
   k->threads = (int)(W * R);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
   env->n_markers = tail ? rows->n_stages + 3 : rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
   env->marker_dtypes = rows->dtypes;
   env->marker_values = qir_alloc(b->m, sizeof(kexpr *) * (size_t)(env->n_markers + 1));
-  kexpr *rc[MAX_AXES], *row[MAX_AXES];
-  /* warp w of block b: row b * R + w */
+  kexpr *bc[MAX_AXES], *wc[MAX_AXES], *row[MAX_AXES], *valid = NULL;
+  /* warp w of block b: the row at the block's corner plus w's offset in its box;
+   * a warp past the edge of a partial box walks the last row and stores nothing */
   kexpr *warp = R > 1 ? ke_var(b, let(env, "w", ke_div(b, ke_tid(b), ke_int(b, W)))) : ke_int(b, 0);
-  decompose(env, R > 1 ? ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, R)), warp) : ke_bid(b), kept, nk, rc);
-  for (int i = 0, d = 0; d < n; d++)
-    if (!rows->reduced[d]) row[d] = rc[i]->kind == KE_INT ? rc[i] : ke_var(b, let(env, "row", rc[i])), i++;
+  decompose(env, ke_bid(b), nbk, nk, bc);
+  decompose(env, warp, kb, nk, wc);
+  for (int i = 0, d = 0; d < n; d++) {
+    if (rows->reduced[d]) continue;
+    kexpr *r = ke_add(b, ke_mul(b, bc[i], ke_int(b, kb[i])), wc[i]);
+    if (kept[i] % kb[i]) {
+      kvar *rv = let(env, "rowu", r);
+      valid = ke_and(b, valid, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])));
+      r = ke_select(b, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])), ke_var(b, rv), ke_int(b, kept[i] - 1), KT_I32);
+    }
+    row[d] = r->kind == KE_INT ? r : ke_var(b, let(env, "row", r));
+    i++;
+  }
+  if (valid) valid = ke_var(b, let(env, "valid", valid));
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W)));
   kvar *smem = rows->staged ? kvar_new(b, k, "rowtile", ktype_of_dtype(rows->dtypes[rows->n_stages]), len * R, KV_SHARED) : NULL;
   kexpr *row0 = ke_mul(b, warp, ke_int(b, len));   /* the warp's row in the tile */
@@ -553,8 +576,11 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     } while (0)
   kvar *p;
   kstmt *body;
+  /* points beyond the row (its length no multiple of W x U) compute its last
+   * point and store nothing */
   int64_t U = rows->point_unroll > 8 ? 8 : rows->point_unroll;
-  while (U > 1 && len % (W * U)) U /= 2;
+  while (U > 1 && W * U > len) U /= 2;
+  kexpr *pvalid[8] = {NULL};
   if (smem && rows->point && U > 1) {
     /* each lane U points of the row at once (lane, lane + W, ...), one walk of
      * the reduction: what they read alike (the row's own operand, Q[i, k] in
@@ -568,7 +594,12 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     kvar *pacc[8];
     for (int u = 0; u < U; u++) {
       kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
-      ks_add(b, body, ks_decl(b, pu, ke_add(b, ke_var(b, p), ke_int(b, u * W))));
+      kexpr *at_u = ke_add(b, ke_var(b, p), ke_int(b, u * W));
+      if (u && len % (W * U)) {
+        pvalid[u] = ke_lt(b, at_u, ke_int(b, len));
+        at_u = ke_select(b, pvalid[u], at_u, ke_int(b, len - 1), KT_I32);
+      }
+      ks_add(b, body, ks_decl(b, pu, at_u));
       pos[u] = ke_var(b, pu);
       kexpr *pc_[MAX_AXES];
       decompose(env, pos[u], red, nr, pc_);
@@ -600,7 +631,8 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     for (int u = 0; u < U; u++) {
       for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
       env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc[u]), pd);
-      ks_add(b, body, ks_assign(b, smem, ke_add(b, row0, pos[u]), tr_as(env, rows->staged, smem->type)));
+      kstmt *st = ks_assign(b, smem, ke_add(b, row0, pos[u]), tr_as(env, rows->staged, smem->type));
+      ks_add(b, body, pvalid[u] ? ks_if(b, pvalid[u], st, NULL) : st);
     }
     ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W * U, body));
     ks_add(b, k->body, ks_barrier(b));
@@ -653,7 +685,8 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     ks_add(b, body, ks_assign(b, ptile, ke_add(b, row0, ke_var(b, p)),
                               ke_cast_dtype(b, tr_as(env, F->body, pt), rows->dtypes[rows->n_stages + 2])));
   } else {
-    ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
+    kstmt *st = ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t));
+    ks_add(b, body, valid ? ks_if(b, valid, st, NULL) : st);
   }
   ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
   #undef ROW_LOOP
@@ -668,15 +701,20 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       if (rows->reduced[d]) own[m++] = tail->axis_extents[d], n_own *= tail->axis_extents[d];
     /* U points a lane (q, q + W, ...) in one walk: the row's result, read alike, loaded once */
     int64_t TU = 4;
-    while (TU > 1 && n_own % (W * TU)) TU /= 2;
-    kexpr *at[4][MAX_AXES];
+    while (TU > 1 && W * TU > n_own) TU /= 2;
+    kexpr *at[4][MAX_AXES], *tvalid[4] = {NULL};
     kvar *acc[4];
     ktype at_t = ktype_of_dtype(rows->tail_dtype);
     for (int u = 0; u < TU; u++) {
       kexpr *oc[MAX_AXES], *pos = ke_var(b, q);
       if (u) {
         kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
-        ks_add(b, tb, ks_decl(b, pu, ke_add(b, ke_var(b, q), ke_int(b, u * W))));
+        kexpr *at_u = ke_add(b, ke_var(b, q), ke_int(b, u * W));
+        if (n_own % (W * TU)) {
+          tvalid[u] = ke_lt(b, at_u, ke_int(b, n_own));
+          at_u = ke_select(b, tvalid[u], at_u, ke_int(b, n_own - 1), KT_I32);
+        }
+        ks_add(b, tb, ks_decl(b, pu, at_u));
         pos = ke_var(b, pu);
       }
       decompose(env, pos, own, nr, oc);
@@ -710,7 +748,11 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
                                reduce_combine(b, tail->reduce, ke_var(b, acc[u]), tr_as(env, tail->body, at_t), at_t)));
     }
     for (int u = 0; u < TU; u++)
-      ks_add(b, tb, ks_store(b, 0, out_index(env, at[u]), ke_cast(b, ke_cast_dtype(b, ke_var(b, acc[u]), rows->tail_dtype), t)));
+    {
+      kstmt *st = ks_store(b, 0, out_index(env, at[u]), ke_cast(b, ke_cast_dtype(b, ke_var(b, acc[u]), rows->tail_dtype), t));
+      kexpr *ok = tvalid[u] ? ke_and(b, valid, tvalid[u]) : valid;
+      ks_add(b, tb, ok ? ks_if(b, ok, st, NULL) : st);
+    }
     ks_add(b, k->body, ks_for(b, q, ke_var(b, lane), ke_int(b, n_own), W * TU, tb));
   }
   k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each%s, %d reductions%s%s%s", n_rows, len,

@@ -384,11 +384,14 @@ static double unrolled_loads(const qir_expr *e, const bool *moving, int n_vars, 
   return n;
 }
 
-/* The points of a row each lane computes at once (qcodegen: 4, 2 or 1, the
- * row a multiple of a warp that many times). */
-static double row_unroll(int64_t points, int warp) {
+/* The points of a row each lane computes at once (qcodegen: 4, 2 or 1, no
+ * more than the row fills); *waste: the slots its lanes walk per point of the
+ * row (past its end they compute its last point again). */
+static double row_unroll(int64_t points, int warp, double *waste) {
   int64_t u = 4;
-  while (u > 1 && points % (warp * u)) u /= 2;
+  while (u > 1 && warp * u > points) u /= 2;
+  int64_t slots = u > 1 ? (points + warp * u - 1) / (warp * u) * warp * u : points;
+  *waste = points > 0 ? (double)slots / (double)points : 1;
   return (double)u;
 }
 
@@ -428,26 +431,31 @@ static double row_work_us(const welder *w, const qir_op *row, int n_chain, const
   bool reduced[QIR_MAX_RANK];
   if (numel <= 0 || rb <= 0 || rb == INT64_MAX || w->t->smem_gbs <= 0 || t->rank > QIR_MAX_RANK || !row_axes(row, reduced))
     return 0;
-  double rows = (double)numel / (double)(rb / size), cus = w->t->compute_units > 0 ? w->t->compute_units : 1;
-  double blocks = rows / (double)per_block, units = blocks < cus ? blocks : cus, per_unit = rows / units;
-  double busy = units / cus * (per_unit < 4 ? per_unit / 4 : 1);
-  double loads = (double)numel * (double)(2 + n_chain);
-  /* the block's box: whole rows, per_block of them on the innermost kept axis */
+  /* the block's box: whole rows, per_block of them on the innermost kept axis
+   * (the last box of each line maybe partial: its idle warps count) */
   int64_t blk[QIR_MAX_RANK];
   int inner = -1;
   for (int d = 0; d < t->rank; d++) {
     blk[d] = reduced[d] ? t->dims[d] : 1;
     if (!reduced[d]) inner = d;
   }
-  if (inner >= 0) blk[inner] = per_block;
+  double rows = (double)numel / (double)(rb / size), cus = w->t->compute_units > 0 ? w->t->compute_units : 1;
+  double blocks = rows;
+  if (inner >= 0) {
+    blk[inner] = per_block;
+    blocks = rows / (double)t->dims[inner] * (double)((t->dims[inner] + per_block - 1) / per_block);
+  }
+  double units = blocks < cus ? blocks : cus, per_unit = blocks * (double)per_block / units;
+  double busy = units / cus * (per_unit < 4 ? per_unit / 4 : 1) * rows / (blocks * (double)per_block);
+  double loads = (double)numel * (double)(2 + n_chain);
   double l2 = 0;
   int warp = w->t->warp_size > 0 ? w->t->warp_size : 32;
   bool moving[MAX_VARS_MODEL] = {false};
   int64_t row_len = rb / size;
   if (point && point->comp && point->comp->n_axes == t->rank && t->rank <= MAX_VARS_MODEL) {
     for (int d = 0; d < t->rank; d++) moving[d] = reduced[d];
-    loads += (double)form_points(point->comp) *
-             unrolled_loads(point->comp->body, moving, t->rank, row_unroll(row_len, warp));
+    double waste, u = row_unroll(row_len, warp, &waste);
+    loads += (double)form_points(point->comp) * unrolled_loads(point->comp->body, moving, t->rank, u) * waste;
     l2 += blocks_l2(point, NULL, blk, blocks);
   }
   if (tail && tail->comp && tail->op->n_results == 1 && tail->op->results[0]->type.rank == t->rank) {
@@ -457,7 +465,8 @@ static double row_work_us(const welder *w, const qir_op *row, int n_chain, const
       moving[d] = reduced[d];
       own *= reduced[d] ? tt->dims[d] : 1;
     }
-    loads += (double)form_points(tail->comp) * unrolled_loads(tail->comp->body, moving, t->rank, row_unroll(own, warp));
+    double waste, u = row_unroll(own, warp, &waste);
+    loads += (double)form_points(tail->comp) * unrolled_loads(tail->comp->body, moving, t->rank, u) * waste;
     int64_t tb[QIR_MAX_RANK];
     for (int d = 0; d < t->rank; d++) tb[d] = reduced[d] ? tt->dims[d] : blk[d];
     l2 += blocks_l2(tail, row->results[0], tb, blocks);
@@ -482,7 +491,7 @@ static int64_t row_block(const welder *w, const qir_op *row, int n_chain, const 
   for (int d = 0; d < t->rank; d++)
     if (!reduced[d]) inner = d;
   if (inner < 0) return best;
-  for (int64_t r = 2; r <= 16 && t->dims[inner] % r == 0 && r * rb <= ROW_SMEM_BYTES; r *= 2) {
+  for (int64_t r = 2; r <= 16 && r <= t->dims[inner] && r * rb <= ROW_SMEM_BYTES; r *= 2) {
     double e = row_work_us(w, row, n_chain, point, tail, r);
     if (e < *est * (1 - 1e-9)) *est = e, best = r;
   }
