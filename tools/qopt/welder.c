@@ -32,12 +32,20 @@
  * and #global_bytes.
  *
  * Row ops (softmax, log_softmax, layer norm: reductions over the rows of their
- * result) root groups of their own, one kernel in qcodegen (a warp per row);
- * the elementwise producer of their input joins at the shared-memory level
- * (#fuse=smem: its row computed once into shared memory, read by every
- * stage), its own producers by the rules above, and a short reduction that
- * row reads at its own points (QK^T before the softmax) joins too: computed
- * per point while the row is staged.
+ * result) root groups of their own, one kernel in qcodegen (a warp per row,
+ * several rows a block); the elementwise producer of their input joins at the
+ * shared-memory level (#fuse=smem: its row computed once into shared memory,
+ * read by every stage), its own producers by the rules above, and a reduction
+ * that row reads at its own points (QK^T before the softmax, a gemm's logits)
+ * joins when the model rates it cheaper computed per point while the row is
+ * staged than as its own kernel (row_work_us: serial per-lane loads, the units
+ * the rows keep busy, L2 traffic of its other operands per block).  A
+ * contraction over the rows of a row op's result (@V after the softmax) takes
+ * the row op's group in, by the same model: each row's warp then computes the
+ * contraction's row from the row's result in shared memory (try_row_tail).
+ * A row group's tile is whole rows: its block covers the reduced axes (a
+ * softmax needs every element of its row), with the rows per block the model
+ * picks; its point reduction keeps no plan of its own.
  *
  * Shared-memory edges (see "shared-memory edges" below): a producer the group
  * reads across windows (a convolution before a pooling or LRN, a pooling
