@@ -484,10 +484,10 @@ static double row_work_us(const welder *w, const qir_op *row, int n_chain, const
   return us;
 }
 
-/* The rows per block of a row group (a divisor of the innermost kept axis,
- * a warp each, their rows within the shared memory qcodegen stages them in:
- * the row, and with a tail the row's result too) with the least modelled
- * time, that time in *est. */
+/* The rows per block of a row group (a box along the innermost kept axis,
+ * partial at its end; a warp each; their rows within the shared memory
+ * qcodegen stages them in: the row, and with a tail the row's result too)
+ * with the least modelled time, that time in *est. */
 static int64_t row_block(const welder *w, const qir_op *row, int n_chain, const node *point, const node *tail,
                          double *est) {
   const qir_type *t = &row->results[0]->type;
