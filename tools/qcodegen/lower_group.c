@@ -151,6 +151,10 @@ static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, 
     }
     if (!ok) cm->why = "the row result is read by the contraction after it away from its row";
     else r = qir_expr_access(m, cm->acc_operand + cm->n_stages + 2, n_idx, idx);
+  } else if (cm->in_tail && (v == cm->staged || (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE &&
+                                                   v->def->comp && v->def->comp->n_red > 0))) {
+    /* the row's own values are gone by then: only its result is staged for the tail */
+    cm->why = "the contraction after the rows reads a value of the rows other than their result";
   } else if (cm->rows && v == cm->staged && !cm->expanding_staged) {
     if (!row_point(cm, idx, n_idx, true)) cm->why = "the staged row is read away from the row's point";
     else r = qir_expr_access(m, cm->acc_operand + cm->n_stages, n_idx, idx);
