@@ -427,3 +427,140 @@ bool qir_rprogram_packs(const qir_op *op) {
       if (u->user->code == QIR_OP_RPROGRAM) return true;
   return false;
 }
+
+/* ---------------------------------------------------------------- whole plans of Welder groups */
+
+int qir_staged_threads(int64_t per_block) { return per_block >= 256 ? 256 : (int)((per_block + 31) / 32 * 32); }
+
+static bool row_root(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: case QIR_OP_LP_NORMALIZATION:
+    return op->n_results >= 1 && op->results[0]->type.rank > 0;
+  default: return false;
+  }
+}
+
+static bool fused_smem(const qir_op *op) {
+  const qir_attr *f = qir_op_attr(op, "fuse");
+  return f && (f->val.kind == QIR_ATTR_WORD || f->val.kind == QIR_ATTR_STRING) && !strcmp(f->val.s, "smem");
+}
+
+/* The axes of the rows a row op reduces (its expansion's first reduction:
+ * extent 1 there, the result's extent > 1), as qcodegen's row composer
+ * reads them.  The row's length, 0 when there is none. */
+static int64_t row_axes(qir_module *m, const qir_op *root, bool *reduced) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansion says stays here */
+  if (!sink) return 0;
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_op *chain[8];
+  int n = qir_op_expand_computes(m, root, chain, 8, &quiet);
+  fclose(sink);
+  free(text);
+  const qir_type *t = &root->results[0]->type;
+  for (int i = 0; i < n; i++) {
+    const qir_compute *c = chain[i]->comp;
+    if (!c || c->n_red == 0 || c->n_axes != t->rank) continue;
+    int64_t row = 1;
+    for (int d = 0; d < t->rank; d++) {
+      reduced[d] = c->axis_extents[d] == 1 && t->dims[d] > 1;
+      if (reduced[d]) row *= t->dims[d];
+    }
+    return row;
+  }
+  return 0;
+}
+
+/* Reductions of the group's ops as qcodegen composes them (named ops
+ * expanded into their computes): with one, the group composes as a fused
+ * kernel on its anchor's plan, not as a staged one. */
+static int group_reductions(qir_module *m, const qir_op *k) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);
+  if (!sink) return 0;
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  int n_red = 0;
+  for (const qir_op *in = k->regions[0]->first; in; in = in->next) {
+    if (in->code == QIR_OP_YIELD) continue;
+    if (in->code == QIR_OP_COMPUTE) {
+      n_red += in->comp && in->comp->n_red > 0;
+      continue;
+    }
+    qir_op *chain[8];
+    int n = qir_op_expand_computes(m, in, chain, 8, &quiet);
+    for (int i = 0; i < n; i++) n_red += chain[i]->comp && chain[i]->comp->n_red > 0;
+  }
+  fclose(sink);
+  free(text);
+  return n_red;
+}
+
+static qir_attr plan_entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
+
+bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, double est_us, qir_attr_val *out) {
+  if (!k || k->code != QIR_OP_KERNEL || k->n_results != 1 || k->n_regions != 1 || !t) return false;
+  const qir_op *y = k->regions[0]->last;
+  if (!y || y->code != QIR_OP_YIELD || y->n_operands != 1 || !y->operands[0]->def || y->operands[0]->def->parent != k->regions[0])
+    return false;
+  const qir_op *root = y->operands[0]->def;
+  const qir_type *ot = &k->results[0]->type;
+  int rank = ot->rank;
+  if (rank < 1 || rank > QIR_MAX_RANK || qir_type_numel(ot) < 1) return false;
+  int64_t blk[QIR_MAX_RANK], grid[QIR_MAX_RANK], threads, smem = 0, regs;
+  if (row_root(root)) {
+    /* a row group (qcodegen's lower_rows): one warp per row, the row staged in
+     * shared memory where it fits the composer's 32 KiB */
+    bool reduced[QIR_MAX_RANK] = {false};
+    int64_t row = row_axes(m, root, reduced);
+    if (row < 1) return false;
+    for (int d = 0; d < rank; d++) blk[d] = reduced[d] ? ot->dims[d] : 1, grid[d] = reduced[d] ? 1 : ot->dims[d];
+    threads = t->warp_size > 0 ? t->warp_size : 32;
+    int64_t bytes = row * qir_dtype_size(root->n_operands ? root->operands[0]->type.dtype : ot->dtype);
+    if (bytes <= 32 * 1024) smem = bytes;
+    regs = 32;
+  } else {
+    /* a staged group (qcodegen's lower_stages): the group's block tile over
+     * its result, each #fuse=smem value's box (halo included) in shared memory */
+    bool staged = false;
+    for (const qir_op *in = k->regions[0]->first; in; in = in->next) staged |= in != root && fused_smem(in);
+    if (!staged || !qir_group_block(k, blk) || group_reductions(m, k) < 2) return false;
+    int64_t per_block = 1;
+    for (int d = 0; d < rank; d++) grid[d] = (ot->dims[d] + blk[d] - 1) / blk[d], per_block *= blk[d];
+    threads = qir_staged_threads(per_block);
+    int n = 0;
+    for (const qir_op *in = k->regions[0]->first; in; in = in->next) n++;
+    int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
+    bool *have = calloc((size_t)n + 1, sizeof *have);
+    if (!tiles || !have) {
+      free(tiles);
+      free(have);
+      return false;
+    }
+    int nt = qir_group_tiles(m, k, blk, n, tiles, have), i = 0;
+    bool ok = nt > 0;
+    for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+      if (in == root || !fused_smem(in) || in->n_results != 1) continue;
+      if (!have[i]) {
+        ok = false;
+        break;
+      }
+      int64_t elems = 1;
+      for (int j = 0; j < in->results[0]->type.rank; j++) elems *= tiles[i][j];
+      smem += elems * (qir_dtype_size(in->results[0]->type.dtype) > 4 ? 8 : 4);
+    }
+    free(tiles);
+    free(have);
+    if (!ok) return false;
+    regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
+  }
+  qir_attr e[7] = {plan_entry("block", qir_attr_ints(m, rank, blk)), plan_entry("est_us", qir_attr_float(est_us > 0 ? est_us : 1.0)),
+                   plan_entry("grid", qir_attr_ints(m, rank, grid)), plan_entry("regs", qir_attr_int(regs)),
+                   plan_entry("smem", qir_attr_int(smem)), plan_entry("target", qir_attr_string(m, t->name)),
+                   plan_entry("threads", qir_attr_int(threads))};
+  *out = qir_attr_dict(m, 7, e);
+  return true;
+}

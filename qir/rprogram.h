@@ -95,4 +95,17 @@ bool qir_rprogram_packs(const qir_op *op);
  * program read by qir_rprogram_read.  Returns the number of errors. */
 int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d);
 
+/* Threads per block of a staged Welder group whose block tile has per_block
+ * points (qcodegen's staged composer runs them with this many). */
+int qir_staged_threads(int64_t per_block);
+
+/* A whole plan (#tile{block, grid, threads, regs, smem, est_us, target}) for
+ * Welder group k that qcodegen composes as a staged group (#fuse=smem members:
+ * the group's block tile over its result, one staged box per smem value) or
+ * as a row group (a softmax / norm root: one warp per row): the grid and
+ * threads qcodegen emits, an upper bound of its shared memory, a register
+ * estimate, est_us as given.  false: k is neither (a fused group's plan is its
+ * anchor's), or a staged group without a block tile. */
+bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, double est_us, qir_attr_val *out);
+
 #endif

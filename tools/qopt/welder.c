@@ -942,6 +942,13 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     est = sp->est_us;
   }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  /* a staged or row group gets the whole plan qcodegen's composer runs it
+   * with (grid, threads, shared memory): -rammer packs it like any kernel */
+  const qir_attr *kt = qir_op_attr(k, "tile");
+  qir_attr_val whole;
+  if ((!kt || kt->val.kind != QIR_ATTR_DICT || !qir_attr_dict_get(&kt->val, "grid")) &&
+      qir_group_whole_plan(m, k, w->t, round(est * 1000) / 1000, &whole))
+    qir_op_set_attr(m, k, "tile", whole, true);
   qir_op_set_attr(m, k, "global_bytes", qir_attr_int((int64_t)bytes), true);
   k->results[0]->name = root_op->results[0]->name;
   qir_value_replace_uses(m, root_op->results[0], k->results[0]);
