@@ -472,6 +472,11 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
 int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
                     bool *have);
 
+/* The same boxes, not clipped to the tensors: the extents a staged composer
+ * allocates in shared memory for one block (halo past the edges included). */
+int qir_group_boxes(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*boxes)[QIR_MAX_RANK],
+                    bool *have);
+
 /* Kernel group k's block tile (#tile{block}, each extent clipped to its
  * result's): false when it has none (or a malformed one). */
 bool qir_group_block(const qir_op *k, int64_t *blk);

@@ -540,7 +540,7 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
       free(have);
       return false;
     }
-    int nt = qir_group_tiles(m, k, blk, n, tiles, have), i = 0;
+    int nt = qir_group_boxes(m, k, blk, n, tiles, have), i = 0;
     bool ok = nt > 0;
     for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
       if (in == root || !fused_smem(in) || in->n_results != 1) continue;

@@ -107,8 +107,8 @@ static void join_reads(const qir_compute *c, qir_value *const *args, int n_args,
   for (int i = 0; i < e->n_args; i++) join_reads(c, args, n_args, e->args[i], v, src, dst);
 }
 
-int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
-                    bool *have) {
+static int group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
+                       bool *have, bool clip) {
   if (k->n_regions != 1) return -1;
   const qir_region *body = k->regions[0];
   const qir_op *y = body->last;
@@ -181,7 +181,7 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
     const qir_type *t = &ops[i]->results[0]->type;
     for (int j = 0; j < t->rank; j++) {
       int64_t e = bx[i].ext[j];
-      tiles[i][j] = e < 1 ? 1 : e > t->dims[j] && t->dims[j] > 0 ? t->dims[j] : e;
+      tiles[i][j] = e < 1 ? 1 : clip && e > t->dims[j] && t->dims[j] > 0 ? t->dims[j] : e;
     }
   }
   free(ops);
@@ -189,6 +189,16 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
   free(forms);
   free(n_forms);
   return n;
+}
+
+int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
+                    bool *have) {
+  return group_tiles(m, k, block, cap, tiles, have, true);
+}
+
+int qir_group_boxes(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*boxes)[QIR_MAX_RANK],
+                    bool *have) {
+  return group_tiles(m, k, block, cap, boxes, have, false);
 }
 
 bool qir_group_block(const qir_op *k, int64_t *blk) {

@@ -923,6 +923,14 @@ static bool bind_rprograms(host *h, qir_region *r) {
         mismatch = qir_sprintf(h->m, "kernel %d becomes %d kernel(s) of %lld blocks, but the program runs %lld tasks of it", k,
                                ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
       else members[k] = ki->kernels[0];
+      /* a composed group (staged, rows) runs with its composer's threads and
+       * shared memory: the plan the program was packed for must hold them */
+      const cg_group *cgg = mismatch ? NULL : cg_group_of(&h->cg, op->operands[k]->def);
+      if (cgg && (cgg->stages || cgg->rows) &&
+          (members[k]->threads != p.kernels[k].threads || members[k]->smem_bytes > p.kernels[k].smem))
+        mismatch = qir_sprintf(h->m, "kernel %d composes to %d threads and %lld bytes of shared memory per block, but its plan says %lld and %lld",
+                               k, members[k]->threads, (long long)members[k]->smem_bytes, (long long)p.kernels[k].threads,
+                               (long long)p.kernels[k].smem);
     }
     if (mismatch) {
       qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", mismatch);

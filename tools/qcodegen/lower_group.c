@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "lower.h"
+#include "rprogram.h"
 
 #define MAX_SEGMENTS 8
 
@@ -724,7 +725,7 @@ static qir_op *compose_stages(composer *cm) {
     st->block[d] = b;
     per_block *= b;
   }
-  st->threads = per_block >= 256 ? 256 : (int)((per_block + 31) / 32 * 32);
+  st->threads = qir_staged_threads(per_block);   /* what -welder's whole plan says (qir/rprogram.h) */
   /* boxes, from the result back: a value's readers all come after it */
   cg_segment *last = &st->seg[st->n - 1];
   for (int d = 0; d < n; d++) {
