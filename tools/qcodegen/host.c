@@ -926,8 +926,12 @@ static bool bind_rprograms(host *h, qir_region *r) {
       /* a composed group (staged, rows) runs with its composer's threads and
        * shared memory: the plan the program was packed for must hold them */
       const cg_group *cgg = mismatch ? NULL : cg_group_of(&h->cg, op->operands[k]->def);
+      const qir_attr *plan = qir_op_attr(op->operands[k]->def, "tile");
+      bool says_smem = plan && plan->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&plan->val, "smem");
+      /* a row group's plan is one warp of its target: the back end's warp is that warp */
+      bool one_warp = cgg && cgg->rows && members[k]->threads == h->cg.warp;
       if (cgg && (cgg->stages || cgg->rows) &&
-          (members[k]->threads != p.kernels[k].threads || members[k]->smem_bytes > p.kernels[k].smem))
+          ((members[k]->threads != p.kernels[k].threads && !one_warp) || (says_smem && members[k]->smem_bytes > p.kernels[k].smem)))
         mismatch = qir_sprintf(h->m, "kernel %d composes to %d threads and %lld bytes of shared memory per block, but its plan says %lld and %lld",
                                k, members[k]->threads, (long long)members[k]->smem_bytes, (long long)p.kernels[k].threads,
                                (long long)p.kernels[k].smem);
