@@ -107,12 +107,26 @@ static int64_t resident(const rammer *r, const qir_rp_kernel *k) {
   return r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, k->threads, k->regs, k->smem);
 }
 
-/* one task's time, and the fraction of the device its own launch keeps busy */
+/* A block on a compute unit shared by fewer co-resident blocks than its own
+ * launch put there runs faster (the unit's throughput is shared by fewer),
+ * but not without bound: latency keeps it to at most 1 / OCC_FLOOR times. */
+#define OCC_FLOOR 0.5
+
+/* one task's time in the program, and the fraction of the device its own
+ * launch keeps busy */
 static double task_us(const rammer *r, const rk *k) {
   int64_t cap = resident(r, &k->k);
   if (cap < 1) cap = 1;
   int64_t waves = (k->k.tasks + cap - 1) / cap;
-  return k->est_us / (double)(waves ? waves : 1);
+  double tau = k->est_us / (double)(waves ? waves : 1);
+  /* co-resident blocks per unit: in its own launch, and in the program's */
+  int64_t units = r->t->compute_units > 0 ? r->t->compute_units : 1;
+  int64_t own = (k->k.tasks + units - 1) / units, per_unit = cap / units;
+  if (own > per_unit) own = per_unit;
+  int64_t packed = (r->veus + units - 1) / units;
+  if (own < 1 || packed < 1 || packed >= own) return tau;
+  double f = (double)packed / (double)own;
+  return tau * (f > OCC_FLOOR ? f : OCC_FLOOR);
 }
 
 static double busy_us(const rammer *r, const rk *k) {
@@ -132,31 +146,55 @@ static int producer_in(const rammer *r, const qir_value *v) {
   return -1;
 }
 
-/* vEUs of each kernel of wave w: one per task when they fit, else shares in
- * proportion to the tasks (at least one each). */
+/* vEUs one kernel needs to run its tasks of tau us each within t us. */
+static int64_t veus_within(int64_t tasks, double tau, double t) {
+  double rounds = tau > 0 ? floor(t / tau * (1 + 1e-12)) : (double)tasks;
+  if (rounds < 1) return INT64_MAX / 4;
+  if (rounds >= (double)tasks) return 1;
+  return (tasks + (int64_t)rounds - 1) / (int64_t)rounds;
+}
+
+/* vEUs of each kernel of wave w: one per task when they fit, else shares
+ * that let the kernels finish together (the wave's makespan is the least
+ * for which the kernels' shares, each its tasks over the rounds it can run
+ * in that time, fit the vEUs), at least one each. */
 static void assign_veus(rammer *r, int w) {
   int64_t total = 0;
   int count = 0;
+  double tmax = 0, tsum = 0;
   for (int i = 0; i < r->n; i++)
-    if (r->ks[i].wave == w) total += r->ks[i].k.tasks, count++;
+    if (r->ks[i].wave == w) {
+      const rk *k = &r->ks[i];
+      double tau = task_us(r, k);
+      total += k->k.tasks, count++;
+      tmax = fmax(tmax, tau);
+      tsum += tau * (double)k->k.tasks;
+    }
   if (!count) return;
-  int64_t next = 0, left = r->veus;
-  int seen = 0;
+  /* the least makespan (bisection between one round of the longest task and all work on one vEU) */
+  double lo = tmax, hi = fmax(tsum, tmax);
+  if (total > r->veus && count <= r->veus) {
+    for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++) {
+      double mid = 0.5 * (lo + hi);
+      int64_t need = 0;
+      for (int i = 0; i < r->n && need <= r->veus; i++)
+        if (r->ks[i].wave == w) need += veus_within(r->ks[i].k.tasks, task_us(r, &r->ks[i]), mid);
+      if (need <= r->veus) hi = mid;
+      else lo = mid;
+    }
+  }
+  int64_t next = 0;
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
     if (k->wave != w) continue;
-    int64_t share = total <= r->veus ? k->k.tasks : (int64_t)((double)r->veus * (double)k->k.tasks / (double)total);
-    int64_t reserve = count - seen - 1;   /* one vEU for each kernel still to place */
-    if (share > left - reserve) share = left - reserve;
+    int64_t share = total <= r->veus ? k->k.tasks : count > r->veus ? 1 : veus_within(k->k.tasks, task_us(r, k), hi);
     if (share > k->k.tasks) share = k->k.tasks;
+    if (share > r->veus) share = r->veus;
     if (share < 1) share = 1;
     if (next + share > r->veus) next = 0;   /* more kernels than vEUs: wrap (they run one after another) */
     k->veu_lo = next;
     k->n_veus = share;
     next += share;
-    left -= share;
-    if (left < 1) left = 1;
-    seen++;
   }
 }
 
@@ -406,10 +444,12 @@ static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
     int best = -1;
+    bool one_wave = false;   /* a plan that runs in one hardware wave of its own beats one that does not */
     for (int a = 0; a < k->n_plans; a++) {
       const qir_rp_kernel *pk = &k->plans[a].k;
-      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit || pk->tasks > resident(r, pk)) continue;
-      if (best < 0 || k->plans[a].est_us < k->plans[best].est_us) best = a;
+      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit) continue;
+      bool ow = pk->tasks <= resident(r, pk);
+      if (best < 0 || (ow && !one_wave) || (ow == one_wave && k->plans[a].est_us < k->plans[best].est_us)) best = a, one_wave = ow;
     }
     if (best < 0) return false;
     use_plan(k, best);
@@ -590,6 +630,11 @@ static void pack(rammer *r, qir_op *before) {
       fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
               r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
     }
+    if (getenv("RAMMER_DEBUG"))
+      for (int i = 0; i < r->n; i++)
+        fprintf(stderr, "  k%d wave %d tasks %lld veus [%lld +%lld] th %lld smem %lld est %.2f own %.2f tau %.3f plan %d/%d\n", i, r->ks[i].wave,
+                (long long)r->ks[i].k.tasks, (long long)r->ks[i].veu_lo, (long long)r->ks[i].n_veus, (long long)r->ks[i].k.threads,
+                (long long)r->ks[i].k.smem, r->ks[i].est_us, r->ks[i].own_us, task_us(r, &r->ks[i]), r->ks[i].cur, r->ks[i].n_plans);
     r->total_packed_us += packed < unpacked ? packed : unpacked;
     r->total_unpacked_us += unpacked;
     if (!(packed < unpacked)) continue;
@@ -647,12 +692,11 @@ static bool is_kernel(rammer *r, qir_op *op, rk *out) {
   if (qir_rprogram_kernel_of(op, &k) && k.tasks >= 1) {
     *out = (rk){.op = op};
     read_plans(r, out);
-    for (int a = 0; a < out->n_plans; a++)
-      if (out->plans[a].k.tasks <= resident(r, &out->plans[a].k)) {
-        use_plan(out, 0);
-        out->own_us = out->est_us;
-        return true;
-      }
+    if (out->n_plans > 0) {
+      use_plan(out, 0);
+      out->own_us = out->est_us;
+      return true;
+    }
   }
   if (planned_here) {
     qir_op_remove_attr(op, "tile");
