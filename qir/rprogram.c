@@ -473,30 +473,76 @@ static int64_t row_axes(qir_module *m, const qir_op *root, bool *reduced) {
   return 0;
 }
 
-/* Reductions of the group's ops as qcodegen composes them (named ops
- * expanded into their computes): with one, the group composes as a fused
- * kernel on its anchor's plan, not as a staged one. */
-static int group_reductions(qir_module *m, const qir_op *k) {
+/* Every read of operand o in e is at the form's own point [v0, v1, ..]. */
+static bool reads_at_point(const qir_expr *e, int o, int rank) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand == o) {
+    if (e->n_args != rank) return false;
+    for (int j = 0; j < rank; j++)
+      if (e->args[j]->kind != QIR_EX_VAR || e->args[j]->var != j) return false;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!reads_at_point(e->args[i], o, rank)) return false;
+  return true;
+}
+
+#define MAX_GROUP_FORMS 256
+
+/* Whether qcodegen's fused composer takes group k (its first try): at most
+ * one reduction among the group's computes (named ops expanded), read, with
+ * everything computed from it, only at the reader's own point, and of the
+ * group's result type.  Otherwise the group is a row or staged group. */
+bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
   char *text = NULL;
   size_t len = 0;
-  FILE *sink = open_memstream(&text, &len);
-  if (!sink) return 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
+  if (!sink) return true;
   qir_diag quiet;
   qir_diag_init(&quiet, sink, NULL, NULL, 0);
-  int n_red = 0;
-  for (const qir_op *in = k->regions[0]->first; in; in = in->next) {
+  qir_op *forms[MAX_GROUP_FORMS];
+  const qir_value *vals[MAX_GROUP_FORMS];   /* the value each form computes */
+  int n = 0;
+  bool ok = true;
+  for (const qir_op *in = k->regions[0]->first; in && ok; in = in->next) {
     if (in->code == QIR_OP_YIELD) continue;
     if (in->code == QIR_OP_COMPUTE) {
-      n_red += in->comp && in->comp->n_red > 0;
+      if (n == MAX_GROUP_FORMS) ok = false;
+      else vals[n] = in->results[0], forms[n++] = (qir_op *)in;
       continue;
     }
     qir_op *chain[8];
-    int n = qir_op_expand_computes(m, in, chain, 8, &quiet);
-    for (int i = 0; i < n; i++) n_red += chain[i]->comp && chain[i]->comp->n_red > 0;
+    int c = qir_op_expand_computes(m, in, chain, 8, &quiet);
+    if (c < 1 || n + c > MAX_GROUP_FORMS || in->n_results != 1) {
+      ok = c >= 0 && in->n_results == 1 && n + c <= MAX_GROUP_FORMS;   /* a form-less view composes (or fails) alike */
+      continue;
+    }
+    for (int i = 0; i < c; i++) vals[n] = i == c - 1 ? in->results[0] : chain[i]->results[0], forms[n++] = chain[i];
   }
   fclose(sink);
   free(text);
-  return n_red;
+  if (!ok) return true;
+  int anchor = -1;
+  for (int i = 0; i < n; i++)
+    if (forms[i]->comp && forms[i]->comp->n_red > 0) {
+      if (anchor >= 0) return false;   /* a second reduction */
+      anchor = i;
+    }
+  if (anchor < 0) return true;
+  if (!qir_type_equal(&vals[anchor]->type, &k->results[0]->type)) return false;
+  /* the values computed from the anchor, each read only at its reader's point */
+  bool from[MAX_GROUP_FORMS] = {false};
+  from[anchor] = true;
+  for (int i = anchor + 1; i < n; i++) {
+    const qir_op *f = forms[i];
+    if (!f->comp) continue;
+    for (int o = 0; o < f->n_operands; o++)
+      for (int a = anchor; a < i; a++)
+        if (from[a] && f->operands[o] == vals[a]) {
+          if (!reads_at_point(f->comp->body, o, f->comp->n_axes)) return false;
+          from[i] = true;
+        }
+  }
+  return true;
 }
 
 static qir_attr plan_entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
@@ -527,7 +573,7 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
      * its result, each #fuse=smem value's box (halo included) in shared memory */
     bool staged = false;
     for (const qir_op *in = k->regions[0]->first; in; in = in->next) staged |= in != root && fused_smem(in);
-    if (!staged || !qir_group_block(k, blk) || group_reductions(m, k) < 2) return false;
+    if (!staged || !qir_group_block(k, blk) || qir_group_composes_fused(m, k)) return false;
     int64_t per_block = 1;
     for (int d = 0; d < rank; d++) grid[d] = (ot->dims[d] + blk[d] - 1) / blk[d], per_block *= blk[d];
     threads = qir_staged_threads(per_block);

@@ -99,6 +99,12 @@ int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d);
  * points (qcodegen's staged composer runs them with this many). */
 int qir_staged_threads(int64_t per_block);
 
+/* Whether qcodegen's fused composer takes Welder group k (the one it tries
+ * first): at most one reduction among its computes (named ops expanded),
+ * of the group's result type, it and what is computed from it read only at
+ * the readers' own points.  Otherwise k is a row or a staged group. */
+bool qir_group_composes_fused(qir_module *m, const qir_op *k);
+
 /* A whole plan (#tile{block, grid, threads, regs, smem, est_us, target}) for
  * Welder group k that qcodegen composes as a staged group (#fuse=smem members:
  * the group's block tile over its result, one staged box per smem value) or

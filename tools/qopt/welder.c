@@ -942,6 +942,26 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     est = sp->est_us;
   }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  /* a staged group that qcodegen composes as a fused kernel after all (its
+   * one reduction read only at its readers' points) runs on its anchor's
+   * plan, as a fused group does */
+  if (sp->staged && qir_group_composes_fused(m, k)) {
+    int a = n_mem - 1;
+    for (int i = 0; i < n_mem; i++)
+      if (mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0)) a = i;
+    const qir_attr *ap = qir_op_attr(mem[a]->op, "tile");
+    const qir_attr_val *ab = ap && ap->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&ap->val, "block") : NULL;
+    if (ab && ab->kind == QIR_ATTR_LIST && ab->n == root_op->results[0]->type.rank && qir_attr_dict_get(&ap->val, "grid") &&
+        qir_type_equal(&mem[a]->op->results[0]->type, &root_op->results[0]->type)) {
+      qir_op_set_attr(m, k, "tile", ap->val, true);
+      const qir_attr *aa = qir_op_attr(mem[a]->op, "tile_alternatives");
+      if (aa) qir_op_set_attr(m, k, "tile_alternatives", aa->val, true);
+      int i = 0;
+      for (qir_op *in = body->first; in && in->code != QIR_OP_YIELD; in = in->next, i++)
+        if (i == a) qir_op_set_attr(m, in, "tile", ap->val, true);
+      qir_group_rederive_tiles(m, k);
+    }
+  }
   /* a staged or row group gets the whole plan qcodegen's composer runs it
    * with (grid, threads, shared memory): -rammer packs it like any kernel */
   const qir_attr *kt = qir_op_attr(k, "tile");
