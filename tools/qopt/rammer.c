@@ -598,8 +598,8 @@ static void pack(rammer *r, qir_op *before) {
   int parts[MAX_CUTS + 1], n_parts = 0;
   for (int j = n_pts; j > 0; j = from[j]) parts[n_parts++] = j;
   /* the split was chosen by the quick model: keep it only if the full one agrees */
+  double split_us = 0, whole_us = INFINITY;
   if (n_parts > 1) {
-    double split_us = 0;
     for (int q = 0; q < n_parts; q++) {
       int j = parts[q];
       double un = unpacked_us(r, all, n_all, pts[from[j]], pts[j]);
@@ -607,7 +607,7 @@ static void pack(rammer *r, qir_op *before) {
       split_us += us < un ? us : un;
     }
     double un = unpacked_us(r, all, n_all, 0, n_seg_waves);
-    double whole_us = take_part(r, all, n_all, 0, n_seg_waves, buf) < INFINITY ? schedule(r, true) : INFINITY;
+    whole_us = take_part(r, all, n_all, 0, n_seg_waves, buf) < INFINITY ? schedule(r, true) : INFINITY;
     if ((whole_us < un ? whole_us : un) <= split_us) {
       parts[0] = n_pts;
       from[n_pts] = 0;
@@ -642,9 +642,13 @@ static void pack(rammer *r, qir_op *before) {
     write_program(r, before, packed, unpacked);
     packed_parts++;
   }
-  if (r->stats && n_parts > 1)
-    fprintf(stderr, "rammer: the segment is split into %d parts by its waves (%d packed): the model rates that faster than one program\n",
-            n_parts, packed_parts);
+  if (r->stats && n_parts > 1) {
+    /* where and why: the cut waves, and the model's times of the parts and of one program */
+    fprintf(stderr, "rammer: the segment is split into %d parts by its waves (%d packed), cut before wave", n_parts, packed_parts);
+    for (int q = n_parts - 2; q >= 0; q--) fprintf(stderr, "%s %d", q == n_parts - 2 ? "" : ",", pts[from[parts[q]]]);
+    fprintf(stderr, " of %d: modelled %.2f us as parts, %.2f us as one program (its vDevice is sized for the largest block "
+            "of all its kernels): the model rates the parts faster\n", n_seg_waves, split_us, whole_us);
+  }
   /* ops -rammer gave a plan keep it only where they were packed */
   for (int i = 0; i < r->n_undo; i++)
     if (!qir_rprogram_packs(r->undo[i])) {
