@@ -87,6 +87,7 @@ typedef struct {
   int64_t veus;
   int n_waves;
   bool *barrier;                /* per wave */
+  int *wave_first, *wave_ks;    /* the kernels of wave w: wave_ks[wave_first[w] .. wave_first[w + 1]) */
   int n_packed, n_programs;
   bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
   qir_diag *diag;
@@ -159,17 +160,17 @@ static int64_t veus_within(int64_t tasks, double tau, double t) {
  * for which the kernels' shares, each its tasks over the rounds it can run
  * in that time, fit the vEUs), at least one each. */
 static void assign_veus(rammer *r, int w) {
+  const int *ks = r->wave_ks + r->wave_first[w];
+  int count = r->wave_first[w + 1] - r->wave_first[w];
   int64_t total = 0;
-  int count = 0;
   double tmax = 0, tsum = 0;
-  for (int i = 0; i < r->n; i++)
-    if (r->ks[i].wave == w) {
-      const rk *k = &r->ks[i];
-      double tau = task_us(r, k);
-      total += k->k.tasks, count++;
-      tmax = fmax(tmax, tau);
-      tsum += tau * (double)k->k.tasks;
-    }
+  for (int a = 0; a < count; a++) {
+    const rk *k = &r->ks[ks[a]];
+    double tau = task_us(r, k);
+    total += k->k.tasks;
+    tmax = fmax(tmax, tau);
+    tsum += tau * (double)k->k.tasks;
+  }
   if (!count) return;
   /* the least makespan (bisection between one round of the longest task and all work on one vEU) */
   double lo = tmax, hi = fmax(tsum, tmax);
@@ -177,16 +178,14 @@ static void assign_veus(rammer *r, int w) {
     for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++) {
       double mid = 0.5 * (lo + hi);
       int64_t need = 0;
-      for (int i = 0; i < r->n && need <= r->veus; i++)
-        if (r->ks[i].wave == w) need += veus_within(r->ks[i].k.tasks, task_us(r, &r->ks[i]), mid);
+      for (int a = 0; a < count && need <= r->veus; a++) need += veus_within(r->ks[ks[a]].k.tasks, task_us(r, &r->ks[ks[a]]), mid);
       if (need <= r->veus) hi = mid;
       else lo = mid;
     }
   }
   int64_t next = 0;
-  for (int i = 0; i < r->n; i++) {
-    rk *k = &r->ks[i];
-    if (k->wave != w) continue;
+  for (int a = 0; a < count; a++) {
+    rk *k = &r->ks[ks[a]];
     int64_t share = total <= r->veus ? k->k.tasks : count > r->veus ? 1 : veus_within(k->k.tasks, task_us(r, k), hi);
     if (share > k->k.tasks) share = k->k.tasks;
     if (share > r->veus) share = r->veus;
@@ -202,18 +201,19 @@ static void assign_veus(rammer *r, int w) {
  * every kernel its kernels read that no barrier or earlier wait completed.
  * ordered[i] = the first wave from which kernel i is complete for all vEUs. */
 static void complete_waves(const rammer *r, int *ordered) {
-  for (int i = 0; i < r->n; i++) ordered[i] = INT32_MAX;
-  for (int w = 0; w < r->n_waves; w++) {
-    if (w > 0 && r->barrier[w])
-      for (int i = 0; i < r->n; i++)
-        if (r->ks[i].wave < w && ordered[i] > w) ordered[i] = w;
-    for (int i = 0; i < r->n; i++) {
-      const rk *k = &r->ks[i];
-      if (k->wave != w) continue;
-      for (int j = 0; j < k->n_deps; j++)
-        if (ordered[k->deps[j]] > w) ordered[k->deps[j]] = w;   /* a wait in wave w */
-    }
+  /* the first barrier after each wave, then the first wave that reads each kernel */
+  int *next_barrier = malloc(sizeof *next_barrier * (size_t)(r->n_waves + 1));
+  if (!next_barrier) abort();
+  next_barrier[r->n_waves] = INT32_MAX;
+  for (int w = r->n_waves - 1; w >= 0; w--)
+    next_barrier[w] = w + 1 < r->n_waves && r->barrier[w + 1] ? w + 1 : next_barrier[w + 1];
+  for (int i = 0; i < r->n; i++) ordered[i] = next_barrier[r->ks[i].wave];
+  for (int i = 0; i < r->n; i++) {
+    const rk *k = &r->ks[i];
+    for (int j = 0; j < k->n_deps; j++)
+      if (ordered[k->deps[j]] > k->wave) ordered[k->deps[j]] = k->wave;   /* a wait in k's wave */
   }
+  free(next_barrier);
 }
 
 static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
@@ -223,43 +223,39 @@ static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
 /* The modelled time of the program (launch included); *bound_us, if not
  * NULL, gets the device's throughput bound in it. */
 static double program_us_parts(const rammer *r, double *bound_us) {
-  double *clock = calloc((size_t)r->veus, sizeof *clock);
+  double *clock = calloc((size_t)r->veus, sizeof *clock);   /* a vEU's end, or less: then `floor` */
   double *done = calloc((size_t)r->n + 1, sizeof *done);   /* end of a kernel's last task */
+  double *ready = calloc((size_t)r->n_waves + 1, sizeof *ready);   /* the end of what wave w waits for */
   int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
-  if (!clock || !done || !ordered) abort();
+  if (!clock || !done || !ready || !ordered) abort();
   complete_waves(r, ordered);
-  double throughput = 0;
+  double throughput = 0, floor_us = 0, end = 0;   /* no vEU starts before floor_us; end: the latest vEU's */
   for (int w = 0; w < r->n_waves; w++) {
     if (w > 0 && r->barrier[w]) {
-      double end = 0;
-      for (int64_t v = 0; v < r->veus; v++) end = fmax(end, clock[v]);
-      for (int64_t v = 0; v < r->veus; v++) clock[v] = end + r->sync_us;
-    } else {
-      double ready = 0;
-      bool any = false;
-      for (int i = 0; i < r->n; i++)
-        if (waits_on(r, ordered, w, i)) ready = fmax(ready, done[i]), any = true;
-      if (any)
-        for (int64_t v = 0; v < r->veus; v++) clock[v] = fmax(clock[v], ready + 0.25 * r->sync_us);
+      floor_us = end + r->sync_us;
+    } else if (ready[w] > 0) {
+      floor_us = fmax(floor_us, ready[w] + 0.25 * r->sync_us);
     }
-    for (int i = 0; i < r->n; i++) {
+    for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) {
+      int i = r->wave_ks[a];
       rk *k = &r->ks[i];
-      if (k->wave != w) continue;
       double tau = task_us(r, k);
       int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
       for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
-        clock[v] += (double)mine * tau;
+        clock[v] = fmax(clock[v], floor_us) + (double)mine * tau;
         done[i] = fmax(done[i], clock[v]);
+        end = fmax(end, clock[v]);
       }
       throughput += busy_us(r, k);
+      /* a wave that waits for this kernel starts after its last task */
+      if (ordered[i] < r->n_waves && !r->barrier[ordered[i]]) ready[ordered[i]] = fmax(ready[ordered[i]], done[i]);
     }
   }
-  double end = 0;
-  for (int64_t v = 0; v < r->veus; v++) end = fmax(end, clock[v]);
   free(clock);
   free(done);
+  free(ready);
   free(ordered);
   if (bound_us) *bound_us = throughput;
   return r->launch_us + fmax(end, throughput);
@@ -334,12 +330,10 @@ static bool fits(const rplan *pl, int64_t th, int64_t rg, int64_t sm) {
  * need no more than the vDevice's block and keep one where the model says so. */
 static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   int64_t total = 0;
-  for (int i = 0; i < r->n; i++)
-    if (r->ks[i].wave == w) total += r->ks[i].k.tasks;
+  for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) total += r->ks[r->wave_ks[a]].k.tasks;
   if (total <= r->veus) return;
-  for (int i = 0; i < r->n; i++) {
-    rk *k = &r->ks[i];
-    if (k->wave != w) continue;
+  for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) {
+    rk *k = &r->ks[r->wave_ks[a]];
     for (int a = 0; a < k->n_plans; a++) {
       if (a == k->cur || !fits(&k->plans[a], th, rg, sm)) continue;
       double before = program_us(r);
@@ -477,6 +471,17 @@ static void wavefront(rammer *r) {
     if (k->wave + 1 > r->n_waves) r->n_waves = k->wave + 1;
   }
   r->barrier = qir_alloc(r->m, sizeof *r->barrier * (size_t)(r->n_waves + 1));
+  /* each wave's kernels, in program order */
+  r->wave_first = qir_alloc(r->m, sizeof *r->wave_first * (size_t)(r->n_waves + 2));
+  r->wave_ks = qir_alloc(r->m, sizeof *r->wave_ks * (size_t)(r->n + 1));
+  memset(r->wave_first, 0, sizeof *r->wave_first * (size_t)(r->n_waves + 2));
+  for (int i = 0; i < r->n; i++) r->wave_first[r->ks[i].wave + 1]++;
+  for (int w = 0; w < r->n_waves; w++) r->wave_first[w + 1] += r->wave_first[w];
+  int *fill = malloc(sizeof *fill * (size_t)(r->n_waves + 1));
+  if (!fill) abort();
+  memcpy(fill, r->wave_first, sizeof *fill * (size_t)(r->n_waves + 1));
+  for (int i = 0; i < r->n; i++) r->wave_ks[fill[r->ks[i].wave]++] = i;
+  free(fill);
 }
 
 /* The kernels of segment waves [lo, hi) as r's set (copied into buf), their
