@@ -94,6 +94,7 @@ typedef struct {
   roller_options plan_opts;     /* ops without a plan get roller's (their default schedule) */
   int n_undo, cap_undo;
   qir_op **undo;                /* ops of the open segment that -rammer gave a plan: undone if it is not packed */
+  const qir_attr_val **undo_old;   /* a kernel group's tile before (its block), or NULL */
   double total_packed_us, total_unpacked_us;
 } rammer;
 
@@ -314,11 +315,17 @@ static void write_plans(rammer *r) {
 
 /* The segment is not packed: ops that came without a plan lose the one
  * -rammer gave them. */
-static void undo_plans(rammer *r) {
-  for (int i = 0; i < r->n_undo; i++) {
-    qir_op_remove_attr(r->undo[i], "tile");
-    qir_op_remove_attr(r->undo[i], "tile_alternatives");
+static void undo_one(rammer *r, int i) {
+  if (r->undo_old[i]) {
+    qir_op_set_attr(r->m, r->undo[i], "tile", *r->undo_old[i], true);
+    return;
   }
+  qir_op_remove_attr(r->undo[i], "tile");
+  qir_op_remove_attr(r->undo[i], "tile_alternatives");
+}
+
+static void undo_plans(rammer *r) {
+  for (int i = 0; i < r->n_undo; i++) undo_one(r, i);
   r->n_undo = 0;
 }
 
@@ -656,47 +663,69 @@ static void pack(rammer *r, qir_op *before) {
   }
   /* ops -rammer gave a plan keep it only where they were packed */
   for (int i = 0; i < r->n_undo; i++)
-    if (!qir_rprogram_packs(r->undo[i])) {
-      qir_op_remove_attr(r->undo[i], "tile");
-      qir_op_remove_attr(r->undo[i], "tile_alternatives");
-    }
+    if (!qir_rprogram_packs(r->undo[i])) undo_one(r, i);
   r->n_undo = 0;
   r->ks = all;
   r->n = n_all;
 }
 
+static bool whole_plan(const qir_op *op) {
+  const qir_attr *t = qir_op_attr(op, "tile");
+  return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "grid");
+}
+
 /* An op without a plan gets its default schedule: roller's plan (with
- * alternatives), kept only if the op ends up packed. */
+ * alternatives); a Welder group without a whole plan (hand-written, or a
+ * block tile alone) the one qcodegen composes it with, where it is a staged
+ * or row group (qir_group_whole_plan).  Kept only if the op ends up packed. */
 static bool plan_default(rammer *r, qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  qir_attr_val old_tile = tile ? tile->val : (qir_attr_val){0};
+  const qir_attr *before = tile;
   switch (op->code) {
   case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_LOOP: case QIR_OP_IF:
-  case QIR_OP_KERNEL: case QIR_OP_RPROGRAM:
+  case QIR_OP_RPROGRAM:
     return false;
-  default: break;
+  case QIR_OP_KERNEL: {
+    qir_attr_val plan;
+    const qir_attr *est = qir_op_attr(op, "est_us");
+    double us = !est ? 0 : est->val.kind == QIR_ATTR_FLOAT ? est->val.f : est->val.kind == QIR_ATTR_INT ? (double)est->val.i : 0;
+    if (!qir_group_whole_plan(r->m, op, r->t, us, &plan)) return false;
+    qir_op_set_attr(r->m, op, "tile", plan, true);
+    break;
   }
-  if (op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
-  roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
-  if (!qir_op_attr(op, "tile")) return false;
+  default:
+    if (before || op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
+    roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
+    if (!qir_op_attr(op, "tile")) return false;
+  }
   if (r->n_undo == r->cap_undo) {
     int cap = r->cap_undo ? 2 * r->cap_undo : 16;
     qir_op **u = qir_alloc(r->m, sizeof *u * (size_t)cap);
-    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+    const qir_attr_val **o = qir_alloc(r->m, sizeof *o * (size_t)cap);
+    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo), memcpy(o, r->undo_old, sizeof *o * (size_t)r->n_undo);
     r->undo = u;
+    r->undo_old = o;
     r->cap_undo = cap;
+  }
+  r->undo_old[r->n_undo] = NULL;
+  if (before) {   /* a copy: setting the plan may have rewritten the attribute in place */
+    qir_attr_val *old = qir_alloc(r->m, sizeof *old);
+    *old = old_tile;
+    r->undo_old[r->n_undo] = old;
   }
   r->undo[r->n_undo++] = op;
   return true;
 }
 
-/* An rOperator worth packing: a planned kernel whose own launch runs its
- * tasks in one hardware wave (it leaves the device partly idle), with its
- * plan or one of its alternatives (a resource-efficient plan: fewer
- * blocks).  A kernel that fills the device several times over with every
- * plan gains nothing but a launch from packing and would lose occupancy to
- * the vDevice's largest block. */
+/* An rOperator: a kernel with a plan (its #tile, or its default schedule),
+ * or one of its alternatives (a resource-efficient plan: fewer blocks).  A
+ * kernel that fills the device several times over joins too (its tasks
+ * strided over its vEUs); where the vDevice's block would cost it (and the
+ * others) more than the launches saved, the model splits the segment. */
 static bool is_kernel(rammer *r, qir_op *op, rk *out) {
   if (op->n_results < 1 || qir_op_is_view(op)) return false;
-  bool planned_here = !qir_op_attr(op, "tile") && plan_default(r, op);
+  bool planned_here = !whole_plan(op) && plan_default(r, op);
   qir_rp_kernel k;
   if (qir_rprogram_kernel_of(op, &k) && k.tasks >= 1) {
     *out = (rk){.op = op};
@@ -707,11 +736,7 @@ static bool is_kernel(rammer *r, qir_op *op, rk *out) {
       return true;
     }
   }
-  if (planned_here) {
-    qir_op_remove_attr(op, "tile");
-    qir_op_remove_attr(op, "tile_alternatives");
-    r->n_undo--;
-  }
+  if (planned_here) undo_one(r, --r->n_undo);
   return false;
 }
 
@@ -738,7 +763,7 @@ static void run_region(rammer *r, qir_region *reg) {
     /* a kernel group's body is one kernel's, not a region of kernels */
     for (int i = 0; op->code != QIR_OP_KERNEL && i < op->n_regions; i++) {
       rammer inner = *r;
-      inner.undo = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
+      inner.undo = NULL, inner.undo_old = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
       run_region(&inner, op->regions[i]);
       r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
       r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
