@@ -2,19 +2,21 @@
  * (Rammer, OSDI'20).
  *
  * Each op with a #tile plan is an rOperator whose rTasks are its blocks (the
- * plan's grid); so is a Welder `kernel` group with one (its blocks).  An op
- * without a plan gets its default schedule first: roller's plan for it, with
- * alternatives (roller_plan_op), kept only if the op ends up packed, so that
- * `qopt -rammer` alone packs a module without plans.  In every region, the
- * pass cuts the op sequence into segments (a segment ends before the first op
- * that is neither a kernel nor a view and reads a kernel of the segment: the
- * rprogram must run before it), and packs each segment of two or more
- * kernels into one `rprogram` (qir/rprogram.h):
+ * plan's grid); so is a Welder `kernel` group with a whole plan (its blocks:
+ * staged and row groups carry the plan qcodegen's composer runs them with,
+ * qir_group_whole_plan).  An op without a plan gets its default schedule
+ * first: roller's plan for it, with alternatives (roller_plan_op), or for a
+ * staged or row group without one the composer's plan, kept only if the op
+ * ends up packed, so that `qopt -rammer` alone packs a module without plans.
+ * In every region, the pass cuts the op sequence into segments (a segment
+ * ends before the first op that is neither a kernel nor a view and reads a
+ * kernel of the segment: the rprogram must run before it), and packs each
+ * segment of two or more kernels into one `rprogram` (qir/rprogram.h):
  *
- *   1. rOperators: a kernel joins a segment when one of its plans (its
- *      #tile, or a whole plan of #tile_alternatives, -roller-topk) runs in one
- *      hardware wave of its own; a kernel that fills the device several
- *      times over with every plan stays a launch of its own.
+ *   1. rOperators: every planned kernel joins the segment; one that fills the
+ *      device several times over with every plan runs its tasks strided over
+ *      its vEUs (where the vDevice costs it more than the launches saved, the
+ *      split below leaves it out).
  *   2. vDevice: vEUs = compute units x co-resident blocks per unit for the
  *      largest threads / registers / shared memory of the plans in use.  One
  *      large block would leave few vEUs to every other kernel, so for each
@@ -23,8 +25,9 @@
  *      fastest needs more), and the occupancy the model rates fastest wins.
  *   3. Wavefront scheduling: a kernel's wave is one more than the latest wave
  *      of the kernels it reads (through views); a wave's kernels share the vEUs
- *      in proportion to their tasks (all of them one task per vEU when they
- *      fit, else strided).
+ *      so that they finish together (all of them one task per vEU when they
+ *      fit, else each its tasks over the rounds the least makespan allows,
+ *      found by bisection, strided).
  *   4. Plan choice per wave: where a wave's tasks overfill the vDevice, each
  *      kernel may switch to another of its plans that needs no more than the
  *      vDevice's block and makes the modelled program shorter.  A kernel that
@@ -37,17 +40,20 @@
  *
  * The model.  A kernel's task (block) takes tau = est_us / hardware waves of
  * its own launch (roller's estimate spread over ceil(tasks / resident blocks)
- * waves).  A vEU's timeline runs its tasks back to back; a barrier starts a
- * wave at the latest vEU's end plus -rammer-sync-us, a wait at the waited
- * tasks' end plus a quarter of it.  The program's time is its launch
+ * waves), times the program's co-resident blocks per compute unit over its
+ * own launch's where the program keeps fewer (the unit's throughput shared by
+ * fewer blocks), but at least OCC_FLOOR of it (latency).  A vEU's timeline
+ * runs its tasks back to back; a barrier starts a wave at the latest vEU's
+ * end plus -rammer-sync-us, a wait at the waited tasks' end plus a quarter of
+ * it.  The program's time is its launch
  * (-rammer-launch-us) plus the later of the timelines' end and the device's
  * throughput bound (every kernel's est_us times the fraction of the device its
  * own launch keeps busy).  The unpacked time is the sum of the kernels' est_us
  * plus one launch each (with the plans they came with).  Both are written on
  * the rprogram (est_us, unpacked_us), and a segment is packed only when the
  * model says it pays.  -rammer-stats prints each segment (what closed it, the
- * packing, the throughput bound) and the whole module's launches and
- * modelled time with and without the rprograms.
+ * packing, the throughput bound, where and why it is split) and the whole
+ * module's launches and modelled time with and without the rprograms.
  */
 #include "qopt.h"
 #include "roller.h"
@@ -642,11 +648,6 @@ static void pack(rammer *r, qir_op *before) {
       fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
               r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
     }
-    if (getenv("RAMMER_DEBUG"))
-      for (int i = 0; i < r->n; i++)
-        fprintf(stderr, "  k%d wave %d tasks %lld veus [%lld +%lld] th %lld smem %lld est %.2f own %.2f tau %.3f plan %d/%d\n", i, r->ks[i].wave,
-                (long long)r->ks[i].k.tasks, (long long)r->ks[i].veu_lo, (long long)r->ks[i].n_veus, (long long)r->ks[i].k.threads,
-                (long long)r->ks[i].k.smem, r->ks[i].est_us, r->ks[i].own_us, task_us(r, &r->ks[i]), r->ks[i].cur, r->ks[i].n_plans);
     r->total_packed_us += packed < unpacked ? packed : unpacked;
     r->total_unpacked_us += unpacked;
     if (!(packed < unpacked)) continue;
