@@ -228,15 +228,16 @@ static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
 }
 
 /* The modelled time of the program (launch included); *bound_us, if not
- * NULL, gets the device's throughput bound in it. */
-static double program_us_parts(const rammer *r, double *bound_us) {
+ * NULL, gets the device's throughput bound in it, and *util the fraction of
+ * the vEUs' time (launch to the last vEU's end) they run tasks. */
+static double program_us_parts(const rammer *r, double *bound_us, double *util) {
   double *clock = calloc((size_t)r->veus, sizeof *clock);   /* a vEU's end, or less: then `floor` */
   double *done = calloc((size_t)r->n + 1, sizeof *done);   /* end of a kernel's last task */
   double *ready = calloc((size_t)r->n_waves + 1, sizeof *ready);   /* the end of what wave w waits for */
   int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
   if (!clock || !done || !ready || !ordered) abort();
   complete_waves(r, ordered);
-  double throughput = 0, floor_us = 0, end = 0;   /* no vEU starts before floor_us; end: the latest vEU's */
+  double throughput = 0, floor_us = 0, end = 0, busy = 0;   /* no vEU starts before floor_us; end: the latest vEU's */
   for (int w = 0; w < r->n_waves; w++) {
     if (w > 0 && r->barrier[w]) {
       floor_us = end + r->sync_us;
@@ -252,6 +253,7 @@ static double program_us_parts(const rammer *r, double *bound_us) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
         clock[v] = fmax(clock[v], floor_us) + (double)mine * tau;
+        busy += (double)mine * tau;
         done[i] = fmax(done[i], clock[v]);
         end = fmax(end, clock[v]);
       }
@@ -265,10 +267,11 @@ static double program_us_parts(const rammer *r, double *bound_us) {
   free(ready);
   free(ordered);
   if (bound_us) *bound_us = throughput;
+  if (util) *util = end > 0 && r->veus > 0 ? busy / (end * (double)r->veus) : 0;
   return r->launch_us + fmax(end, throughput);
 }
 
-static double program_us(const rammer *r) { return program_us_parts(r, NULL); }
+static double program_us(const rammer *r) { return program_us_parts(r, NULL, NULL); }
 
 /* A kernel group's plan is its anchor's too (the member whose #tile has a grid). */
 static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
@@ -643,10 +646,11 @@ static void pack(rammer *r, qir_op *before) {
     if (take_part(r, all, n_all, lo, hi, buf) == INFINITY) continue;
     double packed = schedule(r, true);
     if (r->stats) {
-      double bound;
-      program_us_parts(r, &bound);
-      fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
-              r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+      double bound, util;
+      program_us_parts(r, &bound, &util);
+      fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s; "
+              "vEUs busy %.0f%%\n",
+              r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)", 100 * util);
     }
     r->total_packed_us += packed < unpacked ? packed : unpacked;
     r->total_unpacked_us += unpacked;
