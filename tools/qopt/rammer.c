@@ -6,8 +6,10 @@
  * staged and row groups carry the plan qcodegen's composer runs them with,
  * qir_group_whole_plan).  An op without a plan gets its default schedule
  * first: roller's plan for it, with alternatives (roller_plan_op), or for a
- * staged or row group without one the composer's plan, kept only if the op
- * ends up packed, so that `qopt -rammer` alone packs a module without plans.
+ * staged or row group without one the composer's plan, or for a softmax, norm
+ * or LRN (several computes, several kernels) a group of its own that is one
+ * kernel (wrap), each kept only if the op ends up packed, so that
+ * `qopt -rammer` alone packs a module without plans.
  * In every region, the pass cuts the op sequence into segments (a segment
  * ends before the first op that is neither a kernel nor a view and reads a
  * kernel of the segment: the rprogram must run before it), and packs each
@@ -97,10 +99,13 @@ typedef struct {
   int n_packed, n_programs;
   bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
   qir_diag *diag;
+  qir_diag *quiet;              /* what expanding and planning an op's computes says (not the user's business) */
   roller_options plan_opts;     /* ops without a plan get roller's (their default schedule) */
   int n_undo, cap_undo;
   qir_op **undo;                /* ops of the open segment that -rammer gave a plan: undone if it is not packed */
   const qir_attr_val **undo_old;   /* a kernel group's tile before (its block), or NULL */
+  qir_op **undo_orig;           /* an op -rammer made a group of its own (the undo entry), or NULL */
+  int n_wrapped;                /* groups made so far: their names */
   double total_packed_us, total_unpacked_us;
 } rammer;
 
@@ -324,7 +329,23 @@ static void write_plans(rammer *r) {
 
 /* The segment is not packed: ops that came without a plan lose the one
  * -rammer gave them. */
+/* Undoes wrap(): the op stands where its group stood, read by the group's readers. */
+static void unwrap(rammer *r, qir_op *k, qir_op *orig) {
+  qir_op_insert_before(k, orig);
+  for (int j = 0; j < orig->n_operands; j++) {   /* unlink dropped the uses: add them again */
+    qir_value *v = orig->operands[j];
+    orig->operands[j] = NULL;
+    qir_op_set_operand(r->m, orig, j, v);
+  }
+  qir_value_replace_uses(r->m, k->results[0], orig->results[0]);
+  qir_op_unlink(k);
+}
+
 static void undo_one(rammer *r, int i) {
+  if (r->undo_orig[i]) {
+    unwrap(r, r->undo[i], r->undo_orig[i]);
+    return;
+  }
   if (r->undo_old[i]) {
     qir_op_set_attr(r->m, r->undo[i], "tile", *r->undo_old[i], true);
     return;
@@ -679,11 +700,94 @@ static bool whole_plan(const qir_op *op) {
   return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "grid");
 }
 
+static bool row_or_lrn(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: case QIR_OP_LP_NORMALIZATION:
+  case QIR_OP_LRN:
+    return op->n_results == 1 && op->results[0]->type.rank > 0 && qir_type_numel(&op->results[0]->type) > 0;
+  default: return false;
+  }
+}
+
+/* A softmax, norm or LRN op with no plan of its own (several computes, so
+ * several kernels as it stands) as a Welder group of its own, which qcodegen
+ * composes into one kernel: a row group (one warp per row), or for LRN a
+ * fused kernel on roller's plan of its reduction.  Its plan is that kernel's,
+ * its est_us the sum of roller's estimates of the computes.  The group
+ * replaces op (unlinked, kept for unwrap); NULL where no plan follows. */
+static qir_op *wrap(rammer *r, qir_op *op) {
+  qir_module *m = r->m;
+  qir_op *chain[8];
+  int n = qir_op_expand_computes(m, op, chain, 8, r->quiet);
+  if (n < 2) return NULL;
+  double est = 0;
+  const qir_attr *red_plan = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!roller_plan_op(m, chain[i], r->t, &(roller_options){.topk = 1}, NULL, r->quiet)) return NULL;
+    const qir_attr *t = qir_op_attr(chain[i], "tile");
+    if (!t) return NULL;
+    est += plan_est(&t->val);
+    if (chain[i]->comp && chain[i]->comp->n_red > 0 && !red_plan) red_plan = t;
+  }
+  /* the group: op's operands (each once) bound to its arguments */
+  qir_value **ext = qir_alloc(m, sizeof *ext * (size_t)(op->n_operands + 1));
+  int n_ext = 0;
+  for (int j = 0; j < op->n_operands; j++) {
+    bool seen = false;
+    for (int q = 0; q < n_ext; q++) seen |= ext[q] == op->operands[j];
+    if (!seen) ext[n_ext++] = op->operands[j];
+  }
+  const qir_opinfo *info = qir_opinfo_get(op->code);
+  qir_op *k = qir_op_new(m, QIR_OP_KERNEL, n_ext, ext, 1, &op->results[0]->type, op->loc);
+  k->sym = qir_sprintf(m, "rammer%d_%s", r->n_wrapped, info ? info->name : "op");
+  qir_region *body = k->regions[0];
+  qir_value **args = qir_alloc(m, sizeof *args * (size_t)(n_ext + 1));
+  for (int q = 0; q < n_ext; q++) args[q] = qir_region_add_arg(m, body, ext[q]->type, ext[q]->name);
+  qir_value **opnds = qir_alloc(m, sizeof *opnds * (size_t)(op->n_operands + 1));
+  for (int j = 0; j < op->n_operands; j++)
+    for (int q = 0; q < n_ext; q++)
+      if (ext[q] == op->operands[j]) opnds[j] = args[q];
+  qir_op *c = qir_op_new(m, op->code, op->n_operands, opnds, 1, &op->results[0]->type, op->loc);
+  c->comp = op->comp;
+  c->cst = op->cst;
+  c->n_attrs = op->n_attrs;
+  c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
+  if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
+  c->results[0]->name = op->results[0]->name;
+  qir_op_append(body, c);
+  qir_op_append(body, qir_op_new(m, QIR_OP_YIELD, 1, &c->results[0], 0, NULL, op->loc));
+  qir_attr_val plan;
+  bool ok = qir_group_whole_plan(m, k, r->t, round(est * 1000) / 1000, &plan);
+  if (!ok && op->code == QIR_OP_LRN && red_plan && qir_group_composes_fused(m, k)) {
+    /* the fused kernel's loops are its reduction's: roller's plan of it */
+    plan = red_plan->val;
+    qir_attr_val *v = qir_alloc(m, sizeof *v * (size_t)(plan.n + 1));
+    ok = true;
+    for (int i = 0; i < plan.n; i++) {
+      v[i] = plan.entries[i].val;
+      if (plan.entries[i].key && !strcmp(plan.entries[i].key, "est_us")) v[i] = qir_attr_float(round(est * 1000) / 1000);
+    }
+    qir_attr *e = qir_alloc(m, sizeof *e * (size_t)(plan.n + 1));
+    for (int i = 0; i < plan.n; i++) e[i] = (qir_attr){.key = plan.entries[i].key, .val = v[i], .loc = plan.entries[i].loc};
+    plan = qir_attr_dict(m, plan.n, e);
+  }
+  if (!ok) return NULL;
+  qir_op_set_attr(m, k, "tile", plan, true);
+  qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  r->n_wrapped++;
+  k->results[0]->name = op->results[0]->name;
+  qir_op_insert_before(op, k);
+  qir_value_replace_uses(m, op->results[0], k->results[0]);
+  qir_op_unlink(op);
+  return k;
+}
+
 /* An op without a plan gets its default schedule: roller's plan (with
  * alternatives); a Welder group without a whole plan (hand-written, or a
  * block tile alone) the one qcodegen composes it with, where it is a staged
  * or row group (qir_group_whole_plan).  Kept only if the op ends up packed. */
-static bool plan_default(rammer *r, qir_op *op) {
+static bool plan_default(rammer *r, qir_op **opp) {
+  qir_op *op = *opp, *orig = NULL;
   const qir_attr *tile = qir_op_attr(op, "tile");
   qir_attr_val old_tile = tile ? tile->val : (qir_attr_val){0};
   const qir_attr *before = tile;
@@ -702,18 +806,31 @@ static bool plan_default(rammer *r, qir_op *op) {
   default:
     if (before || op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
     roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
-    if (!qir_op_attr(op, "tile")) return false;
+    if (!qir_op_attr(op, "tile")) {
+      qir_op *k = row_or_lrn(op) ? wrap(r, op) : NULL;
+      if (!k) return false;
+      orig = op;
+      op = *opp = k;
+      before = NULL;
+    }
   }
   if (r->n_undo == r->cap_undo) {
     int cap = r->cap_undo ? 2 * r->cap_undo : 16;
     qir_op **u = qir_alloc(r->m, sizeof *u * (size_t)cap);
     const qir_attr_val **o = qir_alloc(r->m, sizeof *o * (size_t)cap);
-    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo), memcpy(o, r->undo_old, sizeof *o * (size_t)r->n_undo);
+    qir_op **w = qir_alloc(r->m, sizeof *w * (size_t)cap);
+    if (r->n_undo) {
+      memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+      memcpy(o, r->undo_old, sizeof *o * (size_t)r->n_undo);
+      memcpy(w, r->undo_orig, sizeof *w * (size_t)r->n_undo);
+    }
     r->undo = u;
     r->undo_old = o;
+    r->undo_orig = w;
     r->cap_undo = cap;
   }
   r->undo_old[r->n_undo] = NULL;
+  r->undo_orig[r->n_undo] = orig;
   if (before) {   /* a copy: setting the plan may have rewritten the attribute in place */
     qir_attr_val *old = qir_alloc(r->m, sizeof *old);
     *old = old_tile;
@@ -728,9 +845,11 @@ static bool plan_default(rammer *r, qir_op *op) {
  * kernel that fills the device several times over joins too (its tasks
  * strided over its vEUs); where the vDevice's block would cost it (and the
  * others) more than the launches saved, the model splits the segment. */
-static bool is_kernel(rammer *r, qir_op *op, rk *out) {
+static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
+  qir_op *op = *opp;
   if (op->n_results < 1 || qir_op_is_view(op)) return false;
-  bool planned_here = !whole_plan(op) && plan_default(r, op);
+  bool planned_here = !whole_plan(op) && plan_default(r, opp);
+  op = *opp;
   qir_rp_kernel k;
   if (qir_rprogram_kernel_of(op, &k) && k.tasks >= 1) {
     *out = (rk){.op = op};
@@ -741,7 +860,11 @@ static bool is_kernel(rammer *r, qir_op *op, rk *out) {
       return true;
     }
   }
-  if (planned_here) undo_one(r, --r->n_undo);
+  if (planned_here) {
+    bool wrapped = r->undo_orig[r->n_undo - 1] != NULL;
+    undo_one(r, --r->n_undo);
+    if (wrapped) *opp = r->undo_orig[r->n_undo];
+  }
   return false;
 }
 
@@ -768,12 +891,12 @@ static void run_region(rammer *r, qir_region *reg) {
     /* a kernel group's body is one kernel's, not a region of kernels */
     for (int i = 0; op->code != QIR_OP_KERNEL && i < op->n_regions; i++) {
       rammer inner = *r;
-      inner.undo = NULL, inner.undo_old = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
+      inner.undo = NULL, inner.undo_old = NULL, inner.undo_orig = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
       run_region(&inner, op->regions[i]);
-      r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
+      r->n_packed = inner.n_packed, r->n_programs = inner.n_programs, r->n_wrapped = inner.n_wrapped;
       r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
     }
-    if (is_kernel(r, op, &ks[r->n])) {
+    if (is_kernel(r, &op, &ks[r->n])) {
       r->n++;
       continue;
     }
@@ -858,7 +981,12 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
   r.diag = ctx->diag;
   int64_t topk = qopt_option_int(ctx, "roller-topk");
   r.plan_opts = (roller_options){.topk = topk > 4 ? (int)topk : 4};
+  FILE *sink = fopen("/dev/null", "w");
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink ? sink : stderr, NULL, NULL, 0);
+  r.quiet = &quiet;
   run_region(&r, m->body);
+  if (sink) fclose(sink);
   if (r.stats) {
     totals t = {.r = &r};
     sum_region(&t, m->body);
