@@ -254,14 +254,17 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
       rk *k = &r->ks[i];
       double tau = task_us(r, k);
       int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
+      double last = done[i];   /* (the hot loop: plain comparisons, no libm calls) */
       for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
-        clock[v] = fmax(clock[v], floor_us) + (double)mine * tau;
+        double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)mine * tau;
+        clock[v] = c;
         busy += (double)mine * tau;
-        done[i] = fmax(done[i], clock[v]);
-        end = fmax(end, clock[v]);
+        if (c > last) last = c;
       }
+      done[i] = last;
+      if (last > end) end = last;
       throughput += busy_us(r, k);
       /* a wave that waits for this kernel starts after its last task */
       if (ordered[i] < r->n_waves && !r->barrier[ordered[i]]) ready[ordered[i]] = fmax(ready[ordered[i]], done[i]);
