@@ -603,10 +603,12 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     if (!ok) return false;
     regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
   }
-  qir_attr e[7] = {plan_entry("block", qir_attr_ints(m, rank, blk)), plan_entry("est_us", qir_attr_float(est_us > 0 ? est_us : 1.0)),
+  qir_attr e[8] = {plan_entry("block", qir_attr_ints(m, rank, blk)),
+                   plan_entry("composer", qir_attr_word(m, row_root(root) ? "rows" : "staged")),
+                   plan_entry("est_us", qir_attr_float(est_us > 0 ? est_us : 1.0)),
                    plan_entry("grid", qir_attr_ints(m, rank, grid)), plan_entry("regs", qir_attr_int(regs)),
                    plan_entry("smem", qir_attr_int(smem)), plan_entry("target", qir_attr_string(m, t->name)),
                    plan_entry("threads", qir_attr_int(threads))};
-  *out = qir_attr_dict(m, 7, e);
+  *out = qir_attr_dict(m, 8, e);
   return true;
 }

@@ -105,7 +105,8 @@ int qir_staged_threads(int64_t per_block);
  * the readers' own points.  Otherwise k is a row or a staged group. */
 bool qir_group_composes_fused(qir_module *m, const qir_op *k);
 
-/* A whole plan (#tile{block, grid, threads, regs, smem, est_us, target}) for
+/* A whole plan (#tile{block, composer, est_us, grid, regs, smem, target,
+ * threads}: composer = staged | rows names the composer it is for) for
  * Welder group k that qcodegen composes as a staged group (#fuse=smem members:
  * the group's block tile over its result, one staged box per smem value) or
  * as a row group (a softmax / norm root: one warp per row): the grid and

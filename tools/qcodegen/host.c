@@ -930,7 +930,11 @@ static bool bind_rprograms(host *h, qir_region *r) {
       bool says_smem = plan && plan->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&plan->val, "smem");
       /* a row group's plan is one warp of its target: the back end's warp is that warp */
       bool one_warp = cgg && cgg->rows && members[k]->threads == h->cg.warp;
-      if (cgg && (cgg->stages || cgg->rows) &&
+      const qir_attr_val *composer = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "composer") : NULL;
+      const char *want = composer && (composer->kind == QIR_ATTR_WORD || composer->kind == QIR_ATTR_STRING) ? composer->s : NULL;
+      if (!mismatch && want && !(cgg && ((!strcmp(want, "staged") && cgg->stages) || (!strcmp(want, "rows") && cgg->rows))))
+        mismatch = qir_sprintf(h->m, "kernel %d's plan is for the %s composer, but it composes otherwise", k, want);
+      else if (cgg && (cgg->stages || cgg->rows) &&
           ((members[k]->threads != p.kernels[k].threads && !one_warp) || (says_smem && members[k]->smem_bytes > p.kernels[k].smem)))
         mismatch = qir_sprintf(h->m, "kernel %d composes to %d threads and %lld bytes of shared memory per block, but its plan says %lld and %lld",
                                k, members[k]->threads, (long long)members[k]->smem_bytes, (long long)p.kernels[k].threads,

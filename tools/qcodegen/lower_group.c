@@ -256,7 +256,8 @@ static qir_op *compose(composer *cm) {
   qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
   op->comp = c;
   const qir_attr *tile = qir_op_attr(k, "tile");
-  if (!tile) tile = qir_op_attr(lead, "tile");
+  /* a plan for the staged or row composer (#tile{composer = ...}) is not this kernel's */
+  if (!tile || (tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "composer"))) tile = qir_op_attr(lead, "tile");
   if (tile) qir_op_set_attr(m, op, "tile", tile->val, true);
   qir_op_insert_before(k, op);
   add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .epilogue = epilogue,
