@@ -17,6 +17,8 @@
 #    test with the checker's first report.  --ratio also builds the plain
 #    program and prints the checked run's time over the plain run's (both
 #    single-threaded) for models and light/ networks.
+#    With --passes, a kernel group qcodegen cannot compose as one kernel
+#    (its warning "runs as separate kernels") fails the test.
 # 2. CUDA: qcodegen -cuda for every real model compiles with nvcc for sm_80
 #    and sm_90 (one nvcc run, two -gencode targets) with no warnings, and
 #    ptxas's resource report for the models' kernels shows no spills
@@ -307,6 +309,11 @@ def c_backend(job):
         rc, msg = run([os.path.join(BIN, "qcodegen"), "-c", "-main"] + (["-check"] if args.check else []) + [qir, "-o", src])
         if rc != 0:
             return "fail", "qcodegen: " + "; ".join(msg.strip().splitlines()[:1])
+        # every group the passes form is one kernel: qcodegen composes it
+        # (a group it runs as its ops is a disagreement between the two)
+        split = [l for l in msg.splitlines() if "runs as separate kernels" in l]
+        if split:
+            return "fail", "qcodegen: " + split[0]
         # Most of a node test's compile time is the -main runtime, not its
         # kernels: -O0 there; models run long enough to want -O1.
         opt = "-O2" if args.full else "-O1" if folder in ("models", "light") else "-O0"

@@ -77,6 +77,16 @@ struct cg_rows {
                                  * softmax), computed per point while staging: operand
                                  * marker_base + n_stages + 1; its dtype follows the staged row's */
   bool reduced[QIR_MAX_RANK];
+  const qir_compute *row;       /* with a tail: the row's result (the kernel's own form is the tail's,
+                                 * a contraction over each row of it, read as marker_base +
+                                 * n_stages + 2), else NULL */
+  qir_dtype tail_dtype;
+  int64_t point_unroll;         /* points of the row each lane computes in one walk of the
+                                 * point reduction (1, 2 or 4; used when the row is a multiple
+                                 * of warp x this) */
+  int64_t kept_block[QIR_MAX_RANK]; /* a block's box of rows (the group's block over the kept axes,
+                                 * 1 over the reduced ones; partial at the edges), a warp each:
+                                 * they share a point reduction's operands through the unit's cache */
 };
 void lower_rows(lower_env *env, const cg_rows *rows);
 

@@ -47,6 +47,9 @@ typedef struct {
   qir_op *stages[8];
   const qir_value *staged;      /* the row computed once into shared memory, or NULL */
   const qir_op *point;          /* a reduction read only by the staged row, at its point */
+  const qir_op *tail;           /* a contraction over the rows of the row result (@V), or NULL */
+  const qir_value *tail_row;    /* the row result the tail reads */
+  bool in_tail;
   bool expanding_staged;
   const qir_compute *ctx;       /* the compute whose variables the indices use */
   bool ctx_stage;               /* ctx is a stage: its reduction variables walk the row */
@@ -139,6 +142,20 @@ static qir_expr *expand(composer *cm, const qir_value *v, qir_expr *const *idx, 
     if (v == cm->tile_vals[t] && v != cm->seg_root) tile = t;
   if (tile >= 0) {
     r = qir_expr_access(m, cm->tile_base + tile, n_idx, idx);
+  } else if (cm->in_tail && v == cm->tail_row) {
+    /* the tail walks each row's result: kept axes at its own point, the row's
+     * axes by its reduction variables in order (P[b, h, i, j] in P @ V) */
+    bool ok = n_idx == cm->rank;
+    for (int d = 0, k = 0; ok && d < n_idx; d++) {
+      int want = cm->reduced[d] ? cm->tail->comp->n_axes + k++ : d;
+      ok = idx[d]->kind == QIR_EX_VAR && idx[d]->var == want;
+    }
+    if (!ok) cm->why = "the row result is read by the contraction after it away from its row";
+    else r = qir_expr_access(m, cm->acc_operand + cm->n_stages + 2, n_idx, idx);
+  } else if (cm->in_tail && (v == cm->staged || (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE &&
+                                                   v->def->comp && v->def->comp->n_red > 0))) {
+    /* the row's own values are gone by then: only its result is staged for the tail */
+    cm->why = "the contraction after the rows reads a value of the rows other than their result";
   } else if (cm->rows && v == cm->staged && !cm->expanding_staged) {
     if (!row_point(cm, idx, n_idx, true)) cm->why = "the staged row is read away from the row's point";
     else r = qir_expr_access(m, cm->acc_operand + cm->n_stages, n_idx, idx);
@@ -275,8 +292,11 @@ static const qir_value *row_to_stage(composer *cm, const qir_op *stage, const qi
   if (!e) return NULL;
   if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && e->operand < stage->n_operands) {
     const qir_value *v = stage->operands[e->operand];
+    /* an elementwise value of the group, or the point reduction itself (a
+     * gemm's logits straight into a softmax): computed once per row */
     bool inner = v->arg_of == cm->body ||
-                 (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE && v->def->comp && v->def->comp->n_red == 0);
+                 (v->def && v->def->parent == cm->body && v->def->code == QIR_OP_COMPUTE && v->def->comp &&
+                  (v->def->comp->n_red == 0 || v->def == cm->point));
     if (inner && v->type.rank == t->rank && !memcmp(v->type.dims, t->dims, sizeof(int64_t) * (size_t)t->rank)) return v;
   }
   for (int i = 0; i < e->n_args; i++) {
@@ -297,6 +317,36 @@ static qir_op *compose_rows(composer *cm) {
   cm->depth = 0;
   cm->rows = true;
   qir_value *out = cm->body->last->operands[0];
+  const qir_type *result_type = &out->type;
+  if (out->def && out->def->parent == cm->body && out->def->code == QIR_OP_COMPUTE && out->def->comp &&
+      out->def->comp->n_red > 0) {
+    /* a contraction over the rows of the row result (attention's @V): the
+     * tail, run by each row's warp from the row result staged in shared memory */
+    cm->tail = out->def;
+    for (int i = 0; i < cm->tail->n_operands; i++) {
+      qir_value *v = cm->tail->operands[i];
+      if (!v->def || v->def->parent != cm->body || v->def->code != QIR_OP_COMPUTE || !v->def->comp ||
+          v->def->comp->n_red || v->type.rank != out->type.rank || v == cm->tail_row)
+        continue;
+      /* a row's result reads the row's reductions (a softmax's sum, a norm's variance) */
+      bool reads_reduction = false;
+      for (int j = 0; j < v->def->n_operands; j++) {
+        const qir_op *d = v->def->operands[j]->def;
+        reads_reduction |= d && d->parent == cm->body && d->code == QIR_OP_COMPUTE && d->comp && d->comp->n_red > 0;
+      }
+      if (!reads_reduction) continue;
+      if (cm->tail_row) {
+        cm->why = "a contraction reading two results of the group";
+        return NULL;
+      }
+      cm->tail_row = v;
+    }
+    if (!cm->tail_row) {
+      cm->why = "a row group's result must be elementwise over the row";
+      return NULL;
+    }
+    out = (qir_value *)cm->tail_row;
+  }
   const qir_op *root = out->def;
   if (!root || root->parent != cm->body || root->code != QIR_OP_COMPUTE || root->comp->n_red) {
     cm->why = "a row group's result must be elementwise over the row";
@@ -306,7 +356,7 @@ static qir_op *compose_rows(composer *cm) {
   const int64_t *E = out->type.dims;
   cm->rank = n;
   for (qir_op *op = cm->body->first; op; op = op->next) {
-    if (op->code != QIR_OP_COMPUTE || !op->comp || !op->comp->n_red) continue;
+    if (op->code != QIR_OP_COMPUTE || !op->comp || !op->comp->n_red || op == cm->tail) continue;
     const qir_type *rt = &op->results[0]->type;
     if (rt->rank == n && !memcmp(rt->dims, E, sizeof(int64_t) * (size_t)n) && op->comp->n_axes == n) {
       if (cm->point) {
@@ -353,11 +403,37 @@ static qir_op *compose_rows(composer *cm) {
   }
   cm->acc_operand = k->n_operands;
   cg_rows *rows = qir_alloc(m, sizeof *rows);
+  memset(rows, 0, sizeof *rows);
+  /* the rows of a block: the group's block over the kept axes (a box of
+   * rows, the last ones maybe partial), halved while its threads or its
+   * staged rows exceed the limits */
+  int64_t blk[QIR_MAX_RANK], per_block = 1;
+  bool have_blk = qir_group_block(k, blk);
+  for (int d = 0; d < n; d++) {
+    rows->kept_block[d] = cm->reduced[d] || !have_blk ? 1 : blk[d];
+    per_block *= rows->kept_block[d];
+  }
+  int64_t row_bytes = row_len * ((cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0) +
+                                 (cm->tail ? qir_dtype_size(out->type.dtype) : 0));
+  if (cm->tail && row_bytes > ROW_SMEM_LIMIT) {
+    cm->why = "a row too long to stage for the contraction after it";
+    return NULL;
+  }
+  while (per_block > 1 && (per_block * cm->cg->warp > 1024 || per_block * row_bytes > ROW_SMEM_LIMIT)) {
+    int big = 0;
+    for (int d = 1; d < n; d++)
+      if (rows->kept_block[d] > rows->kept_block[big]) big = d;
+    rows->kept_block[big] = (rows->kept_block[big] + 1) / 2;
+    per_block = 1;
+    for (int d = 0; d < n; d++) per_block *= rows->kept_block[d];
+  }
+  rows->point_unroll = cm->point ? 4 : 1;
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;
   memcpy(rows->reduced, cm->reduced, sizeof rows->reduced);
   const qir_compute **stages = qir_alloc(m, sizeof *stages * (size_t)cm->n_stages);
-  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 2));
+  qir_dtype *dtypes = qir_alloc(m, sizeof *dtypes * (size_t)(cm->n_stages + 3));
+  dtypes[cm->n_stages] = dtypes[cm->n_stages + 1] = dtypes[cm->n_stages + 2] = out->type.dtype;
   cm->ctx_stage = true;
   for (int s = 0; s < cm->n_stages && !cm->why; s++) {
     const qir_op *st = cm->stages[s];
@@ -400,10 +476,36 @@ static qir_op *compose_rows(composer *cm) {
     cm->expanding_staged = false;
     dtypes[cm->n_stages] = cm->staged->type.dtype;
   }
+  if (!cm->why && cm->tail) {
+    /* the tail's axes: the row's kept axes, then its own where the row is reduced */
+    const qir_compute *tc = cm->tail->comp;
+    bool ok = tc->n_axes == n && tc->n_red == n_red && n + n_red <= MAX_AXES;
+    for (int d = 0, r = 0; ok && d < n; d++) {
+      ok = cm->reduced[d] ? tc->axis_extents[n + r++] == E[d] : tc->axis_extents[d] == E[d];
+    }
+    if (!ok) {
+      cm->why = "a contraction after the rows that does not walk them";
+    } else {
+      qir_compute *c = qir_compute_new(m, n, n_red);
+      for (int v = 0; v < n + n_red; v++) {
+        c->axis_names[v] = tc->axis_names[v];
+        c->axis_extents[v] = tc->axis_extents[v];
+      }
+      c->reduce = tc->reduce;
+      cm->ctx = tc;
+      cm->in_tail = true;
+      c->body = substitute(cm, cm->tail, tc->body, identity_vars(m, n + n_red), n + n_red);
+      cm->in_tail = false;
+      cm->ctx = root->comp;
+      rows->row = fc;
+      rows->tail_dtype = cm->tail->results[0]->type.dtype;
+      fc = c;                 /* the kernel's form: the tail's, over the result */
+    }
+  }
   if (cm->why) return NULL;
   rows->stages = stages;
   rows->dtypes = dtypes;
-  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
+  qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, result_type, k->loc);
   op->comp = fc;
   qir_op_insert_before(k, op);
   add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .acc_operand = -1, .rows = rows});
@@ -413,7 +515,7 @@ static qir_op *compose_rows(composer *cm) {
 void lower_rows(lower_env *env, const cg_rows *rows) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
-  const qir_compute *F = env->comp;
+  const qir_compute *F = rows->row ? rows->row : env->comp, *tail = rows->row ? env->comp : NULL;
   int n = F->n_axes, W = env->cg->warp;
   int64_t kept[MAX_AXES], red[MAX_AXES], n_rows = 1, len = 1;
   int nk = 0, nr = 0;
@@ -421,19 +523,42 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     if (rows->reduced[d]) red[nr++] = F->axis_extents[d], len *= F->axis_extents[d];
     else kept[nk++] = F->axis_extents[d], n_rows *= F->axis_extents[d];
   }
-  k->grid = n_rows;
-  k->threads = W;
+  int64_t R = 1, kb[MAX_AXES], nbk[MAX_AXES], grid = 1;
+  for (int d = 0, i = 0; d < n; d++)
+    if (!rows->reduced[d]) {
+      kb[i] = rows->kept_block[d] > 1 ? rows->kept_block[d] : 1;
+      nbk[i] = ceil_div(kept[i], kb[i]);
+      R *= kb[i];
+      grid *= nbk[i++];
+    }
+  k->grid = grid;
+  k->threads = (int)(W * R);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
-  env->n_markers = rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
+  env->n_markers = tail ? rows->n_stages + 3 : rows->n_stages + (rows->staged ? 1 : 0) + (rows->point ? 1 : 0);
   env->marker_dtypes = rows->dtypes;
   env->marker_values = qir_alloc(b->m, sizeof(kexpr *) * (size_t)(env->n_markers + 1));
-  kexpr *rc[MAX_AXES], *row[MAX_AXES];
-  decompose(env, ke_bid(b), kept, nk, rc);
-  for (int i = 0, d = 0; d < n; d++)
-    if (!rows->reduced[d]) row[d] = rc[i]->kind == KE_INT ? rc[i] : ke_var(b, let(env, "row", rc[i])), i++;
+  kexpr *bc[MAX_AXES], *wc[MAX_AXES], *row[MAX_AXES], *valid = NULL;
+  /* warp w of block b: the row at the block's corner plus w's offset in its box;
+   * a warp past the edge of a partial box walks the last row and stores nothing */
+  kexpr *warp = R > 1 ? ke_var(b, let(env, "w", ke_div(b, ke_tid(b), ke_int(b, W)))) : ke_int(b, 0);
+  decompose(env, ke_bid(b), nbk, nk, bc);
+  decompose(env, warp, kb, nk, wc);
+  for (int i = 0, d = 0; d < n; d++) {
+    if (rows->reduced[d]) continue;
+    kexpr *r = ke_add(b, ke_mul(b, bc[i], ke_int(b, kb[i])), wc[i]);
+    if (kept[i] % kb[i]) {
+      kvar *rv = let(env, "rowu", r);
+      valid = ke_and(b, valid, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])));
+      r = ke_select(b, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])), ke_var(b, rv), ke_int(b, kept[i] - 1), KT_I32);
+    }
+    row[d] = r->kind == KE_INT ? r : ke_var(b, let(env, "row", r));
+    i++;
+  }
+  if (valid) valid = ke_var(b, let(env, "valid", valid));
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W)));
-  kvar *smem = rows->staged ? kvar_new(b, k, "rowtile", ktype_of_dtype(rows->dtypes[rows->n_stages]), len, KV_SHARED) : NULL;
+  kvar *smem = rows->staged ? kvar_new(b, k, "rowtile", ktype_of_dtype(rows->dtypes[rows->n_stages]), len * R, KV_SHARED) : NULL;
+  kexpr *row0 = ke_mul(b, warp, ke_int(b, len));   /* the warp's row in the tile */
   /* one lane-strided walk over the row; `stage` < 0: the result's variables */
   #define ROW_LOOP(p, body, stage)                                                          \
     do {                                                                                  \
@@ -453,11 +578,71 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
         else env->vars[d_] = c_;                                                          \
         m_++;                                                                             \
       }                                                                                   \
-      if (smem) env->marker_values[rows->n_stages] = ke_elem(b, smem, ke_var(b, p));      \
+      if (smem) env->marker_values[rows->n_stages] = ke_elem(b, smem, ke_add(b, row0, ke_var(b, p))); \
     } while (0)
   kvar *p;
   kstmt *body;
-  if (smem) {                           /* the row, computed once into shared memory */
+  /* points beyond the row (its length no multiple of W x U) compute its last
+   * point and store nothing */
+  int64_t U = rows->point_unroll > 8 ? 8 : rows->point_unroll;
+  while (U > 1 && W * U > len) U /= 2;
+  kexpr *pvalid[8] = {NULL};
+  if (smem && rows->point && U > 1) {
+    /* each lane U points of the row at once (lane, lane + W, ...), one walk of
+     * the reduction: what they read alike (the row's own operand, Q[i, k] in
+     * QK^T) is loaded once for all of them */
+    const qir_compute *pc = rows->point;
+    qir_dtype pd = rows->dtypes[rows->n_stages + 1];
+    ktype pt = ktype_of_dtype(pd);
+    p = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+    body = ks_seq(b);
+    kexpr *at[8][MAX_AXES], *pos[8];
+    kvar *pacc[8];
+    for (int u = 0; u < U; u++) {
+      kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
+      kexpr *at_u = ke_add(b, ke_var(b, p), ke_int(b, u * W));
+      if (u && len % (W * U)) {
+        pvalid[u] = ke_lt(b, at_u, ke_int(b, len));
+        at_u = ke_select(b, pvalid[u], at_u, ke_int(b, len - 1), KT_I32);
+      }
+      ks_add(b, body, ks_decl(b, pu, at_u));
+      pos[u] = ke_var(b, pu);
+      kexpr *pc_[MAX_AXES];
+      decompose(env, pos[u], red, nr, pc_);
+      for (int d = 0, m = 0; d < n; d++) {
+        if (!rows->reduced[d]) { at[u][d] = row[d]; continue; }
+        kexpr *c = pc_[m++];
+        if (c->kind != KE_INT) {
+          kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+          ks_add(b, body, ks_decl(b, cv, c));
+          c = ke_var(b, cv);
+        }
+        at[u][d] = c;
+      }
+      pacc[u] = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, pacc[u], reduce_identity(b, pc->reduce, pt)));
+    }
+    kstmt *cur = body;
+    for (int a = 0; a < pc->n_red; a++) {
+      kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+      env->vars[n + a] = ke_var(b, r);
+      kstmt *lb = ks_seq(b);
+      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
+      cur = lb;
+    }
+    for (int u = 0; u < U; u++) {
+      for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
+      ks_add(b, cur, ks_assign(b, pacc[u], NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc[u]), tr_as(env, pc->body, pt), pt)));
+    }
+    for (int u = 0; u < U; u++) {
+      for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
+      env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc[u]), pd);
+      kstmt *st = ks_assign(b, smem, ke_add(b, row0, pos[u]), tr_as(env, rows->staged, smem->type));
+      ks_add(b, body, pvalid[u] ? ks_if(b, pvalid[u], st, NULL) : st);
+    }
+    ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W * U, body));
+    ks_add(b, k->body, ks_barrier(b));
+  } else if (smem) {                    /* the row, computed once into shared memory */
     ROW_LOOP(p, body, -1);
     if (rows->point) {                  /* its reduction, at this point of the row */
       const qir_compute *pc = rows->point;
@@ -476,7 +661,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       ks_add(b, cur, ks_assign(b, pacc, NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc), tr_as(env, pc->body, pt), pt)));
       env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc), pd);
     }
-    ks_add(b, body, ks_assign(b, smem, ke_var(b, p), tr_as(env, rows->staged, smem->type)));
+    ks_add(b, body, ks_assign(b, smem, ke_add(b, row0, ke_var(b, p)), tr_as(env, rows->staged, smem->type)));
     ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
     ks_add(b, k->body, ks_barrier(b));
   }
@@ -498,12 +683,88 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   ROW_LOOP(p, body, -1);
   kexpr *full[MAX_AXES];
   for (int d = 0; d < n; d++) full[d] = env->vars[d];
-  ks_add(b, body, ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t)));
+  kvar *ptile = NULL;
+  if (tail) {                           /* the row's result, for the tail */
+    ktype pt = ktype_of_dtype(rows->dtypes[rows->n_stages + 2]);
+    ptile = kvar_new(b, k, "prow", pt, len * R, KV_SHARED);
+    env->comp = F;
+    ks_add(b, body, ks_assign(b, ptile, ke_add(b, row0, ke_var(b, p)),
+                              ke_cast_dtype(b, tr_as(env, F->body, pt), rows->dtypes[rows->n_stages + 2])));
+  } else {
+    kstmt *st = ks_store(b, 0, out_index(env, full), tr_as(env, F->body, t));
+    ks_add(b, body, valid ? ks_if(b, valid, st, NULL) : st);
+  }
   ks_add(b, k->body, ks_for(b, p, ke_var(b, lane), ke_int(b, len), W, body));
   #undef ROW_LOOP
-  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each, %d reductions%s%s", n_rows, len,
-                           rows->n_stages, smem ? ", the row staged in shared memory" : "",
-                           rows->point ? " (computed from a reduction at each point)" : "");
+  if (tail) {
+    /* each lane a point of the row's result of the tail, its reduction walking the staged row */
+    ks_add(b, k->body, ks_barrier(b));
+    env->comp = tail;
+    kvar *q = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+    kstmt *tb = ks_seq(b);
+    int64_t own[MAX_AXES], n_own = 1;
+    for (int d = 0, m = 0; d < n; d++)
+      if (rows->reduced[d]) own[m++] = tail->axis_extents[d], n_own *= tail->axis_extents[d];
+    /* U points a lane (q, q + W, ...) in one walk: the row's result, read alike, loaded once */
+    int64_t TU = 4;
+    while (TU > 1 && W * TU > n_own) TU /= 2;
+    kexpr *at[4][MAX_AXES], *tvalid[4] = {NULL};
+    kvar *acc[4];
+    ktype at_t = ktype_of_dtype(rows->tail_dtype);
+    for (int u = 0; u < TU; u++) {
+      kexpr *oc[MAX_AXES], *pos = ke_var(b, q);
+      if (u) {
+        kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
+        kexpr *at_u = ke_add(b, ke_var(b, q), ke_int(b, u * W));
+        if (n_own % (W * TU)) {
+          tvalid[u] = ke_lt(b, at_u, ke_int(b, n_own));
+          at_u = ke_select(b, tvalid[u], at_u, ke_int(b, n_own - 1), KT_I32);
+        }
+        ks_add(b, tb, ks_decl(b, pu, at_u));
+        pos = ke_var(b, pu);
+      }
+      decompose(env, pos, own, nr, oc);
+      for (int d = 0, m = 0; d < n; d++) {
+        if (!rows->reduced[d]) { at[u][d] = row[d]; continue; }
+        kexpr *c = oc[m++];
+        if (c->kind != KE_INT) {
+          kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+          ks_add(b, tb, ks_decl(b, cv, c));
+          c = ke_var(b, cv);
+        }
+        at[u][d] = c;
+      }
+      acc[u] = kvar_new(b, k, "tacc", at_t, 0, KV_LOCAL);
+      ks_add(b, tb, ks_decl(b, acc[u], reduce_identity(b, tail->reduce, at_t)));
+    }
+    kstmt *cur = tb;
+    kexpr *at_row = NULL;
+    for (int a = 0; a < tail->n_red; a++) {
+      kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+      env->vars[n + a] = ke_var(b, r);
+      at_row = at_row ? ke_add(b, ke_mul(b, at_row, ke_int(b, tail->axis_extents[n + a])), ke_var(b, r)) : ke_var(b, r);
+      kstmt *lb = ks_seq(b);
+      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, tail->axis_extents[n + a]), 1, lb));
+      cur = lb;
+    }
+    env->marker_values[rows->n_stages + 2] = ke_elem(b, ptile, ke_add(b, row0, at_row ? at_row : ke_int(b, 0)));
+    for (int u = 0; u < TU; u++) {
+      for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
+      ks_add(b, cur, ks_assign(b, acc[u], NULL,
+                               reduce_combine(b, tail->reduce, ke_var(b, acc[u]), tr_as(env, tail->body, at_t), at_t)));
+    }
+    for (int u = 0; u < TU; u++)
+    {
+      kstmt *st = ks_store(b, 0, out_index(env, at[u]), ke_cast(b, ke_cast_dtype(b, ke_var(b, acc[u]), rows->tail_dtype), t));
+      kexpr *ok = tvalid[u] ? ke_and(b, valid, tvalid[u]) : valid;
+      ks_add(b, tb, ok ? ks_if(b, ok, st, NULL) : st);
+    }
+    ks_add(b, k->body, ks_for(b, q, ke_var(b, lane), ke_int(b, n_own), W * TU, tb));
+  }
+  k->summary = qir_sprintf(b->m, "rows: %" PRId64 " rows of %" PRId64 ", one warp each%s, %d reductions%s%s%s", n_rows, len,
+                           R > 1 ? qir_sprintf(b->m, " (%" PRId64 " per block)", R) : "", rows->n_stages, smem ? ", the row staged in shared memory" : "",
+                           rows->point ? " (computed from a reduction at each point)" : "",
+                           tail ? ", then a contraction over each row's result" : "");
 }
 
 /* ---------------------------------------------------------------- staged groups */

@@ -32,12 +32,20 @@
  * and #global_bytes.
  *
  * Row ops (softmax, log_softmax, layer norm: reductions over the rows of their
- * result) root groups of their own, one kernel in qcodegen (a warp per row);
- * the elementwise producer of their input joins at the shared-memory level
- * (#fuse=smem: its row computed once into shared memory, read by every
- * stage), its own producers by the rules above, and a short reduction that
- * row reads at its own points (QK^T before the softmax) joins too: computed
- * per point while the row is staged.
+ * result) root groups of their own, one kernel in qcodegen (a warp per row,
+ * several rows a block); the elementwise producer of their input joins at the
+ * shared-memory level (#fuse=smem: its row computed once into shared memory,
+ * read by every stage), its own producers by the rules above, and a reduction
+ * that row reads at its own points (QK^T before the softmax, a gemm's logits)
+ * joins when the model rates it cheaper computed per point while the row is
+ * staged than as its own kernel (row_work_us: serial per-lane loads, the units
+ * the rows keep busy, L2 traffic of its other operands per block).  A
+ * contraction over the rows of a row op's result (@V after the softmax) takes
+ * the row op's group in, by the same model: each row's warp then computes the
+ * contraction's row from the row's result in shared memory (try_row_tail).
+ * A row group's tile is whole rows: its block covers the reduced axes (a
+ * softmax needs every element of its row), with the rows per block the model
+ * picks; its point reduction keeps no plan of its own.
  *
  * Shared-memory edges (see "shared-memory edges" below): a producer the group
  * reads across windows (a convolution before a pooling or LRN, a pooling
@@ -332,23 +340,170 @@ static bool row_op(const qir_op *op) {
   }
 }
 
-/* A row group's point reduction stays short: one lane computes each point's
- * whole reduction (QK^T over a head's 64 is fine, a 768-long projection per
- * point of a warp is not). */
-#define MAX_POINT_REDUCTION 256
 /* The staged row must fit the shared memory qcodegen gives it. */
 #define ROW_SMEM_BYTES (32 * 1024)
+
+/* The axes a row op reduces (its rows): false when its axis is out of range. */
+static bool row_axes(const qir_op *op, bool *reduced) {
+  const qir_type *t = &op->results[0]->type;
+  int64_t axis = qir_op_attr_int(op, "axis", op->code == QIR_OP_INSTANCE_NORM ? 2 : -1);
+  if (axis < 0) axis += t->rank;
+  if (axis < 0 || axis >= t->rank) return false;
+  bool to_end = op->code == QIR_OP_LAYER_NORM || op->code == QIR_OP_INSTANCE_NORM;
+  for (int d = 0; d < t->rank; d++) reduced[d] = d >= axis && (to_end || d == axis);
+  return true;
+}
 
 /* Bytes of one row of a row op's result (its reduced axes). */
 static int64_t row_bytes(const qir_op *op) {
   const qir_type *t = &op->results[0]->type;
-  int64_t axis = qir_op_attr_int(op, "axis", op->code == QIR_OP_INSTANCE_NORM ? 2 : -1);
-  if (axis < 0) axis += t->rank;
-  if (axis < 0 || axis >= t->rank) return INT64_MAX;
+  bool reduced[QIR_MAX_RANK];
+  if (t->rank > QIR_MAX_RANK || !row_axes(op, reduced)) return INT64_MAX;
   int64_t n = 1;
-  bool to_end = op->code == QIR_OP_LAYER_NORM || op->code == QIR_OP_INSTANCE_NORM;
-  for (int d = (int)axis; d < (to_end ? t->rank : axis + 1); d++) n *= t->dims[d];
+  for (int d = 0; d < t->rank; d++) n *= reduced[d] ? t->dims[d] : 1;
   return n * qir_dtype_size(t->dtype);
+}
+
+static int form_loads(const qir_expr *e);
+
+#define MAX_VARS_MODEL QIR_MAX_RANK
+
+static bool uses_var(const qir_expr *e, const bool *mask, int n_mask) {
+  if (!e) return false;
+  if (e->kind == QIR_EX_VAR && e->var >= 0 && e->var < n_mask && mask[e->var]) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (uses_var(e->args[i], mask, n_mask)) return true;
+  return false;
+}
+
+/* Loads per step of form c's reduction when each lane computes `unroll`
+ * points at once (qcodegen's row kernels: lane, lane + warp, ...): a load
+ * whose index moves with the points (variables in `moving`) is made for each,
+ * one that does not (the row's own operand) once for all of them. */
+static double unrolled_loads(const qir_expr *e, const bool *moving, int n_vars, double unroll) {
+  if (!e) return 0;
+  double n = 0;
+  if (e->kind == QIR_EX_ACCESS) {
+    bool moves = false;
+    for (int i = 0; i < e->n_args; i++) moves |= uses_var(e->args[i], moving, n_vars);
+    n = moves ? 1 : 1 / unroll;
+  }
+  for (int i = 0; i < e->n_args; i++) n += unrolled_loads(e->args[i], moving, n_vars, unroll);
+  return n;
+}
+
+/* The points of a row each lane computes at once (qcodegen: 4, 2 or 1, no
+ * more than the row fills); *waste: the slots its lanes walk per point of the
+ * row (past its end they compute its last point again). */
+static double row_unroll(int64_t points, int warp, double *waste) {
+  int64_t u = 4;
+  while (u > 1 && warp * u > points) u /= 2;
+  int64_t slots = u > 1 ? (points + warp * u - 1) / (warp * u) * warp * u : points;
+  *waste = points > 0 ? (double)slots / (double)points : 1;
+  return (double)u;
+}
+
+/* Bytes of the operands of member c (but `skip`) that one block reads when
+ * c's output axes range over blk, times the blocks: its L2 traffic. */
+static double blocks_l2(const node *c, const qir_value *skip, const int64_t *blk, double blocks) {
+  double l2 = 0;
+  for (int k = 0; k < c->op->n_operands; k++) {
+    const qir_value *x = c->op->operands[k];
+    bool seen = x == skip;
+    for (int j = 0; j < k; j++) seen |= c->op->operands[j] == x;
+    if (seen) continue;
+    reads r = {.identity = true};
+    collect_reads(c->comp, c->args, c->comp->body, x, blk, &r);
+    double box = (double)qir_dtype_size(x->type.dtype);
+    for (int j = 0; j < x->type.rank && j < QIR_MAX_RANK; j++) box *= (double)(r.foot[j] > 0 ? r.foot[j] : 1);
+    if (r.count > 0) l2 += box * blocks;
+  }
+  return l2;
+}
+
+/* Modelled time of a row group's kernel, launch and its own global traffic
+ * excluded (qcodegen's lower_rows: a warp per row, `per_block` rows of a
+ * block; each lane walks its row): the row staged once, each stage of the row
+ * op's definition walking it again, with a point reduction (QK^T, a gemm's
+ * logits) each point's whole reduction run serially by one lane, and with a
+ * tail (@V after the softmax) each point of the tail's row likewise, every
+ * step loading its operands.  Those loads go at shared-memory / L1 bandwidth,
+ * only on the units that have blocks and only as fast as their warps can
+ * issue them (about four per unit keep its load pipes busy).  What the point
+ * reduction and the tail read besides the row (K, V, a weight matrix) comes
+ * from L2 once per block: the block's rows share it through the unit's cache. */
+static double row_work_us(const welder *w, const qir_op *row, int n_chain, const node *point, const node *tail,
+                          int64_t per_block) {
+  const qir_type *t = &row->results[0]->type;
+  int64_t numel = qir_type_numel(t), size = qir_dtype_size(t->dtype), rb = row_bytes(row);
+  bool reduced[QIR_MAX_RANK];
+  if (numel <= 0 || rb <= 0 || rb == INT64_MAX || w->t->smem_gbs <= 0 || t->rank > QIR_MAX_RANK || !row_axes(row, reduced))
+    return 0;
+  /* the block's box: whole rows, per_block of them on the innermost kept axis
+   * (the last box of each line maybe partial: its idle warps count) */
+  int64_t blk[QIR_MAX_RANK];
+  int inner = -1;
+  for (int d = 0; d < t->rank; d++) {
+    blk[d] = reduced[d] ? t->dims[d] : 1;
+    if (!reduced[d]) inner = d;
+  }
+  double rows = (double)numel / (double)(rb / size), cus = w->t->compute_units > 0 ? w->t->compute_units : 1;
+  double blocks = rows;
+  if (inner >= 0) {
+    blk[inner] = per_block;
+    blocks = rows / (double)t->dims[inner] * (double)((t->dims[inner] + per_block - 1) / per_block);
+  }
+  double units = blocks < cus ? blocks : cus, per_unit = blocks * (double)per_block / units;
+  double busy = units / cus * (per_unit < 4 ? per_unit / 4 : 1) * rows / (blocks * (double)per_block);
+  double loads = (double)numel * (double)(2 + n_chain);
+  double l2 = 0;
+  int warp = w->t->warp_size > 0 ? w->t->warp_size : 32;
+  bool moving[MAX_VARS_MODEL] = {false};
+  int64_t row_len = rb / size;
+  if (point && point->comp && point->comp->n_axes == t->rank && t->rank <= MAX_VARS_MODEL) {
+    for (int d = 0; d < t->rank; d++) moving[d] = reduced[d];
+    double waste, u = row_unroll(row_len, warp, &waste);
+    loads += (double)form_points(point->comp) * unrolled_loads(point->comp->body, moving, t->rank, u) * waste;
+    l2 += blocks_l2(point, NULL, blk, blocks);
+  }
+  if (tail && tail->comp && tail->op->n_results == 1 && tail->op->results[0]->type.rank == t->rank) {
+    const qir_type *tt = &tail->op->results[0]->type;
+    int64_t own = 1;
+    for (int d = 0; d < t->rank; d++) {
+      moving[d] = reduced[d];
+      own *= reduced[d] ? tt->dims[d] : 1;
+    }
+    double waste, u = row_unroll(own, warp, &waste);
+    loads += (double)form_points(tail->comp) * unrolled_loads(tail->comp->body, moving, t->rank, u) * waste;
+    int64_t tb[QIR_MAX_RANK];
+    for (int d = 0; d < t->rank; d++) tb[d] = reduced[d] ? tt->dims[d] : blk[d];
+    l2 += blocks_l2(tail, row->results[0], tb, blocks);
+  }
+  double us = loads * (double)size / (w->t->smem_gbs * 1e3 * busy);
+  if (w->t->l2_gbs > 0) us += l2 / (w->t->l2_gbs * 1e3);
+  return us;
+}
+
+/* The rows per block of a row group (a box along the innermost kept axis,
+ * partial at its end; a warp each; their rows within the shared memory
+ * qcodegen stages them in: the row, and with a tail the row's result too)
+ * with the least modelled time, that time in *est. */
+static int64_t row_block(const welder *w, const qir_op *row, int n_chain, const node *point, const node *tail,
+                         double *est) {
+  const qir_type *t = &row->results[0]->type;
+  bool reduced[QIR_MAX_RANK];
+  int64_t best = 1, rb = row_bytes(row) * (tail ? 2 : 1);
+  *est = row_work_us(w, row, n_chain, point, tail, 1);
+  if (t->rank > QIR_MAX_RANK || !row_axes(row, reduced)) return best;
+  int inner = -1;
+  for (int d = 0; d < t->rank; d++)
+    if (!reduced[d]) inner = d;
+  if (inner < 0) return best;
+  for (int64_t r = 2; r <= 16 && r <= t->dims[inner] && r * rb <= ROW_SMEM_BYTES; r *= 2) {
+    double e = row_work_us(w, row, n_chain, point, tail, r);
+    if (e < *est * (1 - 1e-9)) *est = e, best = r;
+  }
+  return best;
 }
 
 /* Ops whose definition is a reduction and an elementwise stage reading it at
@@ -361,13 +516,26 @@ static bool mma_plan(const qir_op *op) {
   return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
 }
 
-/* Whether reduction q could join row group g as its point reduction. */
+/* Whether reduction q could join row group g as its point reduction: by the
+ * model, the row kernel computing q per point (its operands' traffic, not
+ * q's result's) against q's own kernel, the row kernel without it and one
+ * more launch.  A long projection per point (a 768-wide matmul before a layer
+ * norm, a 4096-wide classifier before a softmax) loses: every row's warp runs
+ * the whole reduction serially over the weights, where q's own tiled kernel
+ * shares them across the device. */
 static bool point_candidate(region_ctx *rc, const node *q, int g, const node *root) {
   if (!root->row || rc->point_group == g || !q->comp || q->op->n_results != 1) return false;
   const qir_value *v = q->op->results[0];
   int64_t numel = qir_type_numel(&v->type);
-  return numel > 0 && qir_type_equal(&v->type, &root->op->results[0]->type) &&
-         form_points(q->comp) / numel <= MAX_POINT_REDUCTION && row_bytes(root->op) <= ROW_SMEM_BYTES;
+  if (numel <= 0 || !qir_type_equal(&v->type, &root->op->results[0]->type) || row_bytes(root->op) > ROW_SMEM_BYTES)
+    return false;
+  const welder *w = rc->w;
+  double joint, alone;
+  row_block(w, root->op, root->n_chain, q, NULL, &joint);
+  row_block(w, root->op, root->n_chain, NULL, NULL, &alone);
+  joint += bytes_us(w, q->bytes - (double)value_bytes(v));
+  double apart = q->est_us + alone + bytes_us(w, (double)value_bytes(v)) + w->launch_us;
+  return joint < apart;
 }
 
 /* Tries to absorb the producer p into group g (root node root). */
@@ -837,7 +1005,8 @@ static void stage_group(region_ctx *rc, int g, int last, int *next_group, stage_
 }
 
 /* Builds the kernel op of group g (members in program order), replacing them. */
-static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor, const stage_plan *sp) {
+static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor, const stage_plan *sp,
+                        const node *tail_row) {
   welder *w = rc->w;
   qir_module *m = w->m;
   /* the operands: values read by members and defined outside the group */
@@ -888,6 +1057,31 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     anchor = NULL;
     plan = NULL;
   }
+  /* a row group's block is whole rows (one per warp in qcodegen): a softmax
+   * or norm needs every element of its row, so its tile covers the row, and a
+   * point reduction in it (QK^T, a gemm's logits) runs per point there, not by
+   * its own plan */
+  bool reduced[QIR_MAX_RANK];
+  const qir_type *rt = &root_op->results[0]->type;
+  const node *row = root->row ? root : tail_row;   /* the row op whose rows the block covers */
+  bool row_tile = row && !sp->staged && rt->rank <= QIR_MAX_RANK && row->op->results[0]->type.rank == rt->rank &&
+                  row_axes(row->op, reduced);
+  double row_est = 0;
+  if (row_tile) {
+    /* with a tail (@V) the block covers its rows of the tail's result: the row's axes are its own */
+    const node *point = NULL;
+    for (int i = 0; i < n_mem; i++)
+      if (mem[i] != root && mem[i]->comp && mem[i]->comp->n_red > 0) point = mem[i];
+    int64_t per_block = row_block(w, row->op, row->n_chain, point, row == root ? NULL : root, &row_est);
+    have_block[n_mem - 1] = true;
+    for (int d = 0, inner = -1; d < rt->rank; d++) {
+      blocks[n_mem - 1][d] = reduced[d] ? rt->dims[d] : 1;
+      if (!reduced[d]) inner = d;
+      if (d == rt->rank - 1 && inner >= 0) blocks[n_mem - 1][inner] = per_block;
+    }
+    anchor = NULL;
+    plan = NULL;
+  }
   qir_op *new_root = NULL;
   for (int i = 0; i < n_mem; i++) {
     qir_op *op = mem[i]->op;
@@ -902,8 +1096,9 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
     c->results[0]->name = op->results[0]->name;
     if (mem[i] != root) {
-      /* the row a row group reads is handed over in shared memory */
-      bool smem = (root->row && op->results[0] == root->op->operands[0]) || mem[i]->staged;
+      /* the row a row group reads is handed over in shared memory, and so is
+       * the row's result a tail (@V) walks */
+      bool smem = (row_tile && (op->results[0] == row->op->operands[0] || mem[i] == row)) || mem[i]->staged;
       qir_op_set_attr(m, c, "fuse", qir_attr_word(m, smem ? "smem" : "reg"), true);
     }
     if (mem[i] != anchor) qir_op_remove_attr(c, "tile");
@@ -941,6 +1136,11 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     qir_op_set_attr(m, k, "tile", qir_attr_dict(m, 1, &e), true);
     est = sp->est_us;
   }
+  if (row_tile) {
+    qir_attr e = {.key = "block", .val = qir_attr_ints(m, rt->rank, blocks[n_mem - 1])};
+    qir_op_set_attr(m, k, "tile", qir_attr_dict(m, 1, &e), true);
+    est = row_est + bytes_us(w, bytes);
+  }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
   /* a staged group that qcodegen composes as a fused kernel after all (its
    * one reduction read only at its readers' points) runs on its anchor's
@@ -973,6 +1173,87 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
   k->results[0]->name = root_op->results[0]->name;
   qir_value_replace_uses(m, root_op->results[0], k->results[0]);
   for (int i = n_mem - 1; i >= 0; i--) qir_op_unlink(mem[i]->op);
+}
+
+/* Every read of v (a row op's result) in form c walks v's rows: its kept
+ * axes at c's own point, its reduced axes by c's reduction variables in order
+ * (P[b, h, i, j] in out[b, h, i, d] = sum_j P[b, h, i, j] * V[b, h, j, d]). */
+static bool walks_rows(const qir_compute *c, qir_value *const *args, const qir_expr *e, const qir_value *v,
+                       const bool *reduced, int *count) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand >= 0 && args[e->operand] == v) {
+    if (e->n_args != v->type.rank) return false;
+    for (int d = 0, k = 0; d < e->n_args; d++) {
+      int want = reduced[d] ? c->n_axes + k++ : d;
+      if (e->args[d]->kind != QIR_EX_VAR || e->args[d]->var != want || c->axis_extents[want] != v->type.dims[d])
+        return false;
+    }
+    (*count)++;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!walks_rows(c, args, e->args[i], v, reduced, count)) return false;
+  return true;
+}
+
+/* Tries to take into group g (root: a contraction, node index last) the row
+ * op it reads over its rows, with the row op's own members (its row input at
+ * the shared-memory level, a point reduction): qcodegen's row kernel with a
+ * tail, each row's warp computing the root's row from the row's result staged
+ * in shared memory.  Joins when the model rates that kernel (the point
+ * reduction's, the rows' and the tail's loads, the L2 traffic of their other
+ * operands per block) below the row group and the root apart (its own kernel,
+ * the row's result through global memory, one launch).  Returns the row
+ * node, or NULL with nothing changed. */
+static const node *try_row_tail(region_ctx *rc, int g, int last) {
+  const welder *w = rc->w;
+  node *root = &rc->nodes[last];
+  const qir_type *ot = &root->op->results[0]->type;
+  for (int k = 0; k < root->op->n_operands; k++) {
+    node *p = producer(rc, root->op->operands[k]);
+    if (!p || !p->row || p->group >= 0 || !p->n_chain) continue;
+    qir_value *v = p->op->results[0];
+    bool only = v->uses != NULL, reduced[QIR_MAX_RANK];
+    for (qir_use *u = v->uses; u; u = u->next) only &= u->user == root->op;
+    if (!only || v->type.rank != ot->rank || ot->rank > QIR_MAX_RANK || !row_axes(p->op, reduced) ||
+        row_bytes(p->op) > ROW_SMEM_BYTES / 2)
+      continue;
+    int n_red = 0, count = 0;
+    for (int d = 0; d < ot->rank; d++) n_red += reduced[d];
+    if (root->comp->n_axes != ot->rank || root->comp->n_red != n_red ||
+        !walks_rows(root->comp, root->args, root->comp->body, v, reduced, &count) || count == 0)
+      continue;
+    int pi = (int)(p - rc->nodes);
+    bool *was = calloc((size_t)pi + 1, sizeof *was);
+    if (!was) abort();
+    for (int j = 0; j < pi; j++) was[j] = rc->nodes[j].group == g;
+    int saved_point = rc->point_group;
+    p->group = g;
+    p->identity = false;
+    bool has_anchor = true;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int j = pi - 1; j >= 0; j--)
+        if (rc->nodes[j].group < 0 && absorb(rc, &rc->nodes[j], g, p, &has_anchor)) grew = true;
+    }
+    const node *point = NULL;
+    for (int j = 0; j < pi; j++)
+      if (rc->nodes[j].group == g && !was[j] && rc->nodes[j].comp && rc->nodes[j].comp->n_red > 0) point = &rc->nodes[j];
+    double joint, alone, pb = (double)value_bytes(v);
+    row_block(w, p->op, p->n_chain, point, root, &joint);
+    row_block(w, p->op, p->n_chain, point, NULL, &alone);
+    joint += bytes_us(w, root->bytes - pb);
+    double apart = alone + bytes_us(w, pb) + root->est_us + w->launch_us;
+    if (joint < apart) {
+      free(was);
+      return p;
+    }
+    for (int j = 0; j < pi; j++)
+      if (rc->nodes[j].group == g && !was[j]) rc->nodes[j].group = -1;
+    p->group = -1;
+    rc->point_group = saved_point;
+    free(was);
+  }
+  return NULL;
 }
 
 static void weld_region(welder *w, qir_region *r);
@@ -1062,8 +1343,12 @@ static void weld_region(welder *w, qir_region *r) {
         }
       }
     }
+    /* a contraction over the rows of a row op's result (@V after the softmax)
+     * takes the row op's group in: one row kernel with a tail, by the model */
+    const node *tail_row = NULL;
+    if (!root->row && !root->solo && root->comp && root->comp->n_red > 0) tail_row = try_row_tail(&rc, g, i);
     stage_plan sp = {0};
-    stage_group(&rc, g, i, &next_group, &sp);
+    if (!tail_row) stage_group(&rc, g, i, &next_group, &sp);
     n_mem = group_members(&rc, g, i, (node *[MAX_MEMBERS]){0});
     if (n_mem < 2 && !root->row && !root->solo) continue;
     node *mem[MAX_MEMBERS], *anchor = NULL;
@@ -1073,7 +1358,7 @@ static void weld_region(welder *w, qir_region *r) {
         mem[k++] = &rc.nodes[j];
         if (rc.nodes[j].comp && rc.nodes[j].comp->n_red > 0) anchor = &rc.nodes[j];
       }
-    build_group(&rc, mem, k, root, anchor, &sp);
+    build_group(&rc, mem, k, root, anchor, &sp, tail_row);
   }
   free(rc.nodes);
   free(rc.node_of);
