@@ -432,6 +432,38 @@ bool qir_rprogram_packs(const qir_op *op) {
 
 int qir_staged_threads(int64_t per_block) { return per_block >= 256 ? 256 : (int)((per_block + 31) / 32 * 32); }
 
+bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, const int64_t *group_block,
+                         int64_t staged_size, int64_t tail_size, int warp, qir_row_blocking *out) {
+  memset(out, 0, sizeof *out);
+  if (rank < 1 || rank > QIR_MAX_RANK || warp < 1) return false;
+  int64_t row_len = 1, per_block = 1;
+  for (int d = 0; d < rank; d++) {
+    if (reduced[d]) row_len *= dims[d];
+    out->kept_block[d] = reduced[d] || !group_block || group_block[d] < 1 ? 1 : group_block[d];
+    per_block *= out->kept_block[d];
+  }
+  out->staged = staged_size > 0 && row_len * staged_size <= QIR_ROW_SMEM_LIMIT;
+  int64_t row_bytes = row_len * ((out->staged ? staged_size : 0) + tail_size);
+  if (tail_size > 0 && row_bytes > QIR_ROW_SMEM_LIMIT) return false;
+  while (per_block > 1 && (per_block * warp > 1024 || per_block * row_bytes > QIR_ROW_SMEM_LIMIT)) {
+    int big = 0;
+    for (int d = 1; d < rank; d++)
+      if (out->kept_block[d] > out->kept_block[big]) big = d;
+    out->kept_block[big] = (out->kept_block[big] + 1) / 2;
+    per_block = 1;
+    for (int d = 0; d < rank; d++) per_block *= out->kept_block[d];
+  }
+  out->blocks = 1;
+  for (int d = 0; d < rank; d++) {
+    out->grid[d] = reduced[d] ? 1 : (dims[d] + out->kept_block[d] - 1) / out->kept_block[d];
+    out->blocks *= out->grid[d];
+  }
+  out->rows = per_block;
+  out->threads = per_block * warp;
+  out->smem = per_block * row_bytes;
+  return true;
+}
+
 static bool row_root(const qir_op *op) {
   switch (op->code) {
   case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: case QIR_OP_LP_NORMALIZATION:
@@ -557,16 +589,30 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
   int rank = ot->rank;
   if (rank < 1 || rank > QIR_MAX_RANK || qir_type_numel(ot) < 1) return false;
   int64_t blk[QIR_MAX_RANK], grid[QIR_MAX_RANK], threads, smem = 0, regs;
-  if (row_root(root)) {
-    /* a row group (qcodegen's lower_rows): one warp per row, the row staged in
-     * shared memory where it fits the composer's 32 KiB */
+  /* a row group: its root a row op, or a contraction (attention's @V, the
+   * tail) walking the rows of a row op of the group */
+  const qir_op *row = row_root(root) ? root : NULL;
+  for (int o = 0; !row && o < root->n_operands; o++) {
+    const qir_op *d = root->operands[o]->def;
+    if (d && d->parent == k->regions[0] && row_root(d) && d->results[0]->type.rank == rank) row = d;
+  }
+  if (row) {
+    /* qcodegen's lower_rows: a warp per row, the block's box of rows
+     * (qir_row_blocking_of), the rows staged in shared memory */
     bool reduced[QIR_MAX_RANK] = {false};
-    int64_t row = row_axes(m, root, reduced);
-    if (row < 1) return false;
-    for (int d = 0; d < rank; d++) blk[d] = reduced[d] ? ot->dims[d] : 1, grid[d] = reduced[d] ? 1 : ot->dims[d];
-    threads = t->warp_size > 0 ? t->warp_size : 32;
-    int64_t bytes = row * qir_dtype_size(root->n_operands ? root->operands[0]->type.dtype : ot->dtype);
-    if (bytes <= 32 * 1024) smem = bytes;
+    if (row_axes(m, row, reduced) < 1) return false;
+    const qir_type *rt = &row->results[0]->type;
+    int64_t gb[QIR_MAX_RANK];
+    bool have_gb = qir_group_block(k, gb);
+    qir_row_blocking rb;
+    int warp = t->warp_size > 0 ? t->warp_size : 32;
+    if (!qir_row_blocking_of(rank, rt->dims, reduced, have_gb ? gb : NULL,
+                             qir_dtype_size(row->n_operands ? row->operands[0]->type.dtype : rt->dtype),
+                             row == root ? 0 : qir_dtype_size(rt->dtype), warp, &rb))
+      return false;
+    for (int d = 0; d < rank; d++) blk[d] = reduced[d] ? ot->dims[d] : rb.kept_block[d], grid[d] = rb.grid[d];
+    threads = rb.threads;
+    smem = rb.smem;
     regs = 32;
   } else {
     /* a staged group (qcodegen's lower_stages): the group's block tile over
@@ -604,7 +650,7 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
   }
   qir_attr e[8] = {plan_entry("block", qir_attr_ints(m, rank, blk)),
-                   plan_entry("composer", qir_attr_word(m, row_root(root) ? "rows" : "staged")),
+                   plan_entry("composer", qir_attr_word(m, row ? "rows" : "staged")),
                    plan_entry("est_us", qir_attr_float(est_us > 0 ? est_us : 1.0)),
                    plan_entry("grid", qir_attr_ints(m, rank, grid)), plan_entry("regs", qir_attr_int(regs)),
                    plan_entry("smem", qir_attr_int(smem)), plan_entry("target", qir_attr_string(m, t->name)),

@@ -928,8 +928,9 @@ static bool bind_rprograms(host *h, qir_region *r) {
       const cg_group *cgg = mismatch ? NULL : cg_group_of(&h->cg, op->operands[k]->def);
       const qir_attr *plan = qir_op_attr(op->operands[k]->def, "tile");
       bool says_smem = plan && plan->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&plan->val, "smem");
-      /* a row group's plan is one warp of its target: the back end's warp is that warp */
-      bool one_warp = cgg && cgg->rows && members[k]->threads == h->cg.warp;
+      /* a row group's plan is a warp of its target per row: the back end's warp may be wider */
+      int64_t rows_per_block = cgg && cgg->rows ? members[k]->threads / h->cg.warp : 0;
+      bool one_warp = rows_per_block > 0 && (p.kernels[k].threads == rows_per_block * 32 || p.kernels[k].threads == rows_per_block * 64);
       const qir_attr_val *composer = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "composer") : NULL;
       const char *want = composer && (composer->kind == QIR_ATTR_WORD || composer->kind == QIR_ATTR_STRING) ? composer->s : NULL;
       if (!mismatch && want && !(cgg && ((!strcmp(want, "staged") && cgg->stages) || (!strcmp(want, "rows") && cgg->rows))))

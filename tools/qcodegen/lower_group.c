@@ -17,7 +17,8 @@
  *
  * A group with several reductions over the same axes of its result (softmax,
  * log-softmax, layer norm, with their elementwise producers) is a row group
- * instead (compose_rows, lower_rows): one warp per row; the row the first
+ * instead (compose_rows, lower_rows): one warp per row, a box of rows per
+ * block (qir_row_blocking_of, as the group's whole plan says); the row the first
  * reduction reads is computed once into shared memory (the `smem` edge); each
  * reduction walks the row lane-strided and is combined across the warp; then
  * the result is written.  What composes neither way (reductions over other
@@ -283,9 +284,6 @@ static qir_op *compose(composer *cm) {
   return op;
 }
 
-/* Shared memory a staged row may take: within every GPU's static limit. */
-#define ROW_SMEM_LIMIT (32 * 1024)
-
 /* The first value the first stage reads that has the result's shape: the
  * row every stage walks, worth computing once into shared memory. */
 static const qir_value *row_to_stage(composer *cm, const qir_op *stage, const qir_expr *e, const qir_type *t) {
@@ -377,11 +375,10 @@ static qir_op *compose_rows(composer *cm) {
     return NULL;
   }
   int n_red = 0;
-  int64_t row_len = 1;
   for (int d = 0; d < n; d++) {
     const qir_compute *c0 = cm->stages[0]->comp;
     cm->reduced[d] = c0->n_axes == n && c0->axis_extents[d] == 1 && E[d] > 1;
-    if (cm->reduced[d]) n_red++, row_len *= E[d];
+    if (cm->reduced[d]) n_red++;
   }
   for (int s = 0; s < cm->n_stages; s++) {
     const qir_compute *c = cm->stages[s]->comp;
@@ -396,37 +393,26 @@ static qir_op *compose_rows(composer *cm) {
     }
   }
   cm->staged = row_to_stage(cm, cm->stages[0], cm->stages[0]->comp->body, &out->type);
-  if (cm->staged && row_len * qir_dtype_size(cm->staged->type.dtype) > ROW_SMEM_LIMIT) cm->staged = NULL;
+  cg_rows *rows = qir_alloc(m, sizeof *rows);
+  memset(rows, 0, sizeof *rows);
+  /* the rows of a block: the group's block over the kept axes (a box of
+   * rows, the last ones maybe partial), as the whole plan says (qir/rprogram.h) */
+  int64_t blk[QIR_MAX_RANK];
+  bool have_blk = qir_group_block(k, blk);
+  qir_row_blocking rb;
+  if (!qir_row_blocking_of(n, E, cm->reduced, have_blk ? blk : NULL,
+                           cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0,
+                           cm->tail ? qir_dtype_size(out->type.dtype) : 0, cm->cg->warp, &rb)) {
+    cm->why = "a row too long to stage for the contraction after it";
+    return NULL;
+  }
+  if (!rb.staged) cm->staged = NULL;
   if (cm->point && !cm->staged) {
     cm->why = "a reduction at the row's points without a staged row";
     return NULL;
   }
   cm->acc_operand = k->n_operands;
-  cg_rows *rows = qir_alloc(m, sizeof *rows);
-  memset(rows, 0, sizeof *rows);
-  /* the rows of a block: the group's block over the kept axes (a box of
-   * rows, the last ones maybe partial), halved while its threads or its
-   * staged rows exceed the limits */
-  int64_t blk[QIR_MAX_RANK], per_block = 1;
-  bool have_blk = qir_group_block(k, blk);
-  for (int d = 0; d < n; d++) {
-    rows->kept_block[d] = cm->reduced[d] || !have_blk ? 1 : blk[d];
-    per_block *= rows->kept_block[d];
-  }
-  int64_t row_bytes = row_len * ((cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0) +
-                                 (cm->tail ? qir_dtype_size(out->type.dtype) : 0));
-  if (cm->tail && row_bytes > ROW_SMEM_LIMIT) {
-    cm->why = "a row too long to stage for the contraction after it";
-    return NULL;
-  }
-  while (per_block > 1 && (per_block * cm->cg->warp > 1024 || per_block * row_bytes > ROW_SMEM_LIMIT)) {
-    int big = 0;
-    for (int d = 1; d < n; d++)
-      if (rows->kept_block[d] > rows->kept_block[big]) big = d;
-    rows->kept_block[big] = (rows->kept_block[big] + 1) / 2;
-    per_block = 1;
-    for (int d = 0; d < n; d++) per_block *= rows->kept_block[d];
-  }
+  memcpy(rows->kept_block, rb.kept_block, sizeof rows->kept_block);
   rows->point_unroll = cm->point ? 4 : 1;
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;

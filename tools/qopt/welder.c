@@ -341,7 +341,7 @@ static bool row_op(const qir_op *op) {
 }
 
 /* The staged row must fit the shared memory qcodegen gives it. */
-#define ROW_SMEM_BYTES (32 * 1024)
+#define ROW_SMEM_BYTES QIR_ROW_SMEM_LIMIT
 
 /* The axes a row op reduces (its rows): false when its axis is out of range. */
 static bool row_axes(const qir_op *op, bool *reduced) {
