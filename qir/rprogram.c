@@ -430,7 +430,6 @@ bool qir_rprogram_packs(const qir_op *op) {
 
 /* ---------------------------------------------------------------- whole plans of Welder groups */
 
-int qir_staged_threads(int64_t per_block) { return per_block >= 256 ? 256 : (int)((per_block + 31) / 32 * 32); }
 
 bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, const int64_t *group_block,
                          int64_t staged_size, int64_t tail_size, int warp, qir_row_blocking *out) {
@@ -577,6 +576,88 @@ bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
   return true;
 }
 
+/* The threads, shared memory and registers qcodegen's staged composer gives
+ * group k (root its result's op) over block tile blk: see qir_group_whole_plan. */
+static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, const int64_t *blk, int64_t per_block,
+                        int64_t *threads, int64_t *smem, int64_t *regs) {
+  int n = 0;
+  for (const qir_op *in = k->regions[0]->first; in; in = in->next) n++;
+  int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
+  bool *have = calloc((size_t)n + 1, sizeof *have);
+  if (!tiles || !have) {
+    free(tiles);
+    free(have);
+    return false;
+  }
+  int nt = qir_group_boxes(m, k, blk, n, tiles, have), i = 0;
+  bool ok = nt > 0;
+  int64_t most = per_block, tile_bytes = 0;
+  for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+    if (in == root || !fused_smem(in) || in->n_results != 1) continue;
+    if (!have[i]) {
+      ok = false;
+      break;
+    }
+    int64_t elems = 1;
+    for (int j = 0; j < in->results[0]->type.rank; j++) elems *= tiles[i][j];
+    tile_bytes += elems * (qir_dtype_size(in->results[0]->type.dtype) > 4 ? 8 : 4);
+    if (elems > most) most = elems;
+  }
+  *threads = qir_stage_threads(most);
+  *smem = tile_bytes;
+  *regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
+  /* the reductions (a segment's anchor each), by the schedule over their boxes */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
+  qir_diag quiet;
+  if (sink) qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  const qir_compute *forms[MAX_GROUP_FORMS];
+  int64_t exts[MAX_GROUP_FORMS][QIR_MAX_RANK];
+  bool *in_smem[MAX_GROUP_FORMS];
+  int n_red = 0;
+  i = 0;
+  for (const qir_op *in = k->regions[0]->first; ok && sink && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+    if (in->n_results != 1 || !(in == root || have[i])) continue;
+    qir_op *chain[8];
+    int c = in->code == QIR_OP_COMPUTE ? 1 : qir_op_expand_computes(m, in, chain, 8, &quiet);
+    if (in->code == QIR_OP_COMPUTE) chain[0] = (qir_op *)in;
+    for (int j = c - 1; j >= 0 && n_red < MAX_GROUP_FORMS; j--) {
+      const qir_op *f = chain[j];
+      if (!f->comp || f->comp->n_red == 0 || f->comp->n_axes != in->results[0]->type.rank) continue;
+      forms[n_red] = f->comp;
+      const qir_type *vt = &in->results[0]->type;
+      for (int d = 0; d < vt->rank; d++) {
+        int64_t e = in == root ? blk[d] : tiles[i][d];
+        exts[n_red][d] = e < vt->dims[d] ? e : vt->dims[d];
+      }
+      /* an operand computed into shared memory by an earlier segment is read there */
+      in_smem[n_red] = calloc((size_t)f->n_operands + 1, sizeof(bool));
+      for (int o = 0; in_smem[n_red] && o < f->n_operands; o++) {
+        const qir_op *d = f->operands[o]->def;
+        in_smem[n_red][o] = d && d->parent == k->regions[0] && fused_smem(d);
+      }
+      n_red++;
+      break;                    /* a segment's one reduction */
+    }
+  }
+  if (sink) fclose(sink);
+  free(text);
+  int64_t budget = qir_stage_budget(tile_bytes, n_red);
+  for (int r = 0; r < n_red; r++) {
+    qir_stage_sched sc;
+    int bytes = 4;
+    if (ok && qir_stage_schedule_of(forms[r], exts[r], (int)*threads, 1 << 20, in_smem[r], bytes, budget, &sc)) {
+      if (sc.stage) *smem += sc.smem;
+      if (32 + sc.regs > *regs) *regs = 32 + sc.regs;
+    }
+    free(in_smem[r]);
+  }
+  free(tiles);
+  free(have);
+  return ok;
+}
+
 static qir_attr plan_entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
 
 bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, double est_us, qir_attr_val *out) {
@@ -615,39 +696,18 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     smem = rb.smem;
     regs = 32;
   } else {
-    /* a staged group (qcodegen's lower_stages): the group's block tile over
-     * its result, each #fuse=smem value's box (halo included) in shared memory */
+    /* a staged group (qcodegen's compose_stages, lower_stages): the group's
+     * block tile over its result, each #fuse=smem value's box (halo
+     * included) in shared memory, threads for the largest box
+     * (qir_stage_threads), and each reduction's tiled schedule over its box
+     * (qir_stage_schedule within qir_stage_budget) staging its reused
+     * operands per step in shared memory too */
     bool staged = false;
     for (const qir_op *in = k->regions[0]->first; in; in = in->next) staged |= in != root && fused_smem(in);
     if (!staged || !qir_group_block(k, blk) || qir_group_composes_fused(m, k)) return false;
     int64_t per_block = 1;
     for (int d = 0; d < rank; d++) grid[d] = (ot->dims[d] + blk[d] - 1) / blk[d], per_block *= blk[d];
-    threads = qir_staged_threads(per_block);
-    int n = 0;
-    for (const qir_op *in = k->regions[0]->first; in; in = in->next) n++;
-    int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
-    bool *have = calloc((size_t)n + 1, sizeof *have);
-    if (!tiles || !have) {
-      free(tiles);
-      free(have);
-      return false;
-    }
-    int nt = qir_group_boxes(m, k, blk, n, tiles, have), i = 0;
-    bool ok = nt > 0;
-    for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
-      if (in == root || !fused_smem(in) || in->n_results != 1) continue;
-      if (!have[i]) {
-        ok = false;
-        break;
-      }
-      int64_t elems = 1;
-      for (int j = 0; j < in->results[0]->type.rank; j++) elems *= tiles[i][j];
-      smem += elems * (qir_dtype_size(in->results[0]->type.dtype) > 4 ? 8 : 4);
-    }
-    free(tiles);
-    free(have);
-    if (!ok) return false;
-    regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
+    if (!staged_plan(m, k, root, blk, per_block, &threads, &smem, &regs)) return false;
   }
   qir_attr e[8] = {plan_entry("block", qir_attr_ints(m, rank, blk)),
                    plan_entry("composer", qir_attr_word(m, row ? "rows" : "staged")),

@@ -95,9 +95,6 @@ bool qir_rprogram_packs(const qir_op *op);
  * program read by qir_rprogram_read.  Returns the number of errors. */
 int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d);
 
-/* Threads per block of a staged Welder group whose block tile has per_block
- * points (qcodegen's staged composer runs them with this many). */
-int qir_staged_threads(int64_t per_block);
 
 /* Shared memory a row group's staged rows may take: within every GPU's
  * static limit (qcodegen's row composer and the whole plan alike). */

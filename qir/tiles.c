@@ -237,3 +237,175 @@ int qir_group_rederive_tiles(qir_module *m, qir_op *k) {
   free(have);
   return written;
 }
+
+/* ---------------------------------------------------------------- staged reductions */
+
+#define SCHED_MAX_ACCESSES 64
+#define SCHED_REGS 16            /* register tile preferred at most (accumulators per thread) */
+#define SCHED_REGS_MAX 64        /* taken only when fewer do not cover the box */
+#define SCHED_MIN_STEP 8         /* reduction points per staged step, at least */
+
+typedef struct {
+  const qir_expr *e;
+  uint32_t used;                /* output axes its indices use (bit d) */
+  bool red;                     /* uses a reduction variable */
+} sched_access;
+
+static uint32_t sched_vars(const qir_expr *e) {
+  uint32_t r = e->kind == QIR_EX_VAR && e->var >= 0 && e->var < MAX_VARS ? 1u << e->var : 0;
+  for (int i = 0; i < e->n_args; i++) r |= sched_vars(e->args[i]);
+  return r;
+}
+
+static void sched_collect(const qir_compute *c, const qir_expr *e, sched_access *acc, int *n) {
+  if (!e) return;
+  if (e->kind == QIR_EX_ACCESS && *n < SCHED_MAX_ACCESSES) {
+    uint32_t u = 0;
+    for (int j = 0; j < e->n_args; j++) u |= sched_vars(e->args[j]);
+    acc[*n].e = e;
+    acc[*n].used = u & ((1u << c->n_axes) - 1);
+    acc[*n].red = (u >> c->n_axes) != 0;
+    (*n)++;
+  }
+  for (int i = 0; i < e->n_args; i++) sched_collect(c, e->args[i], acc, n);
+}
+
+/* Elements of access e's footprint when variable v ranges over size[v]
+ * points: -1 when an index is not affine. */
+static int64_t sched_footprint(const qir_compute *c, const qir_expr *e, const int64_t *size) {
+  int nv = c->n_axes + c->n_red;
+  int64_t elems = 1;
+  for (int j = 0; j < e->n_args; j++) {
+    int64_t coef[MAX_VARS], k0, ext = 1;
+    if (!affine(e->args[j], nv, coef, &k0)) return -1;
+    for (int v = 0; v < nv; v++) ext += llabs(coef[v]) * (size[v] - 1);
+    elems *= ext;
+  }
+  return elems;
+}
+
+/* The access is staged cooperatively (qcodegen's plan_staging): it walks the
+ * reduction and QIR_SCHED_MIN_REUSE points of the tile or more read each of
+ * its elements (fewer do not pay the copy and the barriers). */
+static bool sched_reused(const qir_compute *c, const sched_access *a, const int64_t *tile) {
+  if (!a->red) return false;
+  int64_t reuse = 1;
+  for (int d = 0; d < c->n_axes && reuse < QIR_SCHED_MIN_REUSE; d++)
+    if (!((a->used >> d) & 1)) reuse *= tile[d];
+  return reuse >= QIR_SCHED_MIN_REUSE;
+}
+
+/* Operand o is read from global memory (a staging candidate). */
+static bool sched_global(int o, int n_global, const bool *in_smem) { return o >= 0 && o < n_global && !(in_smem && in_smem[o]); }
+
+bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,
+                        int64_t budget, qir_stage_sched *s) {
+  return qir_stage_schedule_of(c, ext, threads, n_global, NULL, elem_bytes, budget, s);
+}
+
+bool qir_stage_schedule_of(const qir_compute *c, const int64_t *ext, int threads, int n_global, const bool *in_smem,
+                           int elem_bytes, int64_t budget, qir_stage_sched *s) {
+  memset(s, 0, sizeof *s);
+  int n = c->n_axes, m = c->n_red;
+  if (m < 1 || n < 1 || n > QIR_MAX_RANK || n + m > MAX_VARS || n + m > QIR_SCHED_VARS || threads < 1 || !c->body)
+    return false;
+  sched_access acc[SCHED_MAX_ACCESSES];
+  int n_acc = 0;
+  sched_collect(c, c->body, acc, &n_acc);
+  /* the register tile: searched over (at most) the last four axes of more
+   * than one point; cost = operand loads and accumulations of the block,
+   * counting at least half the threads busy (fewer leaves lanes idle) */
+  int axes[4], n_ax = 0;
+  for (int d = n - 1; d >= 0 && n_ax < 4; d--)
+    if (ext[d] > 1) axes[n_ax++] = d;
+  static const int64_t sizes[] = {1, 2, 3, 4, 6, 8, 12, 16};   /* register tile per axis searched */
+  int n_sizes = (int)(sizeof sizes / sizeof *sizes);
+  for (int cap = SCHED_REGS; cap <= SCHED_REGS_MAX && !s->regs; cap *= 4) {
+    int64_t t[QIR_MAX_RANK];
+    int k[4] = {0, 0, 0, 0};
+    int64_t best_cost = INT64_MAX;
+    for (int d = 0; d < n; d++) t[d] = 1;
+    for (;;) {
+      int64_t used = 1, regs = 1, loads = 0;
+      for (int d = 0; d < n; d++) used *= (ext[d] + t[d] - 1) / t[d], regs *= t[d];
+      if (used <= threads && regs <= cap) {
+        for (int i = 0; i < n_acc; i++) {
+          if (!acc[i].red) continue;   /* read once per point (a bias): hoisted out of the reduction */
+          int64_t l = 1;
+          for (int d = 0; d < n; d++)
+            if ((acc[i].used >> d) & 1) l *= t[d];
+          loads += l;
+        }
+        int64_t busy = used > threads / 2 ? used : threads / 2;
+        int64_t cost = busy * (regs + 2 * loads);
+        if (cost < best_cost || (cost == best_cost && regs < s->regs)) {
+          best_cost = cost;
+          memcpy(s->thread, t, sizeof(int64_t) * (size_t)n);
+          s->regs = regs;
+          s->threads_used = used;
+          s->loads = loads;
+        }
+      }
+      int i = 0;
+      while (i < n_ax && (++k[i] == n_sizes || sizes[k[i]] > ext[axes[i]])) k[i] = 0, t[axes[i++]] = 1;
+      if (i == n_ax) break;
+      t[axes[i]] = sizes[k[i]];
+    }
+  }
+  if (!s->regs) return false;
+  int64_t size[MAX_VARS];
+  s->stage = true;
+  for (int d = 0; d < n; d++) s->tile[d] = size[d] = (ext[d] + s->thread[d] - 1) / s->thread[d] * s->thread[d];
+  /* the reduction step: whole, halved on the outermost stepped axis while
+   * the staged operands of one step exceed the budget */
+  for (int a = 0; a < m; a++) s->rstep[a] = c->axis_extents[n + a] > 0 ? c->axis_extents[n + a] : 1;
+  bool distinct[SCHED_MAX_ACCESSES];
+  for (int i = 0; i < n_acc; i++) {
+    distinct[i] = true;
+    for (int j = 0; j < i; j++) distinct[i] &= !qir_expr_equal(acc[j].e, acc[i].e);
+  }
+  for (;;) {
+    for (int a = 0; a < m; a++) size[n + a] = s->rstep[a];
+    int64_t bytes = 0;
+    for (int i = 0; i < n_acc; i++) {
+      if (!distinct[i] || !sched_global(acc[i].e->operand, n_global, in_smem) || !sched_reused(c, &acc[i], s->tile)) continue;
+      int64_t f = sched_footprint(c, acc[i].e, size);
+      if (f > 0) bytes += f * elem_bytes;
+    }
+    int64_t per_step = 1;
+    for (int a = 0; a < m; a++) per_step *= s->rstep[a];
+    int a = 0;
+    while (a < m && s->rstep[a] == 1) a++;
+    if (bytes <= budget) break;
+    if (a == m || per_step < 2 * SCHED_MIN_STEP) {
+      /* steps this short would be all barriers: the operands are read in place */
+      s->stage = false;
+      for (int b = 0; b < m; b++) s->rstep[b] = c->axis_extents[n + b] > 0 ? c->axis_extents[n + b] : 1;
+      break;
+    }
+    s->rstep[a] = (s->rstep[a] + 1) / 2;
+  }
+  s->steps = 1;
+  s->rtot = 1;
+  for (int a = 0; a < m; a++) {
+    int64_t r = c->axis_extents[n + a] > 0 ? c->axis_extents[n + a] : 1;
+    s->steps *= (r + s->rstep[a] - 1) / s->rstep[a];
+    s->rtot *= r;
+  }
+  /* what one block stages over the whole reduction (greedily, as qcodegen
+   * takes the accesses in order while they fit) */
+  int64_t left = s->stage ? budget : 0;
+  for (int i = 0; i < n_acc; i++) {
+    if (!distinct[i] || !sched_global(acc[i].e->operand, n_global, in_smem) || !sched_reused(c, &acc[i], s->tile)) continue;
+    int64_t f = sched_footprint(c, acc[i].e, size);
+    if (f <= 0 || f * elem_bytes > left) continue;
+    left -= f * elem_bytes;
+    s->smem += f * elem_bytes;
+    s->staged_elems += (double)f * (double)s->steps;
+  }
+  return true;
+}
+
+int qir_stage_threads(int64_t points) { return points >= 256 ? 256 : (int)((points + 31) / 32 * 32); }
+
+int64_t qir_stage_budget(int64_t tile_bytes, int n_red) { return n_red > 0 ? (QIR_STAGE_SMEM_LIMIT - tile_bytes) / n_red : 0; }

@@ -17,6 +17,9 @@
 
 #include "lower.h"
 
+/* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
+#define TILE_MAX (1 << 24)
+
 /* ---------------------------------------------------------------- typing */
 
 typedef struct {
@@ -511,8 +514,12 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
 
 /* Chooses which accesses to stage and computes their footprints for one
  * reduction step.  lo[v]/size[v]: range of every compute variable over a block
- * and a step, as expressions (lo) and extents (size). */
-static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, const int64_t *size) {
+ * and a step, as expressions (lo) and extents (size); vlo[v]/vhi[v]: the range
+ * of each output variable over every block (an index that may leave its
+ * dimension is tested).  Only the kernel's tensor parameters are staged (not
+ * a staged group's tiles, already in shared memory). */
+static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, const int64_t *size, const double *vlo,
+                         const double *vhi) {
   kbuilder *b = env->b;
   const qir_compute *c = env->comp;
   int nv = c->n_axes + c->n_red;
@@ -522,15 +529,17 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
   int64_t budget = p->smem_budget > 0 ? p->smem_budget : SMEM_BUDGET;
   for (int i = 0; i < n_acc && env->n_staged < MAX_STAGED; i++) {
     const qir_expr *e = acc[i];
-    bool dup = false;
+    bool dup = e->operand >= env->k->n_params - 1;
     for (int s = 0; s < env->n_staged; s++) dup |= qir_expr_equal(env->staged[s].access, e);
     if (dup) continue;
     uint32_t used = 0;
     for (int j = 0; j < e->n_args; j++) used |= vars_used(e->args[j]);
-    bool has_red = false, reused = false, ok = true;
+    bool has_red = false, ok = true;
+    int64_t reuse = 1;          /* points of the block that read each element */
     for (int a = 0; a < c->n_red; a++) has_red |= (used >> (c->n_axes + a)) & 1;
-    for (int d = 0; d < c->n_axes; d++) reused |= !((used >> d) & 1) && p->block[d] > 1;
-    if (!has_red || !reused) continue;
+    for (int d = 0; d < c->n_axes && reuse < TILE_MAX; d++)
+      if (!((used >> d) & 1)) reuse *= p->block[d];
+    if (!has_red || reuse < (p->min_reuse > 2 ? p->min_reuse : 2)) continue;
     staged_access sa = {.access = e, .rank = e->n_args};
     int64_t elems = 1;
     const qir_type *at = &env->args[e->operand]->type;
@@ -541,10 +550,11 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
        * inside [0, dim) everywhere means no bounds test */
       double imin = (double)k0, imax = (double)k0;   /* double: no overflow on absurd coefficients */
       for (int v = 0; v < nv; v++) {
-        int64_t top = (v < c->n_axes ? ceil_div(c->axis_extents[v], p->block[v]) * p->block[v]
-                                     : ceil_div(c->axis_extents[v], p->rstep[v - c->n_axes]) * p->rstep[v - c->n_axes]) - 1;
-        if (coef[v] > 0) imax += (double)coef[v] * (double)top;
-        else imin += (double)coef[v] * (double)top;
+        double bot = v < c->n_axes ? vlo[v] : 0;
+        double top = v < c->n_axes ? vhi[v]
+                                   : (double)(ceil_div(c->axis_extents[v], p->rstep[v - c->n_axes]) * p->rstep[v - c->n_axes] - 1);
+        imax += (double)coef[v] * (coef[v] > 0 ? top : bot);
+        imin += (double)coef[v] * (coef[v] > 0 ? bot : top);
       }
       sa.guard[j] = imin < 0 || imax >= (double)at->dims[j];
       kexpr *origin = ke_int(b, k0);
@@ -613,49 +623,47 @@ static kstmt *stage_load(lower_env *env, staged_access *sa, int64_t vec) {
   return ks_for(b, f, ke_mul(b, ke_tid(b), ke_int(b, vec)), ke_int(b, elems), (int64_t)k->threads * vec, body);
 }
 
-static void lower_tiled(lower_env *env, const tile_plan *p) {
+/* One block's tile of a reduction (see lower.h): accumulators per register
+ * slot, the reduction stepped with its reused operands staged cooperatively
+ * (a barrier after each load and after each step's use), then tb->store per
+ * slot that lies inside the tile's limits. */
+int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
   const qir_compute *c = env->comp;
+  const tile_plan *p = tb->p;
   int n = c->n_axes, m = c->n_red;
-  const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
-  int64_t nb[MAX_AXES] = {0}, thr[MAX_AXES] = {0}, grid = 1, threads = 1, regs = 1;
+  const int64_t *R = c->axis_extents + n;
+  int64_t thr[MAX_AXES] = {0}, regs = 1;
   for (int d = 0; d < n; d++) {
-    nb[d] = ceil_div(E[d], p->block[d]);
     thr[d] = p->block[d] / p->thread[d];
-    grid *= nb[d];
-    threads *= thr[d];
     regs *= p->thread[d];
   }
-  k->grid = grid;
-  k->threads = (int)threads;
-  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
-
-  /* block and thread coordinates; base index of register slot 0 */
-  kexpr *bc[MAX_AXES], *tc[MAX_AXES], *base[MAX_AXES], *blo[MAX_AXES * 2];
-  decompose(env, ke_bid(b), nb, n, bc);
-  decompose(env, ke_tid(b), thr, n, tc);
-  for (int d = 0; d < n; d++) {
-    kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
-    if (start->kind != KE_INT) start = ke_var(b, let(env, "b", start));
-    blo[d] = start;
-    kexpr *bs = ke_add(b, start, tc[d]);
-    base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
-  }
-
+  ktype t = tb->t;
+  env->n_staged = 0;
+  env->raw_vars = NULL;
+  kexpr *const *base = tb->base;
   /* register slots: nested unrolled loops over the thread tile */
   kvar *slot_var[MAX_AXES];
   for (int d = 0; d < n; d++) slot_var[d] = p->thread[d] > 1 ? kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL) : NULL;
   kexpr *slot_index = ke_int(b, 0);
-  kexpr *guard = NULL;
+  kexpr *guard = tb->active;
+  kexpr *outidx[MAX_AXES], *clamped[MAX_AXES];
   for (int d = 0; d < n; d++) {
     kexpr *i = base[d];
     if (slot_var[d]) {
       i = ke_add(b, i, ke_mul(b, ke_var(b, slot_var[d]), ke_int(b, thr[d])));
       slot_index = ke_add(b, ke_mul(b, slot_index, ke_int(b, p->thread[d])), ke_var(b, slot_var[d]));
     }
-    env->vars[d] = i;
-    if (E[d] % p->block[d]) guard = ke_and(b, guard, ke_lt(b, i, ke_int(b, E[d])));
+    outidx[d] = i;
+    if (tb->limit[d]) guard = ke_and(b, guard, ke_lt(b, i, tb->limit[d]));
+    /* Out-of-range slots compute on a clamped index instead of a guard inside
+     * the loop: safe reads, no branch per tap (a guard there makes ptxas
+     * spill); their results are never stored. */
+    kexpr *cl = i;
+    if (tb->clamp_hi[d]) cl = ke_bin(b, QIR_FN_MIN, cl, tb->clamp_hi[d], KT_I32);
+    if (tb->clamp_lo[d]) cl = ke_bin(b, QIR_FN_MAX, cl, tb->clamp_lo[d], KT_I32);
+    clamped[d] = cl;
   }
   /* wraps `s` in the slot loops; fresh loop statements each time */
   #define SLOTS(stmt_expr, out)                                                            \
@@ -670,97 +678,150 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
       (out) = s_;                                                                          \
     } while (0)
 
-  kexpr *outidx[MAX_AXES];
-  for (int d = 0; d < n; d++) outidx[d] = env->vars[d];
+  kvar *acc = kvar_new(b, k, "acc", t, regs, KV_THREAD);
+  kstmt *s, *init = ks_seq(b), *bias;
+  ks_add(b, init, ks_assign(b, acc, slot_index, reduce_init(b, c->reduce, t)));
+  /* the bias starts the sum; out-of-range slots read it at a clamped index */
+  for (int d = 0; d < n; d++) env->vars[d] = clamped[d];
+  if ((bias = add_bias(env, acc, slot_index, t))) ks_add(b, init, bias);
+  SLOTS(init, s);
+  ks_add(b, seq, tb->active ? ks_if(b, tb->active, s, NULL) : s);
 
+  /* uniform loops over reduction steps */
+  kvar *ko[MAX_AXES];
+  kstmt *cur = seq;
+  kexpr *lo[MAX_AXES * 2];
+  int64_t size[MAX_AXES * 2];
+  for (int d = 0; d < n; d++) lo[d] = tb->lo[d], size[d] = p->block[d];
+  for (int a = 0; a < m; a++) {
+    ko[a] = kvar_new(b, k, "ko", KT_I32, 0, KV_BLOCK);
+    lo[n + a] = ke_var(b, ko[a]);
+    size[n + a] = p->rstep[a];
+  }
+  if (p->stage) plan_staging(env, p, lo, size, tb->vlo, tb->vhi);
+  for (int a = 0; a < m; a++) {
+    kstmt *body = ks_seq(b);
+    kstmt *l = ks_for(b, ko[a], ke_int(b, 0), ke_int(b, R[a]), p->rstep[a], body);
+    l->uniform = true;
+    ks_add(b, cur, l);
+    cur = body;
+  }
+  kstmt *loads = tb->work ? ks_seq(b) : cur;
+  for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, loads, stage_load(env, &env->staged[s2], p->vec));
+  if (tb->work && env->n_staged) ks_add(b, cur, ks_if(b, tb->work, loads, NULL));
+  if (env->n_staged) ks_add(b, cur, ks_barrier(b));
+  /* unroll the innermost step loops while the unrolled body stays small
+   * (register tile x taps <= 128): more would spill registers */
+  bool unroll[MAX_AXES] = {0};
+  int64_t budget = 128 / regs;
+  for (int a = m - 1; a >= 0 && p->rstep[a] <= budget; a--) {
+    unroll[a] = true;
+    budget /= p->rstep[a];
+  }
+  env->raw_vars = outidx;
+  for (int d = 0; d < n; d++) env->vars[d] = clamped[d];
+  /* A partial last step (R % rstep) gets its own copy of the step loops with
+   * shortened bounds, so the full steps keep constant trip counts: a runtime
+   * bound there makes nvcc unroll with a remainder loop, and ptxas spill. */
+  kexpr *full_step = NULL;
+  for (int a = 0; a < m; a++)
+    if (R[a] % p->rstep[a])
+      full_step = ke_and(b, full_step, ke_bin(b, QIR_FN_LE, ke_add(b, ke_var(b, ko[a]), ke_int(b, p->rstep[a])),
+                                              ke_int(b, R[a]), KT_BOOL));
+  kstmt *nests[2] = {NULL, NULL};
+  for (int partial = 0; partial < (full_step ? 2 : 1); partial++) {
+    kstmt *icur = NULL;
+    for (int a = 0; a < m; a++) {
+      kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
+      env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
+      kexpr *hi = ke_int(b, p->rstep[a]);
+      if (partial && R[a] % p->rstep[a])
+        hi = ke_bin(b, QIR_FN_MIN, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])), KT_I32);
+      kstmt *body = ks_seq(b);
+      kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
+      l->unroll = unroll[a] && hi->kind == KE_INT;
+      if (icur) ks_add(b, icur, l);
+      else nests[partial] = l;
+      icur = body;
+    }
+    kstmt *upd;
+    SLOTS(ks_assign(b, acc, slot_index, combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), upd);
+    ks_add(b, icur, upd);
+  }
+  kstmt *work = full_step ? ks_if(b, full_step, nests[0], nests[1]) : nests[0];
+  kexpr *busy = ke_and(b, tb->active, tb->work);
+  ks_add(b, cur, busy ? ks_if(b, busy, work, NULL) : work);
+  if (env->n_staged) ks_add(b, cur, ks_barrier(b));
+
+  SLOTS(ks_if(b, guard, tb->store(env, tb, outidx, ke_elem(b, acc, slot_index)), NULL), s);
+  ks_add(b, seq, s);
+  #undef SLOTS
+  int staged = env->n_staged;
+  env->n_staged = 0;
+  env->raw_vars = NULL;
+  return staged;
+}
+
+static kstmt *store_output(lower_env *env, const tile_block *tb, kexpr *const *idx, kexpr *v) {
+  return ks_store(env->b, 0, out_index(env, idx), stored_value(env, idx, v, tb->t));
+}
+
+static void lower_tiled(lower_env *env, const tile_plan *p) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red;
+  const int64_t *E = c->axis_extents;
+  int64_t nb[MAX_AXES] = {0}, thr[MAX_AXES] = {0}, grid = 1, threads = 1, regs = 1;
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(E[d], p->block[d]);
+    thr[d] = p->block[d] / p->thread[d];
+    grid *= nb[d];
+    threads *= thr[d];
+    regs *= p->thread[d];
+  }
+  k->grid = grid;
+  k->threads = (int)threads;
+  ktype t = ktype_of_dtype(k->args[0]->type.dtype);
+
+  /* block and thread coordinates */
+  tile_block tb = {.p = p, .t = t, .store = store_output};
+  kexpr *bc[MAX_AXES];
+  decompose(env, ke_bid(b), nb, n, bc);
+  kexpr *tc[MAX_AXES];
+  decompose(env, ke_tid(b), thr, n, tc);
+  for (int d = 0; d < n; d++) {
+    kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
+    if (start->kind != KE_INT) start = ke_var(b, let(env, "b", start));
+    tb.lo[d] = start;
+    kexpr *bs = ke_add(b, start, tc[d]);   /* base index of register slot 0 */
+    tb.base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
+    if (E[d] % p->block[d]) tb.limit[d] = ke_int(b, E[d]), tb.clamp_hi[d] = ke_int(b, E[d] - 1);
+    tb.vlo[d] = 0;
+    tb.vhi[d] = (double)(nb[d] * p->block[d] - 1);
+  }
+  int n_staged = 0;
   if (m == 0) {
-    kstmt *s;
-    SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), body_value(env, t)), NULL), s);
+    /* the slots, a guarded store each */
+    kvar *slot_var[MAX_AXES];
+    kexpr *idx[MAX_AXES] = {0}, *guard = NULL;
+    for (int d = 0; d < n; d++) {
+      kexpr *i = tb.base[d];
+      slot_var[d] = p->thread[d] > 1 ? kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL) : NULL;
+      if (slot_var[d]) i = ke_add(b, i, ke_mul(b, ke_var(b, slot_var[d]), ke_int(b, thr[d])));
+      env->vars[d] = idx[d] = i;
+      if (tb.limit[d]) guard = ke_and(b, guard, ke_lt(b, i, tb.limit[d]));
+    }
+    kstmt *s = ks_if(b, guard, ks_store(b, 0, out_index(env, idx), body_value(env, t)), NULL);
+    for (int d = n - 1; d >= 0; d--) {
+      if (!slot_var[d]) continue;
+      s = ks_for(b, slot_var[d], ke_int(b, 0), ke_int(b, p->thread[d]), 1, s);
+      s->unroll = true;
+    }
     ks_add(b, k->body, s);
   } else {
-    kvar *acc = kvar_new(b, k, "acc", t, regs, KV_THREAD);
-    kstmt *s, *init = ks_seq(b), *bias;
-    ks_add(b, init, ks_assign(b, acc, slot_index, reduce_init(b, c->reduce, t)));
-    /* the bias starts the sum; out-of-range slots read it at a clamped index */
-    kexpr *raw[MAX_AXES];
-    memcpy(raw, env->vars, sizeof(kexpr *) * (size_t)n);
-    for (int d = 0; d < n; d++)
-      if (E[d] % p->block[d]) env->vars[d] = ke_bin(b, QIR_FN_MIN, raw[d], ke_int(b, E[d] - 1), KT_I32);
-    if ((bias = add_bias(env, acc, slot_index, t))) ks_add(b, init, bias);
-    memcpy(env->vars, raw, sizeof(kexpr *) * (size_t)n);
-    SLOTS(init, s);
-    ks_add(b, k->body, s);
-
-    /* uniform loops over reduction steps */
-    kvar *ko[MAX_AXES];
-    kstmt *cur = k->body;
-    kexpr *lo[MAX_AXES * 2];
-    int64_t size[MAX_AXES * 2];
-    for (int d = 0; d < n; d++) lo[d] = blo[d], size[d] = p->block[d];
-    for (int a = 0; a < m; a++) {
-      ko[a] = kvar_new(b, k, "ko", KT_I32, 0, KV_BLOCK);
-      lo[n + a] = ke_var(b, ko[a]);
-      size[n + a] = p->rstep[a];
-    }
-    if (p->stage) plan_staging(env, p, lo, size);
-    for (int a = 0; a < m; a++) {
-      kstmt *body = ks_seq(b);
-      kstmt *l = ks_for(b, ko[a], ke_int(b, 0), ke_int(b, R[a]), p->rstep[a], body);
-      l->uniform = true;
-      ks_add(b, cur, l);
-      cur = body;
-    }
-    for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, cur, stage_load(env, &env->staged[s2], p->vec));
-    if (env->n_staged) ks_add(b, cur, ks_barrier(b));
-    /* unroll the innermost step loops while the unrolled body stays small
-     * (register tile x taps <= 128): more would spill registers */
-    bool unroll[MAX_AXES] = {0};
-    int64_t budget = 128 / regs;
-    for (int a = m - 1; a >= 0 && p->rstep[a] <= budget; a--) {
-      unroll[a] = true;
-      budget /= p->rstep[a];
-    }
-    /* Out-of-range slots compute on the last valid index (clamped) instead of
-     * a guard inside the loop: safe reads, no branch per tap (a guard there
-     * makes ptxas spill); their results are never stored. */
-    env->raw_vars = outidx;
-    for (int d = 0; d < n; d++)
-      if (E[d] % p->block[d]) env->vars[d] = ke_bin(b, QIR_FN_MIN, outidx[d], ke_int(b, E[d] - 1), KT_I32);
-    /* A partial last step (R % rstep) gets its own copy of the step loops with
-     * shortened bounds, so the full steps keep constant trip counts: a runtime
-     * bound there makes nvcc unroll with a remainder loop, and ptxas spill. */
-    kexpr *full_step = NULL;
-    for (int a = 0; a < m; a++)
-      if (R[a] % p->rstep[a])
-        full_step = ke_and(b, full_step, ke_bin(b, QIR_FN_LE, ke_add(b, ke_var(b, ko[a]), ke_int(b, p->rstep[a])),
-                                                ke_int(b, R[a]), KT_BOOL));
-    kstmt *nests[2] = {NULL, NULL};
-    for (int partial = 0; partial < (full_step ? 2 : 1); partial++) {
-      kstmt *icur = NULL;
-      for (int a = 0; a < m; a++) {
-        kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
-        env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
-        kexpr *hi = ke_int(b, p->rstep[a]);
-        if (partial && R[a] % p->rstep[a])
-          hi = ke_bin(b, QIR_FN_MIN, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])), KT_I32);
-        kstmt *body = ks_seq(b);
-        kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
-        l->unroll = unroll[a] && hi->kind == KE_INT;
-        if (icur) ks_add(b, icur, l);
-        else nests[partial] = l;
-        icur = body;
-      }
-      kstmt *upd;
-      SLOTS(ks_assign(b, acc, slot_index, combine(b, c->reduce, ke_elem(b, acc, slot_index), body_value(env, t), t)), upd);
-      ks_add(b, icur, upd);
-    }
-    ks_add(b, cur, full_step ? ks_if(b, full_step, nests[0], nests[1]) : nests[0]);
-    if (env->n_staged) ks_add(b, cur, ks_barrier(b));
-
-    SLOTS(ks_if(b, guard, ks_store(b, 0, out_index(env, outidx), stored_value(env, outidx, ke_elem(b, acc, slot_index), t)), NULL), s);
-    ks_add(b, k->body, s);
+    n_staged = lower_tile_block(env, &tb, k->body);
   }
-  #undef SLOTS
 
   char buf[512];
   int len = snprintf(buf, sizeof buf, "tiled: block [");
@@ -770,14 +831,12 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
   len += snprintf(buf + len, sizeof buf - (size_t)len, "] rstep [");
   for (int a = 0; a < m; a++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, a ? "," : "", p->rstep[a]);
   snprintf(buf + len, sizeof buf - (size_t)len, "] grid %" PRId64 " threads %" PRId64 " regs/thread %" PRId64 " staged %d smem %" PRId64 "B",
-           grid, threads, regs, env->n_staged, k->smem_bytes);
+           grid, threads, regs, n_staged, k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
 }
 
 /* ---------------------------------------------------------------- plans */
 
-/* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
-#define TILE_MAX (1 << 24)
 
 static bool read_list(lower_env *env, const qir_attr_val *dict, const char *key, int want, int64_t *out,
                       bool required) {

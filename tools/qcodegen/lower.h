@@ -15,6 +15,8 @@ typedef struct {
   bool stage;
   int64_t smem_budget;          /* bytes of staged tiles: the plan's `smem`, else SMEM_BUDGET */
   int64_t rsplit;               /* lanes sharing each output's reduction (1: none) */
+  int64_t min_reuse;            /* an operand is staged when at least this many points of the
+                                 * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
 } tile_plan;
@@ -113,6 +115,33 @@ struct cg_stages {
   int threads;
 };
 void lower_stages(lower_env *env, const cg_stages *st);
+
+/* One block's tile of env->comp's reduction, realising plan p (block: the
+ * tile, a whole number of thread tiles; thread; rstep; staging) as
+ * lower_tiled does for a kernel, for lower_tiled and a staged group's
+ * segments alike: each thread accumulates its register slots (base[d] +
+ * slot * threads along d), the reduction stepped, each step's reused operands
+ * staged cooperatively by all the kernel's threads (a barrier after the load
+ * and after the step), then `store` per slot below every limit.  Computing
+ * indices are clamped (min clamp_hi, then max clamp_lo; NULL: not) so that a
+ * slot past the data reads inside it.  Statements go to seq; returns how many
+ * operands were staged. */
+typedef struct tile_block tile_block;
+struct tile_block {
+  const tile_plan *p;
+  kexpr *lo[MAX_AXES];          /* the tile's first point per output axis (block-uniform) */
+  kexpr *base[MAX_AXES];        /* the thread's first point (lo + its coordinate) */
+  kexpr *limit[MAX_AXES];       /* slots at or past it are not stored (NULL: none) */
+  kexpr *clamp_lo[MAX_AXES], *clamp_hi[MAX_AXES];
+  double vlo[MAX_AXES], vhi[MAX_AXES];   /* each output variable's range over all blocks */
+  kexpr *active;                /* the thread has slots (NULL: every thread) */
+  kexpr *work;                  /* block-uniform: the tile needs computing at all (NULL: always);
+                                 * else the slots keep the reduction's identity */
+  ktype t;                      /* the accumulators' type */
+  kstmt *(*store)(lower_env *env, const tile_block *tb, kexpr *const *idx, kexpr *value);
+  const void *ctx;              /* the store's */
+};
+int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq);
 qir_expr_fn reduce_fn_of(qir_reduce_kind r);
 kexpr *reduce_identity(kbuilder *b, qir_reduce_kind r, ktype t);
 kexpr *reduce_combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t);

@@ -755,10 +755,6 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
 
 /* ---------------------------------------------------------------- staged groups */
 
-/* Shared memory the staged tiles of one block may take: within the static
- * limit of every GPU target. */
-#define STAGE_SMEM_LIMIT (48 * 1024)
-
 /* The reductions reachable from v through the group's elementwise ops, not
  * crossing a staged value: at most one may be the segment's anchor. */
 static void segment_reductions(composer *cm, const qir_value *v, const qir_op **seen, int *n_seen, const qir_op **red,
@@ -973,7 +969,6 @@ static qir_op *compose_stages(composer *cm) {
     st->block[d] = b;
     per_block *= b;
   }
-  st->threads = qir_staged_threads(per_block);   /* what -welder's whole plan says (qir/rprogram.h) */
   /* boxes, from the result back: a value's readers all come after it */
   cg_segment *last = &st->seg[st->n - 1];
   for (int d = 0; d < n; d++) {
@@ -993,14 +988,23 @@ static qir_op *compose_stages(composer *cm) {
         elems *= g->ext[j];
       }
       bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
-      if (bytes > STAGE_SMEM_LIMIT) {
-        cm->why = qir_sprintf(m, "staged tiles of %" PRId64 " bytes per block: more than %d", bytes, STAGE_SMEM_LIMIT);
+      if (bytes > QIR_STAGE_SMEM_LIMIT) {
+        cm->why = qir_sprintf(m, "staged tiles of %" PRId64 " bytes per block: more than %d", bytes, QIR_STAGE_SMEM_LIMIT);
         return NULL;
       }
     }
     if (!box_read(cm, st, s, g->comp, g->comp->body, g->comp->n_axes + g->comp->n_red)) return NULL;
     if (g->epilogue && !box_read(cm, st, s, g->comp, g->epilogue, g->comp->n_axes)) return NULL;
   }
+  /* threads: enough for the largest box (each thread then takes a register
+   * tile of the reductions' points, one point of the others per pass) */
+  int64_t most = per_block;
+  for (int s = 0; s < st->n - 1; s++) {
+    int64_t elems = 1;
+    for (int j = 0; j < st->seg[s].type->rank; j++) elems *= st->seg[s].ext[j];
+    if (elems > most) most = elems;
+  }
+  st->threads = qir_stage_threads(most);
   qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
   op->comp = last->comp;
   qir_op_insert_before(k, op);
@@ -1044,6 +1048,164 @@ static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segmen
   return v;
 }
 
+/* A staged segment's tile as lower_tile_block computes it: where its slots go. */
+typedef struct {
+  const cg_stages *st;
+  const cg_segment *g;
+  const stage_tile *tl;         /* the shared tile it fills, or NULL: the group's output */
+  kexpr *const *origin;         /* the box (the block's outputs, or tl's) */
+  const int64_t *ext;
+  bool shift[MAX_AXES];         /* along d the computed range was moved inside the value: test the box */
+} segment_store;
+
+/* Segment g's value at point idx from its accumulated value v (its epilogue
+ * applied), rounded to the value's type. */
+static kexpr *segment_epilogue(lower_env *env, const cg_stages *st, const cg_segment *g, kexpr *const *idx, kexpr *v) {
+  kbuilder *b = env->b;
+  const qir_compute *c = g->comp;
+  v = ke_cast_dtype(b, v, g->acc_dtype);
+  if (!g->epilogue) return v;
+  kexpr *saved[MAX_AXES];
+  memcpy(saved, env->vars, sizeof saved);
+  for (int d = 0; d < c->n_axes; d++) env->vars[d] = idx[d];
+  cg_group acc_only = {.acc_operand = st->acc_operand, .acc_dtype = g->acc_dtype};
+  const cg_group *sg = env->group;
+  env->group = &acc_only;
+  env->acc_value = v;
+  v = ke_cast_dtype(b, tr_as(env, g->epilogue, ktype_of_dtype(g->dtype)), g->dtype);
+  env->acc_value = NULL;
+  env->group = sg;
+  memcpy(env->vars, saved, sizeof saved);
+  return v;
+}
+
+static kstmt *store_segment(lower_env *env, const tile_block *tb, kexpr *const *idx, kexpr *v) {
+  kbuilder *b = env->b;
+  const segment_store *ss = tb->ctx;
+  const cg_segment *g = ss->g;
+  int n = g->comp->n_axes;
+  kexpr *in = NULL;             /* the point is in the box (it always is in the value) */
+  for (int d = 0; d < n; d++)
+    if (ss->shift[d])
+      in = ke_and(b, in, ke_and(b, ke_bin(b, QIR_FN_GE, idx[d], ss->origin[d], KT_BOOL),
+                                ke_lt(b, idx[d], ke_add(b, ss->origin[d], ke_int(b, ss->ext[d])))));
+  kstmt *put;
+  if (!ss->tl) {
+    put = ks_store(b, 0, out_index(env, idx), segment_epilogue(env, ss->st, g, idx, v));
+  } else {
+    const stage_tile *tl = ss->tl;
+    kexpr *off[QIR_MAX_RANK];
+    for (int j = 0; j < tl->rank; j++) off[j] = ke_sub(b, idx[j], tl->origin[j]);
+    put = ks_assign(b, tl->smem, strides_linear(env, off, tl->ext, tl->rank), segment_epilogue(env, ss->st, g, idx, v));
+  }
+  return in ? ks_if(b, in, put, NULL) : put;
+}
+
+/* Segment g (its reduction) over the box from origin over ext (the block's
+ * outputs when tl is NULL, else staged tile tl) by the schedule -welder
+ * models (qir_stage_schedule): register tiles, the reused operands staged
+ * cooperatively per reduction step.  Along an axis where some block's box
+ * leaves the value, the computed range is the box's length clipped to the
+ * value's, moved inside the value (so no point outside it is computed), its
+ * points clamped into the box; tl's points outside the value are set to 0; a
+ * block whose box misses the value skips the work.  False (nothing emitted)
+ * when the box takes no such schedule. */
+static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment *g, const stage_tile *tl, kexpr *const *origin,
+                          const int64_t *ext, const double *omin, const double *omax, int64_t budget, kstmt *seq) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = g->comp;
+  int n = c->n_axes;
+  ktype at = ktype_of_dtype(g->acc_dtype);
+  if (c->n_red == 0 || n > MAX_AXES || n > QIR_MAX_RANK) return false;
+  segment_store ss = {.st = st, .g = g, .tl = tl, .origin = origin, .ext = ext};
+  int64_t len[QIR_MAX_RANK];
+  for (int d = 0; d < n; d++) {
+    int64_t dim = g->type->dims[d];
+    len[d] = ext[d] < dim ? ext[d] : dim;
+    ss.shift[d] = omin[d] < 0 || omax[d] + (double)ext[d] - 1 > (double)(dim - 1);
+  }
+  qir_stage_sched sc;
+  if (!qir_stage_schedule(c, len, k->threads, k->n_params - 1, at == KT_F64 || at == KT_I64 || at == KT_U64 ? 8 : 4, budget, &sc))
+    return false;
+  tile_plan p = {.pad = 0, .vec = 1, .smem_budget = budget, .rsplit = 1, .stage = sc.stage, .min_reuse = QIR_SCHED_MIN_REUSE};
+  int64_t thr[MAX_AXES];
+  for (int d = 0; d < n; d++) {
+    p.block[d] = sc.tile[d];
+    p.thread[d] = sc.thread[d];
+    thr[d] = sc.tile[d] / sc.thread[d];
+  }
+  for (int a = 0; a < c->n_red; a++) p.rstep[a] = sc.rstep[a];
+  tile_block tb = {.p = &p, .t = at, .store = store_segment, .ctx = &ss};
+  kexpr *tc[MAX_AXES];
+  decompose(env, ke_tid(b), thr, n, tc);
+  if (sc.threads_used < k->threads) tb.active = ke_lt(b, ke_tid(b), ke_int(b, sc.threads_used));
+  kexpr *outside = NULL;        /* a point of tl's box outside the value (zero fill) */
+  for (int d = 0; d < n; d++) {
+    int64_t dim = g->type->dims[d];
+    kexpr *start = origin[d];
+    tb.vlo[d] = omin[d];
+    tb.vhi[d] = omax[d] + (double)sc.tile[d] - 1;
+    if (ss.shift[d]) {
+      /* the computed range: len points inside the value covering the box's part in it */
+      start = ke_bin(b, QIR_FN_MAX, ke_bin(b, QIR_FN_MIN, origin[d], ke_int(b, dim - len[d]), KT_I32), ke_int(b, 0), KT_I32);
+      if (start->kind != KE_INT) start = ke_var(b, let(env, "c", start));
+      double lo = omin[d] < (double)(dim - len[d]) ? omin[d] : (double)(dim - len[d]);
+      double hi = omax[d] < (double)(dim - len[d]) ? omax[d] : (double)(dim - len[d]);
+      tb.vlo[d] = lo > 0 ? lo : 0;
+      tb.vhi[d] = (hi > 0 ? hi : 0) + (double)sc.tile[d] - 1;
+      /* computing points inside the box and the value (inside the value when they miss) */
+      kexpr *h = ke_bin(b, QIR_FN_MIN, ke_add(b, origin[d], ke_int(b, ext[d] - 1)), ke_int(b, dim - 1), KT_I32);
+      kexpr *l = ke_bin(b, QIR_FN_MIN, ke_bin(b, QIR_FN_MAX, origin[d], ke_int(b, 0), KT_I32), ke_int(b, dim - 1), KT_I32);
+      tb.clamp_hi[d] = h->kind == KE_INT ? h : ke_var(b, let(env, "h", h));
+      tb.clamp_lo[d] = l->kind == KE_INT ? l : ke_var(b, let(env, "l", l));
+      /* a block whose box misses the value computes nothing */
+      if (omax[d] > (double)(dim - 1)) tb.work = ke_and(b, tb.work, ke_lt(b, origin[d], ke_int(b, dim)));
+      if (omin[d] + (double)ext[d] - 1 < 0)
+        tb.work = ke_and(b, tb.work, ke_bin(b, QIR_FN_GE, origin[d], ke_int(b, 1 - ext[d]), KT_BOOL));
+    } else if (sc.tile[d] > len[d]) {
+      tb.clamp_hi[d] = ke_add(b, origin[d], ke_int(b, len[d] - 1));
+      if (tb.clamp_hi[d]->kind != KE_INT && tb.clamp_hi[d]->kind != KE_VAR) tb.clamp_hi[d] = ke_var(b, let(env, "h", tb.clamp_hi[d]));
+    }
+    tb.lo[d] = start;
+    kexpr *bs = ke_add(b, start, tc[d]);
+    tb.base[d] = bs->kind == KE_INT ? bs : ke_var(b, let(env, "t", bs));
+    if (sc.tile[d] > len[d]) tb.limit[d] = ke_add(b, start, ke_int(b, len[d]));
+  }
+  if (tl) {
+    /* the box's points outside the value: 0 (never read); the slots store the others */
+    kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+    kstmt *body = ks_seq(b);
+    kexpr *off[QIR_MAX_RANK];
+    decompose(env, ke_var(b, f), tl->ext, tl->rank, off);
+    for (int j = 0; j < tl->rank; j++) {
+      if (!ss.shift[j]) continue;
+      kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, gv, ke_add(b, tl->origin[j], off[j])));
+      kexpr *out = ke_bin(b, QIR_FN_OR, ke_lt(b, ke_var(b, gv), ke_int(b, 0)),
+                          ke_bin(b, QIR_FN_GE, ke_var(b, gv), ke_int(b, g->type->dims[j]), KT_BOOL), KT_BOOL);
+      outside = outside ? ke_bin(b, QIR_FN_OR, outside, out, KT_BOOL) : out;
+    }
+    if (outside) {
+      int64_t elems = 1;
+      for (int j = 0; j < tl->rank; j++) elems *= tl->ext[j];
+      ks_add(b, body, ks_if(b, outside, ks_assign(b, tl->smem, ke_var(b, f), ke_cast(b, ke_int(b, 0), tl->smem->type)), NULL));
+      ks_add(b, seq, ks_for(b, f, ke_tid(b), ke_int(b, elems), k->threads, body));
+    }
+  }
+  const qir_expr *body = env->body, *bias = env->bias;
+  const qir_compute *comp = env->comp;
+  env->comp = c;
+  env->body = c->body;
+  env->bias = qir_compute_bias_term(c, &env->body);
+  if (!env->bias) env->body = c->body;
+  lower_tile_block(env, &tb, seq);
+  env->comp = comp;
+  env->body = body;
+  env->bias = bias;
+  return true;
+}
+
 void lower_stages(lower_env *env, const cg_stages *st) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
@@ -1058,6 +1220,18 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   k->grid = grid;
   k->threads = st->threads;
   kexpr *bc[QIR_MAX_RANK], *bstart[QIR_MAX_RANK];
+  /* shared memory left by the staged tiles, shared by the reductions' staging */
+  int64_t tile_bytes = 0, n_red_segs = 0;
+  for (int s = 0; s < st->n; s++) {
+    const cg_segment *g = &st->seg[s];
+    n_red_segs += g->comp->n_red > 0;
+    if (s == st->n - 1) continue;
+    int64_t elems = 1;
+    for (int j = 0; j < g->type->rank; j++) elems *= g->ext[j];
+    tile_bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
+  }
+  int64_t budget = qir_stage_budget(tile_bytes, (int)n_red_segs);
+  int tiled = 0;
   decompose(env, ke_bid(b), nb, n, bc);
   for (int d = 0; d < n; d++) {
     kexpr *s = ke_mul(b, bc[d], ke_int(b, st->block[d]));
@@ -1089,6 +1263,22 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     }
     staged_elems += elems;
     tl->smem = kvar_new(b, k, "st", ktype_of_dtype(g->dtype), elems, KV_SHARED);
+    /* the box's origin over every block: oconst + ocoef . block start */
+    double omin[QIR_MAX_RANK], omax[QIR_MAX_RANK];
+    for (int j = 0; j < tl->rank; j++) {
+      omin[j] = omax[j] = (double)g->oconst[j];
+      for (int d = 0; d < n; d++) {
+        double far = (double)g->ocoef[j][d] * (double)((nb[d] - 1) * st->block[d]);
+        if (far < 0) omin[j] += far;
+        else omax[j] += far;
+      }
+    }
+    if (tiled_segment(env, st, g, tl, tl->origin, tl->ext, omin, omax, budget, k->body)) {
+      ks_add(b, k->body, ks_barrier(b));
+      env->n_tiles = s + 1;
+      tiled++;
+      continue;
+    }
     /* every element of the box: the value where it lies inside the tensor, else 0 (never read) */
     kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
     kstmt *body = ks_seq(b);
@@ -1110,6 +1300,12 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     env->n_tiles = s + 1;
   }
   /* the block's outputs */
+  const cg_segment *res = &st->seg[st->n - 1];
+  double omin[QIR_MAX_RANK] = {0}, omax[QIR_MAX_RANK] = {0};
+  for (int d = 0; d < n; d++) omin[d] = 0, omax[d] = (double)((nb[d] - 1) * st->block[d]);
+  if (tiled_segment(env, st, res, NULL, bstart, st->block, omin, omax, budget, k->body)) {
+    tiled++;
+  } else {
   kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
   kstmt *body = ks_seq(b);
   kexpr *off[QIR_MAX_RANK], *guard = NULL, *idx[QIR_MAX_RANK];
@@ -1125,13 +1321,14 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   ks_add(b, then, ks_store(b, 0, out_index(env, idx), v));
   ks_add(b, body, guard ? ks_if(b, guard, then, NULL) : then);
   ks_add(b, k->body, ks_for(b, f, ke_tid(b), ke_int(b, per_block), k->threads, body));
+  }
   char blk[128];
   int len = 0;
   for (int d = 0; d < n && len < (int)sizeof blk - 24; d++)
     len += snprintf(blk + len, sizeof blk - (size_t)len, "%s%" PRId64, d ? "," : "", st->block[d]);
   k->summary = qir_sprintf(b->m, "staged: block [%s], %d value%s staged in shared memory (%" PRId64 " elements per block, halo "
-                           "included), grid %" PRId64 " threads %d", blk, st->n - 1, st->n == 2 ? "" : "s", staged_elems,
-                           grid, k->threads);
+                           "included), grid %" PRId64 " threads %d, %d of %" PRId64 " reductions register-tiled", blk, st->n - 1,
+                           st->n == 2 ? "" : "s", staged_elems, grid, k->threads, tiled, n_red_segs);
 }
 
 /* Runs the group's ops as they are: moved out before the kernel op, reading

@@ -625,11 +625,13 @@ static bool fusable_code(const qir_op *op);
  * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
  * The group's block tile is then constructed for the group: among power-of-two
  * tiles of its output, the one whose staged boxes fit MAX_STAGE_SMEM and whose
- * recomputed halo work (each segment's work times the elements its boxes
- * cover over all blocks, clipped to the tensor, per element of the value) is
- * least.  A segment joins when the modelled time of the joint kernel (work
- * times recomputation, the group's global traffic, one launch) is below the two
- * kernels' apart. */
+ * work is least: each segment's reduction costs what qcodegen's schedule for
+ * its box does (qir_stage_schedule: register tiles, operands staged per step;
+ * staged_work_us), in every block whose box meets the value, at least the
+ * reduction's own kernel's compute time times the share of its points the
+ * boxes cover (recomputed halos).  A segment joins when the modelled time of
+ * the joint kernel (that work, the group's global traffic, one launch) is
+ * below the two kernels' apart. */
 #define MAX_STAGED_VALUES 3
 #define MAX_STAGE_SMEM (32 * 1024)      /* qcodegen allows 48 KiB; its boxes are exact unions, ours bounds */
 #define MAX_BOX_BLOCKS 4096             /* blocks counted one by one for the recomputation */
@@ -782,6 +784,26 @@ static double box_total(const box *b, const qir_type *vt, const qir_type *ot, co
   return total;
 }
 
+/* Blocks whose box of v meets the tensor (qcodegen skips the others' work);
+ * all of them past MAX_BOX_BLOCKS. */
+static int64_t box_blocks(const box *b, const qir_type *vt, const qir_type *ot, const int64_t *block) {
+  int64_t nb[QIR_MAX_RANK], grid = 1, hit = 0;
+  for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
+  if (grid > MAX_BOX_BLOCKS) return grid;
+  for (int64_t g = 0; g < grid; g++) {
+    int64_t start[QIR_MAX_RANK], rest = g;
+    for (int d = ot->rank - 1; d >= 0; d--) start[d] = (rest % nb[d]) * block[d], rest /= nb[d];
+    bool meets = true;
+    for (int j = 0; j < vt->rank && meets; j++) {
+      int64_t lo = b->oc[j];
+      for (int d = 0; d < ot->rank; d++) lo += b->co[j][d] * start[d];
+      meets = lo < vt->dims[j] && lo + b->ext[j] > 0;
+    }
+    hit += meets;
+  }
+  return hit;
+}
+
 /* Modelled compute time of a member: its estimate less its traffic, at least
  * its points at the device's peak. */
 static double work_us(const welder *w, const node *n) {
@@ -801,18 +823,74 @@ static int form_loads(const qir_expr *e) {
   return n;
 }
 
-/* Modelled compute time of an anchor inside a staged group.  qcodegen computes
- * each of its points there with a serial loop over the reduction, every step
- * loading its operands from shared memory or L1 (no register tiling, as its own
- * tiled kernel would have), so it takes at least those loads at shared-memory
- * bandwidth, however fast its own plan is. */
-static double staged_work_us(const welder *w, const node *n) {
+/* Modelled compute time of an anchor inside a staged group when qcodegen has
+ * no tiled schedule for its box: a serial loop over the reduction per point,
+ * every step loading its operands from shared memory or L1, so at least those
+ * loads at shared-memory bandwidth, however fast its own plan is. */
+static double naive_staged_us(const welder *w, const node *n) {
   double us = work_us(w, n);
   if (!n->comp || n->comp->n_red == 0 || w->t->smem_gbs <= 0) return us;
   double loads = (double)form_points(n->comp) * form_loads(n->comp->body) *
                  (double)qir_dtype_size(n->op->results[0]->type.dtype);
   double naive = loads / (w->t->smem_gbs * 1e3);
   return naive > us ? naive : us;
+}
+
+/* The form of a member's reduction: its own, or a solo op's (LRN) first reducing step. */
+static const qir_compute *reduction_form(const node *n, qir_value *const **args) {
+  if (n->comp && n->comp->n_red > 0) {
+    *args = n->args;
+    return n->comp;
+  }
+  for (int i = 0; i < n->n_chain; i++)
+    if (n->chain[i]->comp && n->chain[i]->comp->n_red > 0) {
+      *args = n->chain[i]->operands;
+      return n->chain[i]->comp;
+    }
+  return NULL;
+}
+
+/* Modelled time of anchor n of a staged group computing its value over a box
+ * of ext points per axis in each of `blocks` blocks of `threads` threads
+ * (those whose box meets the value: the others skip the work), by
+ * the schedule qcodegen emits for it (qir_stage_schedule: register tiles, the
+ * reused operands staged per reduction step within `budget` bytes): its
+ * accumulations at the peak rate, its operand loads (after register reuse) at
+ * shared-memory bandwidth plus the staging loads at L2 bandwidth, and two
+ * barriers per step in each wave of blocks.  `share` is the fraction of the
+ * value's points the boxes cover (recomputation included): the anchor's own
+ * kernel's compute time scaled by it is a floor.  Without a schedule: the
+ * naive per-point loop (naive_staged_us), scaled by share. */
+static double staged_work_us(const welder *w, const node *n, const int64_t *ext, int64_t blocks, int threads, int64_t budget,
+                             double share) {
+  qir_value *const *args = NULL;
+  const qir_compute *c = reduction_form(n, &args);
+  const qir_target *t = w->t;
+  qir_dtype dt = n->op->results[0]->type.dtype;
+  int bytes = qir_dtype_size(dt) > 4 ? 8 : 4;
+  double floor = work_us(w, n) * share;
+  qir_stage_sched sc;
+  /* qcodegen computes the box's part inside the value */
+  int64_t len[QIR_MAX_RANK];
+  const qir_type *vt = &n->op->results[0]->type;
+  for (int d = 0; d < vt->rank && d < QIR_MAX_RANK; d++) len[d] = ext[d] < vt->dims[d] ? ext[d] : vt->dims[d];
+  if (!c || c->n_axes != vt->rank || t->smem_gbs <= 0 || t->l2_gbs <= 0 ||
+      !qir_stage_schedule(c, len, threads, c->n_axes + c->n_red + 64, bytes, budget, &sc)) {
+    double naive = naive_staged_us(w, n) * share;
+    return naive > floor ? naive : floor;
+  }
+  (void)args;
+  double peak = qir_target_peak(t, dt, false);
+  double pts = (double)blocks * (double)sc.threads_used * (double)sc.regs * (double)sc.rtot;
+  double flops_us = peak > 0 ? 2 * pts / (peak * 1e3) : 0;
+  double load_us = (double)blocks * (double)sc.threads_used * (double)sc.loads * (double)sc.rtot * bytes / (t->smem_gbs * 1e3);
+  double stage_us = (double)blocks * sc.staged_elems * bytes / (t->l2_gbs * 1e3);
+  int64_t resident = threads > 0 ? t->max_threads_per_unit / threads : 1;
+  if (resident > t->max_blocks_per_unit) resident = t->max_blocks_per_unit;
+  if (resident < 1) resident = 1;
+  double waves = ceil((double)blocks / ((double)(t->compute_units > 0 ? t->compute_units : 1) * (double)resident));
+  double us = (flops_us > load_us + stage_us ? flops_us : load_us + stage_us) + waves * 2.0 * (double)sc.steps * t->block_barrier_us;
+  return us > floor ? us : floor;
 }
 
 /* Global traffic of a kernel made of the members: distinct outside operands, the result. */
@@ -855,14 +933,16 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
   const qir_type *ot = &mem[n_mem - 1]->op->results[0]->type;
   int n = ot->rank;
   if (n < 1 || n > QIR_MAX_RANK) return false;
-  /* work per segment, indexed by the member that roots it */
-  double work[MAX_MEMBERS] = {0};
+  /* the segment (the member that roots it) of each anchor */
+  int seg_of[MAX_MEMBERS], n_anchors = 0;
   for (int i = 0; i < n_mem; i++) {
+    seg_of[i] = -1;
     if (!mem[i]->comp && !mem[i]->n_chain) continue;
     bool anchor = mem[i]->n_chain || mem[i]->comp->n_red > 0;
     if (!anchor) continue;
     for (int s = 0; s < n_mem; s++)
-      if (mem[s] == &rc->nodes[mem[i]->seg]) work[s] += staged_work_us(w, mem[i]);
+      if (mem[s] == &rc->nodes[mem[i]->seg]) seg_of[i] = s;
+    n_anchors += seg_of[i] >= 0;
   }
   int64_t cand[QIR_MAX_RANK][8];
   int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0};
@@ -879,9 +959,16 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     int64_t blk[QIR_MAX_RANK], pb = 1;
     for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d];
     if (pb <= 1024 && (pb >= 32 || pb == numel) && group_boxes(mem, n_mem, blk, bx)) {
-      double smem = 0, cost = 0;
+      double smem = 0, cost = 0, share[MAX_MEMBERS];
+      int64_t most = pb, blocks = 1, busy[MAX_MEMBERS];
+      for (int d = 0; d < n; d++) blocks *= (ot->dims[d] + blk[d] - 1) / blk[d];
       for (int i = 0; i < n_mem; i++) {
-        if (i == n_mem - 1) { cost += work[i]; continue; }
+        share[i] = 1;
+        busy[i] = blocks;
+        if (i == n_mem - 1) {
+          for (int d = 0; d < n; d++) bx[i].ext[d] = blk[d];
+          continue;
+        }
         if (!mem[i]->staged) continue;
         const qir_type *vt = &mem[i]->op->results[0]->type;
         double e = 1;
@@ -897,8 +984,16 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
           smem += rows * 8 * mem[i]->n_chain;
         }
         double vn = (double)qir_type_numel(vt);
-        cost += work[i] * (vn > 0 ? box_total(&bx[i], vt, ot, blk) / vn : 1);
+        share[i] = vn > 0 ? box_total(&bx[i], vt, ot, blk) / vn : 1;
+        busy[i] = box_blocks(&bx[i], vt, ot, blk);
+        if (e > most) most = (int64_t)e;
       }
+      /* each anchor by the schedule qcodegen gives it over its segment's box */
+      int threads = qir_stage_threads(most);
+      int64_t budget = qir_stage_budget((int64_t)smem, n_anchors);
+      for (int i = 0; i < n_mem; i++)
+        if (seg_of[i] >= 0)
+          cost += staged_work_us(w, mem[i], bx[seg_of[i]].ext, busy[seg_of[i]], threads, budget, share[seg_of[i]]);
       if (smem <= MAX_STAGE_SMEM && (cost < best_cost * (1 - 1e-9) || (cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
         best_cost = cost;
         best_pb = pb;
