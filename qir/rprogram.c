@@ -658,6 +658,70 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
   return ok;
 }
 
+/* Whether group k's forms (named ops expanded) are what qcodegen's row
+ * composer takes without a row op: an elementwise result over reductions of
+ * its shape's rank that all reduce the same axes (extent 1 where the result's
+ * is larger: *reduced), besides at most one reduction at the row's points.
+ * *staged_size: bytes of an element of the value of the result's shape the
+ * first reduction reads (the row it stages), 0 when none. */
+static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t *staged_size) {
+  const qir_value *y = k->regions[0]->last && k->regions[0]->last->code == QIR_OP_YIELD ? k->regions[0]->last->operands[0] : NULL;
+  if (!y) return false;
+  const qir_type *E = &y->type;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
+  if (!sink) return false;
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  bool ok = true, root_elementwise = false;
+  int n_stages = 0, n_point = 0, n_red = 0;
+  for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next) {
+    qir_op *chain[8];
+    int c = in->code == QIR_OP_COMPUTE ? 1 : qir_op_expand_computes(m, in, chain, 8, &quiet);
+    if (in->code == QIR_OP_COMPUTE) chain[0] = (qir_op *)in;
+    if (c < 1) {
+      ok = false;
+      break;
+    }
+    for (int j = 0; j < c && ok; j++) {
+      const qir_op *f = chain[j];
+      const qir_compute *fc = f->comp;
+      if (!fc) continue;
+      bool last = j == c - 1 && in->results[0] == y;
+      if (last) root_elementwise = fc->n_red == 0;
+      if (fc->n_red == 0) continue;
+      const qir_type *ft = &f->results[0]->type;
+      if (ft->rank != E->rank || fc->n_axes != E->rank) {
+        ok = false;
+        break;
+      }
+      if (qir_type_equal(ft, E) && !last) {
+        n_point++;               /* one value per point of the row */
+        continue;
+      }
+      int r = 0;
+      for (int d = 0; d < E->rank; d++) {
+        bool red = fc->axis_extents[d] == 1 && E->dims[d] > 1;
+        if (n_stages == 0) reduced[d] = red;
+        else if (reduced[d] != red) ok = false;
+        r += red;
+      }
+      if (n_stages == 0) {
+        n_red = r;
+        /* the row it stages: the first value of the result's shape it reads */
+        for (int o = 0; o < f->n_operands && !*staged_size; o++)
+          if (qir_type_equal(&f->operands[o]->type, E)) *staged_size = qir_dtype_size(f->operands[o]->type.dtype);
+      }
+      ok &= r == n_red && r > 0 && fc->n_red == r;
+      n_stages++;
+    }
+  }
+  fclose(sink);
+  free(text);
+  return ok && root_elementwise && n_stages > 0 && n_point <= 1;
+}
+
 static qir_attr plan_entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
 
 bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, double est_us, qir_attr_val *out) {
@@ -677,19 +741,28 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     const qir_op *d = root->operands[o]->def;
     if (d && d->parent == k->regions[0] && row_root(d) && d->results[0]->type.rank == rank) row = d;
   }
+  /* or reductions over the same axes as plain ops (a softmax written out:
+   * reduce_max, sub, exp, reduce_sum, div), which qcodegen's row composer
+   * takes before its staged one */
+  bool reduced[QIR_MAX_RANK] = {false}, rows = row != NULL;
+  const int64_t *row_dims = ot->dims;
+  int64_t staged_size = 0, tail_size = 0;
   if (row) {
+    if (row_axes(m, row, reduced) < 1) return false;
+    row_dims = row->results[0]->type.dims;
+    staged_size = qir_dtype_size(row->n_operands ? row->operands[0]->type.dtype : row->results[0]->type.dtype);
+    tail_size = row == root ? 0 : qir_dtype_size(row->results[0]->type.dtype);
+  } else {
+    rows = !qir_group_composes_fused(m, k) && rows_of_forms(m, k, reduced, &staged_size);
+  }
+  if (rows) {
     /* qcodegen's lower_rows: a warp per row, the block's box of rows
      * (qir_row_blocking_of), the rows staged in shared memory */
-    bool reduced[QIR_MAX_RANK] = {false};
-    if (row_axes(m, row, reduced) < 1) return false;
-    const qir_type *rt = &row->results[0]->type;
     int64_t gb[QIR_MAX_RANK];
     bool have_gb = qir_group_block(k, gb);
     qir_row_blocking rb;
     int warp = t->warp_size > 0 ? t->warp_size : 32;
-    if (!qir_row_blocking_of(rank, rt->dims, reduced, have_gb ? gb : NULL,
-                             qir_dtype_size(row->n_operands ? row->operands[0]->type.dtype : rt->dtype),
-                             row == root ? 0 : qir_dtype_size(rt->dtype), warp, &rb))
+    if (!qir_row_blocking_of(rank, row_dims, reduced, have_gb ? gb : NULL, staged_size, tail_size, warp, &rb))
       return false;
     for (int d = 0; d < rank; d++) blk[d] = reduced[d] ? ot->dims[d] : rb.kept_block[d], grid[d] = rb.grid[d];
     threads = rb.threads;
@@ -710,7 +783,7 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     if (!staged_plan(m, k, root, blk, per_block, &threads, &smem, &regs)) return false;
   }
   qir_attr e[8] = {plan_entry("block", qir_attr_ints(m, rank, blk)),
-                   plan_entry("composer", qir_attr_word(m, row ? "rows" : "staged")),
+                   plan_entry("composer", qir_attr_word(m, rows ? "rows" : "staged")),
                    plan_entry("est_us", qir_attr_float(est_us > 0 ? est_us : 1.0)),
                    plan_entry("grid", qir_attr_ints(m, rank, grid)), plan_entry("regs", qir_attr_int(regs)),
                    plan_entry("smem", qir_attr_int(smem)), plan_entry("target", qir_attr_string(m, t->name)),
