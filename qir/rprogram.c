@@ -764,7 +764,13 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     int warp = t->warp_size > 0 ? t->warp_size : 32;
     if (!qir_row_blocking_of(rank, row_dims, reduced, have_gb ? gb : NULL, staged_size, tail_size, warp, &rb))
       return false;
-    for (int d = 0; d < rank; d++) blk[d] = reduced[d] ? ot->dims[d] : rb.kept_block[d], grid[d] = rb.grid[d];
+    /* the block stays the group's (its inner tiles are derived from it; the
+     * composer reads its box of rows from it as the rule above does) */
+    for (int d = 0; d < rank; d++) {
+      if (!have_gb) blk[d] = reduced[d] ? ot->dims[d] : rb.kept_block[d];
+      else blk[d] = gb[d];
+      grid[d] = rb.grid[d];
+    }
     threads = rb.threads;
     smem = rb.smem;
     regs = 32;
