@@ -472,6 +472,10 @@ int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap
 int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
                     bool *have);
 
+/* The same boxes, not clipped to the tensors: the extents a staged composer
+ * allocates in shared memory for one block (halo past the edges included). */
+int qir_group_boxes(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*boxes)[QIR_MAX_RANK],
+                    bool *have);
 /* The schedule qcodegen gives a reduction of a staged group (qcodegen's
  * lower_stages) over a box of its output, ext[d] points per output axis, with
  * `threads` threads per block: each thread accumulates a register tile of
@@ -493,12 +497,23 @@ typedef struct {
   int64_t regs, threads_used, loads, steps, rtot;
   bool stage;                   /* operands staged (else read in place: their footprints do not fit) */
   double staged_elems;
+  int64_t smem;                 /* bytes of shared memory one step's staged operands take (qcodegen allocates them) */
 } qir_stage_sched;
 bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,
                         int64_t budget, qir_stage_sched *s);
+/* The same, operand o (< n_global) already in shared memory where in_smem[o]
+ * (NULL: none): a staged value read by a later segment, never staged again. */
+bool qir_stage_schedule_of(const qir_compute *c, const int64_t *ext, int threads, int n_global, const bool *in_smem,
+                           int elem_bytes, int64_t budget, qir_stage_sched *s);
 /* Threads per block of a staged group whose largest box (its output block
  * included) has `points` points: up to 256, whole warps. */
 int qir_stage_threads(int64_t points);
+/* Shared memory of a staged group's block, at most: its staged tiles and the
+ * staged operands of its reductions' schedules. */
+#define QIR_STAGE_SMEM_LIMIT (48 * 1024)
+/* The bytes each of a staged group's n_red reductions may stage per step
+ * (qir_stage_schedule's budget) when its staged tiles take tile_bytes. */
+int64_t qir_stage_budget(int64_t tile_bytes, int n_red);
 
 /* Kernel group k's block tile (#tile{block}, each extent clipped to its
  * result's): false when it has none (or a malformed one). */

@@ -427,3 +427,373 @@ bool qir_rprogram_packs(const qir_op *op) {
       if (u->user->code == QIR_OP_RPROGRAM) return true;
   return false;
 }
+
+/* ---------------------------------------------------------------- whole plans of Welder groups */
+
+
+bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, const int64_t *group_block,
+                         int64_t staged_size, int64_t tail_size, int warp, qir_row_blocking *out) {
+  memset(out, 0, sizeof *out);
+  if (rank < 1 || rank > QIR_MAX_RANK || warp < 1) return false;
+  int64_t row_len = 1, per_block = 1;
+  for (int d = 0; d < rank; d++) {
+    if (reduced[d]) row_len *= dims[d];
+    out->kept_block[d] = reduced[d] || !group_block || group_block[d] < 1 ? 1 : group_block[d];
+    per_block *= out->kept_block[d];
+  }
+  out->staged = staged_size > 0 && row_len * staged_size <= QIR_ROW_SMEM_LIMIT;
+  int64_t row_bytes = row_len * ((out->staged ? staged_size : 0) + tail_size);
+  if (tail_size > 0 && row_bytes > QIR_ROW_SMEM_LIMIT) return false;
+  while (per_block > 1 && (per_block * warp > 1024 || per_block * row_bytes > QIR_ROW_SMEM_LIMIT)) {
+    int big = 0;
+    for (int d = 1; d < rank; d++)
+      if (out->kept_block[d] > out->kept_block[big]) big = d;
+    out->kept_block[big] = (out->kept_block[big] + 1) / 2;
+    per_block = 1;
+    for (int d = 0; d < rank; d++) per_block *= out->kept_block[d];
+  }
+  out->blocks = 1;
+  for (int d = 0; d < rank; d++) {
+    out->grid[d] = reduced[d] ? 1 : (dims[d] + out->kept_block[d] - 1) / out->kept_block[d];
+    out->blocks *= out->grid[d];
+  }
+  out->rows = per_block;
+  out->threads = per_block * warp;
+  out->smem = per_block * row_bytes;
+  return true;
+}
+
+static bool row_root(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: case QIR_OP_LP_NORMALIZATION:
+    return op->n_results >= 1 && op->results[0]->type.rank > 0;
+  default: return false;
+  }
+}
+
+static bool fused_smem(const qir_op *op) {
+  const qir_attr *f = qir_op_attr(op, "fuse");
+  return f && (f->val.kind == QIR_ATTR_WORD || f->val.kind == QIR_ATTR_STRING) && !strcmp(f->val.s, "smem");
+}
+
+/* The axes of the rows a row op reduces (its expansion's first reduction:
+ * extent 1 there, the result's extent > 1), as qcodegen's row composer
+ * reads them.  The row's length, 0 when there is none. */
+static int64_t row_axes(qir_module *m, const qir_op *root, bool *reduced) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansion says stays here */
+  if (!sink) return 0;
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_op *chain[8];
+  int n = qir_op_expand_computes(m, root, chain, 8, &quiet);
+  fclose(sink);
+  free(text);
+  const qir_type *t = &root->results[0]->type;
+  for (int i = 0; i < n; i++) {
+    const qir_compute *c = chain[i]->comp;
+    if (!c || c->n_red == 0 || c->n_axes != t->rank) continue;
+    int64_t row = 1;
+    for (int d = 0; d < t->rank; d++) {
+      reduced[d] = c->axis_extents[d] == 1 && t->dims[d] > 1;
+      if (reduced[d]) row *= t->dims[d];
+    }
+    return row;
+  }
+  return 0;
+}
+
+/* Every read of operand o in e is at the form's own point [v0, v1, ..]. */
+static bool reads_at_point(const qir_expr *e, int o, int rank) {
+  if (!e) return true;
+  if (e->kind == QIR_EX_ACCESS && e->operand == o) {
+    if (e->n_args != rank) return false;
+    for (int j = 0; j < rank; j++)
+      if (e->args[j]->kind != QIR_EX_VAR || e->args[j]->var != j) return false;
+  }
+  for (int i = 0; i < e->n_args; i++)
+    if (!reads_at_point(e->args[i], o, rank)) return false;
+  return true;
+}
+
+#define MAX_GROUP_FORMS 256
+
+/* Whether qcodegen's fused composer takes group k (its first try): at most
+ * one reduction among the group's computes (named ops expanded), read, with
+ * everything computed from it, only at the reader's own point, and of the
+ * group's result type.  Otherwise the group is a row or staged group. */
+bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
+  if (!sink) return true;
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_op *forms[MAX_GROUP_FORMS];
+  const qir_value *vals[MAX_GROUP_FORMS];   /* the value each form computes */
+  int n = 0;
+  bool ok = true;
+  for (const qir_op *in = k->regions[0]->first; in && ok; in = in->next) {
+    if (in->code == QIR_OP_YIELD) continue;
+    if (in->code == QIR_OP_COMPUTE) {
+      if (n == MAX_GROUP_FORMS) ok = false;
+      else vals[n] = in->results[0], forms[n++] = (qir_op *)in;
+      continue;
+    }
+    qir_op *chain[8];
+    int c = qir_op_expand_computes(m, in, chain, 8, &quiet);
+    if (c < 1 || n + c > MAX_GROUP_FORMS || in->n_results != 1) {
+      ok = c >= 0 && in->n_results == 1 && n + c <= MAX_GROUP_FORMS;   /* a form-less view composes (or fails) alike */
+      continue;
+    }
+    for (int i = 0; i < c; i++) vals[n] = i == c - 1 ? in->results[0] : chain[i]->results[0], forms[n++] = chain[i];
+  }
+  fclose(sink);
+  free(text);
+  if (!ok) return true;
+  int anchor = -1;
+  for (int i = 0; i < n; i++)
+    if (forms[i]->comp && forms[i]->comp->n_red > 0) {
+      if (anchor >= 0) return false;   /* a second reduction */
+      anchor = i;
+    }
+  if (anchor < 0) return true;
+  if (!qir_type_equal(&vals[anchor]->type, &k->results[0]->type)) return false;
+  /* the values computed from the anchor, each read only at its reader's point */
+  bool from[MAX_GROUP_FORMS] = {false};
+  from[anchor] = true;
+  for (int i = anchor + 1; i < n; i++) {
+    const qir_op *f = forms[i];
+    if (!f->comp) continue;
+    for (int o = 0; o < f->n_operands; o++)
+      for (int a = anchor; a < i; a++)
+        if (from[a] && f->operands[o] == vals[a]) {
+          if (!reads_at_point(f->comp->body, o, f->comp->n_axes)) return false;
+          from[i] = true;
+        }
+  }
+  return true;
+}
+
+/* The threads, shared memory and registers qcodegen's staged composer gives
+ * group k (root its result's op) over block tile blk: see qir_group_whole_plan. */
+static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, const int64_t *blk, int64_t per_block,
+                        int64_t *threads, int64_t *smem, int64_t *regs) {
+  int n = 0;
+  for (const qir_op *in = k->regions[0]->first; in; in = in->next) n++;
+  int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
+  bool *have = calloc((size_t)n + 1, sizeof *have);
+  if (!tiles || !have) {
+    free(tiles);
+    free(have);
+    return false;
+  }
+  int nt = qir_group_boxes(m, k, blk, n, tiles, have), i = 0;
+  bool ok = nt > 0;
+  int64_t most = per_block, tile_bytes = 0;
+  for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+    if (in == root || !fused_smem(in) || in->n_results != 1) continue;
+    if (!have[i]) {
+      ok = false;
+      break;
+    }
+    int64_t elems = 1;
+    for (int j = 0; j < in->results[0]->type.rank; j++) elems *= tiles[i][j];
+    tile_bytes += elems * (qir_dtype_size(in->results[0]->type.dtype) > 4 ? 8 : 4);
+    if (elems > most) most = elems;
+  }
+  *threads = qir_stage_threads(most);
+  *smem = tile_bytes;
+  *regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
+  /* the reductions (a segment's anchor each), by the schedule over their boxes */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
+  qir_diag quiet;
+  if (sink) qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  const qir_compute *forms[MAX_GROUP_FORMS];
+  int64_t exts[MAX_GROUP_FORMS][QIR_MAX_RANK];
+  bool *in_smem[MAX_GROUP_FORMS];
+  int n_red = 0;
+  i = 0;
+  for (const qir_op *in = k->regions[0]->first; ok && sink && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+    if (in->n_results != 1 || !(in == root || have[i])) continue;
+    qir_op *chain[8];
+    int c = in->code == QIR_OP_COMPUTE ? 1 : qir_op_expand_computes(m, in, chain, 8, &quiet);
+    if (in->code == QIR_OP_COMPUTE) chain[0] = (qir_op *)in;
+    for (int j = c - 1; j >= 0 && n_red < MAX_GROUP_FORMS; j--) {
+      const qir_op *f = chain[j];
+      if (!f->comp || f->comp->n_red == 0 || f->comp->n_axes != in->results[0]->type.rank) continue;
+      forms[n_red] = f->comp;
+      const qir_type *vt = &in->results[0]->type;
+      for (int d = 0; d < vt->rank; d++) {
+        int64_t e = in == root ? blk[d] : tiles[i][d];
+        exts[n_red][d] = e < vt->dims[d] ? e : vt->dims[d];
+      }
+      /* an operand computed into shared memory by an earlier segment is read there */
+      in_smem[n_red] = calloc((size_t)f->n_operands + 1, sizeof(bool));
+      for (int o = 0; in_smem[n_red] && o < f->n_operands; o++) {
+        const qir_op *d = f->operands[o]->def;
+        in_smem[n_red][o] = d && d->parent == k->regions[0] && fused_smem(d);
+      }
+      n_red++;
+      break;                    /* a segment's one reduction */
+    }
+  }
+  if (sink) fclose(sink);
+  free(text);
+  int64_t budget = qir_stage_budget(tile_bytes, n_red);
+  for (int r = 0; r < n_red; r++) {
+    qir_stage_sched sc;
+    int bytes = 4;
+    if (ok && qir_stage_schedule_of(forms[r], exts[r], (int)*threads, 1 << 20, in_smem[r], bytes, budget, &sc)) {
+      if (sc.stage) *smem += sc.smem;
+      if (32 + sc.regs > *regs) *regs = 32 + sc.regs;
+    }
+    free(in_smem[r]);
+  }
+  free(tiles);
+  free(have);
+  return ok;
+}
+
+/* Whether group k's forms (named ops expanded) are what qcodegen's row
+ * composer takes without a row op: an elementwise result over reductions of
+ * its shape's rank that all reduce the same axes (extent 1 where the result's
+ * is larger: *reduced), besides at most one reduction at the row's points.
+ * *staged_size: bytes of an element of the value of the result's shape the
+ * first reduction reads (the row it stages), 0 when none. */
+static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t *staged_size) {
+  const qir_value *y = k->regions[0]->last && k->regions[0]->last->code == QIR_OP_YIELD ? k->regions[0]->last->operands[0] : NULL;
+  if (!y) return false;
+  const qir_type *E = &y->type;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
+  if (!sink) return false;
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  bool ok = true, root_elementwise = false;
+  int n_stages = 0, n_point = 0, n_red = 0;
+  for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next) {
+    qir_op *chain[8];
+    int c = in->code == QIR_OP_COMPUTE ? 1 : qir_op_expand_computes(m, in, chain, 8, &quiet);
+    if (in->code == QIR_OP_COMPUTE) chain[0] = (qir_op *)in;
+    if (c < 1) {
+      ok = false;
+      break;
+    }
+    for (int j = 0; j < c && ok; j++) {
+      const qir_op *f = chain[j];
+      const qir_compute *fc = f->comp;
+      if (!fc) continue;
+      bool last = j == c - 1 && in->results[0] == y;
+      if (last) root_elementwise = fc->n_red == 0;
+      if (fc->n_red == 0) continue;
+      const qir_type *ft = &f->results[0]->type;
+      if (ft->rank != E->rank || fc->n_axes != E->rank) {
+        ok = false;
+        break;
+      }
+      if (qir_type_equal(ft, E) && !last) {
+        n_point++;               /* one value per point of the row */
+        continue;
+      }
+      int r = 0;
+      for (int d = 0; d < E->rank; d++) {
+        bool red = fc->axis_extents[d] == 1 && E->dims[d] > 1;
+        if (n_stages == 0) reduced[d] = red;
+        else if (reduced[d] != red) ok = false;
+        r += red;
+      }
+      if (n_stages == 0) {
+        n_red = r;
+        /* the row it stages: the first value of the result's shape it reads */
+        for (int o = 0; o < f->n_operands && !*staged_size; o++)
+          if (qir_type_equal(&f->operands[o]->type, E)) *staged_size = qir_dtype_size(f->operands[o]->type.dtype);
+      }
+      ok &= r == n_red && r > 0 && fc->n_red == r;
+      n_stages++;
+    }
+  }
+  fclose(sink);
+  free(text);
+  return ok && root_elementwise && n_stages > 0 && n_point <= 1;
+}
+
+static qir_attr plan_entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
+
+bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, double est_us, qir_attr_val *out) {
+  if (!k || k->code != QIR_OP_KERNEL || k->n_results != 1 || k->n_regions != 1 || !t) return false;
+  const qir_op *y = k->regions[0]->last;
+  if (!y || y->code != QIR_OP_YIELD || y->n_operands != 1 || !y->operands[0]->def || y->operands[0]->def->parent != k->regions[0])
+    return false;
+  const qir_op *root = y->operands[0]->def;
+  const qir_type *ot = &k->results[0]->type;
+  int rank = ot->rank;
+  if (rank < 1 || rank > QIR_MAX_RANK || qir_type_numel(ot) < 1) return false;
+  int64_t blk[QIR_MAX_RANK], grid[QIR_MAX_RANK], threads, smem = 0, regs;
+  /* a row group: its root a row op, or a contraction (attention's @V, the
+   * tail) walking the rows of a row op of the group */
+  const qir_op *row = row_root(root) ? root : NULL;
+  for (int o = 0; !row && o < root->n_operands; o++) {
+    const qir_op *d = root->operands[o]->def;
+    if (d && d->parent == k->regions[0] && row_root(d) && d->results[0]->type.rank == rank) row = d;
+  }
+  /* or reductions over the same axes as plain ops (a softmax written out:
+   * reduce_max, sub, exp, reduce_sum, div), which qcodegen's row composer
+   * takes before its staged one */
+  bool reduced[QIR_MAX_RANK] = {false}, rows = row != NULL;
+  const int64_t *row_dims = ot->dims;
+  int64_t staged_size = 0, tail_size = 0;
+  if (row) {
+    if (row_axes(m, row, reduced) < 1) return false;
+    row_dims = row->results[0]->type.dims;
+    staged_size = qir_dtype_size(row->n_operands ? row->operands[0]->type.dtype : row->results[0]->type.dtype);
+    tail_size = row == root ? 0 : qir_dtype_size(row->results[0]->type.dtype);
+  } else {
+    rows = !qir_group_composes_fused(m, k) && rows_of_forms(m, k, reduced, &staged_size);
+  }
+  if (rows) {
+    /* qcodegen's lower_rows: a warp per row, the block's box of rows
+     * (qir_row_blocking_of), the rows staged in shared memory */
+    int64_t gb[QIR_MAX_RANK];
+    bool have_gb = qir_group_block(k, gb);
+    qir_row_blocking rb;
+    int warp = t->warp_size > 0 ? t->warp_size : 32;
+    if (!qir_row_blocking_of(rank, row_dims, reduced, have_gb ? gb : NULL, staged_size, tail_size, warp, &rb))
+      return false;
+    /* the block stays the group's (its inner tiles are derived from it; the
+     * composer reads its box of rows from it as the rule above does) */
+    for (int d = 0; d < rank; d++) {
+      if (!have_gb) blk[d] = reduced[d] ? ot->dims[d] : rb.kept_block[d];
+      else blk[d] = gb[d];
+      grid[d] = rb.grid[d];
+    }
+    threads = rb.threads;
+    smem = rb.smem;
+    regs = 32;
+  } else {
+    /* a staged group (qcodegen's compose_stages, lower_stages): the group's
+     * block tile over its result, each #fuse=smem value's box (halo
+     * included) in shared memory, threads for the largest box
+     * (qir_stage_threads), and each reduction's tiled schedule over its box
+     * (qir_stage_schedule within qir_stage_budget) staging its reused
+     * operands per step in shared memory too */
+    bool staged = false;
+    for (const qir_op *in = k->regions[0]->first; in; in = in->next) staged |= in != root && fused_smem(in);
+    if (!staged || !qir_group_block(k, blk) || qir_group_composes_fused(m, k)) return false;
+    int64_t per_block = 1;
+    for (int d = 0; d < rank; d++) grid[d] = (ot->dims[d] + blk[d] - 1) / blk[d], per_block *= blk[d];
+    if (!staged_plan(m, k, root, blk, per_block, &threads, &smem, &regs)) return false;
+  }
+  qir_attr e[8] = {plan_entry("block", qir_attr_ints(m, rank, blk)),
+                   plan_entry("composer", qir_attr_word(m, rows ? "rows" : "staged")),
+                   plan_entry("est_us", qir_attr_float(est_us > 0 ? est_us : 1.0)),
+                   plan_entry("grid", qir_attr_ints(m, rank, grid)), plan_entry("regs", qir_attr_int(regs)),
+                   plan_entry("smem", qir_attr_int(smem)), plan_entry("target", qir_attr_string(m, t->name)),
+                   plan_entry("threads", qir_attr_int(threads))};
+  *out = qir_attr_dict(m, 8, e);
+  return true;
+}

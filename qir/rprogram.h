@@ -95,4 +95,46 @@ bool qir_rprogram_packs(const qir_op *op);
  * program read by qir_rprogram_read.  Returns the number of errors. */
 int qir_rprogram_check(qir_module *m, const qir_rprogram *p, qir_diag *d);
 
+
+/* Shared memory a row group's staged rows may take: within every GPU's
+ * static limit (qcodegen's row composer and the whole plan alike). */
+#define QIR_ROW_SMEM_LIMIT (32 * 1024)
+
+/* How a row group (softmax, norm, attention rows) runs, as qcodegen's row
+ * composer (compose_rows, lower_rows) runs it and its whole plan says. */
+typedef struct {
+  bool staged;                      /* the row is computed once into shared memory */
+  int64_t kept_block[QIR_MAX_RANK]; /* a block's box of rows: 1 on the reduced axes */
+  int64_t grid[QIR_MAX_RANK];       /* blocks along each axis: 1 on the reduced axes */
+  int64_t rows, blocks, threads, smem;
+} qir_row_blocking;
+
+/* The row blocking of a row group whose rows are the axes `reduced` of dims
+ * (rank axes): the group's block (NULL: none) over the kept axes, halved
+ * along its largest axis while its warps exceed 1024 threads or its staged
+ * rows QIR_ROW_SMEM_LIMIT; a warp per row.  staged_size: bytes of an element
+ * of the row the first reduction reads (0: none to stage; it is staged when a
+ * row fits the limit); tail_size: bytes of an element of the row result a
+ * tail contraction (@V) walks, staged too (0: no tail).  false: a tail's row
+ * does not fit. */
+bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, const int64_t *group_block,
+                         int64_t staged_size, int64_t tail_size, int warp, qir_row_blocking *out);
+
+/* Whether qcodegen's fused composer takes Welder group k (the one it tries
+ * first): at most one reduction among its computes (named ops expanded),
+ * of the group's result type, it and what is computed from it read only at
+ * the readers' own points.  Otherwise k is a row or a staged group. */
+bool qir_group_composes_fused(qir_module *m, const qir_op *k);
+
+/* A whole plan (#tile{block, composer, est_us, grid, regs, smem, target,
+ * threads}: composer = staged | rows names the composer it is for) for
+ * Welder group k that qcodegen composes as a staged group (#fuse=smem members:
+ * the group's block tile over its result, one staged box per smem value) or
+ * as a row group (a softmax / norm root, or a contraction over such a root's
+ * rows: qir_row_blocking_of, a warp per row of a box of rows): the grid and
+ * threads qcodegen emits, an upper bound of its shared memory, a register
+ * estimate, est_us as given.  false: k is neither (a fused group's plan is its
+ * anchor's), or a staged group without a block tile. */
+bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, double est_us, qir_attr_val *out);
+
 #endif

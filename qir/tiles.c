@@ -107,8 +107,8 @@ static void join_reads(const qir_compute *c, qir_value *const *args, int n_args,
   for (int i = 0; i < e->n_args; i++) join_reads(c, args, n_args, e->args[i], v, src, dst);
 }
 
-int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
-                    bool *have) {
+static int group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
+                       bool *have, bool clip) {
   if (k->n_regions != 1) return -1;
   const qir_region *body = k->regions[0];
   const qir_op *y = body->last;
@@ -181,7 +181,7 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
     const qir_type *t = &ops[i]->results[0]->type;
     for (int j = 0; j < t->rank; j++) {
       int64_t e = bx[i].ext[j];
-      tiles[i][j] = e < 1 ? 1 : e > t->dims[j] && t->dims[j] > 0 ? t->dims[j] : e;
+      tiles[i][j] = e < 1 ? 1 : clip && e > t->dims[j] && t->dims[j] > 0 ? t->dims[j] : e;
     }
   }
   free(ops);
@@ -189,6 +189,16 @@ int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int ca
   free(forms);
   free(n_forms);
   return n;
+}
+
+int qir_group_tiles(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*tiles)[QIR_MAX_RANK],
+                    bool *have) {
+  return group_tiles(m, k, block, cap, tiles, have, true);
+}
+
+int qir_group_boxes(qir_module *m, const qir_op *k, const int64_t *block, int cap, int64_t (*boxes)[QIR_MAX_RANK],
+                    bool *have) {
+  return group_tiles(m, k, block, cap, boxes, have, false);
 }
 
 bool qir_group_block(const qir_op *k, int64_t *blk) {
@@ -285,8 +295,16 @@ static bool sched_reused(const qir_compute *c, const sched_access *a, const int6
   return reuse >= QIR_SCHED_MIN_REUSE;
 }
 
+/* Operand o is read from global memory (a staging candidate). */
+static bool sched_global(int o, int n_global, const bool *in_smem) { return o >= 0 && o < n_global && !(in_smem && in_smem[o]); }
+
 bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, int n_global, int elem_bytes,
                         int64_t budget, qir_stage_sched *s) {
+  return qir_stage_schedule_of(c, ext, threads, n_global, NULL, elem_bytes, budget, s);
+}
+
+bool qir_stage_schedule_of(const qir_compute *c, const int64_t *ext, int threads, int n_global, const bool *in_smem,
+                           int elem_bytes, int64_t budget, qir_stage_sched *s) {
   memset(s, 0, sizeof *s);
   int n = c->n_axes, m = c->n_red;
   if (m < 1 || n < 1 || n > QIR_MAX_RANK || n + m > MAX_VARS || n + m > QIR_SCHED_VARS || threads < 1 || !c->body)
@@ -350,7 +368,7 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
     for (int a = 0; a < m; a++) size[n + a] = s->rstep[a];
     int64_t bytes = 0;
     for (int i = 0; i < n_acc; i++) {
-      if (!distinct[i] || acc[i].e->operand >= n_global || !sched_reused(c, &acc[i], s->tile)) continue;
+      if (!distinct[i] || !sched_global(acc[i].e->operand, n_global, in_smem) || !sched_reused(c, &acc[i], s->tile)) continue;
       int64_t f = sched_footprint(c, acc[i].e, size);
       if (f > 0) bytes += f * elem_bytes;
     }
@@ -378,13 +396,16 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
    * takes the accesses in order while they fit) */
   int64_t left = s->stage ? budget : 0;
   for (int i = 0; i < n_acc; i++) {
-    if (!distinct[i] || acc[i].e->operand >= n_global || !sched_reused(c, &acc[i], s->tile)) continue;
+    if (!distinct[i] || !sched_global(acc[i].e->operand, n_global, in_smem) || !sched_reused(c, &acc[i], s->tile)) continue;
     int64_t f = sched_footprint(c, acc[i].e, size);
     if (f <= 0 || f * elem_bytes > left) continue;
     left -= f * elem_bytes;
+    s->smem += f * elem_bytes;
     s->staged_elems += (double)f * (double)s->steps;
   }
   return true;
 }
 
 int qir_stage_threads(int64_t points) { return points >= 256 ? 256 : (int)((points + 31) / 32 * 32); }
+
+int64_t qir_stage_budget(int64_t tile_bytes, int n_red) { return n_red > 0 ? (QIR_STAGE_SMEM_LIMIT - tile_bytes) / n_red : 0; }

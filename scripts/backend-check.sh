@@ -18,7 +18,9 @@
 #    program and prints the checked run's time over the plain run's (both
 #    single-threaded) for models and light/ networks.
 #    With --passes, a kernel group qcodegen cannot compose as one kernel
-#    (its warning "runs as separate kernels") fails the test.
+#    (its warning "runs as separate kernels") fails the test, and so does an
+#    rprogram qcodegen cannot run as one persistent kernel (its warning "runs
+#    as separate launches": a packed kernel's plan disagrees with its code).
 # 2. CUDA: qcodegen -cuda for every real model compiles with nvcc for sm_80
 #    and sm_90 (one nvcc run, two -gencode targets) with no warnings, and
 #    ptxas's resource report for the models' kernels shows no spills
@@ -310,8 +312,9 @@ def c_backend(job):
         if rc != 0:
             return "fail", "qcodegen: " + "; ".join(msg.strip().splitlines()[:1])
         # every group the passes form is one kernel: qcodegen composes it
-        # (a group it runs as its ops is a disagreement between the two)
-        split = [l for l in msg.splitlines() if "runs as separate kernels" in l]
+        # (a group it runs as its ops is a disagreement between the two), and
+        # every rprogram is one persistent kernel (its packed plans hold)
+        split = [l for l in msg.splitlines() if "runs as separate kernels" in l or "runs as separate launches" in l]
         if split:
             return "fail", "qcodegen: " + split[0]
         # Most of a node test's compile time is the -main runtime, not its

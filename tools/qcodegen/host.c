@@ -923,6 +923,23 @@ static bool bind_rprograms(host *h, qir_region *r) {
         mismatch = qir_sprintf(h->m, "kernel %d becomes %d kernel(s) of %lld blocks, but the program runs %lld tasks of it", k,
                                ki->n_kernels, ki->n_kernels ? (long long)ki->kernels[0]->grid : 0LL, (long long)p.kernels[k].tasks);
       else members[k] = ki->kernels[0];
+      /* a composed group (staged, rows) runs with its composer's threads and
+       * shared memory: the plan the program was packed for must hold them */
+      const cg_group *cgg = mismatch ? NULL : cg_group_of(&h->cg, op->operands[k]->def);
+      const qir_attr *plan = qir_op_attr(op->operands[k]->def, "tile");
+      bool says_smem = plan && plan->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&plan->val, "smem");
+      /* a row group's plan is a warp of its target per row: the back end's warp may be wider */
+      int64_t rows_per_block = cgg && cgg->rows ? members[k]->threads / h->cg.warp : 0;
+      bool one_warp = rows_per_block > 0 && (p.kernels[k].threads == rows_per_block * 32 || p.kernels[k].threads == rows_per_block * 64);
+      const qir_attr_val *composer = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "composer") : NULL;
+      const char *want = composer && (composer->kind == QIR_ATTR_WORD || composer->kind == QIR_ATTR_STRING) ? composer->s : NULL;
+      if (!mismatch && want && !(cgg && ((!strcmp(want, "staged") && cgg->stages) || (!strcmp(want, "rows") && cgg->rows))))
+        mismatch = qir_sprintf(h->m, "kernel %d's plan is for the %s composer, but it composes otherwise", k, want);
+      else if (cgg && (cgg->stages || cgg->rows) &&
+          ((members[k]->threads != p.kernels[k].threads && !one_warp) || (says_smem && members[k]->smem_bytes > p.kernels[k].smem)))
+        mismatch = qir_sprintf(h->m, "kernel %d composes to %d threads and %lld bytes of shared memory per block, but its plan says %lld and %lld",
+                               k, members[k]->threads, (long long)members[k]->smem_bytes, (long long)p.kernels[k].threads,
+                               (long long)p.kernels[k].smem);
     }
     if (mismatch) {
       qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", mismatch);

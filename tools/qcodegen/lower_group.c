@@ -17,7 +17,8 @@
  *
  * A group with several reductions over the same axes of its result (softmax,
  * log-softmax, layer norm, with their elementwise producers) is a row group
- * instead (compose_rows, lower_rows): one warp per row; the row the first
+ * instead (compose_rows, lower_rows): one warp per row, a box of rows per
+ * block (qir_row_blocking_of, as the group's whole plan says); the row the first
  * reduction reads is computed once into shared memory (the `smem` edge); each
  * reduction walks the row lane-strided and is combined across the warp; then
  * the result is written.  What composes neither way (reductions over other
@@ -28,6 +29,7 @@
 #include <string.h>
 
 #include "lower.h"
+#include "rprogram.h"
 
 #define MAX_SEGMENTS 8
 
@@ -272,7 +274,8 @@ static qir_op *compose(composer *cm) {
   qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
   op->comp = c;
   const qir_attr *tile = qir_op_attr(k, "tile");
-  if (!tile) tile = qir_op_attr(lead, "tile");
+  /* a plan for the staged or row composer (#tile{composer = ...}) is not this kernel's */
+  if (!tile || (tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "composer"))) tile = qir_op_attr(lead, "tile");
   if (tile) qir_op_set_attr(m, op, "tile", tile->val, true);
   qir_op_insert_before(k, op);
   add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .epilogue = epilogue,
@@ -280,9 +283,6 @@ static qir_op *compose(composer *cm) {
                                .acc_dtype = cm->anchor ? cm->anchor->results[0]->type.dtype : out->type.dtype});
   return op;
 }
-
-/* Shared memory a staged row may take: within every GPU's static limit. */
-#define ROW_SMEM_LIMIT (32 * 1024)
 
 /* The first value the first stage reads that has the result's shape: the
  * row every stage walks, worth computing once into shared memory. */
@@ -375,11 +375,10 @@ static qir_op *compose_rows(composer *cm) {
     return NULL;
   }
   int n_red = 0;
-  int64_t row_len = 1;
   for (int d = 0; d < n; d++) {
     const qir_compute *c0 = cm->stages[0]->comp;
     cm->reduced[d] = c0->n_axes == n && c0->axis_extents[d] == 1 && E[d] > 1;
-    if (cm->reduced[d]) n_red++, row_len *= E[d];
+    if (cm->reduced[d]) n_red++;
   }
   for (int s = 0; s < cm->n_stages; s++) {
     const qir_compute *c = cm->stages[s]->comp;
@@ -394,37 +393,26 @@ static qir_op *compose_rows(composer *cm) {
     }
   }
   cm->staged = row_to_stage(cm, cm->stages[0], cm->stages[0]->comp->body, &out->type);
-  if (cm->staged && row_len * qir_dtype_size(cm->staged->type.dtype) > ROW_SMEM_LIMIT) cm->staged = NULL;
+  cg_rows *rows = qir_alloc(m, sizeof *rows);
+  memset(rows, 0, sizeof *rows);
+  /* the rows of a block: the group's block over the kept axes (a box of
+   * rows, the last ones maybe partial), as the whole plan says (qir/rprogram.h) */
+  int64_t blk[QIR_MAX_RANK];
+  bool have_blk = qir_group_block(k, blk);
+  qir_row_blocking rb;
+  if (!qir_row_blocking_of(n, E, cm->reduced, have_blk ? blk : NULL,
+                           cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0,
+                           cm->tail ? qir_dtype_size(out->type.dtype) : 0, cm->cg->warp, &rb)) {
+    cm->why = "a row too long to stage for the contraction after it";
+    return NULL;
+  }
+  if (!rb.staged) cm->staged = NULL;
   if (cm->point && !cm->staged) {
     cm->why = "a reduction at the row's points without a staged row";
     return NULL;
   }
   cm->acc_operand = k->n_operands;
-  cg_rows *rows = qir_alloc(m, sizeof *rows);
-  memset(rows, 0, sizeof *rows);
-  /* the rows of a block: the group's block over the kept axes (a box of
-   * rows, the last ones maybe partial), halved while its threads or its
-   * staged rows exceed the limits */
-  int64_t blk[QIR_MAX_RANK], per_block = 1;
-  bool have_blk = qir_group_block(k, blk);
-  for (int d = 0; d < n; d++) {
-    rows->kept_block[d] = cm->reduced[d] || !have_blk ? 1 : blk[d];
-    per_block *= rows->kept_block[d];
-  }
-  int64_t row_bytes = row_len * ((cm->staged ? qir_dtype_size(cm->staged->type.dtype) : 0) +
-                                 (cm->tail ? qir_dtype_size(out->type.dtype) : 0));
-  if (cm->tail && row_bytes > ROW_SMEM_LIMIT) {
-    cm->why = "a row too long to stage for the contraction after it";
-    return NULL;
-  }
-  while (per_block > 1 && (per_block * cm->cg->warp > 1024 || per_block * row_bytes > ROW_SMEM_LIMIT)) {
-    int big = 0;
-    for (int d = 1; d < n; d++)
-      if (rows->kept_block[d] > rows->kept_block[big]) big = d;
-    rows->kept_block[big] = (rows->kept_block[big] + 1) / 2;
-    per_block = 1;
-    for (int d = 0; d < n; d++) per_block *= rows->kept_block[d];
-  }
+  memcpy(rows->kept_block, rb.kept_block, sizeof rows->kept_block);
   rows->point_unroll = cm->point ? 4 : 1;
   rows->n_stages = cm->n_stages;
   rows->marker_base = cm->acc_operand;
@@ -767,10 +755,6 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
 
 /* ---------------------------------------------------------------- staged groups */
 
-/* Shared memory the staged tiles of one block may take: within the static
- * limit of every GPU target. */
-#define STAGE_SMEM_LIMIT (48 * 1024)
-
 /* The reductions reachable from v through the group's elementwise ops, not
  * crossing a staged value: at most one may be the segment's anchor. */
 static void segment_reductions(composer *cm, const qir_value *v, const qir_op **seen, int *n_seen, const qir_op **red,
@@ -1004,8 +988,8 @@ static qir_op *compose_stages(composer *cm) {
         elems *= g->ext[j];
       }
       bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
-      if (bytes > STAGE_SMEM_LIMIT) {
-        cm->why = qir_sprintf(m, "staged tiles of %" PRId64 " bytes per block: more than %d", bytes, STAGE_SMEM_LIMIT);
+      if (bytes > QIR_STAGE_SMEM_LIMIT) {
+        cm->why = qir_sprintf(m, "staged tiles of %" PRId64 " bytes per block: more than %d", bytes, QIR_STAGE_SMEM_LIMIT);
         return NULL;
       }
     }
@@ -1246,7 +1230,7 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     for (int j = 0; j < g->type->rank; j++) elems *= g->ext[j];
     tile_bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
   }
-  int64_t budget = n_red_segs ? (STAGE_SMEM_LIMIT - tile_bytes) / n_red_segs : 0;
+  int64_t budget = qir_stage_budget(tile_bytes, (int)n_red_segs);
   int tiled = 0;
   decompose(env, ke_bid(b), nb, n, bc);
   for (int d = 0; d < n; d++) {

@@ -2,19 +2,23 @@
  * (Rammer, OSDI'20).
  *
  * Each op with a #tile plan is an rOperator whose rTasks are its blocks (the
- * plan's grid); so is a Welder `kernel` group with one (its blocks).  An op
- * without a plan gets its default schedule first: roller's plan for it, with
- * alternatives (roller_plan_op), kept only if the op ends up packed, so that
- * `qopt -rammer` alone packs a module without plans.  In every region, the
- * pass cuts the op sequence into segments (a segment ends before the first op
- * that is neither a kernel nor a view and reads a kernel of the segment: the
- * rprogram must run before it), and packs each segment of two or more
- * kernels into one `rprogram` (qir/rprogram.h):
+ * plan's grid); so is a Welder `kernel` group with a whole plan (its blocks:
+ * staged and row groups carry the plan qcodegen's composer runs them with,
+ * qir_group_whole_plan).  An op without a plan gets its default schedule
+ * first: roller's plan for it, with alternatives (roller_plan_op), or for a
+ * staged or row group without one the composer's plan, or for a softmax, norm
+ * or LRN (several computes, several kernels) a group of its own that is one
+ * kernel (wrap), each kept only if the op ends up packed, so that
+ * `qopt -rammer` alone packs a module without plans.
+ * In every region, the pass cuts the op sequence into segments (a segment
+ * ends before the first op that is neither a kernel nor a view and reads a
+ * kernel of the segment: the rprogram must run before it), and packs each
+ * segment of two or more kernels into one `rprogram` (qir/rprogram.h):
  *
- *   1. rOperators: a kernel joins a segment when one of its plans (its
- *      #tile, or a whole plan of #tile_alternatives, -roller-topk) runs in one
- *      hardware wave of its own; a kernel that fills the device several
- *      times over with every plan stays a launch of its own.
+ *   1. rOperators: every planned kernel joins the segment; one that fills the
+ *      device several times over with every plan runs its tasks strided over
+ *      its vEUs (where the vDevice costs it more than the launches saved, the
+ *      split below leaves it out).
  *   2. vDevice: vEUs = compute units x co-resident blocks per unit for the
  *      largest threads / registers / shared memory of the plans in use.  One
  *      large block would leave few vEUs to every other kernel, so for each
@@ -23,8 +27,9 @@
  *      fastest needs more), and the occupancy the model rates fastest wins.
  *   3. Wavefront scheduling: a kernel's wave is one more than the latest wave
  *      of the kernels it reads (through views); a wave's kernels share the vEUs
- *      in proportion to their tasks (all of them one task per vEU when they
- *      fit, else strided).
+ *      so that they finish together (all of them one task per vEU when they
+ *      fit, else each its tasks over the rounds the least makespan allows,
+ *      found by bisection, strided).
  *   4. Plan choice per wave: where a wave's tasks overfill the vDevice, each
  *      kernel may switch to another of its plans that needs no more than the
  *      vDevice's block and makes the modelled program shorter.  A kernel that
@@ -37,17 +42,20 @@
  *
  * The model.  A kernel's task (block) takes tau = est_us / hardware waves of
  * its own launch (roller's estimate spread over ceil(tasks / resident blocks)
- * waves).  A vEU's timeline runs its tasks back to back; a barrier starts a
- * wave at the latest vEU's end plus -rammer-sync-us, a wait at the waited
- * tasks' end plus a quarter of it.  The program's time is its launch
+ * waves), times the program's co-resident blocks per compute unit over its
+ * own launch's where the program keeps fewer (the unit's throughput shared by
+ * fewer blocks), but at least OCC_FLOOR of it (latency).  A vEU's timeline
+ * runs its tasks back to back; a barrier starts a wave at the latest vEU's
+ * end plus -rammer-sync-us, a wait at the waited tasks' end plus a quarter of
+ * it.  The program's time is its launch
  * (-rammer-launch-us) plus the later of the timelines' end and the device's
  * throughput bound (every kernel's est_us times the fraction of the device its
  * own launch keeps busy).  The unpacked time is the sum of the kernels' est_us
  * plus one launch each (with the plans they came with).  Both are written on
  * the rprogram (est_us, unpacked_us), and a segment is packed only when the
  * model says it pays.  -rammer-stats prints each segment (what closed it, the
- * packing, the throughput bound) and the whole module's launches and
- * modelled time with and without the rprograms.
+ * packing, the throughput bound, where and why it is split) and the whole
+ * module's launches and modelled time with and without the rprograms.
  */
 #include "qopt.h"
 #include "roller.h"
@@ -87,12 +95,17 @@ typedef struct {
   int64_t veus;
   int n_waves;
   bool *barrier;                /* per wave */
+  int *wave_first, *wave_ks;    /* the kernels of wave w: wave_ks[wave_first[w] .. wave_first[w + 1]) */
   int n_packed, n_programs;
   bool stats;                   /* -rammer-stats: a line per segment and a total on stderr */
   qir_diag *diag;
+  qir_diag *quiet;              /* what expanding and planning an op's computes says (not the user's business) */
   roller_options plan_opts;     /* ops without a plan get roller's (their default schedule) */
   int n_undo, cap_undo;
   qir_op **undo;                /* ops of the open segment that -rammer gave a plan: undone if it is not packed */
+  const qir_attr_val **undo_old;   /* a kernel group's tile before (its block), or NULL */
+  qir_op **undo_orig;           /* an op -rammer made a group of its own (the undo entry), or NULL */
+  int n_wrapped;                /* groups made so far: their names */
   double total_packed_us, total_unpacked_us;
 } rammer;
 
@@ -107,12 +120,26 @@ static int64_t resident(const rammer *r, const qir_rp_kernel *k) {
   return r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, k->threads, k->regs, k->smem);
 }
 
-/* one task's time, and the fraction of the device its own launch keeps busy */
+/* A block on a compute unit shared by fewer co-resident blocks than its own
+ * launch put there runs faster (the unit's throughput is shared by fewer),
+ * but not without bound: latency keeps it to at most 1 / OCC_FLOOR times. */
+#define OCC_FLOOR 0.5
+
+/* one task's time in the program, and the fraction of the device its own
+ * launch keeps busy */
 static double task_us(const rammer *r, const rk *k) {
   int64_t cap = resident(r, &k->k);
   if (cap < 1) cap = 1;
   int64_t waves = (k->k.tasks + cap - 1) / cap;
-  return k->est_us / (double)(waves ? waves : 1);
+  double tau = k->est_us / (double)(waves ? waves : 1);
+  /* co-resident blocks per unit: in its own launch, and in the program's */
+  int64_t units = r->t->compute_units > 0 ? r->t->compute_units : 1;
+  int64_t own = (k->k.tasks + units - 1) / units, per_unit = cap / units;
+  if (own > per_unit) own = per_unit;
+  int64_t packed = (r->veus + units - 1) / units;
+  if (own < 1 || packed < 1 || packed >= own) return tau;
+  double f = (double)packed / (double)own;
+  return tau * (f > OCC_FLOOR ? f : OCC_FLOOR);
 }
 
 static double busy_us(const rammer *r, const rk *k) {
@@ -132,31 +159,53 @@ static int producer_in(const rammer *r, const qir_value *v) {
   return -1;
 }
 
-/* vEUs of each kernel of wave w: one per task when they fit, else shares in
- * proportion to the tasks (at least one each). */
+/* vEUs one kernel needs to run its tasks of tau us each within t us. */
+static int64_t veus_within(int64_t tasks, double tau, double t) {
+  double rounds = tau > 0 ? floor(t / tau * (1 + 1e-12)) : (double)tasks;
+  if (rounds < 1) return INT64_MAX / 4;
+  if (rounds >= (double)tasks) return 1;
+  return (tasks + (int64_t)rounds - 1) / (int64_t)rounds;
+}
+
+/* vEUs of each kernel of wave w: one per task when they fit, else shares
+ * that let the kernels finish together (the wave's makespan is the least
+ * for which the kernels' shares, each its tasks over the rounds it can run
+ * in that time, fit the vEUs), at least one each. */
 static void assign_veus(rammer *r, int w) {
+  const int *ks = r->wave_ks + r->wave_first[w];
+  int count = r->wave_first[w + 1] - r->wave_first[w];
   int64_t total = 0;
-  int count = 0;
-  for (int i = 0; i < r->n; i++)
-    if (r->ks[i].wave == w) total += r->ks[i].k.tasks, count++;
+  double tmax = 0, tsum = 0;
+  for (int a = 0; a < count; a++) {
+    const rk *k = &r->ks[ks[a]];
+    double tau = task_us(r, k);
+    total += k->k.tasks;
+    tmax = fmax(tmax, tau);
+    tsum += tau * (double)k->k.tasks;
+  }
   if (!count) return;
-  int64_t next = 0, left = r->veus;
-  int seen = 0;
-  for (int i = 0; i < r->n; i++) {
-    rk *k = &r->ks[i];
-    if (k->wave != w) continue;
-    int64_t share = total <= r->veus ? k->k.tasks : (int64_t)((double)r->veus * (double)k->k.tasks / (double)total);
-    int64_t reserve = count - seen - 1;   /* one vEU for each kernel still to place */
-    if (share > left - reserve) share = left - reserve;
+  /* the least makespan (bisection between one round of the longest task and all work on one vEU) */
+  double lo = tmax, hi = fmax(tsum, tmax);
+  if (total > r->veus && count <= r->veus) {
+    for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++) {
+      double mid = 0.5 * (lo + hi);
+      int64_t need = 0;
+      for (int a = 0; a < count && need <= r->veus; a++) need += veus_within(r->ks[ks[a]].k.tasks, task_us(r, &r->ks[ks[a]]), mid);
+      if (need <= r->veus) hi = mid;
+      else lo = mid;
+    }
+  }
+  int64_t next = 0;
+  for (int a = 0; a < count; a++) {
+    rk *k = &r->ks[ks[a]];
+    int64_t share = total <= r->veus ? k->k.tasks : count > r->veus ? 1 : veus_within(k->k.tasks, task_us(r, k), hi);
     if (share > k->k.tasks) share = k->k.tasks;
+    if (share > r->veus) share = r->veus;
     if (share < 1) share = 1;
     if (next + share > r->veus) next = 0;   /* more kernels than vEUs: wrap (they run one after another) */
     k->veu_lo = next;
     k->n_veus = share;
     next += share;
-    left -= share;
-    if (left < 1) left = 1;
-    seen++;
   }
 }
 
@@ -164,18 +213,19 @@ static void assign_veus(rammer *r, int w) {
  * every kernel its kernels read that no barrier or earlier wait completed.
  * ordered[i] = the first wave from which kernel i is complete for all vEUs. */
 static void complete_waves(const rammer *r, int *ordered) {
-  for (int i = 0; i < r->n; i++) ordered[i] = INT32_MAX;
-  for (int w = 0; w < r->n_waves; w++) {
-    if (w > 0 && r->barrier[w])
-      for (int i = 0; i < r->n; i++)
-        if (r->ks[i].wave < w && ordered[i] > w) ordered[i] = w;
-    for (int i = 0; i < r->n; i++) {
-      const rk *k = &r->ks[i];
-      if (k->wave != w) continue;
-      for (int j = 0; j < k->n_deps; j++)
-        if (ordered[k->deps[j]] > w) ordered[k->deps[j]] = w;   /* a wait in wave w */
-    }
+  /* the first barrier after each wave, then the first wave that reads each kernel */
+  int *next_barrier = malloc(sizeof *next_barrier * (size_t)(r->n_waves + 1));
+  if (!next_barrier) abort();
+  next_barrier[r->n_waves] = INT32_MAX;
+  for (int w = r->n_waves - 1; w >= 0; w--)
+    next_barrier[w] = w + 1 < r->n_waves && r->barrier[w + 1] ? w + 1 : next_barrier[w + 1];
+  for (int i = 0; i < r->n; i++) ordered[i] = next_barrier[r->ks[i].wave];
+  for (int i = 0; i < r->n; i++) {
+    const rk *k = &r->ks[i];
+    for (int j = 0; j < k->n_deps; j++)
+      if (ordered[k->deps[j]] > k->wave) ordered[k->deps[j]] = k->wave;   /* a wait in k's wave */
   }
+  free(next_barrier);
 }
 
 static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
@@ -183,51 +233,53 @@ static bool waits_on(const rammer *r, const int *ordered, int w, int producer) {
 }
 
 /* The modelled time of the program (launch included); *bound_us, if not
- * NULL, gets the device's throughput bound in it. */
-static double program_us_parts(const rammer *r, double *bound_us) {
-  double *clock = calloc((size_t)r->veus, sizeof *clock);
+ * NULL, gets the device's throughput bound in it, and *util the fraction of
+ * the vEUs' time (launch to the last vEU's end) they run tasks. */
+static double program_us_parts(const rammer *r, double *bound_us, double *util) {
+  double *clock = calloc((size_t)r->veus, sizeof *clock);   /* a vEU's end, or less: then `floor` */
   double *done = calloc((size_t)r->n + 1, sizeof *done);   /* end of a kernel's last task */
+  double *ready = calloc((size_t)r->n_waves + 1, sizeof *ready);   /* the end of what wave w waits for */
   int *ordered = malloc(sizeof *ordered * (size_t)(r->n + 1));
-  if (!clock || !done || !ordered) abort();
+  if (!clock || !done || !ready || !ordered) abort();
   complete_waves(r, ordered);
-  double throughput = 0;
+  double throughput = 0, floor_us = 0, end = 0, busy = 0;   /* no vEU starts before floor_us; end: the latest vEU's */
   for (int w = 0; w < r->n_waves; w++) {
     if (w > 0 && r->barrier[w]) {
-      double end = 0;
-      for (int64_t v = 0; v < r->veus; v++) end = fmax(end, clock[v]);
-      for (int64_t v = 0; v < r->veus; v++) clock[v] = end + r->sync_us;
-    } else {
-      double ready = 0;
-      bool any = false;
-      for (int i = 0; i < r->n; i++)
-        if (waits_on(r, ordered, w, i)) ready = fmax(ready, done[i]), any = true;
-      if (any)
-        for (int64_t v = 0; v < r->veus; v++) clock[v] = fmax(clock[v], ready + 0.25 * r->sync_us);
+      floor_us = end + r->sync_us;
+    } else if (ready[w] > 0) {
+      floor_us = fmax(floor_us, ready[w] + 0.25 * r->sync_us);
     }
-    for (int i = 0; i < r->n; i++) {
+    for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) {
+      int i = r->wave_ks[a];
       rk *k = &r->ks[i];
-      if (k->wave != w) continue;
       double tau = task_us(r, k);
       int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
+      double last = done[i];   /* (the hot loop: plain comparisons, no libm calls) */
       for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
-        clock[v] += (double)mine * tau;
-        done[i] = fmax(done[i], clock[v]);
+        double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)mine * tau;
+        clock[v] = c;
+        busy += (double)mine * tau;
+        if (c > last) last = c;
       }
+      done[i] = last;
+      if (last > end) end = last;
       throughput += busy_us(r, k);
+      /* a wave that waits for this kernel starts after its last task */
+      if (ordered[i] < r->n_waves && !r->barrier[ordered[i]]) ready[ordered[i]] = fmax(ready[ordered[i]], done[i]);
     }
   }
-  double end = 0;
-  for (int64_t v = 0; v < r->veus; v++) end = fmax(end, clock[v]);
   free(clock);
   free(done);
+  free(ready);
   free(ordered);
   if (bound_us) *bound_us = throughput;
+  if (util) *util = end > 0 && r->veus > 0 ? busy / (end * (double)r->veus) : 0;
   return r->launch_us + fmax(end, throughput);
 }
 
-static double program_us(const rammer *r) { return program_us_parts(r, NULL); }
+static double program_us(const rammer *r) { return program_us_parts(r, NULL, NULL); }
 
 /* A kernel group's plan is its anchor's too (the member whose #tile has a grid). */
 static void set_plan(qir_module *m, qir_op *op, qir_attr_val tile) {
@@ -280,11 +332,33 @@ static void write_plans(rammer *r) {
 
 /* The segment is not packed: ops that came without a plan lose the one
  * -rammer gave them. */
-static void undo_plans(rammer *r) {
-  for (int i = 0; i < r->n_undo; i++) {
-    qir_op_remove_attr(r->undo[i], "tile");
-    qir_op_remove_attr(r->undo[i], "tile_alternatives");
+/* Undoes wrap(): the op stands where its group stood, read by the group's readers. */
+static void unwrap(rammer *r, qir_op *k, qir_op *orig) {
+  qir_op_insert_before(k, orig);
+  for (int j = 0; j < orig->n_operands; j++) {   /* unlink dropped the uses: add them again */
+    qir_value *v = orig->operands[j];
+    orig->operands[j] = NULL;
+    qir_op_set_operand(r->m, orig, j, v);
   }
+  qir_value_replace_uses(r->m, k->results[0], orig->results[0]);
+  qir_op_unlink(k);
+}
+
+static void undo_one(rammer *r, int i) {
+  if (r->undo_orig[i]) {
+    unwrap(r, r->undo[i], r->undo_orig[i]);
+    return;
+  }
+  if (r->undo_old[i]) {
+    qir_op_set_attr(r->m, r->undo[i], "tile", *r->undo_old[i], true);
+    return;
+  }
+  qir_op_remove_attr(r->undo[i], "tile");
+  qir_op_remove_attr(r->undo[i], "tile_alternatives");
+}
+
+static void undo_plans(rammer *r) {
+  for (int i = 0; i < r->n_undo; i++) undo_one(r, i);
   r->n_undo = 0;
 }
 
@@ -296,12 +370,10 @@ static bool fits(const rplan *pl, int64_t th, int64_t rg, int64_t sm) {
  * need no more than the vDevice's block and keep one where the model says so. */
 static void choose_plans(rammer *r, int w, int64_t th, int64_t rg, int64_t sm) {
   int64_t total = 0;
-  for (int i = 0; i < r->n; i++)
-    if (r->ks[i].wave == w) total += r->ks[i].k.tasks;
+  for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) total += r->ks[r->wave_ks[a]].k.tasks;
   if (total <= r->veus) return;
-  for (int i = 0; i < r->n; i++) {
-    rk *k = &r->ks[i];
-    if (k->wave != w) continue;
+  for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) {
+    rk *k = &r->ks[r->wave_ks[a]];
     for (int a = 0; a < k->n_plans; a++) {
       if (a == k->cur || !fits(&k->plans[a], th, rg, sm)) continue;
       double before = program_us(r);
@@ -406,10 +478,12 @@ static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
     int best = -1;
+    bool one_wave = false;   /* a plan that runs in one hardware wave of its own beats one that does not */
     for (int a = 0; a < k->n_plans; a++) {
       const qir_rp_kernel *pk = &k->plans[a].k;
-      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit || pk->tasks > resident(r, pk)) continue;
-      if (best < 0 || k->plans[a].est_us < k->plans[best].est_us) best = a;
+      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit) continue;
+      bool ow = pk->tasks <= resident(r, pk);
+      if (best < 0 || (ow && !one_wave) || (ow == one_wave && k->plans[a].est_us < k->plans[best].est_us)) best = a, one_wave = ow;
     }
     if (best < 0) return false;
     use_plan(k, best);
@@ -437,6 +511,17 @@ static void wavefront(rammer *r) {
     if (k->wave + 1 > r->n_waves) r->n_waves = k->wave + 1;
   }
   r->barrier = qir_alloc(r->m, sizeof *r->barrier * (size_t)(r->n_waves + 1));
+  /* each wave's kernels, in program order */
+  r->wave_first = qir_alloc(r->m, sizeof *r->wave_first * (size_t)(r->n_waves + 2));
+  r->wave_ks = qir_alloc(r->m, sizeof *r->wave_ks * (size_t)(r->n + 1));
+  memset(r->wave_first, 0, sizeof *r->wave_first * (size_t)(r->n_waves + 2));
+  for (int i = 0; i < r->n; i++) r->wave_first[r->ks[i].wave + 1]++;
+  for (int w = 0; w < r->n_waves; w++) r->wave_first[w + 1] += r->wave_first[w];
+  int *fill = malloc(sizeof *fill * (size_t)(r->n_waves + 1));
+  if (!fill) abort();
+  memcpy(fill, r->wave_first, sizeof *fill * (size_t)(r->n_waves + 1));
+  for (int i = 0; i < r->n; i++) r->wave_ks[fill[r->ks[i].wave]++] = i;
+  free(fill);
 }
 
 /* The kernels of segment waves [lo, hi) as r's set (copied into buf), their
@@ -558,8 +643,8 @@ static void pack(rammer *r, qir_op *before) {
   int parts[MAX_CUTS + 1], n_parts = 0;
   for (int j = n_pts; j > 0; j = from[j]) parts[n_parts++] = j;
   /* the split was chosen by the quick model: keep it only if the full one agrees */
+  double split_us = 0, whole_us = INFINITY;
   if (n_parts > 1) {
-    double split_us = 0;
     for (int q = 0; q < n_parts; q++) {
       int j = parts[q];
       double un = unpacked_us(r, all, n_all, pts[from[j]], pts[j]);
@@ -567,7 +652,7 @@ static void pack(rammer *r, qir_op *before) {
       split_us += us < un ? us : un;
     }
     double un = unpacked_us(r, all, n_all, 0, n_seg_waves);
-    double whole_us = take_part(r, all, n_all, 0, n_seg_waves, buf) < INFINITY ? schedule(r, true) : INFINITY;
+    whole_us = take_part(r, all, n_all, 0, n_seg_waves, buf) < INFINITY ? schedule(r, true) : INFINITY;
     if ((whole_us < un ? whole_us : un) <= split_us) {
       parts[0] = n_pts;
       from[n_pts] = 0;
@@ -585,10 +670,11 @@ static void pack(rammer *r, qir_op *before) {
     if (take_part(r, all, n_all, lo, hi, buf) == INFINITY) continue;
     double packed = schedule(r, true);
     if (r->stats) {
-      double bound;
-      program_us_parts(r, &bound);
-      fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s\n",
-              r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)");
+      double bound, util;
+      program_us_parts(r, &bound, &util);
+      fprintf(stderr, "rammer: %d kernels, %d waves, %lld vEUs: modelled %.2f us packed (throughput bound %.2f us), %.2f us as %d launches%s; "
+              "vEUs busy %.0f%%\n",
+              r->n, r->n_waves, (long long)r->veus, packed, bound, unpacked, r->n, packed < unpacked ? "" : " (left unpacked)", 100 * util);
     }
     r->total_packed_us += packed < unpacked ? packed : unpacked;
     r->total_unpacked_us += unpacked;
@@ -597,67 +683,190 @@ static void pack(rammer *r, qir_op *before) {
     write_program(r, before, packed, unpacked);
     packed_parts++;
   }
-  if (r->stats && n_parts > 1)
-    fprintf(stderr, "rammer: the segment is split into %d parts by its waves (%d packed): the model rates that faster than one program\n",
-            n_parts, packed_parts);
+  if (r->stats && n_parts > 1) {
+    /* where and why: the cut waves, and the model's times of the parts and of one program */
+    fprintf(stderr, "rammer: the segment is split into %d parts by its waves (%d packed), cut before wave", n_parts, packed_parts);
+    for (int q = n_parts - 2; q >= 0; q--) fprintf(stderr, "%s %d", q == n_parts - 2 ? "" : ",", pts[from[parts[q]]]);
+    fprintf(stderr, " of %d: modelled %.2f us as parts, %.2f us as one program (its vDevice is sized for the largest block "
+            "of all its kernels): the model rates the parts faster\n", n_seg_waves, split_us, whole_us);
+  }
   /* ops -rammer gave a plan keep it only where they were packed */
   for (int i = 0; i < r->n_undo; i++)
-    if (!qir_rprogram_packs(r->undo[i])) {
-      qir_op_remove_attr(r->undo[i], "tile");
-      qir_op_remove_attr(r->undo[i], "tile_alternatives");
-    }
+    if (!qir_rprogram_packs(r->undo[i])) undo_one(r, i);
   r->n_undo = 0;
   r->ks = all;
   r->n = n_all;
 }
 
+static bool whole_plan(const qir_op *op) {
+  const qir_attr *t = qir_op_attr(op, "tile");
+  return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "grid");
+}
+
+static bool row_or_lrn(const qir_op *op) {
+  switch (op->code) {
+  case QIR_OP_SOFTMAX: case QIR_OP_LOG_SOFTMAX: case QIR_OP_LAYER_NORM: case QIR_OP_INSTANCE_NORM: case QIR_OP_LP_NORMALIZATION:
+  case QIR_OP_LRN:
+    return op->n_results == 1 && op->results[0]->type.rank > 0 && qir_type_numel(&op->results[0]->type) > 0;
+  default: return false;
+  }
+}
+
+/* A softmax, norm or LRN op with no plan of its own (several computes, so
+ * several kernels as it stands) as a Welder group of its own, which qcodegen
+ * composes into one kernel: a row group (one warp per row), or for LRN a
+ * fused kernel on roller's plan of its reduction.  Its plan is that kernel's,
+ * its est_us the sum of roller's estimates of the computes.  The group
+ * replaces op (unlinked, kept for unwrap); NULL where no plan follows. */
+static qir_op *wrap(rammer *r, qir_op *op) {
+  qir_module *m = r->m;
+  qir_op *chain[8];
+  int n = qir_op_expand_computes(m, op, chain, 8, r->quiet);
+  if (n < 2) return NULL;
+  double est = 0;
+  const qir_attr *red_plan = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!roller_plan_op(m, chain[i], r->t, &(roller_options){.topk = 1}, NULL, r->quiet)) return NULL;
+    const qir_attr *t = qir_op_attr(chain[i], "tile");
+    if (!t) return NULL;
+    est += plan_est(&t->val);
+    if (chain[i]->comp && chain[i]->comp->n_red > 0 && !red_plan) red_plan = t;
+  }
+  /* the group: op's operands (each once) bound to its arguments */
+  qir_value **ext = qir_alloc(m, sizeof *ext * (size_t)(op->n_operands + 1));
+  int n_ext = 0;
+  for (int j = 0; j < op->n_operands; j++) {
+    bool seen = false;
+    for (int q = 0; q < n_ext; q++) seen |= ext[q] == op->operands[j];
+    if (!seen) ext[n_ext++] = op->operands[j];
+  }
+  const qir_opinfo *info = qir_opinfo_get(op->code);
+  qir_op *k = qir_op_new(m, QIR_OP_KERNEL, n_ext, ext, 1, &op->results[0]->type, op->loc);
+  k->sym = qir_sprintf(m, "rammer%d_%s", r->n_wrapped, info ? info->name : "op");
+  qir_region *body = k->regions[0];
+  qir_value **args = qir_alloc(m, sizeof *args * (size_t)(n_ext + 1));
+  for (int q = 0; q < n_ext; q++) args[q] = qir_region_add_arg(m, body, ext[q]->type, ext[q]->name);
+  qir_value **opnds = qir_alloc(m, sizeof *opnds * (size_t)(op->n_operands + 1));
+  for (int j = 0; j < op->n_operands; j++)
+    for (int q = 0; q < n_ext; q++)
+      if (ext[q] == op->operands[j]) opnds[j] = args[q];
+  qir_op *c = qir_op_new(m, op->code, op->n_operands, opnds, 1, &op->results[0]->type, op->loc);
+  c->comp = op->comp;
+  c->cst = op->cst;
+  c->n_attrs = op->n_attrs;
+  c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
+  if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
+  c->results[0]->name = op->results[0]->name;
+  qir_op_append(body, c);
+  qir_op_append(body, qir_op_new(m, QIR_OP_YIELD, 1, &c->results[0], 0, NULL, op->loc));
+  qir_attr_val plan;
+  bool ok = qir_group_whole_plan(m, k, r->t, round(est * 1000) / 1000, &plan);
+  if (!ok && op->code == QIR_OP_LRN && red_plan && qir_group_composes_fused(m, k)) {
+    /* the fused kernel's loops are its reduction's: roller's plan of it */
+    plan = red_plan->val;
+    qir_attr_val *v = qir_alloc(m, sizeof *v * (size_t)(plan.n + 1));
+    ok = true;
+    for (int i = 0; i < plan.n; i++) {
+      v[i] = plan.entries[i].val;
+      if (plan.entries[i].key && !strcmp(plan.entries[i].key, "est_us")) v[i] = qir_attr_float(round(est * 1000) / 1000);
+    }
+    qir_attr *e = qir_alloc(m, sizeof *e * (size_t)(plan.n + 1));
+    for (int i = 0; i < plan.n; i++) e[i] = (qir_attr){.key = plan.entries[i].key, .val = v[i], .loc = plan.entries[i].loc};
+    plan = qir_attr_dict(m, plan.n, e);
+  }
+  if (!ok) return NULL;
+  qir_op_set_attr(m, k, "tile", plan, true);
+  qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  r->n_wrapped++;
+  k->results[0]->name = op->results[0]->name;
+  qir_op_insert_before(op, k);
+  qir_value_replace_uses(m, op->results[0], k->results[0]);
+  qir_op_unlink(op);
+  return k;
+}
+
 /* An op without a plan gets its default schedule: roller's plan (with
- * alternatives), kept only if the op ends up packed. */
-static bool plan_default(rammer *r, qir_op *op) {
+ * alternatives); a Welder group without a whole plan (hand-written, or a
+ * block tile alone) the one qcodegen composes it with, where it is a staged
+ * or row group (qir_group_whole_plan).  Kept only if the op ends up packed. */
+static bool plan_default(rammer *r, qir_op **opp) {
+  qir_op *op = *opp, *orig = NULL;
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  qir_attr_val old_tile = tile ? tile->val : (qir_attr_val){0};
+  const qir_attr *before = tile;
   switch (op->code) {
   case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_LOOP: case QIR_OP_IF:
-  case QIR_OP_KERNEL: case QIR_OP_RPROGRAM:
+  case QIR_OP_RPROGRAM:
     return false;
-  default: break;
+  case QIR_OP_KERNEL: {
+    qir_attr_val plan;
+    const qir_attr *est = qir_op_attr(op, "est_us");
+    double us = !est ? 0 : est->val.kind == QIR_ATTR_FLOAT ? est->val.f : est->val.kind == QIR_ATTR_INT ? (double)est->val.i : 0;
+    if (!qir_group_whole_plan(r->m, op, r->t, us, &plan)) return false;
+    qir_op_set_attr(r->m, op, "tile", plan, true);
+    break;
   }
-  if (op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
-  roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
-  if (!qir_op_attr(op, "tile")) return false;
+  default:
+    if (before || op->n_results != 1 || op->n_regions || qir_op_is_view(op)) return false;
+    roller_plan_op(r->m, op, r->t, &r->plan_opts, NULL, r->diag);
+    if (!qir_op_attr(op, "tile")) {
+      qir_op *k = row_or_lrn(op) ? wrap(r, op) : NULL;
+      if (!k) return false;
+      orig = op;
+      op = *opp = k;
+      before = NULL;
+    }
+  }
   if (r->n_undo == r->cap_undo) {
     int cap = r->cap_undo ? 2 * r->cap_undo : 16;
     qir_op **u = qir_alloc(r->m, sizeof *u * (size_t)cap);
-    if (r->n_undo) memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+    const qir_attr_val **o = qir_alloc(r->m, sizeof *o * (size_t)cap);
+    qir_op **w = qir_alloc(r->m, sizeof *w * (size_t)cap);
+    if (r->n_undo) {
+      memcpy(u, r->undo, sizeof *u * (size_t)r->n_undo);
+      memcpy(o, r->undo_old, sizeof *o * (size_t)r->n_undo);
+      memcpy(w, r->undo_orig, sizeof *w * (size_t)r->n_undo);
+    }
     r->undo = u;
+    r->undo_old = o;
+    r->undo_orig = w;
     r->cap_undo = cap;
+  }
+  r->undo_old[r->n_undo] = NULL;
+  r->undo_orig[r->n_undo] = orig;
+  if (before) {   /* a copy: setting the plan may have rewritten the attribute in place */
+    qir_attr_val *old = qir_alloc(r->m, sizeof *old);
+    *old = old_tile;
+    r->undo_old[r->n_undo] = old;
   }
   r->undo[r->n_undo++] = op;
   return true;
 }
 
-/* An rOperator worth packing: a planned kernel whose own launch runs its
- * tasks in one hardware wave (it leaves the device partly idle), with its
- * plan or one of its alternatives (a resource-efficient plan: fewer
- * blocks).  A kernel that fills the device several times over with every
- * plan gains nothing but a launch from packing and would lose occupancy to
- * the vDevice's largest block. */
-static bool is_kernel(rammer *r, qir_op *op, rk *out) {
+/* An rOperator: a kernel with a plan (its #tile, or its default schedule),
+ * or one of its alternatives (a resource-efficient plan: fewer blocks).  A
+ * kernel that fills the device several times over joins too (its tasks
+ * strided over its vEUs); where the vDevice's block would cost it (and the
+ * others) more than the launches saved, the model splits the segment. */
+static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
+  qir_op *op = *opp;
   if (op->n_results < 1 || qir_op_is_view(op)) return false;
-  bool planned_here = !qir_op_attr(op, "tile") && plan_default(r, op);
+  bool planned_here = !whole_plan(op) && plan_default(r, opp);
+  op = *opp;
   qir_rp_kernel k;
   if (qir_rprogram_kernel_of(op, &k) && k.tasks >= 1) {
     *out = (rk){.op = op};
     read_plans(r, out);
-    for (int a = 0; a < out->n_plans; a++)
-      if (out->plans[a].k.tasks <= resident(r, &out->plans[a].k)) {
-        use_plan(out, 0);
-        out->own_us = out->est_us;
-        return true;
-      }
+    if (out->n_plans > 0) {
+      use_plan(out, 0);
+      out->own_us = out->est_us;
+      return true;
+    }
   }
   if (planned_here) {
-    qir_op_remove_attr(op, "tile");
-    qir_op_remove_attr(op, "tile_alternatives");
-    r->n_undo--;
+    bool wrapped = r->undo_orig[r->n_undo - 1] != NULL;
+    undo_one(r, --r->n_undo);
+    if (wrapped) *opp = r->undo_orig[r->n_undo];
   }
   return false;
 }
@@ -685,12 +894,12 @@ static void run_region(rammer *r, qir_region *reg) {
     /* a kernel group's body is one kernel's, not a region of kernels */
     for (int i = 0; op->code != QIR_OP_KERNEL && i < op->n_regions; i++) {
       rammer inner = *r;
-      inner.undo = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
+      inner.undo = NULL, inner.undo_old = NULL, inner.undo_orig = NULL, inner.n_undo = inner.cap_undo = 0;   /* the open segment's plans are not the region's */
       run_region(&inner, op->regions[i]);
-      r->n_packed = inner.n_packed, r->n_programs = inner.n_programs;
+      r->n_packed = inner.n_packed, r->n_programs = inner.n_programs, r->n_wrapped = inner.n_wrapped;
       r->total_packed_us = inner.total_packed_us, r->total_unpacked_us = inner.total_unpacked_us;
     }
-    if (is_kernel(r, op, &ks[r->n])) {
+    if (is_kernel(r, &op, &ks[r->n])) {
       r->n++;
       continue;
     }
@@ -775,7 +984,12 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
   r.diag = ctx->diag;
   int64_t topk = qopt_option_int(ctx, "roller-topk");
   r.plan_opts = (roller_options){.topk = topk > 4 ? (int)topk : 4};
+  FILE *sink = fopen("/dev/null", "w");
+  qir_diag quiet;
+  qir_diag_init(&quiet, sink ? sink : stderr, NULL, NULL, 0);
+  r.quiet = &quiet;
   run_region(&r, m->body);
+  if (sink) fclose(sink);
   if (r.stats) {
     totals t = {.r = &r};
     sum_region(&t, m->body);

@@ -341,7 +341,7 @@ static bool row_op(const qir_op *op) {
 }
 
 /* The staged row must fit the shared memory qcodegen gives it. */
-#define ROW_SMEM_BYTES (32 * 1024)
+#define ROW_SMEM_BYTES QIR_ROW_SMEM_LIMIT
 
 /* The axes a row op reduces (its rows): false when its axis is out of range. */
 static bool row_axes(const qir_op *op, bool *reduced) {
@@ -634,7 +634,6 @@ static bool fusable_code(const qir_op *op);
  * below the two kernels' apart. */
 #define MAX_STAGED_VALUES 3
 #define MAX_STAGE_SMEM (32 * 1024)      /* qcodegen allows 48 KiB; its boxes are exact unions, ours bounds */
-#define STAGE_SMEM_LIMIT (48 * 1024)    /* qcodegen's: the tiles and the reductions' staged operands */
 #define MAX_BOX_BLOCKS 4096             /* blocks counted one by one for the recomputation */
 
 typedef struct {
@@ -991,7 +990,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
       }
       /* each anchor by the schedule qcodegen gives it over its segment's box */
       int threads = qir_stage_threads(most);
-      int64_t budget = n_anchors ? (int64_t)(STAGE_SMEM_LIMIT - smem) / n_anchors : 0;
+      int64_t budget = qir_stage_budget((int64_t)smem, n_anchors);
       for (int i = 0; i < n_mem; i++)
         if (seg_of[i] >= 0)
           cost += staged_work_us(w, mem[i], bx[seg_of[i]].ext, busy[seg_of[i]], threads, budget, share[seg_of[i]]);
@@ -1238,6 +1237,33 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     est = row_est + bytes_us(w, bytes);
   }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  /* a staged group that qcodegen composes as a fused kernel after all (its
+   * one reduction read only at its readers' points) runs on its anchor's
+   * plan, as a fused group does */
+  if (sp->staged && qir_group_composes_fused(m, k)) {
+    int a = n_mem - 1;
+    for (int i = 0; i < n_mem; i++)
+      if (mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0)) a = i;
+    const qir_attr *ap = qir_op_attr(mem[a]->op, "tile");
+    const qir_attr_val *ab = ap && ap->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&ap->val, "block") : NULL;
+    if (ab && ab->kind == QIR_ATTR_LIST && ab->n == root_op->results[0]->type.rank && qir_attr_dict_get(&ap->val, "grid") &&
+        qir_type_equal(&mem[a]->op->results[0]->type, &root_op->results[0]->type)) {
+      qir_op_set_attr(m, k, "tile", ap->val, true);
+      const qir_attr *aa = qir_op_attr(mem[a]->op, "tile_alternatives");
+      if (aa) qir_op_set_attr(m, k, "tile_alternatives", aa->val, true);
+      int i = 0;
+      for (qir_op *in = body->first; in && in->code != QIR_OP_YIELD; in = in->next, i++)
+        if (i == a) qir_op_set_attr(m, in, "tile", ap->val, true);
+      qir_group_rederive_tiles(m, k);
+    }
+  }
+  /* a staged or row group gets the whole plan qcodegen's composer runs it
+   * with (grid, threads, shared memory): -rammer packs it like any kernel */
+  const qir_attr *kt = qir_op_attr(k, "tile");
+  qir_attr_val whole;
+  if ((!kt || kt->val.kind != QIR_ATTR_DICT || !qir_attr_dict_get(&kt->val, "grid")) &&
+      qir_group_whole_plan(m, k, w->t, round(est * 1000) / 1000, &whole))
+    qir_op_set_attr(m, k, "tile", whole, true);
   qir_op_set_attr(m, k, "global_bytes", qir_attr_int((int64_t)bytes), true);
   k->results[0]->name = root_op->results[0]->name;
   qir_value_replace_uses(m, root_op->results[0], k->results[0]);
