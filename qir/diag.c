@@ -15,6 +15,11 @@ void qir_diag_init(qir_diag *d, FILE *out, const char *file, const char *source,
   d->source_len = len;
 }
 
+void qir_diag_init_quiet(qir_diag *d) {
+  qir_diag_init(d, NULL, NULL, NULL, 0);
+  d->quiet = true;
+}
+
 static const char *severity_name(qir_severity sev) {
   switch (sev) {
   case QIR_SEV_ERROR: return "error";
@@ -48,6 +53,7 @@ static void print_caret(qir_diag *d, int line, int col) {
 void qir_diag_vreport(qir_diag *d, qir_severity sev, qir_loc loc, const char *fmt, va_list ap) {
   if (sev == QIR_SEV_ERROR) d->n_errors++;
   else if (sev == QIR_SEV_WARNING) d->n_warnings++;
+  if (d->quiet) return;
   int max = d->max_errors ? d->max_errors : 20;
   if (sev == QIR_SEV_ERROR && d->n_errors > max) {
     if (d->n_errors == max + 1) fprintf(d->out, "%s: error: too many errors, stopping\n", d->file ? d->file : "qir");

@@ -448,6 +448,17 @@ qir_op *qir_op_new(qir_module *m, qir_opcode code, int n_operands, qir_value *co
   return op;
 }
 
+qir_op *qir_op_copy_single(qir_module *m, const qir_op *op, qir_value *const *operands) {
+  qir_op *c = qir_op_new(m, op->code, op->n_operands, operands, 1, &op->results[0]->type, op->loc);
+  c->comp = op->comp;
+  c->cst = op->cst;
+  c->n_attrs = op->n_attrs;
+  c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
+  if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
+  c->results[0]->name = op->results[0]->name;
+  return c;
+}
+
 void qir_op_append(qir_region *r, qir_op *op) {
   op->parent = r;
   op->prev = r->last;

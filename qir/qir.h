@@ -323,6 +323,10 @@ qir_value *qir_region_add_arg(qir_module *m, qir_region *r, qir_type t, const ch
  * NULL: the printer numbers them).  Regions are created empty. */
 qir_op *qir_op_new(qir_module *m, qir_opcode code, int n_operands, qir_value *const *operands,
                    int n_results, const qir_type *result_types, qir_loc loc);
+/* A new op like single-result op `op` (code, compute form, constant,
+ * attributes, result type and name) over `operands`, in no region: how a pass
+ * moves an op into a kernel group's body.  Regions are not copied. */
+qir_op *qir_op_copy_single(qir_module *m, const qir_op *op, qir_value *const *operands);
 void qir_op_append(qir_region *r, qir_op *op);   /* at the end of r */
 void qir_op_insert_before(qir_op *before, qir_op *op);
 void qir_op_unlink(qir_op *op);                  /* also drops its operand uses */
@@ -401,9 +405,12 @@ typedef struct qir_diag {
   const char *file;             /* default file name for messages */
   int n_errors, n_warnings;
   int max_errors;               /* stop reporting after this many (0 = 20) */
+  bool quiet;                   /* count messages, print none (a pass asking "would this work?") */
 } qir_diag;
 
 void qir_diag_init(qir_diag *d, FILE *out, const char *file, const char *source, size_t len);
+/* A sink that counts messages and prints none. */
+void qir_diag_init_quiet(qir_diag *d);
 /* Prints "FILE:LINE:COL: error: MSG", then the source line and a caret. */
 void qir_diag_report(qir_diag *d, qir_severity sev, qir_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

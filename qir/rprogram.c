@@ -480,16 +480,10 @@ static bool fused_smem(const qir_op *op) {
  * extent 1 there, the result's extent > 1), as qcodegen's row composer
  * reads them.  The row's length, 0 when there is none. */
 static int64_t row_axes(qir_module *m, const qir_op *root, bool *reduced) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *sink = open_memstream(&text, &len);   /* what the expansion says stays here */
-  if (!sink) return 0;
-  qir_diag quiet;
-  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_diag quiet;   /* what the expansions say is not for the user */
+  qir_diag_init_quiet(&quiet);
   qir_op *chain[8];
   int n = qir_op_expand_computes(m, root, chain, 8, &quiet);
-  fclose(sink);
-  free(text);
   const qir_type *t = &root->results[0]->type;
   for (int i = 0; i < n; i++) {
     const qir_compute *c = chain[i]->comp;
@@ -524,12 +518,8 @@ static bool reads_at_point(const qir_expr *e, int o, int rank) {
  * everything computed from it, only at the reader's own point, and of the
  * group's result type.  Otherwise the group is a row or staged group. */
 bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
-  if (!sink) return true;
-  qir_diag quiet;
-  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_diag quiet;   /* what the expansions say is not for the user */
+  qir_diag_init_quiet(&quiet);
   qir_op *forms[MAX_GROUP_FORMS];
   const qir_value *vals[MAX_GROUP_FORMS];   /* the value each form computes */
   int n = 0;
@@ -549,8 +539,6 @@ bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
     }
     for (int i = 0; i < c; i++) vals[n] = i == c - 1 ? in->results[0] : chain[i]->results[0], forms[n++] = chain[i];
   }
-  fclose(sink);
-  free(text);
   if (!ok) return true;
   int anchor = -1;
   for (int i = 0; i < n; i++)
@@ -607,17 +595,14 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
   *smem = tile_bytes;
   *regs = 40;   /* a thread's point loop: indices, one accumulator, the epilogue */
   /* the reductions (a segment's anchor each), by the schedule over their boxes */
-  char *text = NULL;
-  size_t len = 0;
-  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
-  qir_diag quiet;
-  if (sink) qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_diag quiet;   /* what the expansions say is not for the user */
+  qir_diag_init_quiet(&quiet);
   const qir_compute *forms[MAX_GROUP_FORMS];
   int64_t exts[MAX_GROUP_FORMS][QIR_MAX_RANK];
   bool *in_smem[MAX_GROUP_FORMS];
   int n_red = 0;
   i = 0;
-  for (const qir_op *in = k->regions[0]->first; ok && sink && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
+  for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next, i++) {
     if (in->n_results != 1 || !(in == root || have[i])) continue;
     qir_op *chain[8];
     int c = in->code == QIR_OP_COMPUTE ? 1 : qir_op_expand_computes(m, in, chain, 8, &quiet);
@@ -641,8 +626,6 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
       break;                    /* a segment's one reduction */
     }
   }
-  if (sink) fclose(sink);
-  free(text);
   int64_t budget = qir_stage_budget(tile_bytes, n_red);
   for (int r = 0; r < n_red; r++) {
     qir_stage_sched sc;
@@ -668,12 +651,8 @@ static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t
   const qir_value *y = k->regions[0]->last && k->regions[0]->last->code == QIR_OP_YIELD ? k->regions[0]->last->operands[0] : NULL;
   if (!y) return false;
   const qir_type *E = &y->type;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *sink = open_memstream(&text, &len);   /* what the expansions say stays here */
-  if (!sink) return false;
-  qir_diag quiet;
-  qir_diag_init(&quiet, sink, NULL, NULL, 0);
+  qir_diag quiet;   /* what the expansions say is not for the user */
+  qir_diag_init_quiet(&quiet);
   bool ok = true, root_elementwise = false;
   int n_stages = 0, n_point = 0, n_red = 0;
   for (const qir_op *in = k->regions[0]->first; ok && in && in->code != QIR_OP_YIELD; in = in->next) {
@@ -717,8 +696,6 @@ static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t
       n_stages++;
     }
   }
-  fclose(sink);
-  free(text);
   return ok && root_elementwise && n_stages > 0 && n_point <= 1;
 }
 

@@ -498,6 +498,29 @@ static qir_op *compose_rows(composer *cm) {
   return op;
 }
 
+/* The indices of the row's point at flat position pos over its reduced axes
+ * (extents ext): each reduced axis's index declared once as a local in body
+ * (a lane's walks share it), the kept axes at the row's own index row[d]. */
+static void row_point_at(lower_env *env, kstmt *body, const bool *reduced, int n, kexpr *const *row, kexpr *pos,
+                         const int64_t *ext, int nr, kexpr **at) {
+  kbuilder *b = env->b;
+  kexpr *c_[MAX_AXES];
+  decompose(env, pos, ext, nr, c_);
+  for (int d = 0, m = 0; d < n; d++) {
+    if (!reduced[d]) {
+      at[d] = row[d];
+      continue;
+    }
+    kexpr *c = c_[m++];
+    if (c->kind != KE_INT) {
+      kvar *cv = kvar_new(b, env->k, "q", KT_I32, 0, KV_LOCAL);
+      ks_add(b, body, ks_decl(b, cv, c));
+      c = ke_var(b, cv);
+    }
+    at[d] = c;
+  }
+}
+
 void lower_rows(lower_env *env, const cg_rows *rows) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
@@ -593,18 +616,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       }
       ks_add(b, body, ks_decl(b, pu, at_u));
       pos[u] = ke_var(b, pu);
-      kexpr *pc_[MAX_AXES];
-      decompose(env, pos[u], red, nr, pc_);
-      for (int d = 0, m = 0; d < n; d++) {
-        if (!rows->reduced[d]) { at[u][d] = row[d]; continue; }
-        kexpr *c = pc_[m++];
-        if (c->kind != KE_INT) {
-          kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
-          ks_add(b, body, ks_decl(b, cv, c));
-          c = ke_var(b, cv);
-        }
-        at[u][d] = c;
-      }
+      row_point_at(env, body, rows->reduced, n, row, pos[u], red, nr, at[u]);
       pacc[u] = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
       ks_add(b, body, ks_decl(b, pacc[u], reduce_identity(b, pc->reduce, pt)));
     }
@@ -698,7 +710,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     kvar *acc[4];
     ktype at_t = ktype_of_dtype(rows->tail_dtype);
     for (int u = 0; u < TU; u++) {
-      kexpr *oc[MAX_AXES], *pos = ke_var(b, q);
+      kexpr *pos = ke_var(b, q);
       if (u) {
         kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
         kexpr *at_u = ke_add(b, ke_var(b, q), ke_int(b, u * W));
@@ -709,17 +721,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
         ks_add(b, tb, ks_decl(b, pu, at_u));
         pos = ke_var(b, pu);
       }
-      decompose(env, pos, own, nr, oc);
-      for (int d = 0, m = 0; d < n; d++) {
-        if (!rows->reduced[d]) { at[u][d] = row[d]; continue; }
-        kexpr *c = oc[m++];
-        if (c->kind != KE_INT) {
-          kvar *cv = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
-          ks_add(b, tb, ks_decl(b, cv, c));
-          c = ke_var(b, cv);
-        }
-        at[u][d] = c;
-      }
+      row_point_at(env, tb, rows->reduced, n, row, pos, own, nr, at[u]);
       acc[u] = kvar_new(b, k, "tacc", at_t, 0, KV_LOCAL);
       ks_add(b, tb, ks_decl(b, acc[u], reduce_identity(b, tail->reduce, at_t)));
     }

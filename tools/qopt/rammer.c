@@ -750,13 +750,7 @@ static qir_op *wrap(rammer *r, qir_op *op) {
   for (int j = 0; j < op->n_operands; j++)
     for (int q = 0; q < n_ext; q++)
       if (ext[q] == op->operands[j]) opnds[j] = args[q];
-  qir_op *c = qir_op_new(m, op->code, op->n_operands, opnds, 1, &op->results[0]->type, op->loc);
-  c->comp = op->comp;
-  c->cst = op->cst;
-  c->n_attrs = op->n_attrs;
-  c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
-  if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
-  c->results[0]->name = op->results[0]->name;
+  qir_op *c = qir_op_copy_single(m, op, opnds);
   qir_op_append(body, c);
   qir_op_append(body, qir_op_new(m, QIR_OP_YIELD, 1, &c->results[0], 0, NULL, op->loc));
   qir_attr_val plan;

@@ -1182,14 +1182,7 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     qir_op *op = mem[i]->op;
     qir_value **opnds = qir_alloc(m, sizeof *opnds * (size_t)(op->n_operands + 1));
     for (int j = 0; j < op->n_operands; j++) opnds[j] = map[op->operands[j]->id];
-    qir_type rt = op->results[0]->type;
-    qir_op *c = qir_op_new(m, op->code, op->n_operands, opnds, 1, &rt, op->loc);
-    c->comp = op->comp;
-    c->cst = op->cst;
-    c->n_attrs = op->n_attrs;
-    c->attrs = qir_alloc(m, sizeof *c->attrs * (size_t)(op->n_attrs + 1));
-    if (op->n_attrs) memcpy(c->attrs, op->attrs, sizeof *c->attrs * (size_t)op->n_attrs);
-    c->results[0]->name = op->results[0]->name;
+    qir_op *c = qir_op_copy_single(m, op, opnds);
     if (mem[i] != root) {
       /* the row a row group reads is handed over in shared memory, and so is
        * the row's result a tail (@V) walks */
