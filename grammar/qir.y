@@ -74,7 +74,7 @@ void qp_error(qp_ctx *c, qir_loc loc, const char *fmt, ...) __attribute__((forma
 void qp_syntax_error(qp_ctx *c, qir_loc loc, const char *unexpected, const char **expected, int n_expected);
 void qp_vec_push(qp_ctx *c, qp_vec *v, const void *item, size_t size);
 
-bool qp_module_name(qp_ctx *c, const char *name);
+bool qp_module_name(qp_ctx *c, const char *name, qir_loc loc);
 bool qp_weights(qp_ctx *c, const char *path, qir_loc loc);
 bool qp_offset(qp_ctx *c, const char *digits, qir_loc loc, int64_t *out);
 bool qp_signed(qp_ctx *c, uint64_t mag, bool neg, qir_loc loc, int64_t *out);
@@ -170,7 +170,7 @@ static void qir_yyerror(QIR_YYLTYPE *loc, yyscan_t scanner, qp_ctx *ctx, const c
 %%
 
 module
-  : MODULE modname '{' { if (!qp_module_name(ctx, $2) || !qp_region_begin(ctx)) YYABORT; }
+  : MODULE modname '{' { if (!qp_module_name(ctx, $2, LOC(@1)) || !qp_region_begin(ctx)) YYABORT; }
     weights_opt ops '}'
   ;
 

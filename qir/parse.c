@@ -419,8 +419,9 @@ qir_region *qp_region_end(qp_ctx *c) {
 
 /* ---------------------------------------------------------------- module, types, numbers */
 
-bool qp_module_name(qp_ctx *c, const char *name) {
+bool qp_module_name(qp_ctx *c, const char *name, qir_loc loc) {
   c->m->name = name;
+  c->m->loc = loc;
   return true;
 }
 

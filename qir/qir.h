@@ -293,6 +293,7 @@ struct qir_region {
 
 struct qir_module {
   const char *name;             /* without '@' */
+  qir_loc loc;                  /* where `module` was written (parsed modules) */
   const char *weights_path;     /* as written in `weights "..."`, or NULL */
   const char *base_dir;         /* directory weights_path is relative to */
   qir_region *body;

@@ -108,7 +108,7 @@ int qviz_veu(FILE *out, qir_module *m, qir_diag *d) {
   const qir_op *rp = NULL;
   qir_walk(m->body, find_rprogram, &rp);
   if (!rp) {
-    qir_error(d, (qir_loc){0}, "module @%s has no rprogram: -veu draws the rProgram that `qopt -rammer` writes; "
+    qir_error(d, m->loc, "module @%s has no rprogram: -veu draws the rProgram that `qopt -rammer` writes; "
               "run it first", m->name ? m->name : "?");
     return 1;
   }
