@@ -471,6 +471,17 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
 int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
                           qir_diag *d);
 
+/* e == c0 + sum coef[v] * var_v over n_vars variables (at most 32; coef
+ * receives n_vars entries)?  False: e is not affine in them. */
+bool qir_expr_affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c0);
+/* The range of index expression `index` of a read in form c while c's output
+ * axis v ranges over [src_oc[v] + src_co[v] . B, + src_ext[v]) for the block
+ * start B of each output axis, and its reduction axes over their extent:
+ * [*o0 + co . B, + *ext).  False: the index is not affine (or c has too many
+ * variables). */
+bool qir_read_range(const qir_compute *c, const qir_expr *index, const int64_t *src_oc, const int64_t *src_ext,
+                    const int64_t (*src_co)[QIR_MAX_RANK], int64_t *o0, int64_t *co, int64_t *ext);
+
 /* Tile propagation through kernel group k (docs/qir.md): from the block tile
  * `block` of the group's result (its rank), the tile each inner op's result
  * needs, through the access maps of the inner ops' tensor-expression forms

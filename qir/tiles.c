@@ -24,8 +24,8 @@ typedef struct {
   int64_t co[QIR_MAX_RANK][QIR_MAX_RANK];   /* origin = oc + co . (block start of each output axis) */
 } box;
 
-/* e == c0 + sum coef[v] * var_v ? */
-static bool affine(const qir_expr *e, int nv, int64_t *coef, int64_t *c0) {
+bool qir_expr_affine(const qir_expr *e, int nv, int64_t *coef, int64_t *c0) {
+  if (nv > MAX_VARS) return false;
   memset(coef, 0, sizeof *coef * (size_t)nv);
   *c0 = 0;
   switch (e->kind) {
@@ -35,14 +35,14 @@ static bool affine(const qir_expr *e, int nv, int64_t *coef, int64_t *c0) {
     coef[e->var] = 1;
     return true;
   case QIR_EX_UNARY:
-    if (e->fn != QIR_FN_NEG || !affine(e->args[0], nv, coef, c0)) return false;
+    if (e->fn != QIR_FN_NEG || !qir_expr_affine(e->args[0], nv, coef, c0)) return false;
     for (int v = 0; v < nv; v++) coef[v] = -coef[v];
     *c0 = -*c0;
     return true;
   case QIR_EX_BINARY: {
     int64_t ca[MAX_VARS], cb[MAX_VARS], a0, b0;
     if (e->fn != QIR_FN_ADD && e->fn != QIR_FN_SUB && e->fn != QIR_FN_MUL) return false;
-    if (!affine(e->args[0], nv, ca, &a0) || !affine(e->args[1], nv, cb, &b0)) return false;
+    if (!qir_expr_affine(e->args[0], nv, ca, &a0) || !qir_expr_affine(e->args[1], nv, cb, &b0)) return false;
     if (e->fn == QIR_FN_MUL) {
       bool a_const = true, b_const = true;
       for (int v = 0; v < nv; v++) a_const &= ca[v] == 0, b_const &= cb[v] == 0;
@@ -60,6 +60,27 @@ static bool affine(const qir_expr *e, int nv, int64_t *coef, int64_t *c0) {
   }
 }
 
+bool qir_read_range(const qir_compute *c, const qir_expr *index, const int64_t *src_oc, const int64_t *src_ext,
+                    const int64_t (*src_co)[QIR_MAX_RANK], int64_t *o0, int64_t *co, int64_t *ext) {
+  int nv = c->n_axes + c->n_red;
+  int64_t coef[MAX_VARS];
+  if (nv > MAX_VARS || c->n_axes > QIR_MAX_RANK || !qir_expr_affine(index, nv, coef, o0)) return false;
+  memset(co, 0, sizeof *co * QIR_MAX_RANK);
+  *ext = 1;
+  for (int x = 0; x < nv; x++) {
+    if (!coef[x]) continue;
+    int64_t size = x < c->n_axes ? src_ext[x] : c->axis_extents[x];
+    int64_t at0 = x < c->n_axes ? src_oc[x] : 0;
+    if (size < 1) size = 1;
+    if (coef[x] < 0) at0 += size - 1;   /* a descending read starts at the far end */
+    *o0 += coef[x] * at0;
+    if (x < c->n_axes)
+      for (int d = 0; d < QIR_MAX_RANK; d++) co[d] += coef[x] * src_co[x][d];
+    *ext += llabs(coef[x]) * (size - 1);
+  }
+  return true;
+}
+
 /* Joins into *dst the box of v that form c's reads cover while c's output
  * axes range over *src. */
 static void join_reads(const qir_compute *c, qir_value *const *args, int n_args, const qir_expr *e, const qir_value *v,
@@ -72,22 +93,10 @@ static void join_reads(const qir_compute *c, qir_value *const *args, int n_args,
       return;
     }
     for (int j = 0; j < e->n_args; j++) {
-      int64_t coef[MAX_VARS], k0, co[QIR_MAX_RANK] = {0}, ext = 1;
-      if (!affine(e->args[j], nv, coef, &k0)) {
+      int64_t o0, co[QIR_MAX_RANK], ext;
+      if (!qir_read_range(c, e->args[j], src->oc, src->ext, src->co, &o0, co, &ext)) {
         dst->broken = true;
         return;
-      }
-      int64_t o0 = k0;
-      for (int x = 0; x < nv; x++) {
-        if (!coef[x]) continue;
-        int64_t size = x < c->n_axes ? src->ext[x] : c->axis_extents[x];
-        int64_t at0 = x < c->n_axes ? src->oc[x] : 0;
-        if (size < 1) size = 1;
-        if (coef[x] < 0) at0 += size - 1;
-        o0 += coef[x] * at0;
-        if (x < c->n_axes)
-          for (int d = 0; d < QIR_MAX_RANK; d++) co[d] += coef[x] * src->co[x][d];
-        ext += llabs(coef[x]) * (size - 1);
       }
       if (!dst->have) {
         dst->oc[j] = o0;
@@ -277,7 +286,7 @@ static int64_t sched_footprint(const qir_compute *c, const qir_expr *e, const in
   int64_t elems = 1;
   for (int j = 0; j < e->n_args; j++) {
     int64_t coef[MAX_VARS], k0, ext = 1;
-    if (!affine(e->args[j], nv, coef, &k0)) return -1;
+    if (!qir_expr_affine(e->args[j], nv, coef, &k0)) return -1;
     for (int v = 0; v < nv; v++) ext += llabs(coef[v]) * (size[v] - 1);
     elems *= ext;
   }

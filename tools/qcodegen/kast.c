@@ -294,6 +294,14 @@ void ks_add(kbuilder *b, kstmt *seq, kstmt *s) {
   seq->items[seq->n_items++] = s;
 }
 
+void ks_add_flat(kbuilder *b, kstmt *seq, kstmt *s) {
+  if (s->kind != KS_SEQ) {
+    ks_add(b, seq, s);
+    return;
+  }
+  for (int i = 0; i < s->n_items; i++) ks_add_flat(b, seq, s->items[i]);
+}
+
 kstmt *ks_for(kbuilder *b, kvar *v, kexpr *lo, kexpr *hi, int64_t step, kstmt *body) {
   kstmt *s = ks_new(b, KS_FOR);
   s->var = v;

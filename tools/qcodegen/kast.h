@@ -212,6 +212,9 @@ bool ke_is_int(const kexpr *e, int64_t v);
 
 kstmt *ks_seq(kbuilder *b);
 void ks_add(kbuilder *b, kstmt *seq, kstmt *s);
+/* Appends s to seq, the items of a sequence one by one (recursively): the C
+ * printer finds barriers and uniform loops only among a body's own items. */
+void ks_add_flat(kbuilder *b, kstmt *seq, kstmt *s);
 kstmt *ks_for(kbuilder *b, kvar *v, kexpr *lo, kexpr *hi, int64_t step, kstmt *body);
 kstmt *ks_if(kbuilder *b, kexpr *cond, kstmt *then, kstmt *els);
 kstmt *ks_decl(kbuilder *b, kvar *v, kexpr *init);

@@ -80,38 +80,6 @@ static etype expr_type(lower_env *env, const qir_expr *e) {
 
 /* ---------------------------------------------------------------- affine maps */
 
-/* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
-bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c) {
-  memset(coef, 0, sizeof *coef * (size_t)n_vars);
-  *c = 0;
-  switch (e->kind) {
-  case QIR_EX_INT: *c = e->ival; return true;
-  case QIR_EX_VAR: coef[e->var] = 1; return true;
-  case QIR_EX_UNARY:
-    if (e->fn != QIR_FN_NEG || !affine(e->args[0], n_vars, coef, c)) return false;
-    for (int v = 0; v < n_vars; v++) coef[v] = -coef[v];
-    *c = -*c;
-    return true;
-  case QIR_EX_BINARY: {
-    int64_t ca[MAX_AXES], cb[MAX_AXES], ka, kb;
-    if (e->fn != QIR_FN_ADD && e->fn != QIR_FN_SUB && e->fn != QIR_FN_MUL) return false;
-    if (!affine(e->args[0], n_vars, ca, &ka) || !affine(e->args[1], n_vars, cb, &kb)) return false;
-    if (e->fn == QIR_FN_MUL) {
-      bool a_const = true, b_const = true;
-      for (int v = 0; v < n_vars; v++) a_const &= ca[v] == 0, b_const &= cb[v] == 0;
-      if (!a_const && !b_const) return false;
-      for (int v = 0; v < n_vars; v++) coef[v] = a_const ? ka * cb[v] : kb * ca[v];
-      *c = ka * kb;
-      return true;
-    }
-    for (int v = 0; v < n_vars; v++) coef[v] = e->fn == QIR_FN_ADD ? ca[v] + cb[v] : ca[v] - cb[v];
-    *c = e->fn == QIR_FN_ADD ? ka + kb : ka - kb;
-    return true;
-  }
-  default: return false;
-  }
-}
-
 /* Every access of the body, pre-order. */
 static void collect_accesses(const qir_expr *e, const qir_expr **out, int *n, int cap) {
   if (e->kind == QIR_EX_ACCESS && *n < cap) out[(*n)++] = e;
@@ -545,7 +513,7 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
     const qir_type *at = &env->args[e->operand]->type;
     for (int j = 0; j < e->n_args && ok; j++) {
       int64_t coef[MAX_AXES], k0;
-      if (!affine(e->args[j], nv, coef, &k0)) { ok = false; break; }
+      if (!qir_expr_affine(e->args[j], nv, coef, &k0)) { ok = false; break; }
       /* the index's range over every block and step (tiles rounded up):
        * inside [0, dim) everywhere means no bounds test */
       double imin = (double)k0, imax = (double)k0;   /* double: no overflow on absurd coefficients */

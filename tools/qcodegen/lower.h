@@ -146,8 +146,6 @@ qir_expr_fn reduce_fn_of(qir_reduce_kind r);
 kexpr *reduce_identity(kbuilder *b, qir_reduce_kind r, ktype t);
 kexpr *reduce_combine(kbuilder *b, qir_reduce_kind r, kexpr *acc, kexpr *v, ktype t);
 
-/* e == c + sum coef[v] * var_v ?  (n_vars compute variables) */
-bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c);
 kexpr *tr(lower_env *env, const qir_expr *e);              /* a body expression, as kernel code */
 kexpr *tr_as(lower_env *env, const qir_expr *e, ktype t);
 kexpr *strides_linear(lower_env *env, kexpr *const *idx, const int64_t *dims, int rank);

@@ -517,14 +517,6 @@ static kstmt *barrier(builder *x) {
   return s;
 }
 
-static void flat(kbuilder *b, kstmt *seq, kstmt *s) {
-  if (s->kind != KS_SEQ) {
-    ks_add(b, seq, s);
-    return;
-  }
-  for (int i = 0; i < s->n_items; i++) flat(b, seq, s->items[i]);
-}
-
 static kstmt *gpu_body(gpu_merge *g, const dl_node *n) {
   builder *x = g->x;
   kbuilder *b = x->b;
@@ -533,7 +525,7 @@ static kstmt *gpu_body(gpu_merge *g, const dl_node *n) {
   switch (n->kind) {
   case DN_SEQ:
     for (int i = 0; i < n->n_items; i++) {
-      flat(b, out, gpu_body(g, n->items[i]));
+      ks_add_flat(b, out, gpu_body(g, n->items[i]));
       /* a barrier after every phase but one the next phase need not wait for */
       if (n->items[i]->kind == DN_PHASE && !(i + 1 < n->n_items && n->items[i + 1]->kind == DN_PHASE && n->items[i + 1]->no_barrier))
         ks_add(b, out, barrier(x));
@@ -555,7 +547,7 @@ static kstmt *gpu_body(gpu_merge *g, const dl_node *n) {
     stop->kind = KS_BREAK;
     ks_add(b, body, ks_comment(b, "every block reads the counter, trip count and condition the last phase wrote"));
     ks_add(b, body, ks_if(b, go, ks_seq(b), stop));
-    flat(b, body, gpu_body(g, n->body));
+    ks_add_flat(b, body, gpu_body(g, n->body));
     kstmt *loop = ks_for(b, it, ke_long(b, 0), ke_load(b, k, c, ke_long(b, n->slot + 1)), 1, body);
     loop->uniform = true;
     ks_add(b, out, loop);
@@ -648,7 +640,7 @@ void cg_dloop_finish(cg_ctx *cg, cg_dloop *dl) {
                            dl->grid == 1 ? "" : "s", dl->threads, dl->block_level ? "__syncthreads" : "grid barriers");
   k->loc = dl->op->loc;
   k->op_text = dl->op->code == QIR_OP_LOOP ? "loop" : "if";
-  flat(b, k->body, gpu_body(&g, dl->root));
+  ks_add_flat(b, k->body, gpu_body(&g, dl->root));
   register_kernel(cg, k);
   dl->kernel = k;
 }

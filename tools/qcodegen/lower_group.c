@@ -521,6 +521,21 @@ static void row_point_at(lower_env *env, kstmt *body, const bool *reduced, int n
   }
 }
 
+/* The loops of reduction pc's reduction axes (variables n + a) nested in
+ * body; the innermost body (body itself when there are none). */
+static kstmt *reduction_loops(lower_env *env, kstmt *body, const qir_compute *pc, int n) {
+  kbuilder *b = env->b;
+  kstmt *cur = body;
+  for (int a = 0; a < pc->n_red; a++) {
+    kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+    env->vars[n + a] = ke_var(b, r);
+    kstmt *lb = ks_seq(b);
+    ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
+    cur = lb;
+  }
+  return cur;
+}
+
 void lower_rows(lower_env *env, const cg_rows *rows) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
@@ -620,14 +635,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       pacc[u] = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
       ks_add(b, body, ks_decl(b, pacc[u], reduce_identity(b, pc->reduce, pt)));
     }
-    kstmt *cur = body;
-    for (int a = 0; a < pc->n_red; a++) {
-      kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
-      env->vars[n + a] = ke_var(b, r);
-      kstmt *lb = ks_seq(b);
-      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
-      cur = lb;
-    }
+    kstmt *cur = reduction_loops(env, body, pc, n);
     for (int u = 0; u < U; u++) {
       for (int d = 0; d < n; d++) env->vars[d] = at[u][d];
       ks_add(b, cur, ks_assign(b, pacc[u], NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc[u]), tr_as(env, pc->body, pt), pt)));
@@ -648,14 +656,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       ktype pt = ktype_of_dtype(pd);
       kvar *pacc = kvar_new(b, k, "pacc", pt, 0, KV_LOCAL);
       ks_add(b, body, ks_decl(b, pacc, reduce_identity(b, pc->reduce, pt)));
-      kstmt *cur = body;
-      for (int a = 0; a < pc->n_red; a++) {
-        kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
-        env->vars[n + a] = ke_var(b, r);
-        kstmt *lb = ks_seq(b);
-        ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
-        cur = lb;
-      }
+      kstmt *cur = reduction_loops(env, body, pc, n);
       ks_add(b, cur, ks_assign(b, pacc, NULL, reduce_combine(b, pc->reduce, ke_var(b, pacc), tr_as(env, pc->body, pt), pt)));
       env->marker_values[rows->n_stages + 1] = ke_cast_dtype(b, ke_var(b, pacc), pd);
     }
@@ -837,7 +838,7 @@ static bool identity_reads(const qir_expr *e, int k, int rank) {
 /* Adds the box of staged value t that a read `e` (index expressions over the
  * variables of segment s's compute `c`) covers when s's axes range over its
  * own box (reduction axes over their extent). */
-static bool box_read(composer *cm, cg_stages *st, int s, const qir_compute *c, const qir_expr *e, int n_vars) {
+static bool box_read(composer *cm, cg_stages *st, int s, const qir_compute *c, const qir_expr *e) {
   if (e->kind == QIR_EX_ACCESS && e->operand >= st->tile_base && e->operand < st->tile_base + st->n - 1) {
     int t = e->operand - st->tile_base;
     cg_segment *src = &st->seg[s], *dst = &st->seg[t];
@@ -847,21 +848,10 @@ static bool box_read(composer *cm, cg_stages *st, int s, const qir_compute *c, c
       return false;
     }
     for (int j = 0; j < rank; j++) {
-      int64_t coef[MAX_AXES], k0, oc[QIR_MAX_RANK] = {0}, ext = 1;
-      if (!affine(e->args[j], n_vars, coef, &k0)) {
+      int64_t o0, oc[QIR_MAX_RANK], ext;
+      if (!qir_read_range(c, e->args[j], src->oconst, src->ext, (const int64_t(*)[QIR_MAX_RANK])src->ocoef, &o0, oc, &ext)) {
         cm->why = "a staged value read at an index that is not affine";
         return false;
-      }
-      int64_t o0 = k0;
-      for (int v = 0; v < n_vars; v++) {
-        if (!coef[v]) continue;
-        int64_t size = v < c->n_axes ? src->ext[v] : c->axis_extents[v];
-        int64_t at0 = v < c->n_axes ? src->oconst[v] : 0;
-        if (coef[v] < 0) at0 += size - 1;
-        o0 += coef[v] * at0;
-        if (v < c->n_axes)
-          for (int d = 0; d < QIR_MAX_RANK; d++) oc[d] += coef[v] * src->ocoef[v][d];
-        ext += (coef[v] > 0 ? coef[v] : -coef[v]) * (size - 1);
       }
       if (dst->ext[j] == 0) {
         dst->oconst[j] = o0;
@@ -880,7 +870,7 @@ static bool box_read(composer *cm, cg_stages *st, int s, const qir_compute *c, c
     }
   }
   for (int i = 0; i < e->n_args; i++)
-    if (!box_read(cm, st, s, c, e->args[i], n_vars)) return false;
+    if (!box_read(cm, st, s, c, e->args[i])) return false;
   return true;
 }
 
@@ -995,8 +985,8 @@ static qir_op *compose_stages(composer *cm) {
         return NULL;
       }
     }
-    if (!box_read(cm, st, s, g->comp, g->comp->body, g->comp->n_axes + g->comp->n_red)) return NULL;
-    if (g->epilogue && !box_read(cm, st, s, g->comp, g->epilogue, g->comp->n_axes)) return NULL;
+    if (!box_read(cm, st, s, g->comp, g->comp->body)) return NULL;
+    if (g->epilogue && !box_read(cm, st, s, g->comp, g->epilogue)) return NULL;
   }
   /* threads: enough for the largest box (each thread then takes a register
    * tile of the reductions' points, one point of the others per pass) */
@@ -1025,14 +1015,7 @@ static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segmen
     ktype at = ktype_of_dtype(g->acc_dtype);
     kvar *acc = kvar_new(b, env->k, "acc", at, 0, KV_LOCAL);
     ks_add(b, seq, ks_decl(b, acc, reduce_identity(b, c->reduce, at)));
-    kstmt *cur = seq;
-    for (int a = 0; a < c->n_red; a++) {
-      kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
-      env->vars[c->n_axes + a] = ke_var(b, r);
-      kstmt *lb = ks_seq(b);
-      ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, c->axis_extents[c->n_axes + a]), 1, lb));
-      cur = lb;
-    }
+    kstmt *cur = reduction_loops(env, seq, c, c->n_axes);
     ks_add(b, cur, ks_assign(b, acc, NULL, reduce_combine(b, c->reduce, ke_var(b, acc), tr_as(env, c->body, at), at)));
     v = ke_cast_dtype(b, ke_var(b, acc), g->acc_dtype);
   } else {

@@ -76,7 +76,7 @@ static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_oper
     const qir_expr *acc = s ? y : x;
     for (int j = 0; j < acc->n_args; j++) {
       int64_t coef[MAX_AXES], k0;
-      if (!affine(acc->args[j], nv, coef, &k0)) return fail(env, "operand indices must be affine");
+      if (!qir_expr_affine(acc->args[j], nv, coef, &k0)) return fail(env, "operand indices must be affine");
     }
   }
   const int64_t *E = c->axis_extents;
@@ -93,7 +93,7 @@ static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_oper
   for (int s = 0; s < 2; s++) {
     mma_operand *op = s ? B : A;
     int64_t coef[MAX_AXES], k0;
-    affine(op->access->args[op->access->n_args - 1], nv, coef, &k0);
+    qir_expr_affine(op->access->args[op->access->n_args - 1], nv, coef, &k0);
     op->col_major = coef[op->row_var] != 0 && coef[op->col_var] == 0;
     int64_t inner = op->col_major ? op->rows : op->cols;
     op->ld = (inner + p->pad + 7) / 8 * 8;
@@ -114,7 +114,7 @@ static bool vector_loads_fit(lower_env *env, const mma_operand *op) {
   int64_t inner = op->col_major ? op->rows : op->cols, inner_ext = op->col_major ? op->row_ext : op->col_ext;
   int64_t coef[MAX_AXES], k0;
   if (op->mask || t->rank == 0 || t->dims[t->rank - 1] % 8 || inner % 8 || inner_ext % 8) return false;
-  if (!affine(op->access->args[op->access->n_args - 1], nv, coef, &k0) || k0 % 8) return false;
+  if (!qir_expr_affine(op->access->args[op->access->n_args - 1], nv, coef, &k0) || k0 % 8) return false;
   for (int v = 0; v < nv; v++)
     if (coef[v] != (v == inner_var)) return false;
   return true;

@@ -72,16 +72,6 @@ static kstmt *re_s(const rebase *r, const kstmt *s) {
   return c;
 }
 
-/* Appends s to seq, the items of a sequence one by one: the C printer finds
- * barriers and uniform loops only among a body's own items. */
-static void add_flat(kbuilder *b, kstmt *seq, kstmt *s) {
-  if (s->kind != KS_SEQ) {
-    ks_add(b, seq, s);
-    return;
-  }
-  for (int i = 0; i < s->n_items; i++) add_flat(b, seq, s->items[i]);
-}
-
 static bool ke_loads(const kexpr *e) {
   return e && (e->kind == KE_LOAD || ke_loads(e->a) || ke_loads(e->b) || ke_loads(e->c));
 }
@@ -106,7 +96,7 @@ static kstmt *guard(kbuilder *b, const kstmt *seq, int t) {
     if (c->kind == KS_BARRIER || c->kind == KS_WARP_REDUCE || c->kind == KS_COMMENT) {
       ks_add(b, out, c);
     } else if (c->kind == KS_SEQ) {
-      add_flat(b, out, guard(b, c, t));
+      ks_add_flat(b, out, guard(b, c, t));
     } else if (c->kind == KS_FOR && c->uniform && ks_has_sync(c->body)) {
       kstmt *l = qir_alloc(b->m, sizeof *l), *inner = c->body;
       *l = *c;
@@ -160,7 +150,7 @@ kstmt *lower_run_tasks(kbuilder *b, const kkernel *mk, const int *pmap, int64_t 
   }
   kstmt *tb = re_s(&r, mk->body);
   if (mk->threads < threads) tb = guard(b, tb, mk->threads);
-  add_flat(b, body, tb);
+  ks_add_flat(b, body, tb);
   if (barrier) ks_add(b, body, ks_barrier(b));
   kstmt *loop = ks_for(b, t, lo, ke_int(b, t1), v1 - v0 + 1, body);
   loop->uniform = true;

@@ -186,41 +186,6 @@ static int64_t form_points(const qir_compute *c) {
   return p;
 }
 
-/* e == c0 + sum coef[v] * var_v ? */
-static bool affine(const qir_expr *e, int n_vars, int64_t *coef, int64_t *c0) {
-  switch (e->kind) {
-  case QIR_EX_INT: memset(coef, 0, sizeof *coef * (size_t)n_vars); *c0 = e->ival; return true;
-  case QIR_EX_VAR:
-    if (e->var < 0 || e->var >= n_vars) return false;
-    memset(coef, 0, sizeof *coef * (size_t)n_vars);
-    coef[e->var] = 1;
-    *c0 = 0;
-    return true;
-  case QIR_EX_BINARY: {
-    int64_t ca[32], cb[32], a0, b0;
-    if (n_vars > 32 || !affine(e->args[0], n_vars, ca, &a0) || !affine(e->args[1], n_vars, cb, &b0)) return false;
-    if (e->fn == QIR_FN_ADD || e->fn == QIR_FN_SUB) {
-      int64_t s = e->fn == QIR_FN_ADD ? 1 : -1;
-      for (int v = 0; v < n_vars; v++) coef[v] = ca[v] + s * cb[v];
-      *c0 = a0 + s * b0;
-      return true;
-    }
-    if (e->fn == QIR_FN_MUL) {
-      bool a_const = true, b_const = true;
-      for (int v = 0; v < n_vars; v++) a_const &= ca[v] == 0, b_const &= cb[v] == 0;
-      if (!a_const && !b_const) return false;
-      int64_t k = a_const ? a0 : b0;
-      const int64_t *o = a_const ? cb : ca;
-      for (int v = 0; v < n_vars; v++) coef[v] = k * o[v];
-      *c0 = k * (a_const ? b0 : a0);
-      return true;
-    }
-    return false;
-  }
-  default: return false;
-  }
-}
-
 typedef struct {
   int count;                    /* access sites of the value */
   bool identity;                /* every site reads it at [i0, i1, ..] of the form's output axes */
@@ -254,7 +219,7 @@ static void collect_reads(const qir_compute *c, qir_value *const *args, const qi
     int nv = c->n_axes + c->n_red;
     for (int j = 0; block && j < e->n_args && j < QIR_MAX_RANK; j++) {
       int64_t coef[32], c0, span = v->type.dims[j];
-      if (nv <= 32 && affine(e->args[j], nv, coef, &c0)) {
+      if (qir_expr_affine(e->args[j], nv, coef, &c0)) {
         span = 1;
         for (int x = 0; x < nv; x++) {
           int64_t ext = x < c->n_axes ? block[x] : c->axis_extents[x];
@@ -652,19 +617,8 @@ static bool box_reads(const qir_compute *c, qir_value *const *args, const qir_ex
     int nv = c->n_axes + c->n_red;
     if (e->n_args != v->type.rank || nv > 32 || c->n_axes > QIR_MAX_RANK) return false;
     for (int j = 0; j < e->n_args; j++) {
-      int64_t coef[32], k0, co[QIR_MAX_RANK] = {0}, ext = 1;
-      if (!affine(e->args[j], nv, coef, &k0)) return false;
-      int64_t o0 = k0;
-      for (int x = 0; x < nv; x++) {
-        if (!coef[x]) continue;
-        int64_t size = x < c->n_axes ? src->ext[x] : c->axis_extents[x];
-        int64_t at0 = x < c->n_axes ? src->oc[x] : 0;
-        if (coef[x] < 0) at0 += size - 1;
-        o0 += coef[x] * at0;
-        if (x < c->n_axes)
-          for (int d = 0; d < QIR_MAX_RANK; d++) co[d] += coef[x] * src->co[x][d];
-        ext += llabs(coef[x]) * (size > 0 ? size - 1 : 0);
-      }
+      int64_t o0, co[QIR_MAX_RANK], ext;
+      if (!qir_read_range(c, e->args[j], src->oc, src->ext, src->co, &o0, co, &ext)) return false;
       if (!dst->have || dst->ext[j] == 0) {
         dst->oc[j] = o0;
         memcpy(dst->co[j], co, sizeof co);
