@@ -4,7 +4,10 @@
  * with its statistics); ops without one (control flow, recurrent ops, inputs,
  * constants) stay.  The computes of the results keep the results' names, and
  * the one of result 0 the op's schedule attributes,
- * so the rest of the pipeline sees the same values. */
+ * so the rest of the pipeline sees the same values.  Inside a kernel group
+ * every compute of a chain that feeds another op states a level, as the
+ * verifier asks: the lowered op's own, else smem (a chain's inner values are
+ * reductions' results, which a row or staged kernel holds in shared memory). */
 #include "qopt.h"
 
 #define MAX_CHAIN 8
@@ -13,6 +16,22 @@ typedef struct {
   qir_module *m;
   qir_diag *d;
 } lowering;
+
+static bool feeds_an_op(const qir_op *op) {
+  for (int k = 0; k < op->n_results; k++)
+    for (const qir_use *u = op->results[k]->uses; u; u = u->next)
+      if (u->user->code != QIR_OP_YIELD) return true;
+  return false;
+}
+
+/* The computes of a chain lowered inside a kernel group get a level. */
+static void give_chain_levels(lowering *l, qir_region *r, const qir_op *op, qir_op **chain, int n) {
+  if (!r->parent_op || r->parent_op->code != QIR_OP_KERNEL) return;
+  const qir_attr *own = qir_op_attr(op, "fuse");
+  qir_attr_val level = own ? own->val : qir_attr_word(l->m, "smem");
+  for (int i = 0; i < n; i++)
+    if (!qir_op_attr(chain[i], "fuse") && feeds_an_op(chain[i])) qir_op_set_attr(l->m, chain[i], "fuse", level, true);
+}
 
 static void lower_region(lowering *l, qir_region *r) {
   for (qir_op *op = r->first, *next; op; op = next) {
@@ -32,6 +51,7 @@ static void lower_region(lowering *l, qir_region *r) {
     for (int i = 0; i < op->n_attrs; i++)
       if (op->attrs[i].sched) qir_op_set_attr(l->m, last, op->attrs[i].key, op->attrs[i].val, true);
     qir_op_unlink(op);
+    give_chain_levels(l, r, op, chain, n);
   }
 }
 
