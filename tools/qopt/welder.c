@@ -948,24 +948,32 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     n_anchors += seg_of[i] >= 0;
   }
   int64_t cand[QIR_MAX_RANK][8];
-  int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0};
+  int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0}, whole[QIR_MAX_RANK];
   for (int d = 0; d < n; d++) {
     n_cand[d] = 0;
     for (int64_t b = 1; b <= 32 && b <= ot->dims[d]; b *= 2) cand[d][n_cand[d]++] = b;
     if (n_cand[d] == 0) cand[d][n_cand[d]++] = 1;
     /* and the whole extent where it is no power of two (a 6 x 6 plane): no
      * partial block along it, and no halo recomputed across its blocks */
-    if (ot->dims[d] > 1 && ot->dims[d] <= 64 && (ot->dims[d] & (ot->dims[d] - 1))) cand[d][n_cand[d]++] = ot->dims[d];
+    whole[d] = -1;
+    if (ot->dims[d] > 1 && ot->dims[d] <= 64 && (ot->dims[d] & (ot->dims[d] - 1))) {
+      whole[d] = n_cand[d];
+      cand[d][n_cand[d]++] = ot->dims[d];
+    }
   }
   int64_t numel = qir_type_numel(ot);
   double best_cost = INFINITY;
   int64_t best_pb = 0;
   box bx[MAX_MEMBERS];
   *why = (stage_why){.least_smem = INFINITY};
-  for (;;) {
+  /* the power-of-two tiles first; then those with a whole extent, taken only
+   * where strictly faster (ties keep the first pass's choice) */
+  for (int pass = 0; pass < 2; pass++)
+  for (bool more = true; more;) {
     int64_t blk[QIR_MAX_RANK], pb = 1;
-    for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d];
-    bool sized = pb <= 1024 && (pb >= 32 || pb == numel);
+    bool has_whole = false;
+    for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d], has_whole |= idx[d] == whole[d];
+    bool sized = pb <= 1024 && (pb >= 32 || pb == numel) && has_whole == (pass == 1);
     why->tiles += sized;
     if (sized && group_boxes(mem, n_mem, blk, bx)) {
       why->boxed++;
@@ -1005,7 +1013,8 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
         if (seg_of[i] >= 0)
           cost += staged_work_us(w, mem[i], bx[seg_of[i]].ext, busy[seg_of[i]], threads, budget, share[seg_of[i]]);
       if (smem < why->least_smem) why->least_smem = smem;
-      if (smem <= MAX_STAGE_SMEM && (cost < best_cost * (1 - 1e-9) || (cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
+      if (smem <= MAX_STAGE_SMEM &&
+          (cost < best_cost * (1 - 1e-9) || (pass == 0 && cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
         best_cost = cost;
         best_pb = pb;
         memcpy(best, blk, sizeof blk);
@@ -1017,7 +1026,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     }
     int d = n - 1;
     while (d >= 0 && ++idx[d] == n_cand[d]) idx[d--] = 0;
-    if (d < 0) break;
+    more = d >= 0;
   }
   if (best_pb == 0) return false;
   *est = best_cost + bytes_us(w, members_bytes(rc, mem, n_mem, g));
