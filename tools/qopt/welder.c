@@ -55,7 +55,10 @@
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time (kernels' estimates plus -welder-launch-us per launch) before
- * and after, and its own time, on stderr. */
+ * and after, and its own time, on stderr.  With -welder-stats, a line per
+ * producer -> consumer edge it considered (print_edges): the level it got and
+ * what each level's try found (the node's notes: the reason a rule refused
+ * it, or the modelled times joint and apart it compared), nothing else. */
 #include "qopt.h"
 #include "rprogram.h"
 #include "target.h"
@@ -628,8 +631,9 @@ static bool fusable_code(const qir_op *op);
  * segment (its own anchor and epilogue, grown by the rules above) computes the
  * box of its elements one block of the group needs, halo included, into shared
  * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
- * The group's block tile is then constructed for the group: among power-of-two
- * tiles of its output, the one whose staged boxes fit MAX_STAGE_SMEM and whose
+ * The group's block tile is then constructed for the group: among tiles of its
+ * output (each axis a power of two, or its whole extent where that is none:
+ * plan_staged), the one whose staged boxes fit MAX_STAGE_SMEM and whose
  * work is least: each segment's reduction costs what qcodegen's schedule for
  * its box does (qir_stage_schedule: register tiles, operands staged per step;
  * staged_work_us), in every block whose box meets the value, at least the
