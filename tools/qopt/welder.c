@@ -632,8 +632,8 @@ static bool fusable_code(const qir_op *op);
  * box of its elements one block of the group needs, halo included, into shared
  * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
  * The group's block tile is then constructed for the group: among tiles of its
- * output (each axis a power of two, or its whole extent where that is none:
- * plan_staged), the one whose staged boxes fit MAX_STAGE_SMEM and whose
+ * output (each axis a power of two up to 32, or its whole extent: plan_staged),
+ * the one whose staged boxes fit MAX_STAGE_SMEM and whose
  * work is least: each segment's reduction costs what qcodegen's schedule for
  * its box does (qir_stage_schedule: register tiles, operands staged per step;
  * staged_work_us), in every block whose box meets the value, at least the
@@ -957,10 +957,12 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     n_cand[d] = 0;
     for (int64_t b = 1; b <= 32 && b <= ot->dims[d]; b *= 2) cand[d][n_cand[d]++] = b;
     if (n_cand[d] == 0) cand[d][n_cand[d]++] = 1;
-    /* and the whole extent where it is no power of two (a 6 x 6 plane): no
-     * partial block along it, and no halo recomputed across its blocks */
+    /* and the whole extent where it is no power of two or over 32 (a 6 x 6
+     * plane, all 512 channels): no partial block along it, and no halo
+     * recomputed across its blocks (a pooling's plane, a convolution's input
+     * channels computed once for all its output channels) */
     whole[d] = -1;
-    if (ot->dims[d] > 1 && ot->dims[d] <= 64 && (ot->dims[d] & (ot->dims[d] - 1))) {
+    if (ot->dims[d] > 1 && ot->dims[d] <= 1024 && ((ot->dims[d] & (ot->dims[d] - 1)) || ot->dims[d] > 32)) {
       whole[d] = n_cand[d];
       cand[d][n_cand[d]++] = ot->dims[d];
     }
