@@ -632,8 +632,8 @@ static bool fusable_code(const qir_op *op);
  * box of its elements one block of the group needs, halo included, into shared
  * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
  * The group's block tile is then constructed for the group: among tiles of its
- * output (each axis a power of two up to 32, or its whole extent: plan_staged),
- * the one whose staged boxes fit MAX_STAGE_SMEM and whose
+ * output (each axis a power of two up to 32, or its whole extent where that is
+ * none: plan_staged), the one whose staged boxes fit MAX_STAGE_SMEM and whose
  * work is least: each segment's reduction costs what qcodegen's schedule for
  * its box does (qir_stage_schedule: register tiles, operands staged per step;
  * staged_work_us), in every block whose box meets the value, at least the
@@ -957,12 +957,10 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     n_cand[d] = 0;
     for (int64_t b = 1; b <= 32 && b <= ot->dims[d]; b *= 2) cand[d][n_cand[d]++] = b;
     if (n_cand[d] == 0) cand[d][n_cand[d]++] = 1;
-    /* and the whole extent where it is no power of two or over 32 (a 6 x 6
-     * plane, all 512 channels): no partial block along it, and no halo
-     * recomputed across its blocks (a pooling's plane, a convolution's input
-     * channels computed once for all its output channels) */
+    /* and the whole extent where it is no power of two (a 6 x 6 plane): no
+     * partial block along it, and no halo recomputed across its blocks */
     whole[d] = -1;
-    if (ot->dims[d] > 1 && ot->dims[d] <= 1024 && ((ot->dims[d] & (ot->dims[d] - 1)) || ot->dims[d] > 32)) {
+    if (ot->dims[d] > 1 && ot->dims[d] <= 64 && (ot->dims[d] & (ot->dims[d] - 1))) {
       whole[d] = n_cand[d];
       cand[d][n_cand[d]++] = ot->dims[d];
     }
@@ -973,13 +971,18 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
   box bx[MAX_MEMBERS];
   *why = (stage_why){.least_smem = INFINITY};
   /* the power-of-two tiles first; then those with a whole extent, taken only
-   * where strictly faster (ties keep the first pass's choice) */
-  for (int pass = 0; pass < 2; pass++)
+   * where strictly faster (ties keep the first pass's choice) and with no
+   * fewer blocks than the device has units or the first pass's choice has:
+   * the staged work is charged at the whole device's rates, which a grid of
+   * fewer blocks does not reach (a 1000-wide gemm in one block) */
+  int64_t units = rc->w->t->compute_units > 0 ? rc->w->t->compute_units : 1, least_grid = units, best_grid = 0;
+  for (int pass = 0; pass < 2; pass++, least_grid = best_grid > 0 && best_grid < units ? best_grid : units)
   for (bool more = true; more;) {
-    int64_t blk[QIR_MAX_RANK], pb = 1;
+    int64_t blk[QIR_MAX_RANK], pb = 1, grid = 1;
     bool has_whole = false;
-    for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d], has_whole |= idx[d] == whole[d];
-    bool sized = pb <= 1024 && (pb >= 32 || pb == numel) && has_whole == (pass == 1);
+    for (int d = 0; d < n; d++)
+      blk[d] = cand[d][idx[d]], pb *= blk[d], grid *= (ot->dims[d] + blk[d] - 1) / blk[d], has_whole |= idx[d] == whole[d];
+    bool sized = pb <= 1024 && (pb >= 32 || pb == numel) && has_whole == (pass == 1) && (pass == 0 || grid >= least_grid);
     why->tiles += sized;
     if (sized && group_boxes(mem, n_mem, blk, bx)) {
       why->boxed++;
@@ -1023,6 +1026,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
           (cost < best_cost * (1 - 1e-9) || (pass == 0 && cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
         best_cost = cost;
         best_pb = pb;
+        best_grid = grid;
         memcpy(best, blk, sizeof blk);
         why->smem = smem;
         why->share = 1;
