@@ -987,8 +987,7 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     if (sized && group_boxes(mem, n_mem, blk, bx)) {
       why->boxed++;
       double smem = 0, cost = 0, share[MAX_MEMBERS];
-      int64_t most = pb, blocks = 1, busy[MAX_MEMBERS];
-      for (int d = 0; d < n; d++) blocks *= (ot->dims[d] + blk[d] - 1) / blk[d];
+      int64_t most = pb, blocks = grid, busy[MAX_MEMBERS];
       for (int i = 0; i < n_mem; i++) {
         share[i] = 1;
         busy[i] = blocks;
