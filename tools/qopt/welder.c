@@ -91,7 +91,7 @@ typedef struct {
                                  * root or a staged node */
   /* -welder-stats: what the last try of each level found for the edge from
    * this node into the group being grown ("" = not tried) */
-  char note_reg[160], note_smem[240], note_rows[200];
+  char note_reg[400], note_smem[240], note_rows[200];
 } node;
 
 typedef struct {
@@ -531,6 +531,8 @@ static bool point_candidate(region_ctx *rc, node *q, int g, const node *root) {
   return joint < apart;
 }
 
+static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
+
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
   const welder *w = rc->w;
@@ -542,7 +544,7 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   /* reads at the consumers' own output points (same shape) are one read of
    * each element, however many: the same registers; others count per site */
   double reads_total = 0;
-  bool identity = true, at_point = false, all_at_point = true;
+  bool identity = true, at_point = false, all_at_point = true, row_input = false;
   for (qir_use *u = v->uses; u; u = u->next) {
     if (!in_group(rc, u->user, g)) return NOTE(w, p, reg, "no: also read outside the group");
     node *c = producer(rc, u->user->results[0]);
@@ -550,6 +552,7 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
       /* the row input: computed once into shared memory, read there by every stage */
       reads_total += (double)numel;
       identity = false;
+      row_input = true;
       continue;
     }
     if (!c || !c->comp) return NOTE(w, p, reg, "no: a reader has no tensor-expression form");
@@ -582,7 +585,8 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
         reads r = {.identity = true};
         collect_reads(p->comp, p->args, p->comp->body, p->op->operands[k], NULL, &r);
         if (r.count > 0 && r.identity && !point_candidate(rc, q, g, root))
-          return NOTE(w, p, reg, "no: the epilogue of its own reduction, which the group does not take");
+          return NOTE(w, p, reg, "no: the epilogue of its own reduction (%s), which the group does not take: %s",
+                      short_name(q->op), q->note_rows);
       }
     p->identity = identity;
   } else if (root->row) {
@@ -613,12 +617,17 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
     if (p->comp->n_red > 0) *has_anchor = false;
     return NOTE(w, p, reg, "no: the composed expression would have %.0f nodes, over %d", total, MAX_COMPOSED_NODES);
   }
-  NOTE(w, p, reg, "fused (saves its round trip %.3f us and a launch %.3f us)", bytes_us(w, 2.0 * (double)value_bytes(v)),
-       w->launch_us);
+  if (row_input) {
+    /* the row input: the shared-memory level, reported with the row group's edges */
+    p->note_reg[0] = 0;
+    NOTE(w, p, rows, "fused: the row input, computed once into shared memory (saves its round trip %.3f us and a launch %.3f us)",
+         bytes_us(w, 2.0 * (double)value_bytes(v)), w->launch_us);
+  } else {
+    NOTE(w, p, reg, "fused (saves its round trip %.3f us and a launch %.3f us)", bytes_us(w, 2.0 * (double)value_bytes(v)),
+         w->launch_us);
+  }
   return true;
 }
-
-static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
 static bool fusable_code(const qir_op *op);
 
