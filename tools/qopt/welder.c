@@ -55,12 +55,16 @@
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time (kernels' estimates plus -welder-launch-us per launch) before
- * and after, and its own time, on stderr. */
+ * and after, and its own time, on stderr.  With -welder-stats, a line per
+ * producer -> consumer edge it considered (print_edges): the level it got and
+ * what each level's try found (the node's notes: the reason a rule refused
+ * it, or the modelled times joint and apart it compared), nothing else. */
 #include "qopt.h"
 #include "rprogram.h"
 #include "target.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +89,9 @@ typedef struct {
   bool staged;                  /* its result is computed into shared memory for its group (#fuse=smem) */
   int seg;                      /* the node whose segment it belongs to (staged groups): its own group's
                                  * root or a staged node */
+  /* -welder-stats: what the last try of each level found for the edge from
+   * this node into the group being grown ("" = not tried) */
+  char note_reg[400], note_smem[240], note_rows[200];
 } node;
 
 typedef struct {
@@ -94,6 +101,7 @@ typedef struct {
   FILE *quiet;                  /* what qir_op_to_compute says about ops without a form */
   int n_groups;
   double launch_us;             /* one kernel launch, in the modelled times */
+  bool stats;                   /* -welder-stats: a line per edge considered on stderr */
 } welder;
 
 typedef struct {
@@ -177,6 +185,19 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
     s->est_us += op_est_us(w, op, b);
   }
 }
+
+/* -welder-stats: writes what a level found into a node's note (when asked);
+ * false, so a refusal can return it. */
+static bool note(const welder *w, char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static bool note(const welder *w, char *buf, size_t n, const char *fmt, ...) {
+  if (!w->stats) return false;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, n, fmt, ap);
+  va_end(ap);
+  return false;
+}
+#define NOTE(w, p, level, ...) note((w), (p)->note_##level, sizeof (p)->note_##level, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- access maps */
 
@@ -488,45 +509,57 @@ static bool mma_plan(const qir_op *op) {
  * norm, a 4096-wide classifier before a softmax) loses: every row's warp runs
  * the whole reduction serially over the weights, where q's own tiled kernel
  * shares them across the device. */
-static bool point_candidate(region_ctx *rc, const node *q, int g, const node *root) {
-  if (!root->row || rc->point_group == g || !q->comp || q->op->n_results != 1) return false;
+static bool point_candidate(region_ctx *rc, node *q, int g, const node *root) {
+  const welder *w = rc->w;
+  if (!root->row) return NOTE(w, q, rows, "not tried: the group is no row group");
+  if (rc->point_group == g) return NOTE(w, q, rows, "no: the row group has its point reduction");
+  if (!q->comp || q->op->n_results != 1) return NOTE(w, q, rows, "no: no tensor-expression form");
   const qir_value *v = q->op->results[0];
   int64_t numel = qir_type_numel(&v->type);
-  if (numel <= 0 || !qir_type_equal(&v->type, &root->op->results[0]->type) || row_bytes(root->op) > ROW_SMEM_BYTES)
-    return false;
-  const welder *w = rc->w;
+  if (numel <= 0 || !qir_type_equal(&v->type, &root->op->results[0]->type))
+    return NOTE(w, q, rows, "no: not of the row op's shape");
+  if (row_bytes(root->op) > ROW_SMEM_BYTES)
+    return NOTE(w, q, rows, "no: a row of %lld bytes over %d", (long long)row_bytes(root->op), ROW_SMEM_BYTES);
   double joint, alone;
   row_block(w, root->op, root->n_chain, q, NULL, &joint);
   row_block(w, root->op, root->n_chain, NULL, NULL, &alone);
   joint += bytes_us(w, q->bytes - (double)value_bytes(v));
   double apart = q->est_us + alone + bytes_us(w, (double)value_bytes(v)) + w->launch_us;
+  NOTE(w, q, rows, "%s: per point fused %.3f us %s apart %.3f us (its kernel %.3f + the rows %.3f + its result's read %.3f + launch %.3f)",
+       joint < apart ? "fused" : "no", joint, joint < apart ? "<" : ">=", apart, q->est_us, alone,
+       bytes_us(w, (double)value_bytes(v)), w->launch_us);
   return joint < apart;
 }
 
+static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
+
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
-  if (p->group >= 0 || !p->comp || p->op->n_results != 1) return false;
+  const welder *w = rc->w;
+  if (p->group >= 0) return false;
+  if (!p->comp || p->op->n_results != 1) return NOTE(w, p, reg, "no: not one tensor-expression form");
   qir_value *v = p->op->results[0];
   if (!v->uses) return false;
   int64_t numel = qir_type_numel(&v->type);
   /* reads at the consumers' own output points (same shape) are one read of
    * each element, however many: the same registers; others count per site */
   double reads_total = 0;
-  bool identity = true, at_point = false, all_at_point = true;
+  bool identity = true, at_point = false, all_at_point = true, row_input = false;
   for (qir_use *u = v->uses; u; u = u->next) {
-    if (!in_group(rc, u->user, g)) return false;
+    if (!in_group(rc, u->user, g)) return NOTE(w, p, reg, "no: also read outside the group");
     node *c = producer(rc, u->user->results[0]);
     if (c && c->row && u->operand_index == 0 && qir_type_equal(&v->type, &c->op->results[0]->type)) {
       /* the row input: computed once into shared memory, read there by every stage */
       reads_total += (double)numel;
       identity = false;
+      row_input = true;
       continue;
     }
-    if (!c || !c->comp) return false;
-    if (p->movement && mma_plan(c->op)) return false;   /* the matrix units stage plain tiles */
+    if (!c || !c->comp) return NOTE(w, p, reg, "no: a reader has no tensor-expression form");
+    if (p->movement && mma_plan(c->op)) return NOTE(w, p, reg, "no: a view read by a matrix-unit plan");
     reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
-    if (r.count == 0) return false;           /* read outside the form (should not happen) */
+    if (r.count == 0) return NOTE(w, p, reg, "no: read outside its reader's form");
     all_at_point &= r.identity && c->comp->n_red == 0;
     if (c->comp->n_red > 0) {
       /* inside a reduction every step would evaluate it again */
@@ -540,7 +573,9 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   if (at_point) reads_total += (double)numel;
   if (p->comp->n_red == 0) {
     /* a movement op only remaps indices: reading it anywhere recomputes nothing */
-    if (!p->movement && reads_total > (double)numel * (1 + 1e-9)) return false;   /* would recompute */
+    if (!p->movement && reads_total > (double)numel * (1 + 1e-9))   /* would recompute */
+      return NOTE(w, p, reg, "no: inlined it would be computed %.2fx (read across a window or at several points)",
+                  reads_total / (double)numel);
     /* an epilogue (p reads a free reduction at its own point) stays with that
      * reduction rather than joining a group that reads p elsewhere (a transpose) */
     if (!identity)
@@ -549,17 +584,27 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
         if (!q || q->group >= 0 || !q->comp || q->comp->n_red == 0) continue;
         reads r = {.identity = true};
         collect_reads(p->comp, p->args, p->comp->body, p->op->operands[k], NULL, &r);
-        if (r.count > 0 && r.identity && !point_candidate(rc, q, g, root)) return false;
+        if (r.count > 0 && r.identity && !point_candidate(rc, q, g, root))
+          return NOTE(w, p, reg, "no: the epilogue of its own reduction (%s), which the group does not take: %s",
+                      short_name(q->op), q->note_rows);
       }
     p->identity = identity;
   } else if (root->row) {
     /* a short reduction the row input reads at its own points (QK^T before
      * the softmax): computed per point while the row is staged */
-    if (!all_at_point || !point_candidate(rc, p, g, root)) return false;
+    if (!all_at_point) {
+      NOTE(w, p, rows, "no: not read at the row's own points");
+      return NOTE(w, p, reg, "no: a reduction a row group reads elsewhere than at its points");
+    }
+    if (!point_candidate(rc, p, g, root)) return NOTE(w, p, reg, "no: a reduction (see rows)");
     rc->point_group = g;
     p->identity = false;
   } else {
-    if (*has_anchor || !identity || v->type.dtype != root->op->results[0]->type.dtype) return false;
+    if (*has_anchor) return NOTE(w, p, reg, "no: a second reduction (the group has its anchor)");
+    if (!identity)
+      return NOTE(w, p, reg, "no: a reduction read elsewhere than at the root's output point (a window, a halo, another index)");
+    if (v->type.dtype != root->op->results[0]->type.dtype)
+      return NOTE(w, p, reg, "no: a reduction of another element type than the root's");
     *has_anchor = true;
     p->identity = true;
   }
@@ -570,12 +615,19 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   if (total > MAX_COMPOSED_NODES) {
     p->group = -1;
     if (p->comp->n_red > 0) *has_anchor = false;
-    return false;
+    return NOTE(w, p, reg, "no: the composed expression would have %.0f nodes, over %d", total, MAX_COMPOSED_NODES);
+  }
+  if (row_input) {
+    /* the row input: the shared-memory level, reported with the row group's edges */
+    p->note_reg[0] = 0;
+    NOTE(w, p, rows, "fused: the row input, computed once into shared memory (saves its round trip %.3f us and a launch %.3f us)",
+         bytes_us(w, 2.0 * (double)value_bytes(v)), w->launch_us);
+  } else {
+    NOTE(w, p, reg, "fused (saves its round trip %.3f us and a launch %.3f us)", bytes_us(w, 2.0 * (double)value_bytes(v)),
+         w->launch_us);
   }
   return true;
 }
-
-static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
 static bool fusable_code(const qir_op *op);
 
@@ -588,8 +640,9 @@ static bool fusable_code(const qir_op *op);
  * segment (its own anchor and epilogue, grown by the rules above) computes the
  * box of its elements one block of the group needs, halo included, into shared
  * memory, and the group reads it there (#fuse=smem; qcodegen's staged groups).
- * The group's block tile is then constructed for the group: among power-of-two
- * tiles of its output, the one whose staged boxes fit MAX_STAGE_SMEM and whose
+ * The group's block tile is then constructed for the group: among tiles of its
+ * output (each axis a power of two up to 32, or its whole extent where that is
+ * none: plan_staged), the one whose staged boxes fit MAX_STAGE_SMEM and whose
  * work is least: each segment's reduction costs what qcodegen's schedule for
  * its box does (qir_stage_schedule: register tiles, operands staged per step;
  * staged_work_us), in every block whose box meets the value, at least the
@@ -880,9 +933,18 @@ typedef struct {
   double est_us;                /* modelled time of its kernel, launch excluded */
 } stage_plan;
 
+/* What plan_staged found (-welder-stats): the tiles tried, those whose boxes
+ * follow from the access maps, the least staged bytes among them; for the
+ * best tile its staged bytes and the largest share of a staged value's points
+ * its boxes cover over all blocks (1: no recomputation). */
+typedef struct {
+  int tiles, boxed;
+  double least_smem, smem, share;
+} stage_why;
+
 /* The best block tile for members mem (group g): its modelled time in *est
  * (launch excluded).  False when no tile fits. */
-static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *best, double *est) {
+static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *best, double *est, stage_why *why) {
   const welder *w = rc->w;
   const qir_type *ot = &mem[n_mem - 1]->op->results[0]->type;
   int n = ot->rank;
@@ -899,23 +961,42 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
     n_anchors += seg_of[i] >= 0;
   }
   int64_t cand[QIR_MAX_RANK][8];
-  int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0};
+  int n_cand[QIR_MAX_RANK], idx[QIR_MAX_RANK] = {0}, whole[QIR_MAX_RANK];
   for (int d = 0; d < n; d++) {
     n_cand[d] = 0;
     for (int64_t b = 1; b <= 32 && b <= ot->dims[d]; b *= 2) cand[d][n_cand[d]++] = b;
     if (n_cand[d] == 0) cand[d][n_cand[d]++] = 1;
+    /* and the whole extent where it is no power of two (a 6 x 6 plane): no
+     * partial block along it, and no halo recomputed across its blocks */
+    whole[d] = -1;
+    if (ot->dims[d] > 1 && ot->dims[d] <= 64 && (ot->dims[d] & (ot->dims[d] - 1))) {
+      whole[d] = n_cand[d];
+      cand[d][n_cand[d]++] = ot->dims[d];
+    }
   }
   int64_t numel = qir_type_numel(ot);
   double best_cost = INFINITY;
   int64_t best_pb = 0;
   box bx[MAX_MEMBERS];
-  for (;;) {
-    int64_t blk[QIR_MAX_RANK], pb = 1;
-    for (int d = 0; d < n; d++) blk[d] = cand[d][idx[d]], pb *= blk[d];
-    if (pb <= 1024 && (pb >= 32 || pb == numel) && group_boxes(mem, n_mem, blk, bx)) {
+  *why = (stage_why){.least_smem = INFINITY};
+  /* the power-of-two tiles first; then those with a whole extent, taken only
+   * where strictly faster (ties keep the first pass's choice) and with no
+   * fewer blocks than the device has units or the first pass's choice has:
+   * the staged work is charged at the whole device's rates, which a grid of
+   * fewer blocks does not reach (a 1000-wide gemm in one block) */
+  int64_t units = rc->w->t->compute_units > 0 ? rc->w->t->compute_units : 1, least_grid = units, best_grid = 0;
+  for (int pass = 0; pass < 2; pass++, least_grid = best_grid > 0 && best_grid < units ? best_grid : units)
+  for (bool more = true; more;) {
+    int64_t blk[QIR_MAX_RANK], pb = 1, grid = 1;
+    bool has_whole = false;
+    for (int d = 0; d < n; d++)
+      blk[d] = cand[d][idx[d]], pb *= blk[d], grid *= (ot->dims[d] + blk[d] - 1) / blk[d], has_whole |= idx[d] == whole[d];
+    bool sized = pb <= 1024 && (pb >= 32 || pb == numel) && has_whole == (pass == 1) && (pass == 0 || grid >= least_grid);
+    why->tiles += sized;
+    if (sized && group_boxes(mem, n_mem, blk, bx)) {
+      why->boxed++;
       double smem = 0, cost = 0, share[MAX_MEMBERS];
-      int64_t most = pb, blocks = 1, busy[MAX_MEMBERS];
-      for (int d = 0; d < n; d++) blocks *= (ot->dims[d] + blk[d] - 1) / blk[d];
+      int64_t most = pb, blocks = grid, busy[MAX_MEMBERS];
       for (int i = 0; i < n_mem; i++) {
         share[i] = 1;
         busy[i] = blocks;
@@ -948,15 +1029,22 @@ static bool plan_staged(region_ctx *rc, node **mem, int n_mem, int g, int64_t *b
       for (int i = 0; i < n_mem; i++)
         if (seg_of[i] >= 0)
           cost += staged_work_us(w, mem[i], bx[seg_of[i]].ext, busy[seg_of[i]], threads, budget, share[seg_of[i]]);
-      if (smem <= MAX_STAGE_SMEM && (cost < best_cost * (1 - 1e-9) || (cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
+      if (smem < why->least_smem) why->least_smem = smem;
+      if (smem <= MAX_STAGE_SMEM &&
+          (cost < best_cost * (1 - 1e-9) || (pass == 0 && cost <= best_cost * (1 + 1e-9) && pb > best_pb))) {
         best_cost = cost;
         best_pb = pb;
+        best_grid = grid;
         memcpy(best, blk, sizeof blk);
+        why->smem = smem;
+        why->share = 1;
+        for (int i = 0; i < n_mem; i++)
+          if (mem[i]->staged && share[i] > why->share) why->share = share[i];
       }
     }
     int d = n - 1;
     while (d >= 0 && ++idx[d] == n_cand[d]) idx[d--] = 0;
-    if (d < 0) break;
+    more = d >= 0;
   }
   if (best_pb == 0) return false;
   *est = best_cost + bytes_us(w, members_bytes(rc, mem, n_mem, g));
@@ -978,18 +1066,32 @@ static double group_est(region_ctx *rc, int g, int last, const stage_plan *sp) {
  * index last), then the producers of that segment in turn. */
 static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group, stage_plan *sp, int *n_staged) {
   welder *w = rc->w;
-  if (*n_staged >= MAX_STAGED_VALUES || p->group >= 0 || p->movement || (!p->comp && !p->n_chain)) return;
-  if (p->op->n_results != 1 || !fusable_code(p->op)) return;
+  if (p->group >= 0) return;
+  if (*n_staged >= MAX_STAGED_VALUES) {
+    NOTE(w, p, smem, "not tried: the group stages %d values already", MAX_STAGED_VALUES);
+    return;
+  }
+  if (p->movement || (!p->comp && !p->n_chain) || p->op->n_results != 1 || !fusable_code(p->op)) {
+    NOTE(w, p, smem, "not tried: %s", p->movement ? "a view" : "no tensor-expression form");
+    return;
+  }
   qir_value *v = p->op->results[0];
   if (!v->uses || qir_type_numel(&v->type) <= 0) return;
   for (qir_use *u = v->uses; u; u = u->next)
-    if (!in_group(rc, u->user, g)) return;
+    if (!in_group(rc, u->user, g)) {
+      NOTE(w, p, smem, "not tried: also read outside the group");
+      return;
+    }
   int pi = (int)(p - rc->nodes);
   /* the segment alone, grown by the register-level rules */
   int g2 = (*next_group)++;
   p->group = g2;
   p->identity = true;
   p->seg = pi;
+  for (int k = 0; p->solo && w->stats && k < p->op->n_operands; k++) {
+    node *q = producer(rc, p->op->operands[k]);
+    if (q) NOTE(w, q, reg, "not tried: its reader is a multi-stage op read across a window (LRN), a segment of its own stages");
+  }
   bool has_anchor = p->n_chain || p->comp->n_red > 0;
   for (bool grew = !p->solo; grew;) {
     grew = false;
@@ -1001,7 +1103,8 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
       }
     }
   }
-  double before = group_est(rc, g, last, sp) + group_est(rc, g2, pi, &(stage_plan){0}) + 2 * w->launch_us;
+  double est_group = group_est(rc, g, last, sp), est_seg = group_est(rc, g2, pi, &(stage_plan){0});
+  double before = est_group + est_seg + 2 * w->launch_us;
   node *joined[MAX_MEMBERS];
   int n_joined = 0;
   for (int j = 0; j <= pi; j++)
@@ -1017,8 +1120,32 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
   /* no recomputation at all would not pay: no tile will */
   for (int i = 0; i < n_mem; i++)
     if (mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0)) est += work_us(w, mem[i]);
-  bool fits = est + bytes_us(w, members_bytes(rc, mem, n_mem, g)) + w->launch_us < before && n_mem < MAX_MEMBERS &&
-              plan_staged(rc, mem, n_mem, g, blk, &est);
+  double least = est + bytes_us(w, members_bytes(rc, mem, n_mem, g)) + w->launch_us;
+  stage_why why = {0};
+  bool fits = least < before && n_mem < MAX_MEMBERS && plan_staged(rc, mem, n_mem, g, blk, &est, &why);
+  if (w->stats) {
+    /* apart: the group and the segment as two kernels (the value's round
+     * trip is part of their traffic); fused: the joint kernel and a launch */
+    char apart[160], blkt[64] = "";
+    snprintf(apart, sizeof apart, "apart %.3f us (group %.3f + segment %.3f + 2 launches %.3f; round trip %.3f)", before,
+             est_group, est_seg, 2 * w->launch_us, bytes_us(w, 2.0 * (double)value_bytes(v)));
+    const qir_type *ot = &rc->nodes[last].op->results[0]->type;
+    for (int d = 0, len = 0; fits && d < ot->rank && len < (int)sizeof blkt - 24; d++)
+      len += snprintf(blkt + len, sizeof blkt - (size_t)len, "%s%lld", d ? "," : "", (long long)blk[d]);
+    if (!(least < before))
+      NOTE(w, p, smem, "no: joint at least %.3f us (no recomputation) >= %s", least, apart);
+    else if (n_mem >= MAX_MEMBERS)
+      NOTE(w, p, smem, "no: over %d members", MAX_MEMBERS);
+    else if (!fits && why.boxed == 0)
+      NOTE(w, p, smem, "no: no block tile's boxes follow from the access maps (%d tiles tried)", why.tiles);
+    else if (!fits)
+      NOTE(w, p, smem, "no: no block tile's staged boxes fit %d bytes (least %.0f of %d tiles)", MAX_STAGE_SMEM,
+           why.least_smem, why.boxed);
+    else
+      NOTE(w, p, smem, "%s: joint %.3f us (with launch) %s %s; block [%s], staged %.0f bytes, computed %.2fx",
+           est + w->launch_us < before ? "fused" : "no", est + w->launch_us, est + w->launch_us < before ? "<" : ">=", apart,
+           blkt, why.smem, why.share);
+  }
   if (!fits || est + w->launch_us >= before) {
     for (int j = 0; j < n_joined; j++) joined[j]->group = -1;
     p->staged = false;
@@ -1041,7 +1168,7 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
 /* The producers of group g's members, staged where it pays. */
 static void stage_group(region_ctx *rc, int g, int last, int *next_group, stage_plan *sp) {
   node *root = &rc->nodes[last];
-  if (root->row) return;
+  if (root->row) return;        /* a row group reads its row input in shared memory already */
   int n_staged = 0;
   node *mem[MAX_MEMBERS];
   int n_mem = group_members(rc, g, last, mem);
@@ -1257,13 +1384,17 @@ static const node *try_row_tail(region_ctx *rc, int g, int last) {
     bool only = v->uses != NULL, reduced[QIR_MAX_RANK];
     for (qir_use *u = v->uses; u; u = u->next) only &= u->user == root->op;
     if (!only || v->type.rank != ot->rank || ot->rank > QIR_MAX_RANK || !row_axes(p->op, reduced) ||
-        row_bytes(p->op) > ROW_SMEM_BYTES / 2)
+        row_bytes(p->op) > ROW_SMEM_BYTES / 2) {
+      NOTE(w, p, rows, "not tried: %s", !only ? "also read elsewhere" : "its row over the staged limit or of another rank");
       continue;
+    }
     int n_red = 0, count = 0;
     for (int d = 0; d < ot->rank; d++) n_red += reduced[d];
     if (root->comp->n_axes != ot->rank || root->comp->n_red != n_red ||
-        !walks_rows(root->comp, root->args, root->comp->body, v, reduced, &count) || count == 0)
+        !walks_rows(root->comp, root->args, root->comp->body, v, reduced, &count) || count == 0) {
+      NOTE(w, p, rows, "not tried: its reader does not walk its rows");
       continue;
+    }
     int pi = (int)(p - rc->nodes);
     bool *was = calloc((size_t)pi + 1, sizeof *was);
     if (!was) abort();
@@ -1285,6 +1416,9 @@ static const node *try_row_tail(region_ctx *rc, int g, int last) {
     row_block(w, p->op, p->n_chain, point, NULL, &alone);
     joint += bytes_us(w, root->bytes - pb);
     double apart = alone + bytes_us(w, pb) + root->est_us + w->launch_us;
+    NOTE(w, p, rows, "%s: a row kernel with this tail %.3f us %s apart %.3f us (rows %.3f + round trip %.3f + tail %.3f + launch %.3f)",
+         joint < apart ? "fused" : "no", joint, joint < apart ? "<" : ">=", apart, alone, bytes_us(w, pb), root->est_us,
+         w->launch_us);
     if (joint < apart) {
       free(was);
       return p;
@@ -1299,6 +1433,44 @@ static const node *try_row_tail(region_ctx *rc, int g, int last) {
 }
 
 static void weld_region(welder *w, qir_region *r);
+
+static const char *value_name(const qir_value *v, char *buf, size_t n) {
+  if (v->name) return v->name;
+  snprintf(buf, n, "v%d", v->id);
+  return buf;
+}
+
+/* -welder-stats: a line on stderr per edge into group g's members (nodes up
+ * to last) from an op that computes (inputs and constants aside): the level
+ * it got (global: not fused) and what each level tried found.  `kernel`: the
+ * number of the group's kernel, -1 when the root stays a plain op. */
+static void print_edges(region_ctx *rc, int g, int last, int kernel, const node *tail_row) {
+  node *mem[MAX_MEMBERS];
+  int n_mem = group_members(rc, g, last, mem);
+  for (int i = 0; i < n_mem; i++) {
+    node *c = mem[i];
+    for (int k = 0; k < c->op->n_operands; k++) {
+      qir_value *x = c->op->operands[k];
+      bool dup = false;
+      for (int j = 0; j < k; j++) dup |= c->op->operands[j] == x;
+      node *p = producer(rc, x);
+      if (dup || !p || p->op->code == QIR_OP_INPUT || p->op->code == QIR_OP_CONST) continue;
+      const char *level = "global";
+      if (p->group == g)
+        level = p->staged || p == tail_row || (c->row && k == 0 && qir_type_equal(&x->type, &c->op->results[0]->type))
+                    ? "smem"
+                    : "reg";
+      char in[24], out[24], grp[24] = "its own kernel";
+      if (kernel >= 0) snprintf(grp, sizeof grp, "@g%d", kernel);
+      fprintf(stderr, "welder-stats: %%%s (%s) -> %%%s (%s) in %s: %s", value_name(x, in, sizeof in), short_name(p->op),
+              value_name(c->op->results[0], out, sizeof out), short_name(c->op), grp, level);
+      if (p->note_reg[0]) fprintf(stderr, "; reg: %s", p->note_reg);
+      if (p->note_rows[0]) fprintf(stderr, "; rows: %s", p->note_rows);
+      if (p->note_smem[0]) fprintf(stderr, "; smem: %s", p->note_smem);
+      fputc('\n', stderr);
+    }
+  }
+}
 
 static void weld_ops_in_regions(welder *w, qir_region *r) {
   for (qir_op *op = r->first; op; op = op->next)
@@ -1373,6 +1545,14 @@ static void weld_region(welder *w, qir_region *r) {
     int g = next_group++;
     root->group = g;
     root->identity = true;
+    if (w->stats)
+      for (int j = 0; j < i; j++) {
+        node *p = &rc.nodes[j];
+        p->note_reg[0] = p->note_smem[0] = p->note_rows[0] = 0;
+        for (int k = 0; root->solo && k < root->op->n_operands; k++)
+          if (root->op->operands[k] == p->op->results[0])
+            NOTE(w, p, reg, "not tried: its reader is a multi-stage op read across a window (LRN), a kernel of its own stages");
+      }
     bool has_anchor = root->row || root->solo || root->comp->n_red > 0;
     int n_mem = 1;
     for (bool grew = !root->solo; grew && n_mem < MAX_MEMBERS;) {
@@ -1392,7 +1572,9 @@ static void weld_region(welder *w, qir_region *r) {
     stage_plan sp = {0};
     if (!tail_row) stage_group(&rc, g, i, &next_group, &sp);
     n_mem = group_members(&rc, g, i, (node *[MAX_MEMBERS]){0});
-    if (n_mem < 2 && !root->row && !root->solo) continue;
+    bool built = n_mem >= 2 || root->row || root->solo;
+    if (w->stats) print_edges(&rc, g, i, built ? w->n_groups : -1, tail_row);
+    if (!built) continue;
     node *mem[MAX_MEMBERS], *anchor = NULL;
     int k = 0;
     for (int j = 0; j <= i; j++)
@@ -1429,7 +1611,8 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   const qir_target *t = pick_target(ctx, &from_file);
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us")};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us"),
+              qopt_option_bool(ctx, "welder-stats")};
   if (!(w.launch_us >= 0)) {
     qir_error(ctx->diag, (qir_loc){0}, "-welder-launch-us must not be negative");
     if (quiet) fclose(quiet);
