@@ -58,6 +58,7 @@
  * and after, and its own time, on stderr. */
 #include "qopt.h"
 #include "rprogram.h"
+#include "welder_siblings.h"
 #include "target.h"
 
 #include <math.h>
@@ -129,6 +130,11 @@ static double op_est_us(const welder *w, const qir_op *op, double bytes) {
     return v > mem ? v : mem;
   }
   return mem;
+}
+
+double welder_op_us(const qir_target *t, const qir_op *op) {
+  welder w = {.t = t};
+  return op_est_us(&w, op, op_bytes(op));
 }
 
 /* Ops that launch no kernel: structure, constants, views. */
@@ -1306,6 +1312,15 @@ static void weld_ops_in_regions(welder *w, qir_region *r) {
       for (int i = 0; i < op->n_regions; i++) weld_region(w, op->regions[i]);
 }
 
+/* A form that only moves elements: a read, or a select between reads (a
+ * concat: which input by the index's range); its per-load cost is the index
+ * arithmetic, not recomputation, so it may be read anywhere in a group. */
+static bool moves_data(const qir_expr *e) {
+  while (e->kind == QIR_EX_CAST) e = e->args[0];
+  if (e->kind == QIR_EX_ACCESS) return true;
+  return e->kind == QIR_EX_SELECT && e->n_args == 3 && moves_data(e->args[1]) && moves_data(e->args[2]);
+}
+
 static bool fusable_code(const qir_op *op) {
   /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks */
   return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op);
@@ -1313,6 +1328,8 @@ static bool fusable_code(const qir_op *op) {
 
 static void weld_region(welder *w, qir_region *r) {
   weld_ops_in_regions(w, r);
+  /* the horizontal step first: sibling contractions merged (welder_siblings.c) */
+  welder_merge_siblings(&(welder_siblings_ctx){w->m, w->t, w->launch_us}, r);
   int n = 0;
   for (qir_op *op = r->first; op; op = op->next) n++;
   region_ctx rc = {w, calloc((size_t)n + 1, sizeof(node)), 0, malloc(sizeof(int) * ((size_t)w->m->next_value_id + 1)),
@@ -1338,8 +1355,9 @@ static void weld_region(welder *w, qir_region *r) {
         nd->args = form->operands;
         const qir_expr *e = nd->comp->body;
         while (e->kind == QIR_EX_CAST) e = e->args[0];
-        nd->movement = nd->comp->n_red == 0 && e->kind == QIR_EX_ACCESS &&
-                       (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE);
+        nd->movement = nd->comp->n_red == 0 && moves_data(e) &&
+                       (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE || op->code == QIR_OP_SLICE ||
+                        op->code == QIR_OP_CONCAT);
       }
     }
     if (nd->solo || nd->row) {
