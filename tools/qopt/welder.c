@@ -95,6 +95,7 @@ typedef struct {
   FILE *quiet;                  /* what qir_op_to_compute says about ops without a form */
   int n_groups;
   double launch_us;             /* one kernel launch, in the modelled times */
+  roller_options plan;          /* -roller's options, for the ops the sibling step creates */
 } welder;
 
 typedef struct {
@@ -133,7 +134,7 @@ static double op_est_us(const welder *w, const qir_op *op, double bytes) {
 }
 
 double welder_op_us(const qir_target *t, const qir_op *op) {
-  welder w = {.t = t};
+  welder w = {.t = t, .launch_us = 0};
   return op_est_us(&w, op, op_bytes(op));
 }
 
@@ -1328,8 +1329,6 @@ static bool fusable_code(const qir_op *op) {
 
 static void weld_region(welder *w, qir_region *r) {
   weld_ops_in_regions(w, r);
-  /* the horizontal step first: sibling contractions merged (welder_siblings.c) */
-  welder_merge_siblings(&(welder_siblings_ctx){w->m, w->t, w->launch_us}, r);
   int n = 0;
   for (qir_op *op = r->first; op; op = op->next) n++;
   region_ctx rc = {w, calloc((size_t)n + 1, sizeof(node)), 0, malloc(sizeof(int) * ((size_t)w->m->next_value_id + 1)),
@@ -1425,6 +1424,114 @@ static void weld_region(welder *w, qir_region *r) {
   free(rc.size);
 }
 
+/* ---------------------------------------------------------------- the horizontal step */
+
+/* Sibling contractions (welder_siblings.c) are merged before graph
+ * connecting, each set by the whole model: the step's own estimate first
+ * (the merged contraction's plan against the siblings', the slices' copies),
+ * then, where that rates the merge faster, graph connecting and sub-graph
+ * tiling run on a copy of the module with the set merged and on one without:
+ * the set merges when the welded module's modelled time (kernels' estimates
+ * and launches) falls.  So a merge that would cost the siblings their own
+ * fusions (an epilogue each, a staged consumer) is not made. */
+static double welded_us(const welder *w, qir_module *c) {
+  welder cw = *w;
+  cw.m = c;
+  cw.n_groups = 0;
+  weld_region(&cw, c->body);
+  model_totals t = {0};
+  totals_region(&cw, c->body, &t);
+  return t.est_us + cw.launch_us * t.n_kernels;
+}
+
+static qir_module *clone_module(const welder *w) {
+  size_t len = 0;
+  char *text = qir_print_to_string(w->m, &len);
+  if (!text) return NULL;
+  qir_diag qd;
+  qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+  qir_module *c = qir_parse(text, len, "<welder siblings>", w->m->base_dir, &qd);
+  free(text);
+  return c;
+}
+
+#define MAX_REGION_DEPTH 16
+
+/* op's place: per level from the module body down, the op's index in its
+ * region, then (below the top) which region of the op holding it. */
+static int op_path(const qir_op *op, int *path) {
+  int n = 0, rev[2 * MAX_REGION_DEPTH];
+  for (const qir_op *o = op; o;) {
+    if (n + 2 > 2 * MAX_REGION_DEPTH || !o->parent) return -1;
+    int i = 0;
+    for (const qir_op *p = o->prev; p; p = p->prev) i++;
+    rev[n++] = i;
+    const qir_op *holder = o->parent->parent_op;
+    if (!holder) break;
+    int k = 0;
+    while (k < holder->n_regions && holder->regions[k] != o->parent) k++;
+    rev[n++] = k;
+    o = holder;
+  }
+  for (int i = 0; i < n; i++) path[i] = rev[n - 1 - i];
+  return n;
+}
+
+static qir_op *op_at(qir_module *m, const int *path, int n) {
+  qir_region *r = m->body;
+  qir_op *op = NULL;
+  for (int i = 0; i < n; i += 2) {
+    op = r->first;
+    for (int k = 0; op && k < path[i]; k++) op = op->next;
+    if (!op) return NULL;
+    if (i + 1 < n) {
+      if (path[i + 1] >= op->n_regions) return NULL;
+      r = op->regions[path[i + 1]];
+    }
+  }
+  return op;
+}
+
+typedef struct {
+  double best_us;               /* the welded module's modelled time with the merges so far */
+  const qir_op *tried[64];      /* leaders the whole model turned down */
+  int n_tried;
+} sibling_trials;
+
+static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
+  welder_siblings_ctx sc = {w->m, w->t, w->launch_us, w->plan};
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code != QIR_OP_KERNEL)
+      for (int i = 0; i < op->n_regions; i++) merge_siblings_in(w, op->regions[i], st);
+    bool tried = false;
+    for (int i = 0; i < st->n_tried; i++) tried |= st->tried[i] == op;
+    if (tried || !welder_siblings_merge(&sc, op, false)) continue;
+    int path[2 * MAX_REGION_DEPTH];
+    int n = op_path(op, path);
+    qir_module *c = n > 0 ? clone_module(w) : NULL;
+    if (!c) continue;
+    qir_op *cop = op_at(c, path, n);
+    welder_siblings_ctx cc = {c, w->t, w->launch_us, w->plan};
+    double us = cop && cop->code == op->code && welder_siblings_merge(&cc, cop, true) ? welded_us(w, c) : INFINITY;
+    qir_module_free(c);
+    if (us < st->best_us && welder_siblings_merge(&sc, op, true)) {
+      st->best_us = us;
+      op = r->first;            /* op is gone: the region again from its start */
+      if (!op) break;
+    } else if (st->n_tried < (int)(sizeof st->tried / sizeof *st->tried)) {
+      st->tried[st->n_tried++] = op;
+    }
+  }
+}
+
+static void merge_siblings(welder *w) {
+  qir_module *c = clone_module(w);
+  if (!c) return;
+  sibling_trials st = {.best_us = welded_us(w, c)};
+  qir_module_free(c);
+  merge_siblings_in(w, w->m->body, &st);
+}
+
 /* ---------------------------------------------------------------- the pass */
 
 static const qir_target *pick_target(qopt_ctx *ctx, qir_target *from_file) {
@@ -1447,7 +1554,11 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   const qir_target *t = pick_target(ctx, &from_file);
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us")};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us"), {0}};
+  if (!roller_options_of(ctx, &w.plan)) {
+    if (quiet) fclose(quiet);
+    return false;
+  }
   if (!(w.launch_us >= 0)) {
     qir_error(ctx->diag, (qir_loc){0}, "-welder-launch-us must not be negative");
     if (quiet) fclose(quiet);
@@ -1458,6 +1569,7 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
     if (op->code == QIR_OP_KERNEL) w.n_groups++;
   model_totals before = {0}, after = {0};
   totals_region(&w, m->body, &before);
+  merge_siblings(&w);
   weld_region(&w, m->body);
   totals_region(&w, m->body, &after);
   before.est_us += w.launch_us * before.n_kernels;

@@ -124,6 +124,86 @@ static bool is_matmul(const qir_op *op) {
          qir_type_numel(&op->results[0]->type) > 0 && !qir_rprogram_packs(op);
 }
 
+/* Plans equal but for their floats (estimates, rounded when printed). */
+static bool same_plan(const qir_attr_val *a, const qir_attr_val *b) {
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+  case QIR_ATTR_INT: return a->i == b->i;
+  case QIR_ATTR_FLOAT: return true;
+  case QIR_ATTR_STRING: case QIR_ATTR_WORD: return !strcmp(a->s, b->s);
+  case QIR_ATTR_LIST:
+    if (a->n != b->n) return false;
+    for (int i = 0; i < a->n; i++)
+      if (!same_plan(&a->items[i], &b->items[i])) return false;
+    return true;
+  case QIR_ATTR_DICT:
+    if (a->n != b->n) return false;
+    for (int i = 0; i < a->n; i++) {
+      const qir_attr_val *o = qir_attr_dict_get(b, a->entries[i].key);
+      if (!o || !same_plan(&a->entries[i].val, o)) return false;
+    }
+    return true;
+  default: return false;
+  }
+}
+
+/* Whether op's plan is Roller's (or it has none): a plan written by hand,
+ * which the merged op's would replace, keeps its op out of any merge. */
+static bool roller_planned(const welder_siblings_ctx *w, const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  if (!tile) return true;
+  qir_op *copy = qir_op_copy_single(w->m, op, op->operands);
+  qir_op_remove_attr(copy, "tile");
+  qir_op_remove_attr(copy, "tile_alternatives");
+  roller_plan_op(w->m, copy, w->t, &w->plan, NULL, NULL);
+  const qir_attr *again = qir_op_attr(copy, "tile");
+  bool same = again && same_plan(&tile->val, &again->val);
+  qir_op_unlink(copy);
+  return same;
+}
+
+/* Whether the values outs meet, through elementwise and movement ops only,
+ * in one op: graph connecting can then put the siblings in that op's group
+ * (one as its anchor, the others staged), horizontal fusion without a merge
+ * and without the slices' staged boxes; the sibling step leaves them to it. */
+#define MEET_DEPTH 6
+#define MEET_OPS 64
+
+static bool passes_through(const qir_op *op) {
+  return op->n_results == 1 && op->n_regions == 0 &&
+         ((qir_opinfo_get(op->code)->flags & QIR_OPF_ELEMENTWISE) || op->code == QIR_OP_TRANSPOSE ||
+          op->code == QIR_OP_RESHAPE || op->code == QIR_OP_SLICE);
+}
+
+static int reach(const qir_value *v, int depth, const qir_op **seen, int n_seen) {
+  for (const qir_use *u = v->uses; u && n_seen < MEET_OPS; u = u->next) {
+    const qir_op *op = u->user;
+    if (!passes_through(op)) continue;
+    bool dup = false;
+    for (int i = 0; i < n_seen && !dup; i++) dup = seen[i] == op;
+    if (dup) continue;
+    seen[n_seen++] = op;
+    if (depth > 1) n_seen = reach(op->results[0], depth - 1, seen, n_seen);
+  }
+  return n_seen;
+}
+
+static bool results_meet(const sibling *s, int n) {
+  const qir_op *common[MEET_OPS], *mine[MEET_OPS];
+  int n_common = reach(s[0].out, MEET_DEPTH, common, 0);
+  for (int i = 1; i < n && n_common; i++) {
+    int n_mine = reach(s[i].out, MEET_DEPTH, mine, 0), k = 0;
+    for (int a = 0; a < n_common; a++)
+      for (int b = 0; b < n_mine; b++)
+        if (common[a] == mine[b]) {
+          common[k++] = common[a];
+          break;
+        }
+    n_common = k;
+  }
+  return n_common > 0;
+}
+
 /* Whether a reader of a slice folds it into its own loads in -welder. */
 static bool folds_slice(const qir_op *user) {
   if (user->code == QIR_OP_OUTPUT || user->code == QIR_OP_YIELD || user->code == QIR_OP_KERNEL || user->n_regions ||
@@ -132,6 +212,13 @@ static bool folds_slice(const qir_op *user) {
   const qir_attr *tile = qir_op_attr(user, "tile");
   if (tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma")) return false;
   return qir_opinfo_get(user->code)->flags & QIR_OPF_PURE;
+}
+
+/* Whether user, reading v, is elementwise at v's own points (what -welder
+ * takes into v's contraction as its epilogue). */
+static bool epilogue_of(const qir_op *user, const qir_value *v) {
+  return user->n_results == 1 && (qir_opinfo_get(user->code)->flags & QIR_OPF_ELEMENTWISE) &&
+         qir_type_equal(&user->results[0]->type, &v->type) && user->parent == v->def->parent;
 }
 
 static bool has_mma(const qir_op *op) {
@@ -150,7 +237,7 @@ static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, cons
 }
 
 /* Merges the n siblings s (A operand shared) if the model says so. */
-static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n, bool with_epi, int epi_k) {
+static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n, bool with_epi, int epi_k, bool apply) {
   qir_module *m = w->m;
   qir_op *first = s[0].mm;
   /* after every operand the merged ops read, before every read of a result */
@@ -191,31 +278,39 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
     qir_op_insert_before(at, bcat);
     qir_op_insert_before(at, epi);
   }
-  roller_options ro = {.topk = 1};
-  roller_plan_op(m, mm, w->t, &ro, NULL, NULL);
+  const roller_options *ro = &w->plan;
+  roller_plan_op(m, mm, w->t, ro, NULL, NULL);
   /* the model: the siblings apart against the merged contraction */
   double apart = 0, merged = welder_op_us(w->t, mm);
   for (int i = 0; i < n; i++) apart += welder_op_us(w->t, s[i].mm);
   apart += (double)(n - 1) * w->launch_us;
   if (has_mma(mm)) merged += welder_op_us(w->t, wcat) + w->launch_us;   /* the concat stays a kernel */
-  for (int i = 0; i < n; i++)
-    for (qir_use *u = s[i].out->uses; u; u = u->next)
-      if (!folds_slice(u->user))
-        merged += w->launch_us + 2.0 * (double)qir_type_numel(&s[i].out->type) * qir_dtype_size(s[i].out->type.dtype) /
-                                     (w->t->dram_gbs * 1e3);
-  if (!(merged < apart)) {
+  for (int i = 0; i < n; i++) {
+    double round_trip = 2.0 * (double)qir_type_numel(&s[i].out->type) * qir_dtype_size(s[i].out->type.dtype) /
+                        (w->t->dram_gbs * 1e3);
+    const qir_use *u = s[i].out->uses;
+    if (u && !u->next && epilogue_of(u->user, s[i].out)) {
+      /* apart, its one elementwise reader would be its epilogue in registers;
+       * merged, that reader is a kernel of its own reading its slice */
+      merged += w->launch_us + round_trip;
+      continue;
+    }
+    for (; u; u = u->next)
+      if (!folds_slice(u->user)) merged += w->launch_us + round_trip;
+  }
+  if (!(merged < apart) || !apply) {
     if (with_epi) {
       qir_op_unlink(epi);
       qir_op_unlink(bcat);
     }
     qir_op_unlink(mm);
     qir_op_unlink(wcat);
-    return false;
+    return merged < apart;
   }
-  roller_plan_op(m, wcat, w->t, &ro, NULL, NULL);
+  roller_plan_op(m, wcat, w->t, ro, NULL, NULL);
   if (with_epi) {
-    roller_plan_op(m, bcat, w->t, &ro, NULL, NULL);
-    roller_plan_op(m, epi, w->t, &ro, NULL, NULL);
+    roller_plan_op(m, bcat, w->t, ro, NULL, NULL);
+    roller_plan_op(m, epi, w->t, ro, NULL, NULL);
   }
   qir_value *merged_out = with_epi ? epi->results[0] : mm->results[0];
   /* one slice per reader, right before it */
@@ -236,8 +331,10 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
       qir_op_set_attr(m, sl, "starts", qir_attr_ints(m, out_rank, starts), false);
       qir_op_set_attr(m, sl, "ends", qir_attr_ints(m, out_rank, ends), false);
       sl->results[0]->name = v->name;
-      qir_op_insert_before(user, sl);
-      roller_plan_op(m, sl, w->t, &ro, NULL, NULL);
+      qir_op *where = user;   /* the module body ends with its outputs */
+      while (where->code == QIR_OP_OUTPUT && where->prev && where->prev->code == QIR_OP_OUTPUT) where = where->prev;
+      qir_op_insert_before(where, sl);
+      roller_plan_op(m, sl, w->t, ro, NULL, NULL);
       for (int k = 0; k < user->n_operands; k++)
         if (user->operands[k] == v) qir_op_set_operand(m, user, k, sl->results[0]);
     }
@@ -250,53 +347,44 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
   return true;
 }
 
-int welder_merge_siblings(const welder_siblings_ctx *w, qir_region *r) {
-  int merged = 0;
-  for (bool again = true; again;) {
-    again = false;
-    for (qir_op *op = r->first; op && !again; op = op->next) {
-      if (!is_matmul(op)) continue;
-      /* the candidates: later matmuls over the same A, compatible with op */
-      sibling cand[MAX_SIBLINGS];
-      int n = 0;
-      for (qir_op *q = op; q && n < MAX_SIBLINGS; q = q->next)
-        if (is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q))
-          cand[n++] = (sibling){.mm = q, .out = q->results[0]};
-      if (n < 2) continue;
-      /* the epilogues merge only when every sibling has one of the same kind */
-      bool with_epi = true;
-      int epi_k = -1;
-      for (int i = 0; i < n && with_epi; i++) {
-        int k = -1;
-        with_epi = find_epilogue(&cand[i], &k) && (epi_k < 0 || k == epi_k) && cand[i].epi->code == cand[0].epi->code;
-        epi_k = k;
-      }
-      for (int i = 0; i < n; i++) {
-        if (!with_epi) cand[i].epi = NULL, cand[i].bias = NULL;
-        cand[i].out = with_epi ? cand[i].epi->results[0] : cand[i].mm->results[0];
-      }
-      /* greedily, in order: those the merged op can sit between (operands before, reads after) */
-      sibling pick[MAX_SIBLINGS];
-      int n_pick = 0, last_def = def_position(r, op->operands[0]), first_read = INT32_MAX;
-      for (int i = 0; i < n; i++) {
-        int d = def_position(r, cand[i].mm->operands[1]);
-        if (with_epi) {
-          int b = def_position(r, cand[i].bias);
-          if (b > d) d = b;
-        }
-        int u = first_use(r, cand[i].out);
-        int nd = d > last_def ? d : last_def, nu = u < first_read ? u : first_read;
-        if (u < 0 || nd >= nu) continue;
-        last_def = nd;
-        first_read = nu;
-        pick[n_pick++] = cand[i];
-      }
-      if (n_pick < 2 || pick[0].mm != op) continue;
-      if (merge(w, r, pick, n_pick, with_epi, epi_k)) {
-        merged++;
-        again = true;
-      }
-    }
+bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply) {
+  qir_region *r = op->parent;
+  if (!r || !is_matmul(op)) return false;
+  /* the candidates: later matmuls over the same A, compatible with op */
+  sibling cand[MAX_SIBLINGS];
+  int n = 0;
+  for (qir_op *q = op; q && n < MAX_SIBLINGS; q = q->next)
+    if (is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q) && roller_planned(w, q))
+      cand[n++] = (sibling){.mm = q, .out = q->results[0]};
+  if (n < 2 || cand[0].mm != op) return false;
+  /* the epilogues merge only when every sibling has one of the same kind */
+  bool with_epi = true;
+  int epi_k = -1;
+  for (int i = 0; i < n && with_epi; i++) {
+    int k = -1;
+    with_epi = find_epilogue(&cand[i], &k) && (epi_k < 0 || k == epi_k) && cand[i].epi->code == cand[0].epi->code;
+    epi_k = k;
   }
-  return merged;
+  for (int i = 0; i < n; i++) {
+    if (!with_epi) cand[i].epi = NULL, cand[i].bias = NULL;
+    cand[i].out = with_epi ? cand[i].epi->results[0] : cand[i].mm->results[0];
+  }
+  /* greedily, in order: those the merged op can sit between (operands before, reads after) */
+  sibling pick[MAX_SIBLINGS];
+  int n_pick = 0, last_def = def_position(r, op->operands[0]), first_read = INT32_MAX;
+  for (int i = 0; i < n; i++) {
+    int d = def_position(r, cand[i].mm->operands[1]);
+    if (with_epi) {
+      int b = def_position(r, cand[i].bias);
+      if (b > d) d = b;
+    }
+    int u = first_use(r, cand[i].out);
+    int nd = d > last_def ? d : last_def, nu = u < first_read ? u : first_read;
+    if (u < 0 || nd >= nu) continue;
+    last_def = nd;
+    first_read = nu;
+    pick[n_pick++] = cand[i];
+  }
+  if (n_pick < 2 || pick[0].mm != op || results_meet(pick, n_pick)) return false;
+  return merge(w, r, pick, n_pick, with_epi, epi_k, apply);
 }
