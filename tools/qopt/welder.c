@@ -14,9 +14,14 @@
  *     the way to the root (so the group's output tile is the anchor's output
  *     tile, and the root's chain becomes the anchor's epilogue), with the
  *     root's element type: #fuse=reg, the accumulator handed over in registers.
- *   - it is a transpose or reshape (its form only reads its operand at other
- *     indices): folded into its readers' access maps at any reuse, no work
- *     recomputed (not into matrix-unit plans, which stage plain tiles).
+ *   - it is a transpose, reshape, slice or concat (its form only reads its
+ *     operands at other indices, a concat's choosing the operand by the index's
+ *     range): folded into its readers' access maps at any reuse, a
+ *     contraction's operand loads included, no work recomputed (not into
+ *     matrix-unit plans, which stage plain tiles).  Its cost is then its
+ *     operands' traffic in the group's bytes, as a kernel of its own would read
+ *     them, without its result's write and read: a concat of weights costs no
+ *     kernel and no round trip.
  * Each step removes a round trip of the producer's tensor through global
  * memory and adds no work, so the modelled time falls with each.  A hand-written
  * `kernel` group is honoured: it is neither regrouped nor absorbed.
@@ -53,6 +58,9 @@
  * at #fuse=smem when the model rates the joint kernel faster, recomputed halo
  * work counted; the group's block tile is then constructed for the group.
  *
+ * Before graph connecting, sibling contractions merge where the model says so
+ * (welder_siblings.c, "the horizontal step" below).
+ *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time (kernels' estimates plus -welder-launch-us per launch) before
  * and after, and its own time, on stderr. */
@@ -76,7 +84,7 @@ typedef struct {
   bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
                                  * of its own in qcodegen (a row group) */
   bool solo;                    /* a multi-stage op that is one kernel as a group of its own */
-  bool movement;                /* transpose, reshape: its form only reads its operand elsewhere */
+  bool movement;                /* transpose, reshape, slice, concat: its form only reads its operands elsewhere */
   int group;                    /* -1: none yet */
   bool identity;                /* reaches its group's root through identity reads only */
   double bytes;                 /* modelled global traffic as its own kernel */
