@@ -14,9 +14,9 @@
  *     the way to the root (so the group's output tile is the anchor's output
  *     tile, and the root's chain becomes the anchor's epilogue), with the
  *     root's element type: #fuse=reg, the accumulator handed over in registers.
- *   - it is a transpose, reshape, slice or concat (its form only reads its
- *     operands at other indices, a concat's choosing the operand by the index's
- *     range): folded into its readers' access maps at any reuse, a
+ *   - it is a transpose, reshape, slice, or a concat of values no kernel of the
+ *     region computes (weights; its form only reads its operands at other
+ *     indices, a concat's choosing the operand by the index's range): folded into its readers' access maps at any reuse, a
  *     contraction's operand loads included, no work recomputed (not into
  *     matrix-unit plans, which stage plain tiles).  Its cost is then its
  *     operands' traffic in the group's bytes, as a kernel of its own would read
@@ -1330,6 +1330,18 @@ static bool moves_data(const qir_expr *e) {
   return e->kind == QIR_EX_SELECT && e->n_args == 3 && moves_data(e->args[1]) && moves_data(e->args[2]);
 }
 
+/* Whether no operand of op is computed by a kernel of region r (weights,
+ * inputs, constants, outer values): a concat of such values folds into its
+ * readers' loads; a concat of computed branches (an inception block) joins
+ * at the shared-memory level with its branches instead, by the model below. */
+static bool joins_leaves(const qir_op *op, const qir_region *r) {
+  for (int i = 0; i < op->n_operands; i++) {
+    const qir_op *d = op->operands[i]->def;
+    if (d && d->parent == r && launches(d)) return false;
+  }
+  return true;
+}
+
 static bool fusable_code(const qir_op *op) {
   /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks */
   return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op);
@@ -1364,7 +1376,7 @@ static void weld_region(welder *w, qir_region *r) {
         while (e->kind == QIR_EX_CAST) e = e->args[0];
         nd->movement = nd->comp->n_red == 0 && moves_data(e) &&
                        (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE || op->code == QIR_OP_SLICE ||
-                        op->code == QIR_OP_CONCAT);
+                        (op->code == QIR_OP_CONCAT && joins_leaves(op, r)));
       }
     }
     if (nd->solo || nd->row) {
