@@ -1513,6 +1513,7 @@ static qir_op *op_at(qir_module *m, const int *path, int n) {
 }
 
 typedef struct {
+  bool have_best;               /* best_us computed (only once a set passes the step's own estimate) */
   double best_us;               /* the welded module's modelled time with the merges so far */
   const qir_op *tried[64];      /* leaders the whole model turned down */
   int n_tried;
@@ -1526,6 +1527,13 @@ static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
     bool tried = false;
     for (int i = 0; i < st->n_tried; i++) tried |= st->tried[i] == op;
     if (tried || !welder_siblings_merge(&sc, op, false)) continue;
+    if (!st->have_best) {
+      qir_module *base = clone_module(w);
+      if (!base) return;
+      st->best_us = welded_us(w, base);
+      st->have_best = true;
+      qir_module_free(base);
+    }
     int path[2 * MAX_REGION_DEPTH];
     int n = op_path(op, path);
     qir_module *c = n > 0 ? clone_module(w) : NULL;
@@ -1545,10 +1553,7 @@ static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
 }
 
 static void merge_siblings(welder *w) {
-  qir_module *c = clone_module(w);
-  if (!c) return;
-  sibling_trials st = {.best_us = welded_us(w, c)};
-  qir_module_free(c);
+  sibling_trials st = {0};
   merge_siblings_in(w, w->m->body, &st);
 }
 

@@ -365,6 +365,10 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
     with_epi = find_epilogue(&cand[i], &k) && (epi_k < 0 || k == epi_k) && cand[i].epi->code == cand[0].epi->code;
     epi_k = k;
   }
+  /* each its own epilogue, whose vector is no sibling's result */
+  for (int i = 0; i < n && with_epi; i++)
+    for (int j = 0; j < n && with_epi; j++)
+      with_epi = (i == j || cand[i].epi != cand[j].epi) && cand[i].bias != cand[j].mm->results[0];
   for (int i = 0; i < n; i++) {
     if (!with_epi) cand[i].epi = NULL, cand[i].bias = NULL;
     cand[i].out = with_epi ? cand[i].epi->results[0] : cand[i].mm->results[0];
