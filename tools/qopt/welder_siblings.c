@@ -1,39 +1,46 @@
-/* welder_siblings.c: -welder's horizontal step, run on each region before
- * graph connecting.
+/* welder_siblings.c: -welder's horizontal step, run before graph connecting
+ * (welder.c, merge_siblings, decides which sets merge).
  *
  * Sibling contractions (matmuls reading the same value as their A operand:
  * the Q, K and V projections of an attention layer) whose B operands have
- * the same shape except the output (last) axis, the same element types, and
- * the same result type except that axis, become one matmul over the
- * concatenation of their B operands (`concat ... {axis = rank-1}`); each
+ * the same rank and shape except the output (last) axis, the same element
+ * types, and the same result type except that axis, become one matmul over
+ * the concatenation of their B operands (`concat ... {axis = rank-1}`); each
  * sibling's result becomes a `slice` of the merged result.  When every
  * sibling's only use is the same elementwise binary op with a vector over the
- * output axis (the bias add), those epilogues are merged too, over a concat
- * of the vectors: the merged contraction then keeps its epilogue in its group
- * and the slices sit after it, where their readers fold them into their own
- * loads (a slice, like the concats, is a data-movement op -welder inlines
- * into any reader, contractions' operand loads included).
+ * output axis (the bias add), those epilogues merge too, over a concat of the
+ * vectors: the merged contraction keeps its epilogue in its group and the
+ * slices sit after it, where their readers fold them into their own loads (a
+ * slice, like the concats of weights, is a data-movement op -welder inlines
+ * into any reader, contractions' operand loads included).  Merging the
+ * epilogues rather than slicing before them keeps the bias in the merged
+ * contraction's registers; a slice before each add would cut the add off
+ * from its accumulator and cost a kernel per sibling.
  *
  * Each reader (user op) of a sibling's result gets a slice of its own, so a
  * result with several readers in different groups is still read in place.
  * A slice read by something that cannot fold it (an `output`, a `yield`, an
- * op without a compute form, a matrix-unit plan) is its own copy kernel: the
- * model charges a launch and the copy's traffic for each.
+ * op without a compute form, a matrix-unit plan) is its own copy kernel.
  *
- * Decided by the model: the merged contraction gets Roller's plan
- * (roller_plan_op, the same construction -roller used for the siblings); it
- * merges when its modelled time, plus the copies of unfoldable slices, plus
- * the concat of the B operands as a kernel of its own when the merged plan
- * uses the matrix units (they stage plain tiles: -welder does not fold a
- * concat there), is below the siblings' modelled times plus the launches
- * saved.
+ * The step's own estimate (welder_siblings_merge with apply = false): the
+ * merged contraction gets Roller's plan (roller_plan_op, with -roller's
+ * options); merging pays when its modelled time, plus a copy kernel (launch
+ * and round trip) per unfoldable slice, plus the concat of the B operands as
+ * a kernel of its own when the merged plan uses the matrix units (they stage
+ * plain tiles: -welder does not fold a concat there), plus the round trip and
+ * launch of each sibling's own elementwise epilogue (which the merge cuts off
+ * from its accumulator), is below the siblings' modelled times plus the
+ * launches saved.  welder.c then confirms by welding the module both ways.
  *
- * Not merged: different element types; B of rank < 2 (no output axis);
- * siblings whose B (or bias) is defined after another sibling's result is
- * read: the merged op is placed after every B operand and before every read
- * of every result, which also rules out a B that depends on a sibling's
- * result (a cycle).  Siblings are found per region (loop and if bodies
- * included); ops already inside a `kernel` group are left alone. */
+ * Not merged: different element types (a matmul's operands share one, so
+ * only a mismatch of results could differ); B of rank < 2 (no output axis);
+ * siblings whose B (or bias) is defined after a read of another sibling's
+ * result: the merged op is placed after every B operand and before every read
+ * of every result, which also rules out a B that depends on a sibling's result
+ * (a cycle); siblings whose results meet in one elementwise op (graph
+ * connecting already groups them there); a sibling whose plan is not the one
+ * Roller constructs for it (written by hand).  Ops inside a `kernel` group
+ * are left alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
