@@ -361,8 +361,14 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
   sibling cand[MAX_SIBLINGS];
   int n = 0;
   for (qir_op *q = op; q && n < MAX_SIBLINGS; q = q->next)
-    if (is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q) && roller_planned(w, q))
+    if (is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q))
       cand[n++] = (sibling){.mm = q, .out = q->results[0]};
+  if (n < 2) return false;
+  /* (replanning each: only where there are siblings at all) */
+  int kept = 0;
+  for (int i = 0; i < n; i++)
+    if (roller_planned(w, cand[i].mm)) cand[kept++] = cand[i];
+  n = kept;
   if (n < 2 || cand[0].mm != op) return false;
   /* the epilogues merge only when every sibling has one of the same kind */
   bool with_epi = true;
