@@ -1519,14 +1519,20 @@ typedef struct {
   int n_tried;
 } sibling_trials;
 
+static bool tried_before(sibling_trials *st, const qir_op *op) {
+  for (int i = 0; i < st->n_tried; i++)
+    if (st->tried[i] == op) return true;
+  if (st->n_tried < (int)(sizeof st->tried / sizeof *st->tried)) st->tried[st->n_tried++] = op;
+  return false;
+}
+
 static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
   welder_siblings_ctx sc = {w->m, w->t, w->launch_us, w->plan};
-  for (qir_op *op = r->first; op; op = op->next) {
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
     if (op->code != QIR_OP_KERNEL)
       for (int i = 0; i < op->n_regions; i++) merge_siblings_in(w, op->regions[i], st);
-    bool tried = false;
-    for (int i = 0; i < st->n_tried; i++) tried |= st->tried[i] == op;
-    if (tried || !welder_siblings_merge(&sc, op, false)) continue;
+    if (op->code != QIR_OP_MATMUL || tried_before(st, op) || !welder_siblings_merge(&sc, op, false)) continue;
     if (!st->have_best) {
       qir_module *base = clone_module(w);
       if (!base) return;
@@ -1544,10 +1550,7 @@ static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
     qir_module_free(c);
     if (us < st->best_us && welder_siblings_merge(&sc, op, true)) {
       st->best_us = us;
-      op = r->first;            /* op is gone: the region again from its start */
-      if (!op) break;
-    } else if (st->n_tried < (int)(sizeof st->tried / sizeof *st->tried)) {
-      st->tried[st->n_tried++] = op;
+      next = r->first;          /* op and its siblings are gone: the region again (the merged op is new) */
     }
   }
 }
