@@ -82,6 +82,7 @@ run_suite lit lit_suite
 [ -x test/fixedpoint.sh ] && run_suite fixedpoint env QIR_BIN="$top/build/asan/bin" test/fixedpoint.sh
 [ -f test/robustness/mutate.sh ] && run_suite mutate env QIR_BIN="$top/build/asan/bin" sh test/robustness/mutate.sh
 [ -f test/robustness/fuzz-welder.py ] && run_suite fuzz-welder env QIR_BIN="$top/build/asan/bin" python3 test/robustness/fuzz-welder.py --cases 300
+[ -f test/robustness/fuzz-siblings.py ] && run_suite fuzz-siblings env QIR_BIN="$top/build/asan/bin" python3 test/robustness/fuzz-siblings.py --cases 60
 # node-all/ is the whole ONNX node suite (node/ is a subset of it)
 [ -f scripts/conformance.py ] && run_suite conformance env QIR_BIN="$top/build/bin" QIR_CONFORMANCE="node-all light models" python3 scripts/conformance.py -j "$JOBS"
 [ -f scripts/pass-check.py ] && run_suite passes env QIR_BIN="$top/build/bin" python3 scripts/pass-check.py --bin "$top/build/bin" --quick -j "$JOBS"

@@ -1290,14 +1290,18 @@ bool qopt_roller(qopt_ctx *ctx, qir_module *m) {
       return false;
     }
   }
+  roller_options o;
+  if (!roller_options_of(ctx, &o)) return false;
+  return roller_run(m, t, &o, NULL, ctx->diag);
+}
+
+bool roller_options_of(qopt_ctx *ctx, roller_options *o) {
   int64_t topk = qopt_option_int(ctx, "roller-topk");
   if (topk < 1 || topk > RL_MAX_PLANS) {
     qir_loc none = {0};
     qir_error(ctx->diag, none, "-roller-topk must be between 1 and %d", RL_MAX_PLANS);
     return false;
   }
-  roller_options o = {.topk = (int)topk};
-  if (!choice_option(ctx, "roller-mma", true, &o.mma) || !choice_option(ctx, "roller-split", false, &o.split))
-    return false;
-  return roller_run(m, t, &o, NULL, ctx->diag);
+  *o = (roller_options){.topk = (int)topk};
+  return choice_option(ctx, "roller-mma", true, &o->mma) && choice_option(ctx, "roller-split", false, &o->split);
 }

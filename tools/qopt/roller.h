@@ -28,4 +28,10 @@ bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, rol
 bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d);
 
+/* The options -roller-topk, -roller-mma and -roller-split give (what -roller
+ * plans with; -welder plans the ops it creates the same way).  False after an
+ * error into ctx->diag. */
+struct qopt_ctx;
+bool roller_options_of(struct qopt_ctx *ctx, roller_options *o);
+
 #endif /* QOPT_ROLLER_H */

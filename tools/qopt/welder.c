@@ -14,9 +14,14 @@
  *     the way to the root (so the group's output tile is the anchor's output
  *     tile, and the root's chain becomes the anchor's epilogue), with the
  *     root's element type: #fuse=reg, the accumulator handed over in registers.
- *   - it is a transpose or reshape (its form only reads its operand at other
- *     indices): folded into its readers' access maps at any reuse, no work
- *     recomputed (not into matrix-unit plans, which stage plain tiles).
+ *   - it is a transpose, reshape, slice, or a concat of values no kernel of the
+ *     region computes (weights; its form only reads its operands at other
+ *     indices, a concat's choosing the operand by the index's range): folded into its readers' access maps at any reuse, a
+ *     contraction's operand loads included, no work recomputed (not into
+ *     matrix-unit plans, which stage plain tiles).  Its cost is then its
+ *     operands' traffic in the group's bytes, as a kernel of its own would read
+ *     them, without its result's write and read: a concat of weights costs no
+ *     kernel and no round trip.
  * Each step removes a round trip of the producer's tensor through global
  * memory and adds no work, so the modelled time falls with each.  A hand-written
  * `kernel` group is honoured: it is neither regrouped nor absorbed.
@@ -53,6 +58,9 @@
  * at #fuse=smem when the model rates the joint kernel faster, recomputed halo
  * work counted; the group's block tile is then constructed for the group.
  *
+ * Before graph connecting, sibling contractions merge where the model says so
+ * (welder_siblings.c, "the horizontal step" below).
+ *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time (kernels' estimates plus -welder-launch-us per launch) before
  * and after, and its own time, on stderr.  With -welder-stats, a line per
@@ -61,6 +69,7 @@
  * it, or the modelled times joint and apart it compared), nothing else. */
 #include "qopt.h"
 #include "rprogram.h"
+#include "welder_siblings.h"
 #include "target.h"
 
 #include <math.h>
@@ -79,7 +88,7 @@ typedef struct {
   bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
                                  * of its own in qcodegen (a row group) */
   bool solo;                    /* a multi-stage op that is one kernel as a group of its own */
-  bool movement;                /* transpose, reshape: its form only reads its operand elsewhere */
+  bool movement;                /* transpose, reshape, slice, concat: its form only reads its operands elsewhere */
   int group;                    /* -1: none yet */
   bool identity;                /* reaches its group's root through identity reads only */
   double bytes;                 /* modelled global traffic as its own kernel */
@@ -102,6 +111,7 @@ typedef struct {
   int n_groups;
   double launch_us;             /* one kernel launch, in the modelled times */
   bool stats;                   /* -welder-stats: a line per edge considered on stderr */
+  roller_options plan;          /* -roller's options, for the ops the sibling step creates */
 } welder;
 
 typedef struct {
@@ -137,6 +147,11 @@ static double op_est_us(const welder *w, const qir_op *op, double bytes) {
     return v > mem ? v : mem;
   }
   return mem;
+}
+
+double welder_op_us(const qir_target *t, const qir_op *op) {
+  welder w = {.t = t, .launch_us = 0};
+  return op_est_us(&w, op, op_bytes(op));
 }
 
 /* Ops that launch no kernel: structure, constants, views. */
@@ -1478,6 +1493,27 @@ static void weld_ops_in_regions(welder *w, qir_region *r) {
       for (int i = 0; i < op->n_regions; i++) weld_region(w, op->regions[i]);
 }
 
+/* A form that only moves elements: a read, or a select between reads (a
+ * concat: which input by the index's range); its per-load cost is the index
+ * arithmetic, not recomputation, so it may be read anywhere in a group. */
+static bool moves_data(const qir_expr *e) {
+  while (e->kind == QIR_EX_CAST) e = e->args[0];
+  if (e->kind == QIR_EX_ACCESS) return true;
+  return e->kind == QIR_EX_SELECT && e->n_args == 3 && moves_data(e->args[1]) && moves_data(e->args[2]);
+}
+
+/* Whether no operand of op is computed by a kernel of region r (weights,
+ * inputs, constants, outer values): a concat of such values folds into its
+ * readers' loads; a concat of computed branches (an inception block) joins
+ * at the shared-memory level with its branches instead, by the model below. */
+static bool joins_leaves(const qir_op *op, const qir_region *r) {
+  for (int i = 0; i < op->n_operands; i++) {
+    const qir_op *d = op->operands[i]->def;
+    if (d && d->parent == r && launches(d)) return false;
+  }
+  return true;
+}
+
 static bool fusable_code(const qir_op *op) {
   /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks */
   return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op);
@@ -1510,8 +1546,9 @@ static void weld_region(welder *w, qir_region *r) {
         nd->args = form->operands;
         const qir_expr *e = nd->comp->body;
         while (e->kind == QIR_EX_CAST) e = e->args[0];
-        nd->movement = nd->comp->n_red == 0 && e->kind == QIR_EX_ACCESS &&
-                       (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE);
+        nd->movement = nd->comp->n_red == 0 && moves_data(e) &&
+                       (op->code == QIR_OP_TRANSPOSE || op->code == QIR_OP_RESHAPE || op->code == QIR_OP_SLICE ||
+                        (op->code == QIR_OP_CONCAT && joins_leaves(op, r)));
       }
     }
     if (nd->solo || nd->row) {
@@ -1589,6 +1626,123 @@ static void weld_region(welder *w, qir_region *r) {
   free(rc.size);
 }
 
+/* ---------------------------------------------------------------- the horizontal step */
+
+/* Sibling contractions (welder_siblings.c) are merged before graph
+ * connecting, each set by the whole model: the step's own estimate first
+ * (the merged contraction's plan against the siblings', the slices' copies),
+ * then, where that rates the merge faster, graph connecting and sub-graph
+ * tiling run on a copy of the module with the set merged and on one without:
+ * the set merges when the welded module's modelled time (kernels' estimates
+ * and launches) falls.  So a merge that would cost the siblings their own
+ * fusions (an epilogue each, a staged consumer) is not made. */
+static double welded_us(const welder *w, qir_module *c) {
+  welder cw = *w;
+  cw.m = c;
+  cw.n_groups = 0;
+  cw.stats = false;             /* a trial: its edges are not the module's */
+  weld_region(&cw, c->body);
+  model_totals t = {0};
+  totals_region(&cw, c->body, &t);
+  return t.est_us + cw.launch_us * t.n_kernels;
+}
+
+static qir_module *clone_module(const welder *w) {
+  size_t len = 0;
+  char *text = qir_print_to_string(w->m, &len);
+  if (!text) return NULL;
+  qir_diag qd;
+  qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+  qir_module *c = qir_parse(text, len, "<welder siblings>", w->m->base_dir, &qd);
+  free(text);
+  return c;
+}
+
+#define MAX_REGION_DEPTH 16
+
+/* op's place: per level from the module body down, the op's index in its
+ * region, then (below the top) which region of the op holding it. */
+static int op_path(const qir_op *op, int *path) {
+  int n = 0, rev[2 * MAX_REGION_DEPTH];
+  for (const qir_op *o = op; o;) {
+    if (n + 2 > 2 * MAX_REGION_DEPTH || !o->parent) return -1;
+    int i = 0;
+    for (const qir_op *p = o->prev; p; p = p->prev) i++;
+    rev[n++] = i;
+    const qir_op *holder = o->parent->parent_op;
+    if (!holder) break;
+    int k = 0;
+    while (k < holder->n_regions && holder->regions[k] != o->parent) k++;
+    rev[n++] = k;
+    o = holder;
+  }
+  for (int i = 0; i < n; i++) path[i] = rev[n - 1 - i];
+  return n;
+}
+
+static qir_op *op_at(qir_module *m, const int *path, int n) {
+  qir_region *r = m->body;
+  qir_op *op = NULL;
+  for (int i = 0; i < n; i += 2) {
+    op = r->first;
+    for (int k = 0; op && k < path[i]; k++) op = op->next;
+    if (!op) return NULL;
+    if (i + 1 < n) {
+      if (path[i + 1] >= op->n_regions) return NULL;
+      r = op->regions[path[i + 1]];
+    }
+  }
+  return op;
+}
+
+typedef struct {
+  bool have_best;               /* best_us computed (only once a set passes the step's own estimate) */
+  double best_us;               /* the welded module's modelled time with the merges so far */
+  const qir_op *tried[64];      /* leaders the whole model turned down */
+  int n_tried;
+} sibling_trials;
+
+static bool tried_before(sibling_trials *st, const qir_op *op) {
+  for (int i = 0; i < st->n_tried; i++)
+    if (st->tried[i] == op) return true;
+  if (st->n_tried < (int)(sizeof st->tried / sizeof *st->tried)) st->tried[st->n_tried++] = op;
+  return false;
+}
+
+static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
+  welder_siblings_ctx sc = {w->m, w->t, w->launch_us, w->plan};
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
+    if (op->code != QIR_OP_KERNEL)
+      for (int i = 0; i < op->n_regions; i++) merge_siblings_in(w, op->regions[i], st);
+    if (op->code != QIR_OP_MATMUL || tried_before(st, op) || !welder_siblings_merge(&sc, op, false)) continue;
+    if (!st->have_best) {
+      qir_module *base = clone_module(w);
+      if (!base) return;
+      st->best_us = welded_us(w, base);
+      st->have_best = true;
+      qir_module_free(base);
+    }
+    int path[2 * MAX_REGION_DEPTH];
+    int n = op_path(op, path);
+    qir_module *c = n > 0 ? clone_module(w) : NULL;
+    if (!c) continue;
+    qir_op *cop = op_at(c, path, n);
+    welder_siblings_ctx cc = {c, w->t, w->launch_us, w->plan};
+    double us = cop && cop->code == op->code && welder_siblings_merge(&cc, cop, true) ? welded_us(w, c) : INFINITY;
+    qir_module_free(c);
+    if (us < st->best_us && welder_siblings_merge(&sc, op, true)) {
+      st->best_us = us;
+      next = r->first;          /* op and its siblings are gone: the region again (the merged op is new) */
+    }
+  }
+}
+
+static void merge_siblings(welder *w) {
+  sibling_trials st = {0};
+  merge_siblings_in(w, w->m->body, &st);
+}
+
 /* ---------------------------------------------------------------- the pass */
 
 static const qir_target *pick_target(qopt_ctx *ctx, qir_target *from_file) {
@@ -1612,7 +1766,11 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
   welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us"),
-              qopt_option_bool(ctx, "welder-stats")};
+              qopt_option_bool(ctx, "welder-stats"), {0}};
+  if (!roller_options_of(ctx, &w.plan)) {
+    if (quiet) fclose(quiet);
+    return false;
+  }
   if (!(w.launch_us >= 0)) {
     qir_error(ctx->diag, (qir_loc){0}, "-welder-launch-us must not be negative");
     if (quiet) fclose(quiet);
@@ -1623,6 +1781,7 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
     if (op->code == QIR_OP_KERNEL) w.n_groups++;
   model_totals before = {0}, after = {0};
   totals_region(&w, m->body, &before);
+  merge_siblings(&w);
   weld_region(&w, m->body);
   totals_region(&w, m->body, &after);
   before.est_us += w.launch_us * before.n_kernels;
