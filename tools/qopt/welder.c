@@ -54,7 +54,8 @@
  * work counted; the group's block tile is then constructed for the group.
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
- * modelled time (kernels' estimates plus -welder-launch-us per launch) before
+ * modelled time (kernels' estimates plus one launch each: -welder-launch-us,
+ * by default the target's launch_us) before
  * and after, and its own time, on stderr. */
 #include "qopt.h"
 #include "rprogram.h"
@@ -1429,7 +1430,9 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   const qir_target *t = pick_target(ctx, &from_file);
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us")};
+  /* a launch costs what the target says unless the command line says otherwise */
+  double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us};
   if (!(w.launch_us >= 0)) {
     qir_error(ctx->diag, (qir_loc){0}, "-welder-launch-us must not be negative");
     if (quiet) fclose(quiet);
