@@ -745,6 +745,39 @@ static int64_t box_blocks(const box *b, const qir_type *vt, const qir_type *ot, 
   int64_t nb[QIR_MAX_RANK], grid = 1, hit = 0;
   for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
   if (grid > MAX_BOX_BLOCKS) return grid;
+  /* each dimension of the box moving with at most one output axis (the usual
+   * case): a block meets the tensor when its index along every output axis
+   * does, so the count is a product over the axes (what the walk below gives,
+   * without visiting every block of every candidate tile) */
+  int axis_of[QIR_MAX_RANK];
+  bool separable = true;
+  for (int j = 0; j < vt->rank; j++) {
+    axis_of[j] = -1;
+    for (int d = 0; d < ot->rank; d++)
+      if (b->co[j][d]) {
+        if (axis_of[j] >= 0) separable = false;
+        axis_of[j] = d;
+      }
+  }
+  if (separable) {
+    for (int j = 0; j < vt->rank; j++)
+      if (axis_of[j] < 0 && !(b->oc[j] < vt->dims[j] && b->oc[j] + b->ext[j] > 0)) return 0;
+    int64_t count = 1;
+    for (int d = 0; d < ot->rank; d++) {
+      int64_t along = 0;
+      for (int64_t k = 0; k < nb[d]; k++) {
+        bool meets = true;
+        for (int j = 0; j < vt->rank && meets; j++) {
+          if (axis_of[j] != d) continue;
+          int64_t lo = b->oc[j] + b->co[j][d] * k * block[d];
+          meets = lo < vt->dims[j] && lo + b->ext[j] > 0;
+        }
+        along += meets;
+      }
+      count *= along;
+    }
+    return count;
+  }
   for (int64_t g = 0; g < grid; g++) {
     int64_t start[QIR_MAX_RANK], rest = g;
     for (int d = ot->rank - 1; d >= 0; d--) start[d] = (rest % nb[d]) * block[d], rest /= nb[d];
