@@ -505,6 +505,42 @@ static bool point_candidate(region_ctx *rc, const node *q, int g, const node *ro
 }
 
 /* Tries to absorb the producer p into group g (root node root). */
+/* How often the group's members evaluate the elements of view c (a reshape
+ * or transpose in group g), counted as absorb counts reads: a view
+ * recomputes nothing itself, so what reads it reads its operand as often,
+ * through further views too.  -1: a reader the count does not cover. */
+static double view_reads(region_ctx *rc, const node *c, int g, int depth) {
+  const qir_value *x = c->op->results[0];
+  double total = 0;
+  bool at_point = false;
+  for (qir_use *u = x->uses; u; u = u->next) {
+    if (depth > 8 || u->user->n_results < 1 || !in_group(rc, u->user, g)) return -1;
+    node *r = producer(rc, u->user->results[0]);
+    if (r && r->row && u->operand_index == 0 && qir_type_equal(&x->type, &r->op->results[0]->type)) {
+      total += (double)qir_type_numel(&x->type);    /* the row input: staged once */
+      continue;
+    }
+    if (!r || !r->comp) return -1;
+    if (r->movement) {
+      double n = view_reads(rc, r, g, depth + 1);
+      if (n < 0) return -1;
+      total += n;
+      continue;
+    }
+    reads rr = {.identity = true};
+    collect_reads(r->comp, r->args, r->comp->body, x, NULL, &rr);
+    if (rr.count == 0) return -1;
+    if (r->comp->n_red > 0) {
+      total += (double)(rr.n_other + (rr.at_point ? 1 : 0)) * (double)form_points(r->comp);
+    } else {
+      total += (double)rr.n_other * (double)form_points(r->comp);
+      at_point |= rr.at_point;
+    }
+  }
+  if (at_point) total += (double)qir_type_numel(&x->type);
+  return total;
+}
+
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
   if (p->group >= 0 || !p->comp || p->op->n_results != 1) return false;
   qir_value *v = p->op->results[0];
@@ -525,6 +561,20 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
     }
     if (!c || !c->comp) return false;
     if (p->movement && mma_plan(c->op)) return false;   /* the matrix units stage plain tiles */
+    if (c->movement) {
+      /* read through a view: as often as the view's readers read it (a relu
+       * before a channel shuffle before a 3x3 conv is evaluated at every tap) */
+      double n = view_reads(rc, c, g, 0);
+      if (n >= 0) {
+        reads r = {.identity = true};
+        collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
+        if (r.count == 0) return false;
+        all_at_point &= r.identity && c->comp->n_red == 0;
+        reads_total += n * (double)(r.n_other > 0 ? r.n_other : 1);
+        identity &= r.identity && c->identity;
+        continue;
+      }
+    }
     reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
     if (r.count == 0) return false;           /* read outside the form (should not happen) */
