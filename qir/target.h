@@ -5,8 +5,10 @@
  * of each memory level (registers, shared memory / LDS, L2), the bandwidth of
  * each level, peak arithmetic rates per data type, and the facts that decide
  * alignment (global-memory transaction width, shared-memory banks, the matrix
- * instruction shape).  Roller's micro performance model and Rammer's vEU count
- * read these numbers; nothing else about a device is hard-coded anywhere.
+ * instruction shape), and what a launch and a barrier cost.  Roller's micro
+ * performance model, Welder's fusion model, Rammer's vEU count and model and
+ * Grinder's read these numbers; nothing else about a device is hard-coded
+ * anywhere.
  *
  * Built-in models: h100 (the default), h200, a100, v100, rtx4090, mi250
  * (one gfx90a GCD), mi300x (gfx942), cpu.  `qir_target_parse_file` reads a
@@ -59,9 +61,12 @@ typedef struct {
   int bank_bytes;
   int mma_m, mma_n, mma_k;      /* f16/bf16 matrix instruction shape (f32 accumulate);
                                    0 = none */
-  /* host-side control-flow costs, us (qopt -grinder's model; the built-in
-   * values are guesses, see target.c): a launch, a scalar read back with its
-   * sync, a cooperative launch, a grid barrier, a block barrier */
+  /* host-side control-flow costs, us: a launch (what -welder and -rammer
+   * charge per kernel unless -welder-launch-us / -rammer-launch-us are given,
+   * and -grinder's model), a scalar read back with its sync, a cooperative
+   * launch, a grid barrier (also -rammer's barrier between waves unless
+   * -rammer-sync-us is given), a block barrier.  The GPU models' values are
+   * assumptions; cpu's launch is measured on the C back end (see target.c). */
   double launch_us, read_back_us, coop_launch_us, grid_barrier_us, block_barrier_us;
 } qir_target;
 

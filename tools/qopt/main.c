@@ -48,6 +48,11 @@ const char *qopt_option_str(const qopt_ctx *ctx, const char *name) {
   return ctx->values[i] ? ctx->values[i] : ctx->options[i].dflt ? ctx->options[i].dflt : "";
 }
 
+bool qopt_option_given(const qopt_ctx *ctx, const char *name) {
+  int i = option_index(ctx, name, strlen(name));
+  return i >= 0 && ctx->values[i] != NULL;
+}
+
 int64_t qopt_option_int(const qopt_ctx *ctx, const char *name) { return strtoll(qopt_option_str(ctx, name), NULL, 0); }
 double qopt_option_float(const qopt_ctx *ctx, const char *name) { return strtod(qopt_option_str(ctx, name), NULL); }
 
@@ -94,7 +99,10 @@ static void usage(FILE *out) {
     char lhs[64];
     snprintf(lhs, sizeof lhs, "-%s%s%s", options[i].name, options[i].kind == QOPT_FLAG ? "" : "=",
              kind_name(options[i].kind));
-    fprintf(out, "  %-16s %s (default %s)\n", lhs, options[i].help, options[i].dflt ? options[i].dflt : "none");
+    if (options[i].dflt)
+      fprintf(out, "  %-16s %s (default %s)\n", lhs, options[i].help, options[i].dflt);
+    else   /* no registry default: the help says where the value comes from */
+      fprintf(out, "  %-16s %s\n", lhs, options[i].help);
   }
   fprintf(out, "\npasses:\n");
   for (int i = 0; i < N_PASSES; i++) fprintf(out, "  -%-15s %s\n", passes[i].flag, passes[i].help);

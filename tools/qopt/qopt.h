@@ -29,6 +29,9 @@ const char *qopt_option_str(const qopt_ctx *ctx, const char *name);
 int64_t qopt_option_int(const qopt_ctx *ctx, const char *name);
 double qopt_option_float(const qopt_ctx *ctx, const char *name);
 bool qopt_option_bool(const qopt_ctx *ctx, const char *name);
+/* Whether the command line gave the option (options without a registry
+ * default, such as -welder-launch-us, then fall back to the target's value). */
+bool qopt_option_given(const qopt_ctx *ctx, const char *name);
 
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"

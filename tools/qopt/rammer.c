@@ -46,9 +46,9 @@
  * own launch's where the program keeps fewer (the unit's throughput shared by
  * fewer blocks), but at least OCC_FLOOR of it (latency).  A vEU's timeline
  * runs its tasks back to back; a barrier starts a wave at the latest vEU's
- * end plus -rammer-sync-us, a wait at the waited tasks' end plus a quarter of
- * it.  The program's time is its launch
- * (-rammer-launch-us) plus the later of the timelines' end and the device's
+ * end plus -rammer-sync-us (default: the target's grid_barrier_us), a wait at
+ * the waited tasks' end plus a quarter of it.  The program's time is its launch
+ * (-rammer-launch-us, default: the target's launch_us) plus the later of the timelines' end and the device's
  * throughput bound (every kernel's est_us times the fraction of the device its
  * own launch keeps busy).  The unpacked time is the sum of the kernels' est_us
  * plus one launch each (with the plans they came with).  Both are written on
@@ -968,8 +968,10 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
   bool has = false;
   for (qir_op *op = m->body->first; op; op = op->next) has |= op->code == QIR_OP_RPROGRAM;
   if (has) return true;   /* packed already: a second -rammer keeps the first's programs */
-  rammer r = {.m = m, .t = t, .launch_us = qopt_option_float(ctx, "rammer-launch-us"),
-              .sync_us = qopt_option_float(ctx, "rammer-sync-us")};
+  /* the target's launch and grid-barrier costs unless the command line says otherwise */
+  rammer r = {.m = m, .t = t,
+              .launch_us = qopt_option_given(ctx, "rammer-launch-us") ? qopt_option_float(ctx, "rammer-launch-us") : t->launch_us,
+              .sync_us = qopt_option_given(ctx, "rammer-sync-us") ? qopt_option_float(ctx, "rammer-sync-us") : t->grid_barrier_us};
   if (r.launch_us < 0 || r.sync_us < 0) {
     qir_error(ctx->diag, (qir_loc){0}, "-rammer-launch-us and -rammer-sync-us must not be negative");
     return false;

@@ -62,7 +62,8 @@
  * (welder_siblings.c, "the horizontal step" below).
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
- * modelled time (kernels' estimates plus -welder-launch-us per launch) before
+ * modelled time (kernels' estimates plus one launch each: -welder-launch-us,
+ * by default the target's launch_us) before
  * and after, and its own time, on stderr.  With -welder-stats, a line per
  * producer -> consumer edge it considered (print_edges): the level it got and
  * what each level's try found (the node's notes: the reason a rule refused
@@ -548,6 +549,42 @@ static bool point_candidate(region_ctx *rc, node *q, int g, const node *root) {
 
 static const char *short_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
+/* How often the group's members evaluate the elements of view c (a reshape
+ * or transpose in group g), counted as absorb counts reads: a view
+ * recomputes nothing itself, so what reads it reads its operand as often,
+ * through further views too.  -1: a reader the count does not cover. */
+static double view_reads(region_ctx *rc, const node *c, int g, int depth) {
+  const qir_value *x = c->op->results[0];
+  double total = 0;
+  bool at_point = false;
+  for (qir_use *u = x->uses; u; u = u->next) {
+    if (depth > 8 || u->user->n_results < 1 || !in_group(rc, u->user, g)) return -1;
+    node *r = producer(rc, u->user->results[0]);
+    if (r && r->row && u->operand_index == 0 && qir_type_equal(&x->type, &r->op->results[0]->type)) {
+      total += (double)qir_type_numel(&x->type);    /* the row input: staged once */
+      continue;
+    }
+    if (!r || !r->comp) return -1;
+    if (r->movement) {
+      double n = view_reads(rc, r, g, depth + 1);
+      if (n < 0) return -1;
+      total += n;
+      continue;
+    }
+    reads rr = {.identity = true};
+    collect_reads(r->comp, r->args, r->comp->body, x, NULL, &rr);
+    if (rr.count == 0) return -1;
+    if (r->comp->n_red > 0) {
+      total += (double)(rr.n_other + (rr.at_point ? 1 : 0)) * (double)form_points(r->comp);
+    } else {
+      total += (double)rr.n_other * (double)form_points(r->comp);
+      at_point |= rr.at_point;
+    }
+  }
+  if (at_point) total += (double)qir_type_numel(&x->type);
+  return total;
+}
+
 /* Tries to absorb the producer p into group g (root node root). */
 static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_anchor) {
   const welder *w = rc->w;
@@ -572,6 +609,20 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
     }
     if (!c || !c->comp) return NOTE(w, p, reg, "no: a reader has no tensor-expression form");
     if (p->movement && mma_plan(c->op)) return NOTE(w, p, reg, "no: a view read by a matrix-unit plan");
+    if (c->movement) {
+      /* read through a view: as often as the view's readers read it (a relu
+       * before a channel shuffle before a 3x3 conv is evaluated at every tap) */
+      double n = view_reads(rc, c, g, 0);
+      if (n >= 0) {
+        reads r = {.identity = true};
+        collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
+        if (r.count == 0) return NOTE(w, p, reg, "no: read outside its reader's form");
+        all_at_point &= r.identity && c->comp->n_red == 0;
+        reads_total += n * (double)(r.n_other > 0 ? r.n_other : 1);
+        identity &= r.identity && c->identity;
+        continue;
+      }
+    }
     reads r = {.identity = true};
     collect_reads(c->comp, c->args, c->comp->body, v, NULL, &r);
     if (r.count == 0) return NOTE(w, p, reg, "no: read outside its reader's form");
@@ -812,6 +863,39 @@ static int64_t box_blocks(const box *b, const qir_type *vt, const qir_type *ot, 
   int64_t nb[QIR_MAX_RANK], grid = 1, hit = 0;
   for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
   if (grid > MAX_BOX_BLOCKS) return grid;
+  /* each dimension of the box moving with at most one output axis (the usual
+   * case): a block meets the tensor when its index along every output axis
+   * does, so the count is a product over the axes (what the walk below gives,
+   * without visiting every block of every candidate tile) */
+  int axis_of[QIR_MAX_RANK];
+  bool separable = true;
+  for (int j = 0; j < vt->rank; j++) {
+    axis_of[j] = -1;
+    for (int d = 0; d < ot->rank; d++)
+      if (b->co[j][d]) {
+        if (axis_of[j] >= 0) separable = false;
+        axis_of[j] = d;
+      }
+  }
+  if (separable) {
+    for (int j = 0; j < vt->rank; j++)
+      if (axis_of[j] < 0 && !(b->oc[j] < vt->dims[j] && b->oc[j] + b->ext[j] > 0)) return 0;
+    int64_t count = 1;
+    for (int d = 0; d < ot->rank; d++) {
+      int64_t along = 0;
+      for (int64_t k = 0; k < nb[d]; k++) {
+        bool meets = true;
+        for (int j = 0; j < vt->rank && meets; j++) {
+          if (axis_of[j] != d) continue;
+          int64_t lo = b->oc[j] + b->co[j][d] * k * block[d];
+          meets = lo < vt->dims[j] && lo + b->ext[j] > 0;
+        }
+        along += meets;
+      }
+      count *= along;
+    }
+    return count;
+  }
   for (int64_t g = 0; g < grid; g++) {
     int64_t start[QIR_MAX_RANK], rest = g;
     for (int d = ot->rank - 1; d >= 0; d--) start[d] = (rest % nb[d]) * block[d], rest /= nb[d];
@@ -1130,6 +1214,22 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
   p->staged = true;
   node *mem[MAX_MEMBERS];
   int n_mem = group_members(rc, g, last, mem);
+  /* qcodegen computes a staged value into shared memory only in a group it
+   * cannot compose as one compute, i.e. with two reductions or more (a pooling
+   * after a convolution); with one, the segment is inlined at every read of
+   * the reduction and each step evaluates it again.  A segment without a
+   * reduction of its own that computes something (not only a transpose or a
+   * reshape) would then recompute what absorb refuses to, at a cost this
+   * model (once per block) does not see: it stays out. */
+  int anchors = 0;
+  bool computes = false;
+  for (int i = 0; i < n_mem; i++) anchors += mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0);
+  for (int j = 0; j < n_joined; j++) computes |= !joined[j]->movement;
+  if (!has_anchor && computes && anchors <= 1) {
+    for (int j = 0; j < n_joined; j++) joined[j]->group = -1;
+    p->staged = false;
+    return;
+  }
   int64_t blk[QIR_MAX_RANK];
   double est = 0;
   /* no recomputation at all would not pay: no tile will */
@@ -1765,8 +1865,9 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   const qir_target *t = pick_target(ctx, &from_file);
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, qopt_option_float(ctx, "welder-launch-us"),
-              qopt_option_bool(ctx, "welder-stats"), {0}};
+  /* a launch costs what the target says unless the command line says otherwise */
+  double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, qopt_option_bool(ctx, "welder-stats"), {0}};
   if (!roller_options_of(ctx, &w.plan)) {
     if (quiet) fclose(quiet);
     return false;
