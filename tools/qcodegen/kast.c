@@ -744,11 +744,19 @@ static const char *frag_role_cuda(kfrag_role r) {
   return r == KF_A ? "matrix_a" : r == KF_B ? "matrix_b" : "accumulator";
 }
 
+/* C: every array a kernel keeps on the stack is declared 64-byte aligned.  GCC
+ * (seen with 12.2 at -O3 -march=native -fopenmp, AVX-512) may raise such an
+ * array's alignment itself to vectorize a loop over it, then lay out the
+ * frame of the OpenMP-outlined kernel without realigning the stack, so an
+ * aligned vector store faults; an alignment in the declaration always has
+ * the prologue realign (and gives the vectorizer aligned accesses). */
+const char *kprint_stack_align(const kprint_style *st) { return st->c_threads ? "_Alignas(64) " : ""; }
+
 void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_style *st, int indent) {
   indent_to(o, indent);
   if (v->space == KV_FRAG) {
     if (st->c_threads)            /* C: each warp's fragments as 16x16 floats */
-      fprintf(o, "float %s[%d][%" PRId64 "][%d];\n", v->name, k->threads / k->warp, v->size, Q_MMA * Q_MMA);
+      fprintf(o, "%sfloat %s[%d][%" PRId64 "][%d];\n", kprint_stack_align(st), v->name, k->threads / k->warp, v->size, Q_MMA * Q_MMA);
     else if (st->hip)             /* MFMA: 4 values per lane of a 64-lane wavefront */
       fprintf(o, "%s %s[%" PRId64 "];\n", v->frag == KF_ACC ? "q_f4" : "q_s4", v->name, v->size);
     else if (v->frag == KF_ACC)
@@ -762,6 +770,7 @@ void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_styl
   }
   /* matrix-unit loads need 32-byte aligned tiles */
   if (v->space == KV_SHARED && !st->c_threads) fputs(v->raw ? "__shared__ __align__(32) " : "__shared__ ", o);
+  if (v->size || (st->c_threads && v->space == KV_THREAD)) fputs(kprint_stack_align(st), o);
   fprintf(o, "%s %s", kvar_elem_c(v), v->name);
   if (v->size) fprintf(o, "[%" PRId64 "]", v->size);
   if (st->c_threads && v->space == KV_THREAD) fprintf(o, "[%d]", k->threads);
@@ -958,7 +967,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
   case KS_DECL:
     indent_to(o, ind);
     if (s->var->size) {
-      fprintf(o, "%s %s[%" PRId64 "];\n", ktype_c(s->var->type), s->var->name, s->var->size);
+      fprintf(o, "%s%s %s[%" PRId64 "];\n", kprint_stack_align(st), ktype_c(s->var->type), s->var->name, s->var->size);
       return;
     }
     fprintf(o, "%s%s %s", s->init && s->var->type == KT_I32 ? "const " : "", ktype_c(s->var->type), s->var->name);

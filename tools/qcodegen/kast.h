@@ -319,6 +319,7 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
 void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
 void kprint_helpers(FILE *o);                 /* q_* scalar helpers, QDEV-qualified */
 void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_style *st, int indent);
+const char *kprint_stack_align(const kprint_style *st);   /* "_Alignas(64) " in C, else "" */
 void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_style *st, int indent);
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip);   /* print_cuda.c */
 void kprint_coop_args(FILE *o, const kkernel *k, const char *const *argv, const char *indent);   /* print_cuda.c */

@@ -338,7 +338,7 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       indent_to(o, ind);
       fprintf(o, "for (int w = 0; w < %d; w += %d) { /* warp reduction: lanes combined as on the GPU */\n", k->threads, k->warp);
       indent_to(o, ind + 1);
-      fprintf(o, "%s lane[%d];\n", t, k->warp);
+      fprintf(o, "%s%s lane[%d];\n", kprint_stack_align(st), t, k->warp);
       if (st->chk) {          /* a partial warp: absent lanes hold 0 here, garbage on a GPU */
         indent_to(o, ind + 1);
         fprintf(o, "q_shuffle(&q_b, %d, %d);\n", (int)c->step, cg_check_site(st->chk, k, "the warp shuffle reducing `%s`", v));
@@ -351,7 +351,7 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       indent_to(o, ind + 1);
       fprintf(o, "for (int off = %d; off > 0; off >>= 1) {\n", (c->step ? (int)c->step : k->warp) / 2);
       indent_to(o, ind + 2);
-      fprintf(o, "%s next[%d];\n", t, k->warp);
+      fprintf(o, "%s%s next[%d];\n", kprint_stack_align(st), t, k->warp);
       indent_to(o, ind + 2);
       if (c->red_fn == QIR_FN_ADD) fprintf(o, "for (int l = 0; l < %d; l++) next[l] = lane[l] + lane[l ^ off];\n", k->warp);
       else if (c->red_fn == QIR_FN_MUL) fprintf(o, "for (int l = 0; l < %d; l++) next[l] = lane[l] * lane[l ^ off];\n", k->warp);
