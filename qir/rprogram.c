@@ -513,40 +513,81 @@ static bool reads_at_point(const qir_expr *e, int o, int rank) {
 
 #define MAX_GROUP_FORMS 256
 
-/* Whether qcodegen's fused composer takes group k (its first try): at most
- * one reduction among the group's computes (named ops expanded), read, with
- * everything computed from it, only at the reader's own point, and of the
- * group's result type.  Otherwise the group is a row or staged group. */
-bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
+/* Group k's computes in order (named ops expanded): forms[i] computes
+ * vals[i]; marked[i]: its op is #fuse=smem.  -1 where some op has no form
+ * that composes (then no composer is named here). */
+typedef struct {
+  qir_op *forms[MAX_GROUP_FORMS];
+  const qir_value *vals[MAX_GROUP_FORMS];
+  bool marked[MAX_GROUP_FORMS];
+  int n, anchor;                /* anchor: the first reduction, -1 if none */
+  bool second;                  /* a second reduction */
+} group_forms;
+
+static bool forms_of_group(qir_module *m, const qir_op *k, group_forms *g) {
   qir_diag quiet;   /* what the expansions say is not for the user */
   qir_diag_init_quiet(&quiet);
-  qir_op *forms[MAX_GROUP_FORMS];
-  const qir_value *vals[MAX_GROUP_FORMS];   /* the value each form computes */
-  int n = 0;
+  g->n = 0;
   bool ok = true;
   for (const qir_op *in = k->regions[0]->first; in && ok; in = in->next) {
     if (in->code == QIR_OP_YIELD) continue;
     if (in->code == QIR_OP_COMPUTE) {
-      if (n == MAX_GROUP_FORMS) ok = false;
-      else vals[n] = in->results[0], forms[n++] = (qir_op *)in;
+      if (g->n == MAX_GROUP_FORMS) ok = false;
+      else g->marked[g->n] = fused_smem(in), g->vals[g->n] = in->results[0], g->forms[g->n++] = (qir_op *)in;
       continue;
     }
     qir_op *chain[8];
     int c = qir_op_expand_computes(m, in, chain, 8, &quiet);
-    if (c < 1 || n + c > MAX_GROUP_FORMS || in->n_results != 1) {
-      ok = c >= 0 && in->n_results == 1 && n + c <= MAX_GROUP_FORMS;   /* a form-less view composes (or fails) alike */
+    if (c < 1 || g->n + c > MAX_GROUP_FORMS || in->n_results != 1) {
+      ok = c >= 0 && in->n_results == 1 && g->n + c <= MAX_GROUP_FORMS;   /* a form-less view composes (or fails) alike */
       continue;
     }
-    for (int i = 0; i < c; i++) vals[n] = i == c - 1 ? in->results[0] : chain[i]->results[0], forms[n++] = chain[i];
-  }
-  if (!ok) return true;
-  int anchor = -1;
-  for (int i = 0; i < n; i++)
-    if (forms[i]->comp && forms[i]->comp->n_red > 0) {
-      if (anchor >= 0) return false;   /* a second reduction */
-      anchor = i;
+    for (int i = 0; i < c; i++, g->n++) {
+      g->marked[g->n] = fused_smem(in);
+      g->vals[g->n] = i == c - 1 ? in->results[0] : chain[i]->results[0];
+      g->forms[g->n] = chain[i];
     }
+  }
+  g->anchor = -1;
+  g->second = false;
+  for (int i = 0; ok && i < g->n; i++)
+    if (g->forms[i]->comp && g->forms[i]->comp->n_red > 0) {
+      if (g->anchor >= 0) g->second = true;
+      else g->anchor = i;
+    }
+  return ok;
+}
+
+/* A staged prologue: a value before the group's one reduction, marked smem,
+ * that computes something (not only a view of its operand). */
+static bool staged_prologue(const group_forms *g) {
+  for (int i = 0; i < g->anchor; i++) {
+    const qir_compute *c = g->forms[i]->comp;
+    if (g->marked[i] && c && c->n_red == 0 && c->body && c->body->kind != QIR_EX_ACCESS) return true;
+  }
+  return false;
+}
+
+bool qir_group_stages_prologue(qir_module *m, const qir_op *k) {
+  group_forms g;
+  return forms_of_group(m, k, &g) && g.anchor >= 0 && !g.second && staged_prologue(&g);
+}
+
+/* Whether qcodegen's fused composer takes group k (its first try): at most
+ * one reduction among the group's computes (named ops expanded), read, with
+ * everything computed from it, only at the reader's own point, and of the
+ * group's result type, and no staged prologue (qcodegen's staged composer
+ * computes that once per block; the fused one would at every reduction
+ * step).  Otherwise the group is a row or staged group. */
+bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
+  group_forms g;
+  if (!forms_of_group(m, k, &g)) return true;
+  if (g.second) return false;
+  int anchor = g.anchor, n = g.n;
   if (anchor < 0) return true;
+  if (staged_prologue(&g)) return false;
+  qir_op *const *forms = g.forms;
+  const qir_value *const *vals = g.vals;
   if (!qir_type_equal(&vals[anchor]->type, &k->results[0]->type)) return false;
   /* the values computed from the anchor, each read only at its reader's point */
   bool from[MAX_GROUP_FORMS] = {false};

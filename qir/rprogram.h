@@ -123,8 +123,17 @@ bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, con
 /* Whether qcodegen's fused composer takes Welder group k (the one it tries
  * first): at most one reduction among its computes (named ops expanded),
  * of the group's result type, it and what is computed from it read only at
- * the readers' own points.  Otherwise k is a row or a staged group. */
+ * the readers' own points, and no staged prologue (a #fuse=smem value before
+ * the reduction that computes something, not only a view: the staged
+ * composer computes it once per block).  Otherwise k is a row or a staged
+ * group. */
 bool qir_group_composes_fused(qir_module *m, const qir_op *k);
+
+/* Whether group k has one reduction and, before it, a staged prologue: a
+ * #fuse=smem value that computes something (not only a view of its operand).
+ * qcodegen composes such a group with its staged composer first, the value
+ * computed once per block into shared memory (a BN + ReLU before a conv). */
+bool qir_group_stages_prologue(qir_module *m, const qir_op *k);
 
 /* A whole plan (#tile{block, composer, est_us, grid, regs, smem, target,
  * threads}: composer = staged | rows names the composer it is for) for

@@ -21,7 +21,11 @@
  * block (qir_row_blocking_of, as the group's whole plan says); the row the first
  * reduction reads is computed once into shared memory (the `smem` edge); each
  * reduction walks the row lane-strided and is combined across the warp; then
- * the result is written.  What composes neither way (reductions over other
+ * the result is written.  A group of one reduction with a staged prologue
+ * (qir_group_stages_prologue: a value before it marked smem that computes
+ * something) goes to the staged composer first (compose_stages,
+ * lower_stages), so the prologue is computed once per block into shared
+ * memory, not inlined at every step of the reduction.  What composes neither way (reductions over other
  * axes, a reshape inside a group) runs as its ops, one kernel each, after a
  * warning: the numbers stay right. */
 #include <inttypes.h>
@@ -1352,7 +1356,14 @@ bool cg_compose_groups(cg_ctx *cg, qir_region *r) {
       continue;
     }
     composer cm = {.cg = cg, .kernel = op, .body = op->regions[0]};
-    qir_op *fused = compose(&cm);
+    /* a staged prologue is computed once per block, not at every step of
+     * the reduction (-welder and -rammer plan for the same composer) */
+    qir_op *fused = NULL;
+    if (op->n_results == 1 && qir_group_stages_prologue(cg->m, op)) {
+      composer staged = {.cg = cg, .kernel = op, .body = op->regions[0]};
+      fused = compose_stages(&staged);
+    }
+    if (!fused) fused = compose(&cm);
     if (!fused && cm.anchor && op->n_results == 1) {
       /* more than one reduction, or one read away from the output's point: rows? */
       const char *why = cm.why;

@@ -1214,22 +1214,6 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
   p->staged = true;
   node *mem[MAX_MEMBERS];
   int n_mem = group_members(rc, g, last, mem);
-  /* qcodegen computes a staged value into shared memory only in a group it
-   * cannot compose as one compute, i.e. with two reductions or more (a pooling
-   * after a convolution); with one, the segment is inlined at every read of
-   * the reduction and each step evaluates it again.  A segment without a
-   * reduction of its own that computes something (not only a transpose or a
-   * reshape) would then recompute what absorb refuses to, at a cost this
-   * model (once per block) does not see: it stays out. */
-  int anchors = 0;
-  bool computes = false;
-  for (int i = 0; i < n_mem; i++) anchors += mem[i]->n_chain || (mem[i]->comp && mem[i]->comp->n_red > 0);
-  for (int j = 0; j < n_joined; j++) computes |= !joined[j]->movement;
-  if (!has_anchor && computes && anchors <= 1) {
-    for (int j = 0; j < n_joined; j++) joined[j]->group = -1;
-    p->staged = false;
-    return;
-  }
   int64_t blk[QIR_MAX_RANK];
   double est = 0;
   /* no recomputation at all would not pay: no tile will */
