@@ -794,13 +794,9 @@ static bool group_boxes(node **mem, int n_mem, const int64_t *block, box *bx) {
   return true;
 }
 
-/* Elements of v's boxes over all blocks, clipped to the tensor. */
-static double box_total(const box *b, const qir_type *vt, const qir_type *ot, const int64_t *block) {
-  int64_t nb[QIR_MAX_RANK], grid = 1;
-  for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
-  /* each dimension of the box moving with at most one output axis (the usual
-   * case): the sum over blocks is a product over the output axes */
-  int axis_of[QIR_MAX_RANK];
+/* The output axis each dimension of box b moves with (-1: none); false when
+ * one moves with several. */
+static bool box_axes(const box *b, const qir_type *vt, const qir_type *ot, int *axis_of) {
   bool separable = true;
   for (int j = 0; j < vt->rank; j++) {
     axis_of[j] = -1;
@@ -810,6 +806,17 @@ static double box_total(const box *b, const qir_type *vt, const qir_type *ot, co
         axis_of[j] = d;
       }
   }
+  return separable;
+}
+
+/* Elements of v's boxes over all blocks, clipped to the tensor. */
+static double box_total(const box *b, const qir_type *vt, const qir_type *ot, const int64_t *block) {
+  int64_t nb[QIR_MAX_RANK], grid = 1;
+  for (int d = 0; d < ot->rank; d++) nb[d] = (ot->dims[d] + block[d] - 1) / block[d], grid *= nb[d];
+  /* each dimension of the box moving with at most one output axis (the usual
+   * case): the sum over blocks is a product over the output axes */
+  int axis_of[QIR_MAX_RANK];
+  bool separable = box_axes(b, vt, ot, axis_of);
   if (separable) {
     double total = 1;
     for (int j = 0; j < vt->rank; j++)
@@ -868,15 +875,7 @@ static int64_t box_blocks(const box *b, const qir_type *vt, const qir_type *ot, 
    * does, so the count is a product over the axes (what the walk below gives,
    * without visiting every block of every candidate tile) */
   int axis_of[QIR_MAX_RANK];
-  bool separable = true;
-  for (int j = 0; j < vt->rank; j++) {
-    axis_of[j] = -1;
-    for (int d = 0; d < ot->rank; d++)
-      if (b->co[j][d]) {
-        if (axis_of[j] >= 0) separable = false;
-        axis_of[j] = d;
-      }
-  }
+  bool separable = box_axes(b, vt, ot, axis_of);
   if (separable) {
     for (int j = 0; j < vt->rank; j++)
       if (axis_of[j] < 0 && !(b->oc[j] < vt->dims[j] && b->oc[j] + b->ext[j] > 0)) return 0;
