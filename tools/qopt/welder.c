@@ -1798,7 +1798,7 @@ static void merge_siblings_in(welder *w, qir_region *r, sibling_trials *st) {
     next = op->next;
     if (op->code != QIR_OP_KERNEL)
       for (int i = 0; i < op->n_regions; i++) merge_siblings_in(w, op->regions[i], st);
-    if (op->code != QIR_OP_MATMUL || tried_before(st, op) || !welder_siblings_merge(&sc, op, false)) continue;
+    if ((op->code != QIR_OP_MATMUL && op->code != QIR_OP_CONV) || tried_before(st, op) || !welder_siblings_merge(&sc, op, false)) continue;
     if (!st->have_best) {
       qir_module *base = clone_module(w);
       if (!base) return;

@@ -51,9 +51,9 @@
 #define MAX_SIBLINGS 16
 
 typedef struct {
-  qir_op *mm;                   /* the matmul */
+  qir_op *mm;                   /* the contraction: a matmul or a conv */
   qir_op *epi;                  /* its merged epilogue op, or NULL */
-  qir_value *bias;              /* the epilogue's vector operand */
+  qir_value *bias;              /* a matmul epilogue's vector operand (NULL for a conv's unary epilogue) */
   qir_value *out;               /* what the slices replace: epi's result, else mm's */
 } sibling;
 
@@ -131,27 +131,93 @@ static bool is_matmul(const qir_op *op) {
          qir_type_numel(&op->results[0]->type) > 0 && !qir_rprogram_packs(op);
 }
 
-/* Plans equal but for their floats (estimates, rounded when printed). */
-static bool same_plan(const qir_attr_val *a, const qir_attr_val *b) {
+/* Attribute values equal; floats only when exact (else ignored: plans'
+ * estimates, rounded when printed). */
+static bool same_val(const qir_attr_val *a, const qir_attr_val *b, bool exact) {
   if (a->kind != b->kind) return false;
   switch (a->kind) {
   case QIR_ATTR_INT: return a->i == b->i;
-  case QIR_ATTR_FLOAT: return true;
+  case QIR_ATTR_FLOAT: return !exact || a->f == b->f;
   case QIR_ATTR_STRING: case QIR_ATTR_WORD: return !strcmp(a->s, b->s);
   case QIR_ATTR_LIST:
     if (a->n != b->n) return false;
     for (int i = 0; i < a->n; i++)
-      if (!same_plan(&a->items[i], &b->items[i])) return false;
+      if (!same_val(&a->items[i], &b->items[i], exact)) return false;
     return true;
   case QIR_ATTR_DICT:
     if (a->n != b->n) return false;
     for (int i = 0; i < a->n; i++) {
       const qir_attr_val *o = qir_attr_dict_get(b, a->entries[i].key);
-      if (!o || !same_plan(&a->entries[i].val, o)) return false;
+      if (!o || !same_val(&a->entries[i].val, o, exact)) return false;
     }
     return true;
   default: return false;
   }
+}
+
+/* Plans equal but for their floats. */
+static bool same_plan(const qir_attr_val *a, const qir_attr_val *b) { return same_val(a, b, false); }
+
+/* Whether a and b have the same plain (not schedule) attributes: a conv's
+ * strides, pads, dilations, kernel_shape, auto_pad; an epilogue's own. */
+static bool same_attrs(const qir_op *a, const qir_op *b) {
+  int na = 0, nb = 0;
+  for (int i = 0; i < b->n_attrs; i++) nb += !b->attrs[i].sched;
+  for (int i = 0; i < a->n_attrs; i++) {
+    if (a->attrs[i].sched) continue;
+    na++;
+    const qir_attr *o = qir_op_attr(b, a->attrs[i].key);
+    if (!o || o->sched || !same_val(&a->attrs[i].val, &o->val, true)) return false;
+  }
+  return na == nb;
+}
+
+static void copy_attrs(qir_module *m, qir_op *to, const qir_op *from) {
+  for (int i = 0; i < from->n_attrs; i++)
+    if (!from->attrs[i].sched) qir_op_set_attr(m, to, from->attrs[i].key, from->attrs[i].val, false);
+}
+
+/* A conv that can be a sibling: group 1 (a grouped conv's weights do not
+ * concatenate into one conv's), its input read by nothing else of it. */
+static bool is_conv(const qir_op *op) {
+  if (op->code != QIR_OP_CONV || op->n_operands != 3 || op->n_results != 1 || op->operands[0] == op->operands[1] ||
+      op->operands[0] == op->operands[2] || qir_type_numel(&op->results[0]->type) <= 0 || qir_rprogram_packs(op))
+    return false;
+  const qir_attr *g = qir_op_attr(op, "group");
+  return !g || (g->val.kind == QIR_ATTR_INT && g->val.i == 1);
+}
+
+/* Whether conv b can be merged with conv a (same input already): weights
+ * [O, C, k...] alike but for O, biases [O], results alike but for channels,
+ * the same window attributes. */
+static bool compatible_conv(const qir_op *a, const qir_op *b) {
+  const qir_type *wa = &a->operands[1]->type, *wb = &b->operands[1]->type;
+  const qir_type *ba = &a->operands[2]->type, *bb = &b->operands[2]->type;
+  const qir_type *ra = &a->results[0]->type, *rb = &b->results[0]->type;
+  if (wa->rank < 3 || wa->rank != wb->rank || wa->dtype != wb->dtype || ba->rank != 1 || bb->rank != 1 ||
+      ba->dtype != bb->dtype || ra->dtype != rb->dtype || ra->rank != rb->rank || ra->rank < 3)
+    return false;
+  for (int d = 1; d < wa->rank; d++)
+    if (wa->dims[d] != wb->dims[d]) return false;
+  for (int d = 0; d < ra->rank; d++)
+    if (d != 1 && ra->dims[d] != rb->dims[d]) return false;
+  /* the same weights: the same conv twice, which a merge would compute twice */
+  if (a != b && a->operands[1] == b->operands[1]) return false;
+  return ra->dims[1] == wa->dims[0] && rb->dims[1] == wb->dims[0] && ba->dims[0] == wa->dims[0] &&
+         bb->dims[0] == wb->dims[0] && same_attrs(a, b);
+}
+
+/* A conv's epilogue that merges: its only reader, unary and elementwise
+ * (relu), of the conv's type; sets s->epi. */
+static bool find_unary_epilogue(sibling *s) {
+  qir_value *v = s->mm->results[0];
+  if (!v->uses || v->uses->next) return false;
+  qir_op *e = v->uses->user;
+  if (e->n_operands != 1 || e->n_results != 1 || e->n_regions || e->parent != s->mm->parent ||
+      !(qir_opinfo_get(e->code)->flags & QIR_OPF_ELEMENTWISE) || !qir_type_equal(&e->results[0]->type, &v->type))
+    return false;
+  s->epi = e;
+  return true;
 }
 
 /* Whether op's plan is Roller's (or it has none): a plan written by hand,
@@ -247,31 +313,51 @@ static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, cons
 static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n, bool with_epi, int epi_k, bool apply) {
   qir_module *m = w->m;
   qir_op *first = s[0].mm;
+  bool conv = first->code == QIR_OP_CONV;
   /* after every operand the merged ops read, before every read of a result */
   int last_def = def_position(r, first->operands[0]);
   for (int i = 0; i < n; i++) {
-    int p = def_position(r, s[i].mm->operands[1]);
-    if (p > last_def) last_def = p;
-    if (with_epi && (p = def_position(r, s[i].bias)) > last_def) last_def = p;
+    for (int k = 1; k < s[i].mm->n_operands; k++) {
+      int p = def_position(r, s[i].mm->operands[k]);
+      if (p > last_def) last_def = p;
+    }
+    int p;
+    if (with_epi && s[i].bias && (p = def_position(r, s[i].bias)) > last_def) last_def = p;
   }
   qir_op *at = r->first;
   for (int i = 0; i <= last_def && at; i++) at = at->next;
   if (!at) return false;
   int rank = first->operands[1]->type.rank, out_rank = first->results[0]->type.rank;
-  qir_value *bs[MAX_SIBLINGS], *biases[MAX_SIBLINGS];
+  /* a matmul's B concatenates along its last (output) axis, a conv's weights
+   * along their first; the result's channels are axis 1 of a conv's */
+  int b_axis = conv ? 0 : rank - 1, out_axis = conv ? 1 : out_rank - 1;
+  qir_value *bs[MAX_SIBLINGS], *biases[MAX_SIBLINGS], *conv_biases[MAX_SIBLINGS];
   for (int i = 0; i < n; i++) {
     bs[i] = s[i].mm->operands[1];
     biases[i] = s[i].bias;
+    conv_biases[i] = conv ? s[i].mm->operands[2] : NULL;
   }
-  const char *base = first->results[0]->name ? first->results[0]->name : "mm";
-  qir_op *wcat = new_concat(m, bs, n, rank - 1, qir_sprintf(m, "%s_siblings_b", base), first->loc);
+  const char *base = first->results[0]->name ? first->results[0]->name : conv ? "conv" : "mm";
+  qir_op *wcat = new_concat(m, bs, n, b_axis, qir_sprintf(m, "%s_siblings_b", base), first->loc);
   qir_type mt = first->results[0]->type;
-  mt.dims[out_rank - 1] = wcat->results[0]->type.dims[rank - 1];
-  qir_value *mops[2] = {first->operands[0], wcat->results[0]};
-  qir_op *mm = qir_op_new(m, QIR_OP_MATMUL, 2, mops, 1, &mt, first->loc);
+  mt.dims[out_axis] = wcat->results[0]->type.dims[b_axis];
+  qir_op *ccat = NULL, *mm;
+  if (conv) {
+    ccat = new_concat(m, conv_biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), first->loc);
+    qir_value *cops[3] = {first->operands[0], wcat->results[0], ccat->results[0]};
+    mm = qir_op_new(m, QIR_OP_CONV, 3, cops, 1, &mt, first->loc);
+    copy_attrs(m, mm, first);
+  } else {
+    qir_value *mops[2] = {first->operands[0], wcat->results[0]};
+    mm = qir_op_new(m, QIR_OP_MATMUL, 2, mops, 1, &mt, first->loc);
+  }
   mm->results[0]->name = qir_sprintf(m, "%s_siblings", base);
   qir_op *bcat = NULL, *epi = NULL;
-  if (with_epi) {
+  if (with_epi && conv) {
+    epi = qir_op_new(m, s[0].epi->code, 1, &mm->results[0], 1, &mt, s[0].epi->loc);
+    copy_attrs(m, epi, s[0].epi);
+    epi->results[0]->name = qir_sprintf(m, "%s_siblings_%s", base, qir_opinfo_get(epi->code)->name);
+  } else if (with_epi) {
     bcat = new_concat(m, biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), s[0].epi->loc);
     qir_value *eops[2];
     eops[epi_k] = mm->results[0];
@@ -280,11 +366,10 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
     epi->results[0]->name = qir_sprintf(m, "%s_siblings_%s", base, qir_opinfo_get(epi->code)->name);
   }
   qir_op_insert_before(at, wcat);
+  if (ccat) qir_op_insert_before(at, ccat);
   qir_op_insert_before(at, mm);
-  if (with_epi) {
-    qir_op_insert_before(at, bcat);
-    qir_op_insert_before(at, epi);
-  }
+  if (bcat) qir_op_insert_before(at, bcat);
+  if (epi) qir_op_insert_before(at, epi);
   const roller_options *ro = &w->plan;
   roller_plan_op(m, mm, w->t, ro, NULL, NULL);
   /* the model: the siblings apart against the merged contraction */
@@ -306,32 +391,30 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
       if (!folds_slice(u->user)) merged += w->launch_us + round_trip;
   }
   if (!(merged < apart) || !apply) {
-    if (with_epi) {
-      qir_op_unlink(epi);
-      qir_op_unlink(bcat);
-    }
+    if (epi) qir_op_unlink(epi);
+    if (bcat) qir_op_unlink(bcat);
     qir_op_unlink(mm);
+    if (ccat) qir_op_unlink(ccat);
     qir_op_unlink(wcat);
     return merged < apart;
   }
   roller_plan_op(m, wcat, w->t, ro, NULL, NULL);
-  if (with_epi) {
-    roller_plan_op(m, bcat, w->t, ro, NULL, NULL);
-    roller_plan_op(m, epi, w->t, ro, NULL, NULL);
-  }
+  if (ccat) roller_plan_op(m, ccat, w->t, ro, NULL, NULL);
+  if (bcat) roller_plan_op(m, bcat, w->t, ro, NULL, NULL);
+  if (epi) roller_plan_op(m, epi, w->t, ro, NULL, NULL);
   qir_value *merged_out = with_epi ? epi->results[0] : mm->results[0];
   /* one slice per reader, right before it */
   int64_t offset = 0;
   for (int i = 0; i < n; i++) {
     qir_value *v = s[i].out;
-    int64_t width = v->type.dims[out_rank - 1];
+    int64_t width = v->type.dims[out_axis];
     int64_t starts[QIR_MAX_RANK], ends[QIR_MAX_RANK];
     for (int d = 0; d < out_rank; d++) {
       starts[d] = 0;
       ends[d] = v->type.dims[d];
     }
-    starts[out_rank - 1] = offset;
-    ends[out_rank - 1] = offset + width;
+    starts[out_axis] = offset;
+    ends[out_axis] = offset + width;
     while (v->uses) {
       qir_op *user = v->uses->user;
       qir_op *sl = qir_op_new(m, QIR_OP_SLICE, 1, &merged_out, 1, &v->type, user->loc);
@@ -356,12 +439,14 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
 
 bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply) {
   qir_region *r = op->parent;
-  if (!r || !is_matmul(op)) return false;
-  /* the candidates: later matmuls over the same A, compatible with op */
+  bool conv = is_conv(op);
+  if (!r || !(conv || is_matmul(op))) return false;
+  /* the candidates: later matmuls over the same A (convs over the same input), compatible with op */
   sibling cand[MAX_SIBLINGS];
   int n = 0;
   for (qir_op *q = op; q && n < MAX_SIBLINGS; q = q->next)
-    if (is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q))
+    if (conv ? is_conv(q) && q->operands[0] == op->operands[0] && compatible_conv(op, q)
+             : is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q))
       cand[n++] = (sibling){.mm = q, .out = q->results[0]};
   if (n < 2) return false;
   /* (replanning each: only where there are siblings at all) */
@@ -373,13 +458,16 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
   /* the epilogues merge only when every sibling has one of the same kind */
   bool with_epi = true;
   int epi_k = -1;
-  for (int i = 0; i < n && with_epi; i++) {
+  for (int i = 0; conv && i < n && with_epi; i++)
+    with_epi = find_unary_epilogue(&cand[i]) && cand[i].epi->code == cand[0].epi->code &&
+               same_attrs(cand[i].epi, cand[0].epi);
+  for (int i = 0; !conv && i < n && with_epi; i++) {
     int k = -1;
     with_epi = find_epilogue(&cand[i], &k) && (epi_k < 0 || k == epi_k) && cand[i].epi->code == cand[0].epi->code;
     epi_k = k;
   }
   /* each its own epilogue, whose vector is no sibling's result */
-  for (int i = 0; i < n && with_epi; i++)
+  for (int i = 0; !conv && i < n && with_epi; i++)
     for (int j = 0; j < n && with_epi; j++)
       with_epi = (i == j || cand[i].epi != cand[j].epi) && cand[i].bias != cand[j].mm->results[0];
   for (int i = 0; i < n; i++) {
@@ -391,7 +479,11 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
   int n_pick = 0, last_def = def_position(r, op->operands[0]), first_read = INT32_MAX;
   for (int i = 0; i < n; i++) {
     int d = def_position(r, cand[i].mm->operands[1]);
-    if (with_epi) {
+    if (conv) {
+      int b = def_position(r, cand[i].mm->operands[2]);
+      if (b > d) d = b;
+    }
+    if (with_epi && cand[i].bias) {
       int b = def_position(r, cand[i].bias);
       if (b > d) d = b;
     }
