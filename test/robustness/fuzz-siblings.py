@@ -7,7 +7,10 @@ Each case is a random module: an A operand (batched or not) read by 2 to 4
 matmuls with random output widths (2-D or batched B operands), bias adds on
 all or some of them, and random readers of each result: the module output
 itself, an elementwise op, a transpose, or an attention-like product with
-another sibling's result and a softmax.  The module goes through
+another sibling's result and a softmax.  Odd cases are convs instead: an
+input read by 2 to 4 convs of one kernel shape and stride (now and then one
+with another kernel shape, stride, or group 2), ReLU on most, each result
+read by the output, a 3x3 conv, a max pool or a sigmoid.  The module goes through
 `qopt -canonicalize -roller -welder` (which merges the siblings where its
 model says so), then the C back end under the race, bounds and barrier
 checker (`qcodegen -c -check`), and its outputs must equal qrun's on the
@@ -80,9 +83,55 @@ def gen(rng):
     return body, ins, len(outs)
 
 
+def gen_conv(rng):
+    L = []; outs = []; ins = []
+    C = rng.choice([8, 16, 32]); H = rng.choice([7, 8, 12])
+    L.append(f'  %x = input {{name = "x"}} : f32[1,{C},{H},{H}]'); ins.append("x")
+    n = rng.randint(2, 4)
+    k, pad, stride = rng.choice([(1, 0, 1), (1, 0, 1), (3, 1, 1), (3, 1, 2)])
+    vals = []
+    for i in range(n):
+        O = rng.choice([4, 8, 12, 16])
+        ki, pi, si, g = k, pad, stride, 1
+        r = rng.random()
+        if r < 0.1:
+            ki, pi = (3, 1) if k == 1 else (1, 0)      # another kernel shape
+        elif r < 0.2:
+            si = 2 if stride == 1 else 1               # another stride
+        elif r < 0.3 and O % 2 == 0 and C % 2 == 0:
+            g = 2                                      # grouped
+        oh = (H + 2 * pi - ki) // si + 1
+        L.append(f'  %w{i} = input {{name = "w{i}"}} : f32[{O},{C // g},{ki},{ki}]'); ins.append(f"w{i}")
+        L.append(f'  %b{i} = input {{name = "b{i}"}} : f32[{O}]'); ins.append(f"b{i}")
+        t = f'f32[1,{O},{oh},{oh}]'
+        attrs = f'{{group = {g}, pads = [{pi}, {pi}, {pi}, {pi}], strides = [{si}, {si}]}}'
+        L.append(f'  %c{i} = conv %x, %w{i}, %b{i} {attrs} : {t}')
+        v = f'%c{i}'
+        if rng.random() < 0.8:
+            L.append(f'  %e{i} = relu %c{i} : {t}'); v = f'%e{i}'
+        vals.append((v, O, oh))
+    for i, (v, O, oh) in enumerate(vals):
+        r = rng.random()
+        if r < 0.3:
+            outs.append(v)
+        elif r < 0.6:
+            L.append(f'  %v{i} = input {{name = "v{i}"}} : f32[8,{O},3,3]'); ins.append(f"v{i}")
+            L.append(f'  %z{i} = input {{name = "z{i}"}} : f32[8]'); ins.append(f"z{i}")
+            L.append(f'  %d{i} = conv {v}, %v{i}, %z{i} {{pads = [1, 1, 1, 1]}} : f32[1,8,{oh},{oh}]')
+            L.append(f'  %r{i} = relu %d{i} : f32[1,8,{oh},{oh}]'); outs.append(f'%r{i}')
+        elif r < 0.8:
+            ph = (oh - 1) // 2 + 1
+            L.append(f'  %r{i} = max_pool {v} {{kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]}} : f32[1,{O},{ph},{ph}]')
+            outs.append(f'%r{i}')
+        else:
+            L.append(f'  %r{i} = sigmoid {v} : f32[1,{O},{oh},{oh}]'); outs.append(f'%r{i}')
+    body = "module @fz {\n" + "\n".join(L) + "\n" + "\n".join(f'  output {o} {{name = "o{i}"}}' for i, o in enumerate(outs)) + "\n}\n"
+    return body, ins, len(outs)
+
+
 def check(c, d):
     rng = random.Random(c)
-    body, ins, no = gen(rng)
+    body, ins, no = (gen_conv if c % 2 else gen)(rng)
     open(f"{d}/m.qir", "w").write(body)
     r = run(f"{BIN}/qopt -canonicalize -roller -welder {d}/m.qir -o {d}/w.qir")
     if r.returncode:
