@@ -10,7 +10,8 @@ itself, an elementwise op, a transpose, or an attention-like product with
 another sibling's result and a softmax.  Odd cases are convs instead: an
 input read by 2 to 4 convs of one kernel shape and stride (now and then one
 with another kernel shape, stride, or group 2), ReLU on most, each result
-read by the output, a 3x3 conv, a max pool or a sigmoid.  The module goes through
+read by the output, a 3x3 conv, a max pool or a sigmoid; mostly the
+branches alike in extent end in a concat, as in an Inception module.  The module goes through
 `qopt -canonicalize -roller -welder` (which merges the siblings where its
 model says so), then the C back end under the race, bounds and barrier
 checker (`qcodegen -c -check`), and its outputs must equal qrun's on the
@@ -85,7 +86,7 @@ def gen(rng):
 
 def gen_conv(rng):
     L = []; outs = []; ins = []
-    C = rng.choice([8, 16, 32]); H = rng.choice([7, 8, 12])
+    C = rng.choice([16, 32, 64]); H = rng.choice([8, 14, 28])
     L.append(f'  %x = input {{name = "x"}} : f32[1,{C},{H},{H}]'); ins.append("x")
     n = rng.randint(2, 4)
     k, pad, stride = rng.choice([(1, 0, 1), (1, 0, 1), (3, 1, 1), (3, 1, 2)])
@@ -113,18 +114,29 @@ def gen_conv(rng):
     for i, (v, O, oh) in enumerate(vals):
         r = rng.random()
         if r < 0.3:
-            outs.append(v)
+            outs.append((v, O, oh))
         elif r < 0.6:
             L.append(f'  %v{i} = input {{name = "v{i}"}} : f32[8,{O},3,3]'); ins.append(f"v{i}")
             L.append(f'  %z{i} = input {{name = "z{i}"}} : f32[8]'); ins.append(f"z{i}")
             L.append(f'  %d{i} = conv {v}, %v{i}, %z{i} {{pads = [1, 1, 1, 1]}} : f32[1,8,{oh},{oh}]')
-            L.append(f'  %r{i} = relu %d{i} : f32[1,8,{oh},{oh}]'); outs.append(f'%r{i}')
+            L.append(f'  %r{i} = relu %d{i} : f32[1,8,{oh},{oh}]'); outs.append((f'%r{i}', 8, oh))
         elif r < 0.8:
             ph = (oh - 1) // 2 + 1
             L.append(f'  %r{i} = max_pool {v} {{kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]}} : f32[1,{O},{ph},{ph}]')
-            outs.append(f'%r{i}')
+            outs.append((f'%r{i}', O, ph))
         else:
-            L.append(f'  %r{i} = sigmoid {v} : f32[1,{O},{oh},{oh}]'); outs.append(f'%r{i}')
+            L.append(f'  %r{i} = sigmoid {v} : f32[1,{O},{oh},{oh}]'); outs.append((f'%r{i}', O, oh))
+    if rng.random() < 0.7:   # as an Inception module ends: a concat of the branches alike in extent
+        joined = []
+        for h in sorted(set(o[2] for o in outs)):
+            same = [o for o in outs if o[2] == h]
+            if len(same) > 1:
+                L.append(f'  %j{h} = concat {", ".join(o[0] for o in same)} {{axis = 1}} : f32[1,{sum(o[1] for o in same)},{h},{h}]')
+                joined.append((f'%j{h}', 0, h))
+            else:
+                joined += same
+        outs = joined
+    outs = [o[0] for o in outs]
     body = "module @fz {\n" + "\n".join(L) + "\n" + "\n".join(f'  output {o} {{name = "o{i}"}}' for i, o in enumerate(outs)) + "\n}\n"
     return body, ins, len(outs)
 
