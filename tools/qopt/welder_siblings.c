@@ -17,6 +17,16 @@
  * contraction's registers; a slice before each add would cut the add off
  * from its accumulator and cost a kernel per sibling.
  *
+ * Sibling convs (same input, group 1, the same plain attributes: strides,
+ * pads, dilations, kernel_shape; weights alike but for their output
+ * channels; not the same weight operand, which would be one conv twice) merge
+ * alike: weights and biases concatenated along axis 0, each result a slice
+ * along axis 1 (channels).  A grouped conv is left alone: its output channel
+ * reads only its group's input channels, which concatenated weights would
+ * shift.  Their epilogues merge when every sibling's only reader is the same
+ * unary elementwise op (ReLU) with the same attributes; others (batch norm,
+ * adds) stay apart, each reading its slice.
+ *
  * Each reader (user op) of a sibling's result gets a slice of its own, so a
  * result with several readers in different groups is still read in place.
  * A slice read by something that cannot fold it (an `output`, a `yield`, an
@@ -51,10 +61,10 @@
 #define MAX_SIBLINGS 16
 
 typedef struct {
-  qir_op *mm;                   /* the contraction: a matmul or a conv */
+  qir_op *con;                  /* the contraction: a matmul or a conv */
   qir_op *epi;                  /* its merged epilogue op, or NULL */
   qir_value *bias;              /* a matmul epilogue's vector operand (NULL for a conv's unary epilogue) */
-  qir_value *out;               /* what the slices replace: epi's result, else mm's */
+  qir_value *out;               /* what the slices replace: epi's result, else con's */
 } sibling;
 
 /* The op of region r that is or contains op, or NULL. */
@@ -97,10 +107,10 @@ static bool elementwise_binary(const qir_op *op) {
 /* The epilogue of s if it is a binary op with a vector over the output axis,
  * the sibling's only reader; sets s->epi and s->bias, and *k (s's operand index). */
 static bool find_epilogue(sibling *s, int *k) {
-  qir_value *v = s->mm->results[0];
+  qir_value *v = s->con->results[0];
   if (!v->uses || v->uses->next) return false;
   qir_op *e = v->uses->user;
-  if (!elementwise_binary(e) || e->parent != s->mm->parent || e->operands[0] == e->operands[1]) return false;
+  if (!elementwise_binary(e) || e->parent != s->con->parent || e->operands[0] == e->operands[1]) return false;
   int idx = v->uses->operand_index;
   qir_value *b = e->operands[1 - idx];
   int64_t n = v->type.dims[v->type.rank - 1];
@@ -210,10 +220,10 @@ static bool compatible_conv(const qir_op *a, const qir_op *b) {
 /* A conv's epilogue that merges: its only reader, unary and elementwise
  * (relu), of the conv's type; sets s->epi. */
 static bool find_unary_epilogue(sibling *s) {
-  qir_value *v = s->mm->results[0];
+  qir_value *v = s->con->results[0];
   if (!v->uses || v->uses->next) return false;
   qir_op *e = v->uses->user;
-  if (e->n_operands != 1 || e->n_results != 1 || e->n_regions || e->parent != s->mm->parent ||
+  if (e->n_operands != 1 || e->n_results != 1 || e->n_regions || e->parent != s->con->parent ||
       !(qir_opinfo_get(e->code)->flags & QIR_OPF_ELEMENTWISE) || !qir_type_equal(&e->results[0]->type, &v->type))
     return false;
   s->epi = e;
@@ -312,13 +322,13 @@ static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, cons
 /* Merges the n siblings s (A operand shared) if the model says so. */
 static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n, bool with_epi, int epi_k, bool apply) {
   qir_module *m = w->m;
-  qir_op *first = s[0].mm;
+  qir_op *first = s[0].con;
   bool conv = first->code == QIR_OP_CONV;
   /* after every operand the merged ops read, before every read of a result */
   int last_def = def_position(r, first->operands[0]);
   for (int i = 0; i < n; i++) {
-    for (int k = 1; k < s[i].mm->n_operands; k++) {
-      int p = def_position(r, s[i].mm->operands[k]);
+    for (int k = 1; k < s[i].con->n_operands; k++) {
+      int p = def_position(r, s[i].con->operands[k]);
       if (p > last_def) last_def = p;
     }
     int p;
@@ -333,50 +343,50 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
   int b_axis = conv ? 0 : rank - 1, out_axis = conv ? 1 : out_rank - 1;
   qir_value *bs[MAX_SIBLINGS], *biases[MAX_SIBLINGS], *conv_biases[MAX_SIBLINGS];
   for (int i = 0; i < n; i++) {
-    bs[i] = s[i].mm->operands[1];
+    bs[i] = s[i].con->operands[1];
     biases[i] = s[i].bias;
-    conv_biases[i] = conv ? s[i].mm->operands[2] : NULL;
+    conv_biases[i] = conv ? s[i].con->operands[2] : NULL;
   }
   const char *base = first->results[0]->name ? first->results[0]->name : conv ? "conv" : "mm";
   qir_op *wcat = new_concat(m, bs, n, b_axis, qir_sprintf(m, "%s_siblings_b", base), first->loc);
   qir_type mt = first->results[0]->type;
   mt.dims[out_axis] = wcat->results[0]->type.dims[b_axis];
-  qir_op *ccat = NULL, *mm;
+  qir_op *ccat = NULL, *merged_con;
   if (conv) {
     ccat = new_concat(m, conv_biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), first->loc);
     qir_value *cops[3] = {first->operands[0], wcat->results[0], ccat->results[0]};
-    mm = qir_op_new(m, QIR_OP_CONV, 3, cops, 1, &mt, first->loc);
-    copy_attrs(m, mm, first);
+    merged_con = qir_op_new(m, QIR_OP_CONV, 3, cops, 1, &mt, first->loc);
+    copy_attrs(m, merged_con, first);
   } else {
     qir_value *mops[2] = {first->operands[0], wcat->results[0]};
-    mm = qir_op_new(m, QIR_OP_MATMUL, 2, mops, 1, &mt, first->loc);
+    merged_con = qir_op_new(m, QIR_OP_MATMUL, 2, mops, 1, &mt, first->loc);
   }
-  mm->results[0]->name = qir_sprintf(m, "%s_siblings", base);
+  merged_con->results[0]->name = qir_sprintf(m, "%s_siblings", base);
   qir_op *bcat = NULL, *epi = NULL;
   if (with_epi && conv) {
-    epi = qir_op_new(m, s[0].epi->code, 1, &mm->results[0], 1, &mt, s[0].epi->loc);
+    epi = qir_op_new(m, s[0].epi->code, 1, &merged_con->results[0], 1, &mt, s[0].epi->loc);
     copy_attrs(m, epi, s[0].epi);
     epi->results[0]->name = qir_sprintf(m, "%s_siblings_%s", base, qir_opinfo_get(epi->code)->name);
   } else if (with_epi) {
     bcat = new_concat(m, biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), s[0].epi->loc);
     qir_value *eops[2];
-    eops[epi_k] = mm->results[0];
+    eops[epi_k] = merged_con->results[0];
     eops[1 - epi_k] = bcat->results[0];
     epi = qir_op_new(m, s[0].epi->code, 2, eops, 1, &mt, s[0].epi->loc);
     epi->results[0]->name = qir_sprintf(m, "%s_siblings_%s", base, qir_opinfo_get(epi->code)->name);
   }
   qir_op_insert_before(at, wcat);
   if (ccat) qir_op_insert_before(at, ccat);
-  qir_op_insert_before(at, mm);
+  qir_op_insert_before(at, merged_con);
   if (bcat) qir_op_insert_before(at, bcat);
   if (epi) qir_op_insert_before(at, epi);
   const roller_options *ro = &w->plan;
-  roller_plan_op(m, mm, w->t, ro, NULL, NULL);
+  roller_plan_op(m, merged_con, w->t, ro, NULL, NULL);
   /* the model: the siblings apart against the merged contraction */
-  double apart = 0, merged = welder_op_us(w->t, mm);
-  for (int i = 0; i < n; i++) apart += welder_op_us(w->t, s[i].mm);
+  double apart = 0, merged = welder_op_us(w->t, merged_con);
+  for (int i = 0; i < n; i++) apart += welder_op_us(w->t, s[i].con);
   apart += (double)(n - 1) * w->launch_us;
-  if (has_mma(mm)) merged += welder_op_us(w->t, wcat) + w->launch_us;   /* the concat stays a kernel */
+  if (has_mma(merged_con)) merged += welder_op_us(w->t, wcat) + w->launch_us;   /* the concat stays a kernel */
   for (int i = 0; i < n; i++) {
     double round_trip = 2.0 * (double)qir_type_numel(&s[i].out->type) * qir_dtype_size(s[i].out->type.dtype) /
                         (w->t->dram_gbs * 1e3);
@@ -393,7 +403,7 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
   if (!(merged < apart) || !apply) {
     if (epi) qir_op_unlink(epi);
     if (bcat) qir_op_unlink(bcat);
-    qir_op_unlink(mm);
+    qir_op_unlink(merged_con);
     if (ccat) qir_op_unlink(ccat);
     qir_op_unlink(wcat);
     return merged < apart;
@@ -402,7 +412,7 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
   if (ccat) roller_plan_op(m, ccat, w->t, ro, NULL, NULL);
   if (bcat) roller_plan_op(m, bcat, w->t, ro, NULL, NULL);
   if (epi) roller_plan_op(m, epi, w->t, ro, NULL, NULL);
-  qir_value *merged_out = with_epi ? epi->results[0] : mm->results[0];
+  qir_value *merged_out = with_epi ? epi->results[0] : merged_con->results[0];
   /* one slice per reader, right before it */
   int64_t offset = 0;
   for (int i = 0; i < n; i++) {
@@ -432,7 +442,7 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
   }
   for (int i = 0; i < n; i++) {
     if (s[i].epi) qir_op_unlink(s[i].epi);
-    qir_op_unlink(s[i].mm);
+    qir_op_unlink(s[i].con);
   }
   return true;
 }
@@ -447,14 +457,14 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
   for (qir_op *q = op; q && n < MAX_SIBLINGS; q = q->next)
     if (conv ? is_conv(q) && q->operands[0] == op->operands[0] && compatible_conv(op, q)
              : is_matmul(q) && q->operands[0] == op->operands[0] && compatible(op, q))
-      cand[n++] = (sibling){.mm = q, .out = q->results[0]};
+      cand[n++] = (sibling){.con = q, .out = q->results[0]};
   if (n < 2) return false;
   /* (replanning each: only where there are siblings at all) */
   int kept = 0;
   for (int i = 0; i < n; i++)
-    if (roller_planned(w, cand[i].mm)) cand[kept++] = cand[i];
+    if (roller_planned(w, cand[i].con)) cand[kept++] = cand[i];
   n = kept;
-  if (n < 2 || cand[0].mm != op) return false;
+  if (n < 2 || cand[0].con != op) return false;
   /* the epilogues merge only when every sibling has one of the same kind */
   bool with_epi = true;
   int epi_k = -1;
@@ -469,18 +479,18 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
   /* each its own epilogue, whose vector is no sibling's result */
   for (int i = 0; !conv && i < n && with_epi; i++)
     for (int j = 0; j < n && with_epi; j++)
-      with_epi = (i == j || cand[i].epi != cand[j].epi) && cand[i].bias != cand[j].mm->results[0];
+      with_epi = (i == j || cand[i].epi != cand[j].epi) && cand[i].bias != cand[j].con->results[0];
   for (int i = 0; i < n; i++) {
     if (!with_epi) cand[i].epi = NULL, cand[i].bias = NULL;
-    cand[i].out = with_epi ? cand[i].epi->results[0] : cand[i].mm->results[0];
+    cand[i].out = with_epi ? cand[i].epi->results[0] : cand[i].con->results[0];
   }
   /* greedily, in order: those the merged op can sit between (operands before, reads after) */
   sibling pick[MAX_SIBLINGS];
   int n_pick = 0, last_def = def_position(r, op->operands[0]), first_read = INT32_MAX;
   for (int i = 0; i < n; i++) {
-    int d = def_position(r, cand[i].mm->operands[1]);
+    int d = def_position(r, cand[i].con->operands[1]);
     if (conv) {
-      int b = def_position(r, cand[i].mm->operands[2]);
+      int b = def_position(r, cand[i].con->operands[2]);
       if (b > d) d = b;
     }
     if (with_epi && cand[i].bias) {
@@ -494,6 +504,6 @@ bool welder_siblings_merge(const welder_siblings_ctx *w, qir_op *op, bool apply)
     first_read = nu;
     pick[n_pick++] = cand[i];
   }
-  if (n_pick < 2 || pick[0].mm != op || results_meet(pick, n_pick)) return false;
+  if (n_pick < 2 || pick[0].con != op || results_meet(pick, n_pick)) return false;
   return merge(w, r, pick, n_pick, with_epi, epi_k, apply);
 }
