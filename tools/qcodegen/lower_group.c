@@ -1008,6 +1008,19 @@ static qir_op *compose_stages(composer *cm) {
   return op;
 }
 
+/* Segment g's epilogue on its accumulated value v at the point env->vars,
+ * rounded to the value's type: the accumulator read is v. */
+static kexpr *apply_epilogue(lower_env *env, const cg_stages *st, const cg_segment *g, kexpr *v) {
+  cg_group acc_only = {.acc_operand = st->acc_operand, .acc_dtype = g->acc_dtype};
+  const cg_group *saved = env->group;
+  env->group = &acc_only;
+  env->acc_value = v;
+  v = ke_cast_dtype(env->b, tr_as(env, g->epilogue, ktype_of_dtype(g->dtype)), g->dtype);
+  env->acc_value = NULL;
+  env->group = saved;
+  return v;
+}
+
 /* Segment g's value at the point env->vars[0..n): its reduction's loops added
  * to `seq`, the value (rounded to the value's type) returned. */
 static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segment *g, kstmt *seq) {
@@ -1025,16 +1038,7 @@ static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segmen
   } else {
     v = ke_cast_dtype(b, tr_as(env, c->body, ktype_of_dtype(g->dtype)), g->dtype);
   }
-  if (g->epilogue) {
-    cg_group acc_only = {.acc_operand = st->acc_operand, .acc_dtype = g->acc_dtype};
-    const cg_group *saved = env->group;
-    env->group = &acc_only;
-    env->acc_value = v;
-    v = ke_cast_dtype(b, tr_as(env, g->epilogue, ktype_of_dtype(g->dtype)), g->dtype);
-    env->acc_value = NULL;
-    env->group = saved;
-  }
-  return v;
+  return g->epilogue ? apply_epilogue(env, st, g, v) : v;
 }
 
 /* A staged segment's tile as lower_tile_block computes it: where its slots go. */
@@ -1057,13 +1061,7 @@ static kexpr *segment_epilogue(lower_env *env, const cg_stages *st, const cg_seg
   kexpr *saved[MAX_AXES];
   memcpy(saved, env->vars, sizeof saved);
   for (int d = 0; d < c->n_axes; d++) env->vars[d] = idx[d];
-  cg_group acc_only = {.acc_operand = st->acc_operand, .acc_dtype = g->acc_dtype};
-  const cg_group *sg = env->group;
-  env->group = &acc_only;
-  env->acc_value = v;
-  v = ke_cast_dtype(b, tr_as(env, g->epilogue, ktype_of_dtype(g->dtype)), g->dtype);
-  env->acc_value = NULL;
-  env->group = sg;
+  v = apply_epilogue(env, st, g, v);
   memcpy(env->vars, saved, sizeof saved);
   return v;
 }
