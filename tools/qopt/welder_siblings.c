@@ -287,13 +287,16 @@ static bool results_meet(const sibling *s, int n) {
   return n_common > 0;
 }
 
+static bool has_mma(const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
+}
+
 /* Whether a reader of a slice folds it into its own loads in -welder. */
 static bool folds_slice(const qir_op *user) {
   if (user->code == QIR_OP_OUTPUT || user->code == QIR_OP_YIELD || user->code == QIR_OP_KERNEL || user->n_regions ||
-      user->n_results != 1)
+      user->n_results != 1 || has_mma(user))
     return false;
-  const qir_attr *tile = qir_op_attr(user, "tile");
-  if (tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma")) return false;
   return qir_opinfo_get(user->code)->flags & QIR_OPF_PURE;
 }
 
@@ -302,11 +305,6 @@ static bool folds_slice(const qir_op *user) {
 static bool epilogue_of(const qir_op *user, const qir_value *v) {
   return user->n_results == 1 && (qir_opinfo_get(user->code)->flags & QIR_OPF_ELEMENTWISE) &&
          qir_type_equal(&user->results[0]->type, &v->type) && user->parent == v->def->parent;
-}
-
-static bool has_mma(const qir_op *op) {
-  const qir_attr *tile = qir_op_attr(op, "tile");
-  return tile && tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "mma");
 }
 
 static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, const char *name, qir_loc loc) {
