@@ -56,6 +56,8 @@ typedef struct {
   int counter;
   bool failed;
   const char **dev_ptr;         /* qir_run_device: value id -> caller's device pointer, or NULL */
+  bool stream_mode;             /* emitting qir_run_stream: nothing may block or read back */
+  const char *not_stream;       /* why this model's run cannot be stream-ordered, or NULL */
   int n_rp;                     /* rprogram ops, in the order of rp_ops */
   qir_op **rp_ops;
   qir_value **rp_sync;          /* each one's sync tensor (generation, barrier counters, flags) */
@@ -121,6 +123,8 @@ static qir_value *root(host *h, qir_value *v) {
   while (h->vals[v->id].kind == VS_ALIAS) v = h->vals[v->id].alias;
   return v;
 }
+
+static qir_value *storage_root(void *ctx, qir_value *v) { return root((host *)ctx, v); }
 
 static void add_kernel(host *h, opinfo *oi, kkernel *k) {
   kkernel **ks = qir_alloc(h->m, sizeof *ks * (size_t)(oi->n_kernels + 1));
@@ -477,6 +481,69 @@ static void allocate(host *h) {
   free(live);
 }
 
+/* ---------------------------------------------------------------- aliasing */
+
+/* Where a kernel parameter's bytes are, once memory is planned: space 1 the
+ * arena, 2 the constants, 0 nowhere known (a caller's pointer). */
+typedef struct {
+  int space;
+  int64_t lo, hi;
+} byte_range;
+
+static byte_range param_bytes(host *h, const kkernel *k, int i) {
+  qir_value *r = root(h, k->args[i]);
+  const vstore *s = &h->vals[r->id];
+  int64_t n = k->params[i].numel * qir_dtype_size(k->params[i].dtype);
+  if (s->kind == VS_ARENA) return (byte_range){1, h->bufs[s->buf].offset, h->bufs[s->buf].offset + n};
+  if (s->kind == VS_CONST) return (byte_range){2, s->offset, s->offset + n};
+  return (byte_range){0, 0, 0};
+}
+
+static bool overlap(byte_range a, byte_range b) { return a.space && a.space == b.space && a.lo < b.hi && b.lo < a.hi; }
+
+static void phases_coherent(dl_node *n) {
+  if (!n) return;
+  if (n->kind == DN_PHASE && n->k)
+    for (int i = 0; i < n->k->n_params; i++) n->k->params[i].nc = false;
+  for (int i = 0; i < n->n_items; i++) phases_coherent(n->items[i]);
+  phases_coherent(n->body);
+  phases_coherent(n->els);
+}
+
+/* After memory is planned: a parameter whose bytes overlap another's of the
+ * same launch (a view passed beside its tensor, arena memory reused within
+ * one rprogram) is `aliased`: no restrict on it.  nc, the GPU's read-only
+ * path, only for bytes nothing writes during the launch: the C kernels of one
+ * rprogram's waves are one launch on a GPU, and a device loop's phases too
+ * (its GPU kernel is coherent). */
+static void mark_aliases(host *h) {
+  cg_ctx *cg = &h->cg;
+  for (int x = 0; x < cg->n_kernels; x++) {
+    kkernel *k = cg->kernels[x];
+    for (int i = 0; i < k->n_params; i++) {
+      byte_range a = param_bytes(h, k, i);
+      for (int j = 0; j < k->n_params && !k->params[i].aliased; j++)
+        if (j != i && overlap(a, param_bytes(h, k, j))) k->params[i].aliased = true;
+      bool preset = k->rp_sync ? k->params[i].nc : true;   /* an rprogram's: written by no task of the program */
+      k->params[i].nc = preset && !k->params[i].written && !k->coherent && !k->params[i].aliased;
+    }
+  }
+  /* the waves of one rprogram (C): what any wave writes is written in the launch */
+  for (int x = 0; x < cg->n_kernels; x++) {
+    kkernel *k = cg->kernels[x];
+    if (!k->rp_sync || !k->chk_group) continue;
+    for (int y = 0; y < cg->n_kernels; y++) {
+      kkernel *w = cg->kernels[y];
+      if (!w->rp_sync || !w->chk_group || w->chk_kernel != k->chk_kernel) continue;
+      for (int i = 0; i < k->n_params; i++)
+        for (int j = 0; j < w->n_params && k->params[i].nc; j++)
+          if (w->params[j].written && overlap(param_bytes(h, k, i), param_bytes(h, w, j))) k->params[i].nc = false;
+    }
+  }
+  for (int i = 0; i < h->n_dl; i++)
+    if (h->dl_done[i]) phases_coherent(h->dl[i]->root);
+}
+
 /* ---------------------------------------------------------------- printing */
 
 static const char *ptr(host *h, qir_value *v, bool mutable_) {
@@ -564,7 +631,14 @@ static void emit_scan_rows(host *h, FILE *o, qir_op *op, int id, int level) {
   }
 }
 
+/* In qir_run_stream: a construct that must read device memory back (or
+ * block) makes the whole run not stream-ordered. */
+static void needs_host(host *h, const qir_op *op, const char *what) {
+  if (h->stream_mode && !h->not_stream) h->not_stream = qir_sprintf(h->m, "%s at %s %s", op_name(op), loc_text(h, op), what);
+}
+
 static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
+  needs_host(h, op, "runs host-driven: it reads its trip count and condition back");
   opinfo *oi = op_info(h, op);
   qir_region *body = op->regions[0];
   int id = h->counter++, n_carried = op->n_operands - 2;
@@ -625,6 +699,7 @@ static void emit_loop(host *h, FILE *o, qir_op *op, int level) {
 }
 
 static void emit_if(host *h, FILE *o, qir_op *op, int level) {
+  needs_host(h, op, "runs host-driven: it reads its condition back");
   int id = h->counter++;
   ind(o, level);
   fprintf(o, "{ /* if: condition read back */\n");
@@ -708,9 +783,20 @@ static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
   bool rows = false;
   if (op->code == QIR_OP_LOOP)
     for (int j = op->n_operands - 2; j < op->n_results; j++) rows |= op->results[j]->type.bounded;
+  if (dl->n_errors || rows) needs_host(h, op, "reads its error code or row count back after its device program");
+  /* GPU: the host-driven form runs where qir_init found the blocks not
+   * co-resident, or where the cooperative launch finds the device full */
+  const char *fallback = gpu ? qir_sprintf(h->m, "q_dl_fallback%d", dl->id) : NULL;
   ind(o, level);
-  if (gpu) fprintf(o, "if (m->dl_ok[%d]) {\n", d);
-  else fputs("{\n", o);
+  fputs("{\n", o);
+  if (gpu) {
+    level++;
+    ind(o, level);
+    fprintf(o, "int %s = !m->dl_ok[%d];\n", fallback, d);
+    ind(o, level);
+    fprintf(o, "if (!%s) {\n", fallback);
+    if (dl->kernel->cooperative) dl->kernel->coop_fallback = fallback;
+  }
   ind(o, level + 1);
   fprintf(o, "/* %s: device-resident (#device level %s, %lld x %d threads): %s */\n", op->code == QIR_OP_LOOP ? "loop" : "if",
           dl->block_level ? "block" : "grid", (long long)dl->grid, dl->threads,
@@ -721,6 +807,11 @@ static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
   if (gpu) launch(h, o, dl->kernel, level + 1);
   else emit_dnode(h, o, dl, dl->root, level + 1);
   if (dl->n_errors || rows) {
+    if (gpu) {
+      ind(o, level + 1);
+      fprintf(o, "if (!%s) {\n", fallback);
+      level++;
+    }
     ind(o, level + 1);
     fprintf(o, "QCHECK(q_d2h(q_ctl%d, %s, %" PRId64 "));\n", dl->id, ptr(h, dl->ctl, false), dl->ctl_size * 8);
     for (int e = 0; e < dl->n_errors; e++) {
@@ -743,36 +834,54 @@ static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
             fprintf(o, "m->out_rows[%d] = it%d;\n", i, id);
           }
     }
+    if (gpu) {
+      level--;
+      ind(o, level + 1);
+      fputs("}\n", o);
+    }
   } else {
     ind(o, level + 1);
     fprintf(o, "(void)q_ctl%d;\n", dl->id);
   }
   ind(o, level);
-  fputs("}", o);
-  if (!gpu) {
-    fputc('\n', o);
-    return;
+  fputs("}\n", o);
+  if (!gpu) return;
+  ind(o, level);
+  fprintf(o, "if (%s) {\n", fallback);
+  if (h->stream_mode) {   /* the host-driven form reads back: not in a stream-ordered run */
+    ind(o, level + 1);
+    fprintf(o, "fputs(\"qir_run_stream: %s %s cannot run device-resident on this device now (its blocks are not co-resident), "
+               "and its host-driven form is not stream-ordered\\n\", stderr);\n",
+            op_name(op), loc_text(h, op));
+    ind(o, level + 1);
+    fputs("return 1;\n", o);
+  } else {
+    for (int i = 0; i < dl->n_pre; i++) {
+      opinfo *oi = op_info(h, dl->pre[i]);
+      for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
+    }
+    if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level + 1);
+    else emit_if(h, o, op, level + 1);
+    for (int i = 0; i < dl->n_post; i++) {
+      opinfo *oi = op_info(h, dl->post[i]);
+      for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
+    }
   }
-  fputs(" else {\n", o);
-  for (int i = 0; i < dl->n_pre; i++) {
-    opinfo *oi = op_info(h, dl->pre[i]);
-    for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
-  }
-  if (op->code == QIR_OP_LOOP) emit_loop(h, o, op, level + 1);
-  else emit_if(h, o, op, level + 1);
-  for (int i = 0; i < dl->n_post; i++) {
-    opinfo *oi = op_info(h, dl->post[i]);
-    for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level + 1);
-  }
+  ind(o, level);
+  fputs("}\n", o);
+  level--;
   ind(o, level);
   fputs("}\n", o);
 }
 
-/* An rprogram: its kernels in the order of their first tasks in the waves
- * (the verifier proved every consumer's tasks ordered after all of its
- * producers', so that order respects every dependence), each as its own
- * launch: the fallback of a persistent kernel, which qcodegen does not
- * generate yet. */
+/* An rprogram: one persistent kernel, launched cooperatively (its blocks
+ * wait for each other, so all must be resident at once); where qir_init
+ * found they do not fit, or the launch finds the device cannot hold them now
+ * (other work resident, MPS), its kernels launch separately, in the order of
+ * their first tasks in the waves (the verifier proved every consumer's tasks
+ * ordered after all of its producers', so that order respects every
+ * dependence).  C runs the waves always, one kernel each, and counts the
+ * launch after the last (the GPU kernel's last block does that). */
 static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
   qir_rprogram p;
   if (!qir_rprogram_read(h->m, op, &p, h->d)) {
@@ -781,28 +890,32 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
   }
   int r = 0;
   while (r < h->n_rp && h->rp_ops[r] != op) r++;
-  if (r < h->n_rp && h->rp_n[r] && h->cg.backend == CG_C) {   /* C: the waves always run */
+  bool packed = r < h->n_rp && h->rp_n[r];
+  if (packed && h->cg.backend == CG_C) {
     ind(o, level);
     fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs, one kernel per wave */\n", p.n_kernels, p.n_waves, (long long)p.veus);
-    ind(o, level);
-    fprintf(o, "m->rp_gen[%d]++;\n", r);
-    ind(o, level);
-    fprintf(o, "QCHECK(q_h2d(%s, &m->rp_gen[%d], 8));\n", ptr(h, h->rp_sync[r], true), r);
     for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level);
+    ind(o, level);
+    fprintf(o, "%s[0]++;   /* launches finished */\n", ptr(h, h->rp_sync[r], true));
     return;
   }
-  if (r < h->n_rp && h->rp_n[r]) {
+  if (packed) {
+    const char *fallback = qir_sprintf(h->m, "q_rp_fallback%d", h->counter++);
     ind(o, level);
-    fprintf(o, "if (m->rp_ok[%d]) { /* rprogram: %d kernels, %d waves on %lld vEUs, one persistent launch */\n", r, p.n_kernels,
-            p.n_waves, (long long)p.veus);
+    fprintf(o, "{ /* rprogram: %d kernels, %d waves on %lld vEUs, one cooperative launch */\n", p.n_kernels, p.n_waves, (long long)p.veus);
     ind(o, level + 1);
-    fprintf(o, "m->rp_gen[%d]++;\n", r);
+    fprintf(o, "int %s = !m->rp_ok[%d];\n", fallback, r);
     ind(o, level + 1);
-    fprintf(o, "QCHECK(q_h2d(%s, &m->rp_gen[%d], 8));\n", ptr(h, h->rp_sync[r], true), r);
-    for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level + 1);
-    ind(o, level);
-    fputs("} else {\n", o);
-    level++;
+    fprintf(o, "if (!%s) {\n", fallback);
+    for (int k = 0; k < h->rp_n[r]; k++) {
+      h->rp_kernels[r][k]->coop_fallback = fallback;
+      launch(h, o, h->rp_kernels[r][k], level + 2);
+    }
+    ind(o, level + 1);
+    fputs("}\n", o);
+    ind(o, level + 1);
+    fprintf(o, "if (%s) {\n", fallback);
+    level += 2;
   }
   bool *done = qir_alloc(h->m, sizeof *done * (size_t)(p.n_kernels + 1));
   ind(o, level);
@@ -816,8 +929,10 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
       opinfo *ki = op_info(h, op->operands[k]->def);
       for (int j = 0; j < ki->n_kernels; j++) launch(h, o, ki->kernels[j], level);
     }
-  if (r < h->n_rp && h->rp_n[r]) {
+  if (packed) {
     ind(o, level - 1);
+    fputs("}\n", o);
+    ind(o, level - 2);
     fputs("}\n", o);
   }
 }
@@ -952,7 +1067,8 @@ static bool bind_rprograms(host *h, qir_region *r) {
     if (r == h->n_rp) continue;
     const char *why = NULL;
     h->rp_kernels[r] = qir_alloc(h->m, sizeof(kkernel *) * (size_t)(p.n_waves + 1));
-    h->rp_n[r] = lower_rprogram(&h->cg, &p, members, h->rp_sync[r], h->rp_kernels[r], &why);
+    cg_storage storage = {.root = storage_root, .ctx = h};
+    h->rp_n[r] = lower_rprogram(&h->cg, &p, members, h->rp_sync[r], &storage, h->rp_kernels[r], &why);
     if (h->rp_n[r] && h->cg.backend == CG_C)
       for (int k = 0; k < p.n_kernels; k++) members[k]->unprinted = true;
     if (!h->rp_n[r] && why)
@@ -1374,6 +1490,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
       plan_barriers(&h, h.dl[i]->root);
       cg_dloop_finish(&h.cg, h.dl[i]);
     }
+  mark_aliases(&h);
 
   op_list consts = {.cap = n + 1};
   consts.ops = qir_alloc(m, sizeof *consts.ops * (size_t)consts.cap);
@@ -1407,14 +1524,20 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
         " *       the order listed below; returns when the outputs are written.\n",
         o);
   if (be != CG_C)
-    fputs(" *   int qir_run_device(qir_model *model, const void *const *inputs, void *const *outputs);\n"
-          " *       the same with device pointers: no copies to or from the host and no\n"
-          " *       synchronisation; the work is queued on the default stream (synchronise\n"
-          " *       before reading the outputs).  Inputs are read in place and must stay\n"
-          " *       unchanged until then; host-driven control flow (loop/if) reads its\n"
-          " *       trip counts and conditions back to the host, a device-resident one\n"
-          " *       (#device) at most its row count and error code once.\n",
-          o);
+    fprintf(o, " *   int qir_run_stream(qir_model *model, const void *const *inputs, void *const *outputs,\n"
+               " *                      %sStream_t stream);\n"
+               " *       stream-ordered: inputs and outputs are device pointers; every launch and\n"
+               " *       copy is queued on `stream`, nothing blocks, nothing is read back, so the\n"
+               " *       call can be captured into a graph (%sStreamBeginCapture) and replayed.\n"
+               " *       Inputs are read in place and must stay unchanged until the work is done;\n"
+               " *       one model runs on one stream at a time (its memory is the model's).\n"
+               " *       A model with host-driven control flow (a loop/if that reads its trip\n"
+               " *       count or condition back) is not stream-ordered: this returns 1 and says why.\n"
+               " *   int qir_run_device(qir_model *model, const void *const *inputs, void *const *outputs);\n"
+               " *       qir_run_stream on the default stream where the model is stream-ordered,\n"
+               " *       else the same run with host-driven control flow reading back (no\n"
+               " *       synchronisation: synchronise before reading the outputs).\n",
+            be == CG_CUDA ? "cuda" : "hip", be == CG_CUDA ? "cuda" : "hip");
   fputs(" *   int64_t qir_output_rows(const qir_model *model, int i);\n"
         " *       the extent of axis 0 of output i after the last qir_run (1 for a scalar):\n"
         " *       its static extent, or for a bounded output (`<=N`: the scan output of a\n"
@@ -1453,7 +1576,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   /* ---- constants */
   fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
   fprintf(o, "  int64_t out_rows[%d];   /* rows each output holds (bounded loop scan outputs) */\n", h.n_outputs ? h.n_outputs : 1);
-  if (h.n_rp) fprintf(o, "  uint64_t rp_gen[%d];   /* launches of each rprogram's persistent kernel */\n  int rp_ok[%d];   /* its blocks fit on the device at once */\n", h.n_rp, h.n_rp);
+  if (h.n_rp) fprintf(o, "  int rp_ok[%d];   /* each rprogram: its blocks fit on the device at once */\n", h.n_rp);
   if (h.n_dl && be != CG_C) fprintf(o, "  int dl_ok[%d];   /* each device-resident loop/if: its blocks fit on the device at once */\n", h.n_dl);
   fputs("} qir_model;\n", o);
   for (int i = 0; i < consts.n; i++) {
@@ -1552,10 +1675,39 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
       qir_value *r = root(&h, h.outputs[i]->operands[0]);
       if (h.vals[r->id].kind == VS_ARENA && !h.dev_ptr[r->id]) h.dev_ptr[r->id] = qir_sprintf(m, "outputs[%d]", i);
     }
+    /* qir_run_stream: the device run with every launch and copy on the
+     * caller's stream, emitted aside first: a construct that reads back
+     * makes it a stub that says which and fails */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *so = open_memstream(&text, &len);
+    if (!so) {
+      qir_error(d, m->loc, "qcodegen: out of memory");
+      return 1;
+    }
+    h.stream_mode = true;
+    emit_region(&h, so, m->body, 1);
+    h.stream_mode = false;
+    fclose(so);
+    fprintf(o, "\nQAPI int qir_run_stream(qir_model *m, const void *const *inputs, void *const *outputs, q_stream_t q_stream) {\n");
+    fputs("  (void)inputs; (void)outputs; (void)q_stream;\n", o);
+    if (h.not_stream) {
+      fputs("  (void)m;\n  fputs(\"qir_run_stream: not stream-ordered: ", o);
+      for (const char *c = h.not_stream; *c; c++) fputc(*c == '"' || *c == '\\' ? '_' : *c, o);
+      fputs(" (use qir_run_device)\\n\", stderr);\n  return 1;\n}\n", o);
+    } else {
+      fputs(text ? text : "", o);
+      fputs("  QCHECK_LAUNCH();\n  return 0;\n}\n", o);
+    }
+    free(text);
     fputs("\nQAPI int qir_run_device(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
-    fputs("  (void)inputs; (void)outputs;\n", o);
-    emit_region(&h, o, m->body, 1);
-    fputs("  QCHECK_LAUNCH();\n  return 0;\n}\n", o);
+    if (!h.not_stream) {
+      fputs("  return qir_run_stream(m, inputs, outputs, 0);\n}\n", o);
+    } else {
+      fputs("  (void)inputs; (void)outputs;\n", o);
+      emit_region(&h, o, m->body, 1);
+      fputs("  QCHECK_LAUNCH();\n  return 0;\n}\n", o);
+    }
     h.dev_ptr = NULL;
   }
 

@@ -867,7 +867,7 @@ static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, cons
     case KS_FLAG_SET:
       fprintf(o, "if (tid == 0) %s[", P);
       kprint_expr(o, s->index, k, st);
-      fprintf(o, "] = %s[0];\n", P);
+      fputs("] = q_gen;\n", o);
       return;
     case KS_FLAG_WAIT:
       fprintf(o, "if (tid == 0) for (long q_f = ");
@@ -875,10 +875,10 @@ static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, cons
       fputs("; q_f < ", o);
       kprint_expr(o, s->hi, k, st);
       if (st->chk)   /* the checker: a wait on a task that has not run is a deadlock on a GPU */
-        fprintf(o, "; q_f++) if (%s[q_f] != %s[0]) { q_hz_add(&q_b, Q_HZ_DEADLOCK, %d, -1, q_f, 0, 0, 0); break; }\n", P, P,
+        fprintf(o, "; q_f++) if (%s[q_f] != q_gen) { q_hz_add(&q_b, Q_HZ_DEADLOCK, %d, -1, q_f, 0, 0, 0); break; }\n", P,
                 cg_check_site(st->chk, k, "the wait on the task flags of an earlier wave"));
       else
-        fprintf(o, "; q_f++) if (%s[q_f] != %s[0]) { fprintf(stderr, \"rprogram: wait for an unfinished task (flag %%ld)\\n\", q_f); abort(); }\n", P, P);
+        fprintf(o, "; q_f++) if (%s[q_f] != q_gen) { fprintf(stderr, \"rprogram: wait for an unfinished task (flag %%ld)\\n\", q_f); abort(); }\n", P);
       if (st->chk && s->text && *s->text) {   /* the checker: the waited tasks' blocks are ordered from here on */
         indent_to(o, ind);
         fprintf(o, "if (tid == 0) { static const long q_wb[] = {%s}; for (size_t q_i = 0; q_i < sizeof q_wb / sizeof q_wb[0]; q_i++) q_order(%d, q_wb[q_i]); }\n",
@@ -896,14 +896,14 @@ static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, cons
     indent_to(o, ind);
     fprintf(o, "if (threadIdx.x == 0) { __threadfence(); atomicExch((unsigned long long *)&%s[", P);
     kprint_expr(o, s->index, k, st);
-    fprintf(o, "], (unsigned long long)%s[0]); }\n", P);
+    fputs("], q_gen); }\n", o);
     return;
   case KS_FLAG_WAIT:
     fprintf(o, "if (threadIdx.x == 0) { for (long q_f = ");
     kprint_expr(o, s->lo, k, st);
     fputs("; q_f < ", o);
     kprint_expr(o, s->hi, k, st);
-    fprintf(o, "; q_f++) while (((volatile unsigned long long *)%s)[q_f] < (unsigned long long)%s[0]) { } __threadfence(); }\n", P, P);
+    fprintf(o, "; q_f++) while (((volatile unsigned long long *)%s)[q_f] < q_gen) { } __threadfence(); }\n", P);
     indent_to(o, ind);
     fputs("__syncthreads();\n", o);
     return;
@@ -914,7 +914,7 @@ static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, cons
     kprint_expr(o, s->index, k, st);
     fprintf(o, "], 1ULL); while (((volatile unsigned long long *)%s)[", P);
     kprint_expr(o, s->index, k, st);
-    fprintf(o, "] < (unsigned long long)%s[0] * %" PRId64 "ULL) { } __threadfence(); }\n", P, s->step);
+    fprintf(o, "] < q_gen * %" PRId64 "ULL) { } __threadfence(); }\n", s->step);
     indent_to(o, ind);
     fputs("__syncthreads();\n", o);
     return;

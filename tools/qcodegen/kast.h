@@ -62,6 +62,11 @@ typedef struct {
   qir_dtype dtype;
   int64_t numel;
   bool written;
+  bool aliased;                 /* its bytes overlap another parameter's in the same launch
+                                 * (a view, or arena memory reused within one rprogram):
+                                 * no restrict, and on a GPU no read-only path */
+  bool nc;                      /* GPU: read through const __restrict__ (the non-coherent
+                                 * path): nothing may write these bytes during the launch */
 } kparam;
 
 typedef enum {
@@ -171,6 +176,10 @@ typedef struct {
   bool coherent;                /* GPU: tensors without const/__restrict__ (one kernel writes and
                                  * later reads them, maybe through two names) */
   bool chk_cover;               /* C check, with chk_group: its launch writes whole tensors */
+  bool rp_sync;                 /* an rprogram's kernel: its last parameter is the sync tensor,
+                                 * whose [0] counts finished launches (q_gen = [0] + 1 in this one) */
+  const char *coop_fallback;    /* GPU, cooperative: the host flag a launch sets, instead of
+                                 * failing, when the device cannot hold the grid at once */
   bool grid_phase;              /* C: a phase of a device loop, after a grid barrier */
 } kkernel;
 
@@ -322,6 +331,8 @@ void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_styl
 const char *kprint_stack_align(const kprint_style *st);   /* "_Alignas(64) " in C, else "" */
 void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_style *st, int indent);
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip);   /* print_cuda.c */
+void kprint_coop_launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent, const char *api, const char *too_large,
+                        int64_t dyn);                           /* print_cuda.c, for HIP too */
 void kprint_coop_args(FILE *o, const kkernel *k, const char *const *argv, const char *indent);   /* print_cuda.c */
 void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st);  /* one line, no indent */
 int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit);  /* bytes, 0 if static fits */
@@ -329,15 +340,21 @@ int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a sh
 
 /* ---- rProgram (lower_rprogram.c): the persistent kernel of an rprogram op
  * whose packed kernels were lowered to `members` (one each).  `sync` is the
- * u64 tensor of its generation, barrier counters and task flags
+ * u64 tensor of its launch count, barrier counters and task flags
  * (lower_rprogram_sync_size elements).  CUDA/HIP: one kernel; C: one per wave
  * (waves as phases, flags checked).  Returns the count written to out (at
  * most n_waves), 0 with a reason in *why when it cannot be packed (the host
  * then launches the members). */
 struct qir_rprogram;
 int64_t lower_rprogram_sync_size(const struct qir_rprogram *p);
-int lower_rprogram(cg_ctx *cg, const struct qir_rprogram *p, kkernel *const *members, qir_value *sync, kkernel **out,
-                   const char **why);
+/* The host's storage decisions: the value whose memory v is (itself, or what
+ * a view of it names). */
+typedef struct {
+  qir_value *(*root)(void *ctx, qir_value *v);
+  void *ctx;
+} cg_storage;
+int lower_rprogram(cg_ctx *cg, const struct qir_rprogram *p, kkernel *const *members, qir_value *sync, const cg_storage *storage,
+                   kkernel **out, const char **why);
 
 /* lower_rprogram.c, shared with device loops: tasks [t0, t1) of mk on the
  * blocks [v0, v1] of a persistent kernel of `threads` threads (see there). */

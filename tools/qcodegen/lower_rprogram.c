@@ -16,10 +16,18 @@
  * barrier starts with a grid barrier; a wave with waits, with a wait on the
  * flags of the named tasks, which their vEUs set after running them.
  *
- * The sync tensor (u64): [0] the launch's generation (the host increments it
- * before every launch), [1 + i] the counter of barrier i (V arrivals per
- * launch), then one flag per task of every kernel (the generation once done):
- * nothing is reset between launches.
+ * The sync tensor (u64): [0] how many launches have finished, [1] the blocks
+ * that finished (V per launch), [2 + i] the counter of barrier i (V arrivals
+ * per launch), then one flag per task of every kernel: nothing is reset
+ * between launches.  A launch's generation q_gen is [0] + 1, read by every
+ * thread at its start; a flag holds the generation of the launch that set it,
+ * a barrier waits for q_gen * V arrivals, and the last block to finish stores
+ * q_gen into [0].  The device keeps the count, not the host: a failed launch
+ * changes nothing, no copy precedes a launch, and a captured CUDA graph
+ * replays correctly (a generation passed as an argument would be frozen
+ * into the graph).  A view of a tensor (reshape, bitcast) is the same
+ * memory: members' parameters are merged by storage, so one buffer is one
+ * parameter, writable if any task writes it.
  *
  * C runs one kernel per wave: the waves are phases (launch boundaries), the
  * waits check that their flags were set, and the checker (-check) sees the
@@ -30,6 +38,9 @@
 
 #include "kast.h"
 #include "rprogram.h"
+
+/* The sync tensor's layout (see above). */
+enum { RP_SYNC_DONE_LAUNCHES = 0, RP_SYNC_DONE_BLOCKS = 1, RP_SYNC_BARRIER0 = 2 };
 
 typedef struct {
   kbuilder *b;
@@ -171,7 +182,7 @@ const char *lower_run_unfit(qir_module *m, const kkernel *mk, int threads, int w
 }
 
 int64_t lower_rprogram_sync_size(const qir_rprogram *p) {
-  int64_t n = 1 + p->n_waves;
+  int64_t n = RP_SYNC_BARRIER0 + p->n_waves;
   for (int i = 0; i < p->n_kernels; i++) n += p->kernels[i].tasks;
   return n;
 }
@@ -213,10 +224,14 @@ static const char *waited_blocks(qir_module *m, const qir_rprogram *p, int w, co
   return out;
 }
 
-/* The tensor parameters of the kernels `use` marks, each tensor once, then
- * the sync tensor; pmaps[i][j]: where kernel i's parameter j went. */
+/* The tensor parameters of the kernels `use` marks, each buffer once (two
+ * values with one storage, a tensor and its view, are one parameter where
+ * their element types agree), then the sync tensor; pmaps[i][j]: where kernel
+ * i's parameter j went.  written: some task of the program writes it (all
+ * kernels count, also for a C wave's kernel: on a GPU the waves are one
+ * launch, and the checker reads the GPU's view from nc). */
 static int merge_params(qir_module *m, const qir_rprogram *p, kkernel *const *members, const bool *use, qir_value *sync,
-                        int **pmaps, qir_value ***args_out, bool **written_out) {
+                        const cg_storage *storage, int **pmaps, qir_value ***args_out, bool **written_out) {
   int n_params = 0, cap = 64;
   for (int i = 0; i < p->n_kernels; i++) cap += use[i] ? members[i]->n_params : 0;
   qir_value **args = qir_alloc(m, sizeof *args * (size_t)cap);
@@ -226,14 +241,24 @@ static int merge_params(qir_module *m, const qir_rprogram *p, kkernel *const *me
     if (!use[i]) continue;
     pmaps[i] = qir_alloc(m, sizeof(int) * (size_t)(k->n_params + 1));
     for (int j = 0; j < k->n_params; j++) {
+      qir_value *root = storage->root(storage->ctx, k->args[j]);
       int at = -1;
       for (int q = 0; q < n_params && at < 0; q++)
-        if (args[q] == k->args[j]) at = q;
+        if (storage->root(storage->ctx, args[q]) == root && args[q]->type.dtype == k->args[j]->type.dtype &&
+            qir_type_numel(&args[q]->type) == qir_type_numel(&k->args[j]->type))
+          at = q;
       if (at < 0) at = n_params, args[n_params++] = k->args[j];
       pmaps[i][j] = at;
-      written[at] |= k->params[j].written;
     }
   }
+  /* written by any kernel of the program, in any wave */
+  for (int i = 0; i < p->n_kernels; i++)
+    for (int j = 0; j < members[i]->n_params; j++) {
+      if (!members[i]->params[j].written) continue;
+      qir_value *root = storage->root(storage->ctx, members[i]->args[j]);
+      for (int q = 0; q < n_params; q++)
+        if (storage->root(storage->ctx, args[q]) == root) written[q] = true;
+    }
   written[n_params] = true;
   args[n_params++] = sync;
   *args_out = args;
@@ -241,8 +266,8 @@ static int merge_params(qir_module *m, const qir_rprogram *p, kkernel *const *me
   return n_params;
 }
 
-int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, qir_value *sync, kkernel **out,
-                   const char **why) {
+int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, qir_value *sync, const cg_storage *storage,
+                   kkernel **out, const char **why) {
   kbuilder *b = &cg->kb;
   qir_module *m = cg->m;
   int threads = 0;
@@ -277,7 +302,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
   /* which kernels' tasks someone waits for, and each kernel's first flag */
   bool *signalled = qir_alloc(m, sizeof *signalled * (size_t)(p->n_kernels + 1));
   int64_t *flag0 = qir_alloc(m, sizeof *flag0 * (size_t)(p->n_kernels + 1));
-  int64_t at = 1 + p->n_waves;
+  int64_t at = RP_SYNC_BARRIER0 + p->n_waves;
   for (int i = 0; i < p->n_kernels; i++) flag0[i] = at, at += p->kernels[i].tasks;
   for (int w = 0; w < p->n_waves; w++)
     for (int i = 0; i < p->waves[w].n_waits; i++) signalled[p->waves[w].waits[i].kernel] = true;
@@ -294,7 +319,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
     int **pmaps = qir_alloc(m, sizeof *pmaps * (size_t)(p->n_kernels + 1));
     qir_value **args;
     bool *written;
-    int n_params = merge_params(m, p, members, use, sync, pmaps, &args, &written);
+    int n_params = merge_params(m, p, members, use, sync, storage, pmaps, &args, &written);
     int sync_param = n_params - 1;
     kkernel *k = kkernel_new(b, name, n_params);
     k->summary = qir_sprintf(m, "rprogram: %d kernels, %d waves on %lld vEUs%s", p->n_kernels, p->n_waves, (long long)p->veus,
@@ -302,9 +327,16 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
     for (int j = 0; j < n_params; j++) {
       qir_value *v = args[j];
       k->args[j] = v;
+      /* C: a wave's kernel writes what its own tasks write; the program's
+       * writes decide whether the GPU may read it through the read-only path */
+      bool wave_writes = false;
+      for (int i = 0; per_wave && i < p->n_kernels; i++)
+        for (int q = 0; use[i] && q < members[i]->n_params; q++) wave_writes |= pmaps[i][q] == j && members[i]->params[q].written;
       k->params[j] = (kparam){.name = qir_sprintf(m, "p%d", j), .dtype = v->type.dtype, .numel = qir_type_numel(&v->type),
-                              .written = written[j]};
+                              .written = per_wave ? wave_writes || j == n_params - 1 : written[j], .nc = !written[j]};
     }
+    k->rp_sync = true;
+    k->cooperative = !per_wave;   /* its blocks wait for each other: all resident, or no launch */
     k->grid = p->veus;
     k->threads = threads;
     k->warp = cg->warp;
@@ -331,7 +363,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
       const qir_rp_wave *wave = &p->waves[w];
       if (w > 0 && wave->barrier && !per_wave) {
         kstmt *s = ks_sync(b, KS_GRID_SYNC, sync_param);
-        s->index = ke_long(b, 1 + w);
+        s->index = ke_long(b, RP_SYNC_BARRIER0 + w);
         s->step = p->veus;
         ks_add(b, k->body, s);
       }

@@ -51,8 +51,8 @@ static void prelude(FILE *o) {
 
 static void print_params(FILE *o, const kkernel *k) {
   for (int i = 0; i < k->n_params; i++)
-    fprintf(o, "%s%s%s *restrict %s", i ? ", " : "", k->params[i].written ? "" : "const ",
-            kdtype_c(k->params[i].dtype), k->params[i].name);
+    fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written ? "" : "const ", kdtype_c(k->params[i].dtype),
+            k->params[i].aliased ? "" : "restrict ", k->params[i].name);
 }
 
 static void indent_to(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
@@ -418,6 +418,8 @@ static void kernel(FILE *o, const kkernel *k) {
   fputs(") {\n", o);
   for (int i = 0; i < k->n_params; i++)   /* operands the expression never reads */
     if (!ks_uses_param(k->body, i) && !ks_uses_param(k->lets, i)) fprintf(o, "  (void)%s;\n", k->params[i].name);
+  if (k->rp_sync)   /* an rprogram's wave: the launch's generation (the host counts the launch after its last wave) */
+    fprintf(o, "  const uint64_t q_gen = (uint64_t)%s[0] + 1;\n  (void)q_gen;\n", k->params[k->n_params - 1].name);
   if (k->chk) {
     print_check_setup(o, k);
     fprintf(o, "  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);

@@ -16,12 +16,19 @@ static void prelude(FILE *o) {
   fputs("\n/* runtime: every call's status is checked */\n"
         "#define QCHECK(call) do { cudaError_t q_rc_ = (call); if (q_rc_ != cudaSuccess) { fprintf(stderr, \"%s:%d: %s: %s\\n\", __FILE__, __LINE__, #call, cudaGetErrorString(q_rc_)); return 1; } } while (0)\n"
         "#define QCHECK_LAUNCH() QCHECK(cudaGetLastError())\n"
+        "/* a cooperative launch the device cannot hold at once sets `fallback` (the caller runs the\n"
+        " * kernels one by one); any other failure fails the run */\n"
+        "#define QCOOP(call, too_large, fallback) do { cudaError_t q_rc_ = (call); if (q_rc_ == (too_large)) { (void)cudaGetLastError(); (fallback) = 1; } else if (q_rc_ != cudaSuccess) { fprintf(stderr, \"%s:%d: %s: %s\\n\", __FILE__, __LINE__, #call, cudaGetErrorString(q_rc_)); return 1; } } while (0)\n"
         "#define q_alloc(p, n) cudaMalloc((p), (n) ? (n) : 1)\n"
         "#define q_free(p) (void)cudaFree(p)\n"
         "#define q_h2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyHostToDevice)\n"
         "#define q_d2h(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToDevice)\n"
-        "#define q_d2d_async(d, s, n) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToDevice, 0)\n"
+        "#define q_d2d_async(d, s, n) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToDevice, q_stream)\n"
+        "typedef cudaStream_t q_stream_t;\n"
+        "/* every launch and asynchronous copy goes to q_stream: this default one in qir_init and\n"
+        " * qir_run, the caller's in qir_run_stream (its parameter) */\n"
+        "static const q_stream_t q_stream = 0;\n"
         "#define q_sync() cudaDeviceSynchronize()\n",
         o);
 }
@@ -32,11 +39,14 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
     fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d, %d) %s(", k->summary, k->threads, k->min_blocks, k->name);
   else
     fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
-  /* a device loop writes and later reads the same tensors, maybe under two
-   * names: plain pointers, so that no load goes through the read-only cache */
+  /* const __restrict__ lets the compiler read through the non-coherent
+   * read-only path (ld.global.nc): only for tensors no one writes during the
+   * launch under any name.  A device loop writes and later reads the same
+   * tensors, maybe under two names, and a parameter whose bytes overlap
+   * another's (aliased) is one object under two names: plain pointers. */
   for (int i = 0; i < k->n_params; i++)
     fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written || k->coherent ? "" : "const ", kdtype_c(k->params[i].dtype),
-            k->coherent ? "" : "__restrict__ ", k->params[i].name);
+            k->coherent || k->params[i].aliased ? "" : "__restrict__ ", k->params[i].name);
   fputs(") {\n", o);
   /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
   int64_t dyn = hip && !k->carved_smem ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
@@ -48,8 +58,18 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
               kvar_dynamic_offset(k, v));
     else kprint_var_decl(o, v, k, &st, 1);
   }
+  const char *sync = k->rp_sync ? k->params[k->n_params - 1].name : NULL;
+  if (sync)   /* this launch's generation: launches finished before it, plus one */
+    fprintf(o, "  const unsigned long long q_gen = (unsigned long long)%s[0] + 1ULL;\n", sync);
   kprint_lets(o, k, k->body, &st, 1);
   kprint_stmt(o, k->body, k, &st, 1);
+  if (sync)   /* the last block to finish counts the launch (every block has read q_gen by then) */
+    fprintf(o, "  __syncthreads();\n"
+               "  if (threadIdx.x == 0) {\n"
+               "    __threadfence();\n"
+               "    if (atomicAdd((unsigned long long *)&%s[1], 1ULL) == q_gen * %" PRId64 "ULL - 1ULL) atomicExch((unsigned long long *)&%s[0], q_gen);\n"
+               "  }\n",
+            sync, k->grid, sync);
   fputs("}\n", o);
 }
 
@@ -66,21 +86,31 @@ void kprint_coop_args(FILE *o, const kkernel *k, const char *const *argv, const 
 
 static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, false); }
 
-static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
-  int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
-  if (k->cooperative) {   /* a device loop: grid barriers need every block resident (qir_init checked) */
-    kprint_coop_args(o, k, argv, indent);
-    if (dyn)
-      fprintf(o, "%s  QCHECK(cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 "));\n", indent, k->name, dyn);
-    fprintf(o, "%s  QCHECK(cudaLaunchCooperativeKernel((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", 0));\n%s}\n",
-            indent, k->name, k->grid, k->threads, dyn, indent);
+/* A cooperative launch.  With k->coop_fallback, a device that cannot hold
+ * the grid at once (other work resident, MPS, a smaller device) sets that
+ * flag instead of failing: the host then runs the fallback. */
+void kprint_coop_launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent, const char *api, const char *too_large,
+                        int64_t dyn) {
+  kprint_coop_args(o, k, argv, indent);
+  if (!k->coop_fallback) {
+    fprintf(o, "%s  QCHECK(%s((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", q_stream));\n%s}\n", indent, api,
+            k->name, k->grid, k->threads, dyn, indent);
     return;
   }
+  fprintf(o, "%s  QCOOP(%s((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", q_stream), %s, %s);\n%s}\n", indent, api,
+          k->name, k->grid, k->threads, dyn, too_large, k->coop_fallback, indent);
+}
+
+static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
+  int64_t dyn = kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
   if (dyn)
     fprintf(o, "%sQCHECK(cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %" PRId64 "));\n", indent,
             k->name, dyn);
-  if (dyn) fprintf(o, "%s%s<<<%" PRId64 ", %d, %" PRId64 ">>>(", indent, k->name, k->grid, k->threads, dyn);
-  else fprintf(o, "%s%s<<<%" PRId64 ", %d>>>(", indent, k->name, k->grid, k->threads);
+  if (k->cooperative) {   /* grid barriers or waits on other blocks: every block resident (qir_init checked) */
+    kprint_coop_launch(o, k, argv, indent, "cudaLaunchCooperativeKernel", "cudaErrorCooperativeLaunchTooLarge", dyn);
+    return;
+  }
+  fprintf(o, "%s%s<<<%" PRId64 ", %d, %" PRId64 ", q_stream>>>(", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }

@@ -15,12 +15,17 @@ static void prelude(FILE *o) {
   fputs("\n/* runtime: every call's status is checked */\n"
         "#define QCHECK(call) do { hipError_t q_rc_ = (call); if (q_rc_ != hipSuccess) { fprintf(stderr, \"%s:%d: %s: %s\\n\", __FILE__, __LINE__, #call, hipGetErrorString(q_rc_)); return 1; } } while (0)\n"
         "#define QCHECK_LAUNCH() QCHECK(hipGetLastError())\n"
+        "#define QCOOP(call, too_large, fallback) do { hipError_t q_rc_ = (call); if (q_rc_ == (too_large)) { (void)hipGetLastError(); (fallback) = 1; } else if (q_rc_ != hipSuccess) { fprintf(stderr, \"%s:%d: %s: %s\\n\", __FILE__, __LINE__, #call, hipGetErrorString(q_rc_)); return 1; } } while (0)\n"
         "#define q_alloc(p, n) hipMalloc((p), (n) ? (n) : 1)\n"
         "#define q_free(p) (void)hipFree(p)\n"
         "#define q_h2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyHostToDevice)\n"
         "#define q_d2h(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToDevice)\n"
-        "#define q_d2d_async(d, s, n) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToDevice, 0)\n"
+        "#define q_d2d_async(d, s, n) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToDevice, q_stream)\n"
+        "typedef hipStream_t q_stream_t;\n"
+        "/* every launch and asynchronous copy goes to q_stream: this default one in qir_init and\n"
+        " * qir_run, the caller's in qir_run_stream (its parameter) */\n"
+        "static const q_stream_t q_stream = 0;\n"
         "#define q_sync() hipDeviceSynchronize()\n"
         "\n/* matrix units: v_mfma_f32_16x16x16 (gfx90a, gfx942) on a 64-lane wavefront.  Operand\n"
         " * layout: A[i][k] in lane i + 16 * (k / 4), item k % 4; B[k][j] in lane j + 16 * (k / 4),\n"
@@ -56,17 +61,14 @@ static void kernel(FILE *o, const kkernel *k) { kprint_gpu_kernel(o, k, true); }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
   int64_t dyn = k->carved_smem ? kkernel_dynamic_smem(k, 0) : 0;   /* an rprogram carves its tiles from dynamic LDS */
-  if (k->cooperative) {   /* a device loop: grid barriers need every block resident (qir_init checked) */
-    kprint_coop_args(o, k, argv, indent);
-    fprintf(o, "%s  QCHECK(hipLaunchCooperativeKernel((const void *)%s, dim3(%" PRId64 "), dim3(%d), q_args, %" PRId64 ", 0));\n%s}\n",
-            indent, k->name, k->grid, k->threads, dyn, indent);
+  if (k->cooperative) {   /* grid barriers or waits on other blocks: every block resident (qir_init checked) */
+    kprint_coop_launch(o, k, argv, indent, "hipLaunchCooperativeKernel", "hipErrorCooperativeLaunchTooLarge", dyn);
     return;
   }
-  fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), %" PRId64 ", 0", indent, k->name, k->grid, k->threads, dyn);
+  fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), %" PRId64 ", q_stream", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, ", %s", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }
-
 /* As CUDA's: the persistent kernel only where all its blocks are resident. */
 static void coresident(FILE *o, const kkernel *k, const char *flag, const char *indent) {
   int64_t dyn = kkernel_dynamic_smem(k, 0);
