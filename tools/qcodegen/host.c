@@ -511,8 +511,9 @@ static void phases_coherent(dl_node *n) {
 }
 
 /* After memory is planned: a parameter whose bytes overlap another's of the
- * same launch (a view passed beside its tensor, arena memory reused within
- * one rprogram) is `aliased`: no restrict on it.  nc, the GPU's read-only
+ * same launch where one of the two is written (a view passed beside its
+ * tensor, arena memory reused within one rprogram) is `aliased`: no restrict
+ * on it.  nc, the GPU's read-only
  * path, only for bytes nothing writes during the launch: the C kernels of one
  * rprogram's waves are one launch on a GPU, and a device loop's phases too
  * (its GPU kernel is coherent). */
@@ -522,8 +523,8 @@ static void mark_aliases(host *h) {
     kkernel *k = cg->kernels[x];
     for (int i = 0; i < k->n_params; i++) {
       byte_range a = param_bytes(h, k, i);
-      for (int j = 0; j < k->n_params && !k->params[i].aliased; j++)
-        if (j != i && overlap(a, param_bytes(h, k, j))) k->params[i].aliased = true;
+      for (int j = 0; j < k->n_params && !k->params[i].aliased; j++)   /* two readers of one tensor may both be restrict */
+        if (j != i && (k->params[i].written || k->params[j].written) && overlap(a, param_bytes(h, k, j))) k->params[i].aliased = true;
       bool preset = k->rp_sync ? k->params[i].nc : true;   /* an rprogram's: written by no task of the program */
       k->params[i].nc = preset && !k->params[i].written && !k->coherent && !k->params[i].aliased;
     }
