@@ -540,7 +540,7 @@ class KernelFlow:
             for kind, name in collectives(toks):
                 bad = [g for g in guards if g[2] & self.NEED[kind]]
                 if bad:
-                    g = bad[-1]
+                    g = bad[0]   # the outermost: the branches inside it inherit what it differs between
                     self.audit.add(n.line, "divergent-barrier", "%s in kernel %s under `%s` (line %d), which differs between %s"
                                    % (name, self.f.name, g[0], g[1], self.WHAT[kind]))
 
@@ -929,6 +929,7 @@ def report(audit, out=sys.stdout, limit=None):
 
 # ---------------------------------------------------------------- the corpus (--suite)
 PIPELINES = [("roller", "-canonicalize -roller"), ("welder", "-canonicalize -roller -welder"),
+             ("rammer", "-canonicalize -roller -rammer"),
              ("full", "-canonicalize -roller -welder -rammer -grinder")]
 NODE_SAMPLE = ["test_add", "test_matmul_2d", "test_conv_with_strides_padding", "test_softmax_axis_1", "test_relu",
                "test_gemm_default_no_bias", "test_reduce_mean_default_axes_keepdims_example", "test_maxpool_2d_pads",
