@@ -954,8 +954,16 @@ def suite_job(job):
     """Generates one CUDA file and audits it: (label, status, lines)."""
     label, kind, src, passes, wd, binpath, scripts = job
     os.makedirs(wd, exist_ok=True)
+    if kind == "gen":   # test/transformers' generator (Debian's python3 with onnx and numpy)
+        gen, model = src
+        src = os.path.join(wd, "model")
+        rc, msg = run(["/usr/bin/python3", gen, "--kind", model, "--size", "small", "--out", src])
+        if rc != 0:
+            return label, "skip", ["gen_transformers.py: " + (msg.strip().splitlines() or [""])[-1]]
+        kind = "onnx"
     if kind == "onnx":
         sys.path.insert(0, scripts)
+        sys.dont_write_bytecode = True   # no __pycache__ next to the scripts
         import conformance as conf
         try:
             inputs, _ = conf.model_io(os.path.join(src, "model.onnx"))
@@ -1039,6 +1047,17 @@ def suite(args):
             if args.filter in label:
                 jobs.append((label, "onnx", os.path.join(tests, folder, name), passes, os.path.join(tmp, label),
                              binpath, scripts))
+    gen = os.path.join(top, "test", "transformers", "gen_transformers.py")
+    have_onnx = os.path.isfile(gen) and run(["/usr/bin/python3", "-c", "import onnx, numpy"], timeout=60)[0] == 0
+    for model in ("bert", "vit"):
+        for pname, passes in PIPELINES:
+            label = "transformers/%s_small/%s" % (model, pname)
+            if args.filter not in label:
+                continue
+            if have_onnx:
+                jobs.append((label, "gen", (gen, model), passes, os.path.join(tmp, label), binpath, scripts))
+            else:
+                counts["skip"] += 1
     lit = os.path.join(top, "test", "lit")
     for d, _, files in sorted(os.walk(lit)):
         for fn in sorted(files):
