@@ -76,6 +76,9 @@ TOKEN_RE = re.compile(r"""
 """, re.S | re.X)
 
 
+DATA_LINE = re.compile(r"(?:^[ \t]*[0-9][0-9, ]*,[ \t]*\n)+", re.M)
+
+
 class Tok:
     __slots__ = ("kind", "text", "line")
 
@@ -91,6 +94,8 @@ def tokenize(text):
     #define lines as (name, params or None, body)."""
     toks, macros = [], []
     line = 1
+    # the constants' byte arrays: lines of numbers only, nothing to audit
+    text = DATA_LINE.sub(lambda m: "\n" * m.group().count("\n"), text)
     for m in TOKEN_RE.finditer(text):
         kind = m.lastgroup
         s = m.group()
@@ -489,6 +494,15 @@ def collectives(toks):
     return out
 
 
+def head(n):
+    """A branch or loop's head, for messages."""
+    if isinstance(n, tuple):
+        return "else of " + head(n[1])
+    if n.kind == "for":
+        return "for (%s; %s; %s)" % (pretty(n.init or []), pretty(n.cond or []), pretty(n.step or []))
+    return "%s (%s)" % (n.kind, pretty(n.cond or []))
+
+
 class KernelFlow:
     """What each variable of a kernel, and each branch and loop, may differ
     between (a fixed point over the body), and the collectives under branches
@@ -542,7 +556,7 @@ class KernelFlow:
                 if bad:
                     g = bad[0]   # the outermost: the branches inside it inherit what it differs between
                     self.audit.add(n.line, "divergent-barrier", "%s in kernel %s under `%s` (line %d), which differs between %s"
-                                   % (name, self.f.name, g[0], g[1], self.WHAT[kind]))
+                                   % (name, self.f.name, head(g[0]), g[1], self.WHAT[kind]))
 
     def visit(self, nodes, scopes, ctx, guards, loops):
         for n in nodes:
@@ -554,9 +568,8 @@ class KernelFlow:
                 self.visit(n.items, scopes + [{}], ctx, guards, loops)
             elif n.kind == "if":
                 c = self.bits(n.cond, scopes)
-                head = "if (%s)" % pretty(n.cond)
-                self.visit([n.body], scopes + [{}], ctx | c, guards + [(head, n.line, c)], loops)
-                self.visit([n.els], scopes + [{}], ctx | c, guards + [("else of " + head, n.line, c)], loops)
+                self.visit([n.body], scopes + [{}], ctx | c, guards + [(n, n.line, c)], loops)
+                self.visit([n.els], scopes + [{}], ctx | c, guards + [(("else", n), n.line, c)], loops)
             else:   # a loop: its trip count may differ, and so may its exits
                 inner = scopes + [{}]
                 if n.init:
@@ -565,9 +578,7 @@ class KernelFlow:
                 for name, _, _, _ in assigned(n.init or []) + assigned(n.step or []):
                     self.join(self.key(inner, name), c)
                     c |= self.env.get(self.key(inner, name), 0)
-                head = "for (%s; %s; %s)" % (pretty(n.init or []), pretty(n.cond or []), pretty(n.step or [])) \
-                    if n.kind == "for" else "%s (%s)" % (n.kind, pretty(n.cond or []))
-                self.visit([n.body], inner, ctx | c, guards + [(head, n.line, c)], loops + [(n.id, ctx)])
+                self.visit([n.body], inner, ctx | c, guards + [(n, n.line, c)], loops + [(n.id, ctx)])
 
     def run(self, audit):
         for _ in range(30):
