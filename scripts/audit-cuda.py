@@ -946,7 +946,7 @@ NODE_SAMPLE = ["test_add", "test_matmul_2d", "test_conv_with_strides_padding", "
                "test_gemm_default_no_bias", "test_reduce_mean_default_axes_keepdims_example", "test_maxpool_2d_pads",
                "test_cast_FLOAT_to_FLOAT16", "test_gather_0", "test_transpose_default", "test_concat_3d_axis_0",
                "test_lstm_defaults", "test_gru_defaults", "test_layer_normalization_4d_axis0", "test_einsum_batch_matmul",
-               "test_topk", "test_cumsum_1d", "test_averagepool_2d_pads", "test_batchnorm_epsilon", "test_loop11",
+               "test_top_k", "test_cumsum_1d", "test_averagepool_2d_pads", "test_batchnorm_epsilon", "test_loop11",
                "test_range_float_type_positive_delta_expanded", "test_resize_upsample_scales_linear",
                "test_instancenorm_example"]
 
@@ -1051,7 +1051,10 @@ def suite(args):
         base = os.path.join(tests, folder)
         if os.path.isdir(base):
             onnx += [(folder, n) for n in sorted(os.listdir(base)) if os.path.isfile(os.path.join(base, n, "model.onnx"))]
-    onnx += [("node", n) for n in NODE_SAMPLE if os.path.isfile(os.path.join(tests, "node", n, "model.onnx"))]
+    for n in NODE_SAMPLE:   # node/ is the quick set, node-all/ the whole ONNX node suite
+        folder = next((f for f in ("node", "node-all") if os.path.isfile(os.path.join(tests, f, n, "model.onnx"))), None)
+        if folder:
+            onnx.append((folder, n))
     for folder, name in onnx:
         for pname, passes in PIPELINES:
             label = "%s/%s/%s" % (folder, name, pname)
