@@ -51,7 +51,6 @@ each generated file that audits clean passes.  It ends in
 "N passed, N failed, N skipped".  Standard library only.
 """
 import argparse
-import bisect
 import concurrent.futures
 import os
 import re
@@ -647,9 +646,6 @@ def strip_casts(toks):
                     and e + 1 < len(toks):
                 toks = toks[e + 1:]
                 continue
-        if toks and toks[0].text == "&" and False:
-            toks = toks[1:]
-            continue
         return toks
 
 
@@ -676,15 +672,7 @@ class Launch:
 def first_operand(cond, k):
     """Whether the call at cond[k] runs whenever the condition is evaluated
     (it is not behind && or || or ?:)."""
-    depth = 0
-    for t in cond[:k]:
-        if t.text in "([":
-            depth += 1
-        elif t.text in ")]":
-            depth -= 1
-        elif t.text in ("&&", "||", "?"):
-            return False
-    return True
+    return not any(t.text in ("&&", "||", "?") for t in cond[:k])
 
 
 def enclosing_call(toks, k):
@@ -718,7 +706,6 @@ def audit_host(f, kernels, host, audit):
             places.append((n, n.cond, "cond"))
         if n.kind == "for":
             places.append((n, n.init or [], "stmt"))
-    later_text = {}
     launches, setters = [], []
 
     def mentioned_later(var, node):
@@ -1021,7 +1008,8 @@ def suite_job(job):
         # a lit input may be an error test: what qcodegen refuses is not audited
         return label, "fail" if kind == "onnx" else "skip", ["qcodegen: " + (msg.strip().splitlines() or [""])[0]]
     a = audit_file(cu)
-    shutil.rmtree(wd, ignore_errors=True) if not os.environ.get("AUDIT_KEEP") else None
+    if not os.environ.get("AUDIT_KEEP"):
+        shutil.rmtree(wd, ignore_errors=True)
     if not a.findings:
         return label, "pass", []
     lines = ["%s:%d: audit: %s: %s" % (label, line, kind, msg) for line, kind, msg in a.findings]
