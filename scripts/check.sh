@@ -5,10 +5,10 @@
 # inputs (ASan+UBSan), ONNX conformance (onnx2qir + qrun), passes checked
 # numerically against their input, the C back end on the same tests with roller
 # plans, under the race checker, and with default schedules, nvcc/hipcc compile
-# checks (skipped where absent), qviz rendering, benchmark smoke runs, `make
-# install`/`uninstall` into a temporary prefix; last, that the suites left no
-# new file in the work tree outside build/ (tests write only there or into
-# temporary folders).
+# checks (skipped where absent), the static audit of the generated CUDA, qviz
+# rendering, benchmark smoke runs, `make install`/`uninstall` into a temporary
+# prefix; last, that the suites left no new file in the work tree outside
+# build/ (tests write only there or into temporary folders).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -105,6 +105,10 @@ run_suite lit lit_suite
 [ -f scripts/backend-check.sh ] && run_suite backends-full env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller -welder -rammer -grinder"
 # The same tests without plans: qcodegen's default schedules.
 [ -f scripts/backend-check.sh ] && run_suite backends-default env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu
+# The static audit of the CUDA qcodegen generates (no nvcc, no GPU): every
+# model and light/ network, the small transformers, a node sample through four
+# pipelines and the .qir files of test/lit; each file with a finding fails.
+[ -f scripts/audit-cuda.py ] && run_suite audit env QIR_BIN="$top/build/bin" python3 scripts/audit-cuda.py --suite -j "$JOBS"
 [ -f scripts/viz-check.sh ] && run_suite qviz env QIR_BIN="$top/build/bin" sh scripts/viz-check.sh
 [ -f bench/compile/run.sh ] && run_suite bench-compile env QIR_BIN="$top/build/bin" sh bench/compile/run.sh --smoke
 [ -f bench/cpu/run.sh ] && run_suite bench-cpu env QIR_BIN="$top/build/bin" sh bench/cpu/run.sh --smoke
