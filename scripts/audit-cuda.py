@@ -36,8 +36,11 @@ and any finding makes the exit status 1.  The kinds:
                       sync or a spin on other blocks' flags) launched with <<<>>>
                       instead of cudaLaunchCooperativeKernel
   no-fallback         a cooperative launch with no other path for a device it
-                      does not fit (an else branch, or a test of its status that
-                      guards other launches)
+                      does not fit (an else branch, or a test of its status, or of
+                      the flag a QCOOP-like macro sets, that guards other launches)
+  not-stream-ordered  in qir_run_stream: a launch or copy not on the caller's
+                      stream, or a call that blocks (cudaMemcpy, cudaMemset,
+                      cudaMalloc, cudaFree, a synchronisation)
 
 Arguments are compared as a base expression and a constant byte offset
 (`(const float *)(m->arena + 1024)` is m->arena at 1024): two equal ones are
@@ -607,7 +610,9 @@ def is_persistent(f):
 
 
 # ---------------------------------------------------------------- host code
-CHECKED_APIS = re.compile(r"^(cudaLaunchCooperativeKernel|cudaLaunchKernel|cudaFuncSetAttribute|cudaMemcpy\w*|cudaMemset\w*|cudaMalloc\w*)$")
+# calls that block the host (or run on the legacy default stream) in a stream-ordered run
+BLOCKING_APIS = {"cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree", "cudaDeviceSynchronize", "cudaStreamSynchronize"}
+CHECKED_APIS = re.compile(r"^(cudaLaunchCooperativeKernel|cudaLaunchKernel|cudaFuncSetAttribute|cudaMemcpy\w*|cudaMemset\w*|cudaMalloc\w*|cudaDeviceSynchronize|cudaStreamSynchronize)$")
 
 
 class Host:
@@ -689,6 +694,22 @@ def enclosing_call(toks, k):
     return None
 
 
+def enclosing_call_args(toks, k):
+    """The arguments (token lists) of the call whose argument list holds toks[k], or None."""
+    depth = 0
+    for j in range(k - 1, -1, -1):
+        x = toks[j].text
+        if x in ")]}":
+            depth += 1
+        elif x in "([{":
+            if depth == 0:
+                if x != "(" or j == 0 or toks[j - 1].kind != "id":
+                    return None
+                return split_top(toks[j + 1:match_close(toks, j)])
+            depth -= 1
+    return None
+
+
 def call_end(toks, k):
     """Index of the `)` closing the call at toks[k]."""
     return match_close(toks, k + 1) if k + 1 < len(toks) and toks[k + 1].text == "(" else k
@@ -707,6 +728,8 @@ def audit_host(f, kernels, host, audit):
         if n.kind == "for":
             places.append((n, n.init or [], "stmt"))
     launches, setters = [], []
+    # the stream-ordered run: everything on its stream parameter, nothing blocking
+    stream = "q_stream" if f.name == "qir_run_stream" else None
 
     def mentioned_later(var, node):
         for n2, toks2, _ in places:
@@ -728,6 +751,7 @@ def audit_host(f, kernels, host, audit):
                 L.kernel, L.line, L.node = t.text, t.line, n
                 L.block = int_value(cfg[1]) if len(cfg) > 1 else None
                 L.smem = int_value(cfg[2]) if len(cfg) > 2 else 0
+                L.stream = text_of(cfg[3]) if len(cfg) > 3 else "0"
                 if e + 1 < len(toks) and toks[e + 1].text == "(":
                     L.args = split_top(toks[e + 2:match_close(toks, e + 1)])
                     if L.args == [[]]:
@@ -753,6 +777,9 @@ def audit_host(f, kernels, host, audit):
             if not checked:
                 audit.add(t.line, "unchecked-call", "the status of %s%s is not checked" %
                           (t.text, "" if api == t.text else " (%s)" % api))
+            if stream and api in BLOCKING_APIS:
+                audit.add(t.line, "not-stream-ordered", "%s calls %s%s, which blocks the host or ignores the caller's stream"
+                          % (f.name, t.text, "" if api == t.text else " (%s)" % api))
             if api == "cudaFuncSetAttribute" and len(args) == 3 and text_of(args[1]) == "cudaFuncAttributeMaxDynamicSharedMemorySize":
                 runs = where == "stmt" or first_operand(toks, k)
                 if runs:
@@ -764,9 +791,15 @@ def audit_host(f, kernels, host, audit):
                 L.line, L.node, L.coop = t.line, n, True
                 L.block = int_value(args[2])
                 L.smem = int_value(args[4])
+                L.stream = text_of(args[5]) if len(args) > 5 else "0"
                 L.args = cooperative_args(args[3], n, f)
                 L.status_var = var
                 L.in_cond = where == "cond"
+                # QCOOP(launch, too_large, flag): a checker macro that sets a flag the
+                # host tests afterwards (the fallback path) instead of failing
+                wrapped = enclosing_call_args(toks, k) if outer in host.checkers else None
+                if wrapped and len(wrapped) >= 3 and len(wrapped[-1]) == 1 and wrapped[-1][0].kind == "id":
+                    L.status_var = wrapped[-1][0].text
                 launches.append(L)
 
     for L in launches:
@@ -783,6 +816,8 @@ def audit_host(f, kernels, host, audit):
             audit.add(L.line, "not-cooperative", "%s is a persistent kernel (%s) launched with <<<>>>: its blocks may not be co-resident; "
                       "launch it with cudaLaunchCooperativeKernel" % (L.kernel, "an rprogram" if k.name.startswith("rprogram")
                                                                         else "its blocks wait on each other"))
+        if stream and getattr(L, "stream", stream) != stream:
+            audit.add(L.line, "not-stream-ordered", "%s launches %s on stream %s, not the caller's %s" % (f.name, L.kernel, L.stream, stream))
         if L.coop and not has_fallback(L, places):
             audit.add(L.line, "no-fallback", "the cooperative launch of %s has no other path for a device where its grid does not fit"
                       % L.kernel)

@@ -8,6 +8,8 @@
 
 #define QCHECK(call) do { cudaError_t q_rc_ = (call); if (q_rc_ != cudaSuccess) { fprintf(stderr, "%s\n", #call); return 1; } } while (0)
 #define QCHECK_LAUNCH() QCHECK(cudaGetLastError())
+#define QCOOP(call, too_large, fallback) do { cudaError_t q_rc_ = (call); if (q_rc_ == (too_large)) { (void)cudaGetLastError(); (fallback) = 1; } else if (q_rc_ != cudaSuccess) { fprintf(stderr, "%s\n", #call); return 1; } } while (0)
+#define q_d2d_async(d, s, n) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToDevice, q_stream)
 #define q_alloc(p, n) cudaMalloc((p), (n) ? (n) : 1)
 #define q_free(p) (void)cudaFree(p)
 #define q_h2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyHostToDevice)
@@ -143,5 +145,27 @@ extern "C" int qir_run(qir_model *m, const void *const *inputs) {
       QCHECK(q_rc);
     }
   }
+  return 0;
+}
+
+/* the stream-ordered run: launches and copies on the caller's stream; the
+ * cooperative launch's fallback through the flag QCOOP sets */
+extern "C" int qir_run_stream(qir_model *m, const void *const *inputs, void *const *outputs, cudaStream_t q_stream) {
+  k_add<<<1, 128, 0, q_stream>>>(((float *)(m->arena + 512)), ((const float *)inputs[0]), ((const float *)inputs[0]));
+  QCHECK_LAUNCH();
+  {
+    int q_rp_fallback0 = !m->rp_ok;
+    if (!q_rp_fallback0) {
+      float *q_a0 = (float *)((float *)(m->arena + 0));
+      uint64_t *q_a1 = (uint64_t *)((uint64_t *)(m->arena + 3840));
+      void *q_args[] = {&q_a0, &q_a1};
+      QCOOP(cudaLaunchCooperativeKernel((const void *)rprogram0, dim3(2), dim3(32), q_args, 0, q_stream), cudaErrorCooperativeLaunchTooLarge, q_rp_fallback0);
+    }
+    if (q_rp_fallback0) {
+      k_add<<<1, 128, 0, q_stream>>>(((float *)(m->arena + 0)), ((const float *)(m->arena + 512)), ((const float *)(m->arena + 1024)));
+      QCHECK_LAUNCH();
+    }
+  }
+  QCHECK(q_d2d_async(outputs[0], ((const float *)(m->arena + 0)), 512));
   return 0;
 }
