@@ -513,6 +513,16 @@ kkernel *kkernel_new(kbuilder *b, const char *name, int n_params) {
   return k;
 }
 
+/* A C kernel of a group (an rprogram's wave, a device loop's phase) is part of
+ * one GPU launch: whether another part writes a tensor it only reads is known
+ * to whoever lowered the whole launch, so by default it reads nothing through
+ * the non-coherent path (device loops' GPU kernels are coherent anyway). */
+void kkernel_default_nc(kkernel *k) {
+  if (k->nc_set) return;
+  for (int i = 0; i < k->n_params; i++) k->params[i].nc = !k->params[i].written && !k->coherent && !k->chk_group;
+  k->nc_set = true;
+}
+
 /* ------------------------------------------------------------ text */
 
 static void print_float(FILE *o, double v, ktype t) {
@@ -567,7 +577,7 @@ static void print_global_index(FILE *o, int param, const kexpr *index, const kke
   const qir_value *v = k->args[param];
   int site = cg_check_site(st->chk, k, "%s `%s`%s%s%s", write ? "write of" : "read of", p->name, v && v->name ? " (%" : "",
                            v && v->name ? v->name : "", v && v->name ? ")" : "");
-  fprintf(o, "%s(&q_b, q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
+  fprintf(o, "%s(&q_b, &q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
   kprint_expr(o, index, k, st);
   fprintf(o, "), tid, %d)", site);
 }
@@ -1014,7 +1024,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
         kprint_expr(o, s->cond, k, st);
         fputs(") ? ", o);
       }
-      fprintf(o, "%s[q_gr(&q_b, q_g_%s, %" PRId64 "L, (long)(", k->params[s->param].name, k->params[s->param].name, k->params[s->param].numel);
+      fprintf(o, "%s[q_gr(&q_b, &q_g_%s, %" PRId64 "L, (long)(", k->params[s->param].name, k->params[s->param].name, k->params[s->param].numel);
       kprint_expr(o, s->lo, k, st);
       fprintf(o, ") + q_e, tid, %d)]%s;\n", rsite, s->cond ? " : 0" : "");
       return;

@@ -62,6 +62,7 @@ typedef struct {
   qir_dtype dtype;
   int64_t numel;
   bool written;
+  bool nc;  /* GPU: read through const __restrict__ (the non-coherent path): nothing may write these bytes during the launch */
 } kparam;
 
 typedef enum {
@@ -172,6 +173,7 @@ typedef struct {
                                  * later reads them, maybe through two names) */
   bool chk_cover;               /* C check, with chk_group: its launch writes whole tensors */
   bool grid_phase;              /* C: a phase of a device loop, after a grid barrier */
+  bool nc_set;                  /* params[].nc decided (kkernel_default_nc leaves them alone) */
 } kkernel;
 
 /* ---- construction (all memory from the module's arena) */
@@ -238,6 +240,9 @@ bool ke_uses_var(const kexpr *e, const kvar *v);
 
 kkernel *kkernel_new(kbuilder *b, const char *name, int n_params);
 void kkernel_prune(kkernel *k);               /* drops unread local declarations */
+/* Decides params[].nc where nobody did (nc_set): a parameter the kernel does not
+ * write, of a kernel that is not coherent and is its whole GPU launch. */
+void kkernel_default_nc(kkernel *k);
 
 /* ---- lowering (lower.c) */
 typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;
