@@ -18,6 +18,13 @@
  *     predecessor's epoch, ordered only after the waited tasks), so a read or write of
  *     an element that another block writes without a launch boundary between
  *     them is reported with both tasks;
+ *   - the same cells keep the GPU launch of each write (the C launches of an
+ *     rprogram's waves or a device loop's phases are one): a read through a
+ *     parameter a GPU reads as const __restrict__ (kparam.nc, ld.global.nc) of
+ *     an element written earlier in that launch is reported;
+ *   - the arena: poisoned at qir_init, with a map of the bytes each run wrote
+ *     (copies in, kernel stores, device-to-device copies); a kernel read of an
+ *     arena element nobody wrote is an uninitialised global read;
  *   - barriers: a barrier, warp shuffle or matrix-unit statement reached from
  *     per-thread control flow (some threads, or all but not at block level),
  *     a barrier loop whose bounds differ between threads, and shuffles that
