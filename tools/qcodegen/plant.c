@@ -188,7 +188,10 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
     for (int i = 0; i < cg->n_kernels; i++) {
       kkernel *k = cg->kernels[i];
       if (!k->chk_group || !k->op_text || strcmp(k->op_text, "rprogram")) continue;
-      if (k->chk_kernel != group && (group = k->chk_kernel, p.seen++ == p.target)) p.k = k;
+      if (k->chk_kernel != group) {   /* the first wave of the next program */
+        group = k->chk_kernel;
+        if (p.seen++ == p.target) p.k = k;
+      }
       if (!p.k || k->chk_kernel != p.k->chk_kernel) continue;
       for (int j = 0; j < k->n_params; j++) k->params[j].nc = !k->params[j].written;
       k->nc_set = true;
