@@ -1568,6 +1568,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     chk = cg_check_new(m, d->file);
     for (int i = 0; i < h.cg.n_kernels; i++) h.cg.kernels[i]->chk = chk;
   }
+  if (chk) fputs("#define QIR_CHECK 1\n", o);   /* the prelude's copies tell the checker what they write */
   h.pr->prelude(o);
   if (chk) cg_check_prelude(o);
   for (int i = 0; i < h.cg.n_kernels; i++)
@@ -1590,8 +1591,10 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     }
   }
   fputs("\nQAPI void qir_free(qir_model *m) {\n  if (!m) return;\n  if (m->arena) q_free(m->arena);\n"
-        "  if (m->cbuf) q_free(m->cbuf);\n  free(m);\n}\n\n",
+        "  if (m->cbuf) q_free(m->cbuf);\n  free(m);\n",
         o);
+  if (chk) fputs("  q_arena_watch(NULL, 0);\n", o);
+  fputs("}\n\n", o);
   fprintf(o, "QAPI int64_t qir_output_rows(const qir_model *m, int i) {\n"
              "  return m && i >= 0 && i < %d ? m->out_rows[i] : -1;\n}\n\n",
           h.n_outputs);
@@ -1602,6 +1605,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fprintf(o, "  m->out_rows[%d] = %" PRId64 ";\n", i, t->rank ? (t->bounded ? 0 : t->dims[0]) : 1);
   }
   fprintf(o, "  QCHECK(q_alloc((void **)&m->arena, %" PRId64 "));\n", h.arena_bytes);
+  if (chk) fprintf(o, "  q_arena_watch(m->arena, %" PRId64 ");   /* poisoned, as cudaMalloc does not zero */\n", h.arena_bytes);
   fprintf(o, "  QCHECK(q_alloc((void **)&m->cbuf, %" PRId64 "));\n", h.const_bytes);
   if (sidecar_count && !opt->embed_weights) {
     fputs("  {\n", o);

@@ -567,7 +567,7 @@ static void print_global_index(FILE *o, int param, const kexpr *index, const kke
   const qir_value *v = k->args[param];
   int site = cg_check_site(st->chk, k, "%s `%s`%s%s%s", write ? "write of" : "read of", p->name, v && v->name ? " (%" : "",
                            v && v->name ? v->name : "", v && v->name ? ")" : "");
-  fprintf(o, "%s(&q_b, q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
+  fprintf(o, "%s(&q_b, &q_g_%s, %" PRId64 "L, (long)(", write ? "q_gw" : "q_gr", p->name, p->numel);
   kprint_expr(o, index, k, st);
   fprintf(o, "), tid, %d)", site);
 }
@@ -1014,7 +1014,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
         kprint_expr(o, s->cond, k, st);
         fputs(") ? ", o);
       }
-      fprintf(o, "%s[q_gr(&q_b, q_g_%s, %" PRId64 "L, (long)(", k->params[s->param].name, k->params[s->param].name, k->params[s->param].numel);
+      fprintf(o, "%s[q_gr(&q_b, &q_g_%s, %" PRId64 "L, (long)(", k->params[s->param].name, k->params[s->param].name, k->params[s->param].numel);
       kprint_expr(o, s->lo, k, st);
       fprintf(o, ") + q_e, tid, %d)]%s;\n", rsite, s->cond ? " : 0" : "");
       return;

@@ -16,8 +16,9 @@ static int usage(FILE *o) {
         "  -hip            HIP C++ for hipcc (64-lane wavefronts)\n"
         "  -c              C for cc -O2 [-fopenmp]: blocks as an OpenMP loop, threads as loops\n"
         "  -check          with -c: check the kernels while they run: shared-memory races, out-of-bounds\n"
-        "                  and uninitialised accesses, divergent barriers and shuffles, unordered\n"
-        "                  global accesses across blocks; hazards reported at the op's .qir line,\n"
+        "                  and uninitialised accesses (the arena starts poisoned), divergent barriers\n"
+        "                  and shuffles, unordered global accesses across blocks, read-only reads of\n"
+        "                  what the same GPU launch wrote; hazards reported at the op's .qir line,\n"
         "                  qir_run returns 1 (compile without -fopenmp)\n"
         "  -wavefront64    with -c: lower for 64-lane warps as -hip does, so -check covers HIP's kernels\n"
         "  -main           add a program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N]\n"
@@ -28,7 +29,9 @@ static int usage(FILE *o) {
         "                  shift-smem, collide-smem (the Nth shared array), shift-store, collide-store,\n"
         "                  drop-lane, unorder-launch (kernel kN), drop-wait, late-wait (the Nth wait\n"
         "                  of an rprogram: gone, or on the program's last task), drop-grid-barrier\n"
-        "                  (the Nth grid barrier of a device-resident loop/if)\n",
+        "                  (the Nth grid barrier of a device-resident loop/if), drop-store (kernel kN\n"
+        "                  stores nothing), nc-written (the Nth rprogram's waves read what they do\n"
+        "                  not write through const __restrict__)\n",
         o);
   return o == stdout ? 0 : 1;
 }

@@ -23,13 +23,16 @@ typedef enum {
   PLANT_LATE_WAIT,             /* the Nth wait waits for the program's last tasks instead (never done before it) */
   PLANT_DROP_GRID_BARRIER,     /* the Nth grid barrier of a device loop disappears (C: the phase after it is
                                 * not ordered after the one before) */
+  PLANT_NC_WRITTEN,            /* rprogram N's waves read every tensor they do not write themselves through
+                                * const __restrict__ (the old by-value merge of its parameters) */
+  PLANT_DROP_STORE,            /* kernel N stores nothing: its consumers read memory nobody wrote */
   PLANT_COUNT
 } plant_kind;
 
 static const char *const plant_names[PLANT_COUNT] = {
     "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
-    "late-wait", "drop-grid-barrier",
+    "late-wait", "drop-grid-barrier", "nc-written", "drop-store",
 };
 
 typedef struct {
@@ -92,6 +95,19 @@ static void walk(planter *p, kstmt *s) {
   }
 }
 
+/* Drops every global store (a comment in its place). */
+static void drop_stores(planter *p, kstmt *s) {
+  if (!s) return;
+  for (int i = 0; i < s->n_items; i++) {
+    if (s->items[i]->kind == KS_STORE) s->items[i] = ks_comment(&p->cg->kb, "planted bug: store dropped");
+    else drop_stores(p, s->items[i]);
+  }
+  if (s->body && s->body->kind == KS_STORE) s->body = ks_comment(&p->cg->kb, "planted bug: store dropped");
+  if (s->els && s->els->kind == KS_STORE) s->els = ks_comment(&p->cg->kb, "planted bug: store dropped");
+  drop_stores(p, s->body);
+  drop_stores(p, s->els);
+}
+
 /* Rewrites every write of shared `v` (or every global store when v is NULL). */
 static void rewrite_writes(planter *p, kstmt *s, const kvar *v) {
   if (!s) return;
@@ -141,11 +157,15 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
         p.done = true;
       }
     break;
-  case PLANT_SHIFT_STORE: case PLANT_COLLIDE_STORE: case PLANT_DROP_LANE: case PLANT_UNORDER_LAUNCH:
+  case PLANT_SHIFT_STORE: case PLANT_COLLIDE_STORE: case PLANT_DROP_LANE: case PLANT_UNORDER_LAUNCH: case PLANT_DROP_STORE:
     if (n < cg->n_kernels) {
       kkernel *k = p.k = cg->kernels[n];
       if (p.kind == PLANT_DROP_LANE) k->threads = k->threads > 1 ? k->threads - 1 : 1;
       else if (p.kind == PLANT_UNORDER_LAUNCH) k->unordered_launch = true;
+      else if (p.kind == PLANT_DROP_STORE) {
+        drop_stores(&p, k->body);
+        kkernel_prune(k);
+      }
       else rewrite_writes(&p, k->body, NULL);
       p.done = true;
     }
@@ -163,6 +183,21 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       }
     }
     break;
+  case PLANT_NC_WRITTEN: {   /* C: the program's waves are kernels of one group (chk_kernel), wave 0 first */
+    int group = -1;
+    for (int i = 0; i < cg->n_kernels; i++) {
+      kkernel *k = cg->kernels[i];
+      if (!k->chk_group || !k->op_text || strcmp(k->op_text, "rprogram")) continue;
+      if (k->chk_kernel != group) {   /* the first wave of the next program */
+        group = k->chk_kernel;
+        if (p.seen++ == p.target) p.k = k;
+      }
+      if (!p.k || k->chk_kernel != p.k->chk_kernel) continue;
+      for (int j = 0; j < k->n_params; j++) k->params[j].nc = !k->params[j].written;
+      p.done = true;
+    }
+    break;
+  }
   case PLANT_COUNT: break;
   }
   if (p.done && p.k)
@@ -171,6 +206,8 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
     fprintf(cg->d->out, "qcodegen: cannot plant '%s': the module has no such %s\n", spec,
             p.kind <= PLANT_DIVERGE_LOOP ? "barrier or barrier loop" : p.kind <= PLANT_COLLIDE_SMEM ? "shared array"
             : p.kind == PLANT_DROP_GRID_BARRIER ? "grid barrier of a device loop"
+            : p.kind == PLANT_NC_WRITTEN ? "rprogram run as waves"
+            : p.kind == PLANT_DROP_STORE ? "kernel"
             : p.kind >= PLANT_DROP_WAIT ? "wait of an rprogram" : "kernel");
     cg->d->n_errors++;
     return false;

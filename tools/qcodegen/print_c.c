@@ -22,9 +22,14 @@ static void prelude(FILE *o) {
         "#define QCHECK_LAUNCH() do { } while (0)\n"
         "static inline int q_alloc(void **p, size_t n) { *p = calloc(1, n ? n : 1); return *p == NULL; }\n"
         "static inline void q_free(void *p) { free(p); }\n"
-        "static inline int q_h2d(void *d, const void *s, size_t n) { if (n) memcpy(d, s, n); return 0; }\n"
+        "#ifdef QIR_CHECK   /* qcodegen -check: the checker (below) learns which device bytes a copy wrote */\n"
+        "static void q_copied(void *d, const void *s, size_t n);\n"
+        "#else\n"
+        "#define q_copied(d, s, n) ((void)0)\n"
+        "#endif\n"
+        "static inline int q_h2d(void *d, const void *s, size_t n) { if (n) memcpy(d, s, n); q_copied(d, NULL, n); return 0; }\n"
         "static inline int q_d2h(void *d, const void *s, size_t n) { if (n) memcpy(d, s, n); return 0; }\n"
-        "static inline int q_d2d(void *d, const void *s, size_t n) { if (n && d != s) memmove(d, s, n); return 0; }\n"
+        "static inline int q_d2d(void *d, const void *s, size_t n) { if (n && d != s) memmove(d, s, n); q_copied(d, s, n); return 0; }\n"
         "static inline int q_sync(void) { return 0; }\n"
         "\n/* matrix units, emulated: a warp's 16x16 fragment as floats, row-major\n"
         " * (A: [i][k], B: [k][j], accumulator: [i][j]); 16-bit operands are exact in float */\n"
@@ -399,11 +404,15 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
 }
 
 /* Checked C: the shadow state of one launch (global regions, one shadow array
- * per shared variable, reset for every block). */
+ * per shared variable, reset for every block).  A kernel that is its whole
+ * launch writes fresh values: what its outputs' bytes held before (another
+ * tensor's, in reused memory) no longer counts as written. */
 static void print_check_setup(FILE *o, const kkernel *k) {
-  for (int i = 0; i < k->n_params; i++)
-    fprintf(o, "  q_region *q_g_%s = q_region_of(%s, %" PRId64 "L, sizeof *%s, %d);\n  (void)q_g_%s;\n", k->params[i].name,
-            k->params[i].name, k->params[i].numel, k->params[i].name, k->params[i].written, k->params[i].name);
+  for (int i = 0; i < k->n_params; i++) {
+    const kparam *p = &k->params[i];
+    fprintf(o, "  q_gp q_g_%s = q_gparam(%s, %" PRId64 "L, sizeof *%s, %d, %d, %d);\n  (void)q_g_%s;\n", p->name, p->name, p->numel,
+            p->name, p->written, p->nc, p->written && !k->chk_group, p->name);
+  }
   for (int i = 0; i < k->n_vars; i++)
     if (k->vars[i]->space == KV_SHARED)
       fprintf(o, "  q_scell *q_sh_%s = (q_scell *)malloc(sizeof(q_scell) * %" PRId64 ");\n"
@@ -442,7 +451,7 @@ static void kernel(FILE *o, const kkernel *k) {
      * (a device loop's phase runs all of one kernel's: chk_cover) */
     for (int i = 0; i < k->n_params && (!k->chk_group || k->chk_cover); i++)
       if (k->params[i].written)
-        fprintf(o, "  q_coverage(%d, q_g_%s, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
+        fprintf(o, "  q_coverage(%d, q_g_%s.r, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
                 cg_check_site(k->chk, k, "`%s`%s%s%s", k->params[i].name, k->args[i] && k->args[i]->name ? " (%" : "",
                               k->args[i] && k->args[i]->name ? k->args[i]->name : "", k->args[i] && k->args[i]->name ? ")" : ""));
   }
@@ -450,7 +459,10 @@ static void kernel(FILE *o, const kkernel *k) {
 }
 
 static void launch(FILE *o, const kkernel *k, const char *const *argv, const char *indent) {
-  if (k->chk) fprintf(o, "%sq_launch(%d);\n", indent, !k->unordered_launch);
+  /* the checker: C launches of one group (an rprogram's waves, a device loop's phases) are one GPU launch */
+  if (k->chk)
+    fprintf(o, "%sq_launch(%d, %d, %d);\n", indent, !k->unordered_launch, k->chk_group ? k->chk_kernel : -1,
+            k->chk_group && k->chk_kernel == k->id);
   fprintf(o, "%s%s(", indent, k->name);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
   fputs(");\n", o);
