@@ -19,8 +19,8 @@
  * qir_rprogram_check (called by the verifier) proves that every task runs
  * once, every wait can be met, every consumer kernel's tasks are ordered
  * after all tasks of the packed kernels it reads, and the vEUs fit the
- * target's co-resident capacity for the kernels' threads, registers and
- * shared memory.
+ * target's co-resident capacity for the kernels' threads and shared memory
+ * and the persistent kernel's registers (qir_rprogram_regs).
  */
 #ifndef QIR_RPROGRAM_H
 #define QIR_RPROGRAM_H
@@ -77,10 +77,16 @@ bool qir_rprogram_kernel_of(const qir_op *op, qir_rp_kernel *out);
 bool qir_rprogram_kernel_of_plan(const qir_attr_val *tile, qir_rp_kernel *out);
 
 /* Co-resident blocks per compute unit of the target for blocks of the given
- * threads, registers per thread and shared-memory bytes (0: none fit). */
+ * threads, registers per thread (allocated in units of 8) and shared-memory
+ * bytes (0: none fit). */
 int64_t qir_rprogram_blocks_per_unit(const qir_target *t, int64_t threads, int64_t regs, int64_t smem);
 
-/* The largest resources over the kernels of p: what its persistent block needs. */
+/* Registers per thread a persistent kernel needs whose largest packed kernel's
+ * plan estimates member_regs: more than that member alone (see rprogram.c). */
+int64_t qir_rprogram_regs(const qir_target *t, int64_t member_regs);
+
+/* The largest resources over the kernels of p (its persistent block needs
+ * those threads and shared memory, and qir_rprogram_regs of those registers). */
 void qir_rprogram_block_needs(const qir_rprogram *p, int64_t *threads, int64_t *regs, int64_t *smem);
 
 /* Ops whose result is the same bytes as their operand (qcodegen aliases

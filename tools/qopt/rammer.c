@@ -451,7 +451,8 @@ static double schedule(rammer *r, bool full) {
     if (k->k.regs > rg) rg = k->k.regs;
     if (k->k.smem > sm) sm = k->k.smem;
   }
-  r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, rg, sm);
+  /* the persistent kernel needs more registers than its largest member (as the verifier counts them) */
+  r->veus = r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, th, qir_rprogram_regs(r->t, rg), sm);
   if (r->veus < 1) return INFINITY;
   for (int w = 0; w < r->n_waves; w++) r->barrier[w] = full && w > 0;
   for (int w = 0; w < r->n_waves; w++) assign_veus(r, w);
@@ -472,8 +473,14 @@ static double schedule(rammer *r, bool full) {
   return program_us(r);
 }
 
+/* Blocks per compute unit of a persistent kernel whose largest member is pk. */
+static int64_t program_blocks_per_unit(const rammer *r, const qir_rp_kernel *pk) {
+  return qir_rprogram_blocks_per_unit(r->t, pk->threads, qir_rprogram_regs(r->t, pk->regs), pk->smem);
+}
+
 /* Each kernel's fastest plan that runs in one hardware wave with at least
- * `per_unit` co-resident blocks per compute unit (false: a kernel has none). */
+ * `per_unit` co-resident blocks per compute unit of the program (false: a
+ * kernel has none). */
 static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
   for (int i = 0; i < r->n; i++) {
     rk *k = &r->ks[i];
@@ -481,7 +488,7 @@ static bool plans_for_occupancy(rammer *r, int64_t per_unit) {
     bool one_wave = false;   /* a plan that runs in one hardware wave of its own beats one that does not */
     for (int a = 0; a < k->n_plans; a++) {
       const qir_rp_kernel *pk = &k->plans[a].k;
-      if (qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem) < per_unit) continue;
+      if (program_blocks_per_unit(r, pk) < per_unit) continue;
       bool ow = pk->tasks <= resident(r, pk);
       if (best < 0 || (ow && !one_wave) || (ow == one_wave && k->plans[a].est_us < k->plans[best].est_us)) best = a, one_wave = ow;
     }
@@ -540,7 +547,7 @@ static double take_part(rammer *r, const rk *all, int n_all, int lo, int hi, rk 
   for (int i = 0; i < r->n; i++)
     for (int a = 0; a < r->ks[i].n_plans; a++) {
       const qir_rp_kernel *pk = &r->ks[i].plans[a].k;
-      int64_t n = qir_rprogram_blocks_per_unit(r->t, pk->threads, pk->regs, pk->smem);
+      int64_t n = program_blocks_per_unit(r, pk);
       if (n < 1 || n > 64 || tried[n]) continue;
       tried[n] = true;
       if (!plans_for_occupancy(r, n)) continue;
