@@ -59,9 +59,11 @@
  *                        prod(block) * N; offered by split_plans, ranked with
  *                        the rest (-roller-split=never leaves them out)
  * A block tile need not divide its extent: the last block is guarded.  It
- * never exceeds the extent rounded up to the thread tile, nor pads the last
- * block by more than RL_MAX_WASTE (block_fits); threads are a whole number of
- * warps where such a block allows it, else the last warp is partial.
+ * does not exceed the extent rounded up to the thread tile, nor pad the last
+ * block by more than RL_MAX_WASTE (block_fits), unless the warp rule needs
+ * it.  The warp rule: threads are a whole number of warps, unless the whole
+ * output is one block of fewer threads than a warp (a tiny plan); where no
+ * block within those limits gives whole warps, pad_to_warps pads the block.
  */
 #include "roller.h"
 #include "rprogram.h"
@@ -612,8 +614,8 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double warps = conc * ceil((double)pl->threads / t->warp_size);
   double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
   double peak_unit = p->peak_gflops * 1e9 / units;
-  /* a partial last warp still takes whole issue slots (scalar results have
-   * their one thread by construction) */
+  /* a partial warp (only a tiny plan's, by the warp rule; scalar results
+   * have their one thread by construction) still takes whole issue slots */
   double lanes = p->n_out == 0 ? 1 : ceil((double)pl->threads / t->warp_size) * t->warp_size / (double)pl->threads;
   double t_compute = per_unit * tr.flops_block * lanes / (peak_unit * eff);
   double mem_eff = (2.0 * active / units < 1 ? 2.0 * active / units : 1) * (warps / 4.0 < 1 ? warps / 4.0 : 1);
@@ -848,6 +850,85 @@ static void shrink_thread(const rl_problem *p, rl_plan *pl, int v, int64_t t) {
   if (pl->tile[v] > round_up(p->ext[v], t)) pl->tile[v] = round_up(p->ext[v], t);
 }
 
+/* Lanes a plan occupies: blocks times its threads rounded up to whole warps
+ * (a partial warp takes a whole warp's issue slots). */
+static double plan_lanes(const rl_problem *p, const rl_plan *pl) {
+  return (double)plan_blocks(p, pl) * (double)round_up(plan_threads(p, pl), p->t->warp_size);
+}
+
+/* The warp rule of the #tile schema: threads are a whole number of warps,
+ * unless the whole output is one block of fewer threads than a warp. */
+static bool warp_rule_holds(const rl_problem *p, const rl_plan *pl) {
+  int64_t th = plan_threads(p, pl);
+  return th % p->t->warp_size == 0 || (th < p->t->warp_size && plan_blocks(p, pl) == 1);
+}
+
+typedef struct {
+  const rl_problem *p;
+  rl_plan cur;                  /* the candidate being built, axis by axis */
+  const rl_plan *from;          /* the block it replaces */
+  rl_plan best;
+  double best_lanes, best_dist;
+  int best_over;
+  bool found;
+} warp_search;
+
+/* Every block of owners_v thread tiles along output axis v, for owners_v a
+ * power of two up to the axis's thread count rounded up to one, that count
+ * itself, or the current one; keeps the best block that obeys the warp rule
+ * and fits shared memory. */
+static void search_warp_blocks(warp_search *s, int v, int64_t threads) {
+  const rl_problem *p = s->p;
+  const qir_target *t = p->t;
+  if (v == p->n_out) {
+    if (!warp_rule_holds(p, &s->cur)) return;
+    double lanes = plan_lanes(p, &s->cur), dist = 0;
+    int over = 0;
+    for (int u = 0; u < p->n_out; u++) {
+      over += s->cur.tile[u] > round_up(p->ext[u], s->cur.thr[u]);
+      dist += fabs(log((double)s->cur.tile[u] / (double)s->from->tile[u]));
+    }
+    /* fewest lanes, then blocks within their extents, then the least change */
+    if (s->found && (lanes > s->best_lanes || (lanes == s->best_lanes && over > s->best_over) ||
+                     (lanes == s->best_lanes && over == s->best_over && dist >= s->best_dist - 1e-12)))
+      return;
+    if (plan_smem(p, &s->cur, 0) > t->smem_per_block) return;
+    s->best = s->cur, s->best_lanes = lanes, s->best_dist = dist, s->best_over = over, s->found = true;
+    return;
+  }
+  int64_t n = ceil_div(p->ext[v], s->cur.thr[v]), now = ceil_div(s->from->tile[v], s->from->thr[v]);
+  for (int64_t c = 1;; c = c * 2) {
+    bool last = c >= n;                       /* the power of two that covers the axis */
+    int64_t opts[3] = {c, 0, 0};
+    int k = 1;
+    if (c < n && n < c * 2) opts[k++] = n;    /* the axis's own count, between two powers */
+    if (now != c && now > c / 2 && now < c && now != n) opts[k++] = now;
+    for (int i = 0; i < k; i++) {
+      if (threads * opts[i] > t->max_threads_per_block) continue;
+      s->cur.tile[v] = opts[i] * s->cur.thr[v];
+      search_warp_blocks(s, v + 1, threads * opts[i]);
+    }
+    if (last || threads * c * 2 > t->max_threads_per_block) break;
+  }
+  s->cur.tile[v] = s->from->tile[v];
+}
+
+/* fix_threads' last resort, when no block within the padding limit gives
+ * whole warps: the plan is tiny (one block, fewer threads than a warp) and
+ * stays, or its block is re-sized, along any output axes, to the block that
+ * obeys the warp rule with the fewest lanes in all (a partial warp idles its
+ * missing lanes just as a guarded thread does, so padding the block costs
+ * nothing a partial warp did not), preferring blocks within their extents
+ * and then the least change.  False if none fits. */
+static bool pad_to_warps(const rl_problem *p, rl_plan *pl) {
+  if (warp_rule_holds(p, pl)) return plan_threads(p, pl) <= p->t->max_threads_per_block;
+  warp_search s = {.p = p, .cur = *pl, .from = pl};
+  search_warp_blocks(&s, 0, 1);
+  if (!s.found) return false;
+  *pl = s.best;
+  return true;
+}
+
 /* Threads should be a multiple of the warp.  In order of preference: widen
  * the block along an axis where it stays within its extent (block_fits);
  * halve a thread tile (more threads, less register reuse; the innermost axis
@@ -855,9 +936,8 @@ static void shrink_thread(const rl_problem *p, rl_plan *pl, int v, int64_t t) {
  * construction keeps both variants and lets the model choose; resize the
  * block along one axis to any size that fits and gives whole warps; shrink a
  * thread tile to its unit (tiny shapes: every point its own thread).  When none of
- * these helps the shape is smaller than the warp allows: the last warp stays
- * partial rather than the block being padded past its extent, where whole
- * threads would have nothing to do. */
+ * these helps, pad_to_warps: a tiny plan keeps its partial warp, any other
+ * block is padded (past the padding limit, or its extent) to whole warps. */
 static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
   const qir_target *t = p->t;
   if (p->n_out == 0) return true;
@@ -895,7 +975,7 @@ static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
         changed = true;
       }
     }
-    if (!changed) return th <= t->max_threads_per_block; /* a partial last warp */
+    if (!changed) return pad_to_warps(p, pl);
   }
   return false;
 }
