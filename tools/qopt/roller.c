@@ -431,6 +431,15 @@ static double aligned_bytes(const rl_group *g, const int64_t *ext, double total,
   return rows * ceil(b / txn) * txn;
 }
 
+/* Three significant digits, as the nearest double to the decimal text, so
+ * the printed estimate is short and stable. */
+static double round_sig(double x) {
+  if (!(x > 0) || !isfinite(x)) return 0;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3g", x);
+  return strtod(buf, NULL);
+}
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -867,33 +876,48 @@ typedef struct {
   const rl_problem *p;
   rl_plan cur;                  /* the candidate being built, axis by axis */
   const rl_plan *from;          /* the block it replaces */
+  double lane_cap;              /* 0: the first pass, finding min_lanes; else the lanes allowed */
+  double min_lanes;
   rl_plan best;
-  double best_lanes, best_dist;
+  double best_est, best_lanes, best_dist;
   int best_over;
   bool found;
 } warp_search;
 
-/* Every block of owners_v thread tiles along output axis v, for owners_v a
- * power of two up to the axis's thread count rounded up to one, that count
- * itself, or the current one; keeps the best block that obeys the warp rule
- * and fits shared memory. */
+/* The warp rule's candidates: blocks of owners_v thread tiles along output
+ * axis v, for owners_v a power of two up to the axis's thread count rounded up
+ * to one, that count itself, or the current one, within the threads a block
+ * may have.  The first pass finds the fewest lanes any of them takes; the
+ * second keeps, among those within RL_MAX_WASTE of it, the one with the
+ * fewest axes past the padding limits (block_fits), then the model's best,
+ * then fewer lanes, then the least change. */
 static void search_warp_blocks(warp_search *s, int v, int64_t threads) {
   const rl_problem *p = s->p;
   const qir_target *t = p->t;
   if (v == p->n_out) {
     if (!warp_rule_holds(p, &s->cur)) return;
-    double lanes = plan_lanes(p, &s->cur), dist = 0;
-    int over = 0;
-    for (int u = 0; u < p->n_out; u++) {
-      over += s->cur.tile[u] > round_up(p->ext[u], s->cur.thr[u]);
-      dist += fabs(log((double)s->cur.tile[u] / (double)s->from->tile[u]));
-    }
-    /* fewest lanes, then blocks within their extents, then the least change */
-    if (s->found && (lanes > s->best_lanes || (lanes == s->best_lanes && over > s->best_over) ||
-                     (lanes == s->best_lanes && over == s->best_over && dist >= s->best_dist - 1e-12)))
+    double lanes = plan_lanes(p, &s->cur);
+    if (s->lane_cap == 0) {
+      if (!s->found || lanes < s->min_lanes) s->min_lanes = lanes, s->found = true;
       return;
-    if (plan_smem(p, &s->cur, 0) > t->smem_per_block) return;
-    s->best = s->cur, s->best_lanes = lanes, s->best_dist = dist, s->best_over = over, s->found = true;
+    }
+    if (lanes > s->lane_cap) return;
+    rl_plan c = s->cur;
+    rl_eval(p, &c);
+    if (!c.valid) return;
+    double est = round_sig(c.est_us), dist = 0;
+    int over = 0;                              /* axes past the padding limits */
+    for (int u = 0; u < p->n_out; u++) {
+      over += !block_fits(p, &c, u, c.tile[u]);
+      dist += fabs(log((double)c.tile[u] / (double)s->from->tile[u]));
+    }
+    if (s->found) {
+      if (over != s->best_over) { if (over > s->best_over) return; }
+      else if (est != s->best_est) { if (est > s->best_est) return; }
+      else if (lanes != s->best_lanes) { if (lanes > s->best_lanes) return; }
+      else if (dist >= s->best_dist - 1e-12) return;
+    }
+    s->best = c, s->best_est = est, s->best_lanes = lanes, s->best_dist = dist, s->best_over = over, s->found = true;
     return;
   }
   int64_t n = ceil_div(p->ext[v], s->cur.thr[v]), now = ceil_div(s->from->tile[v], s->from->thr[v]);
@@ -915,14 +939,20 @@ static void search_warp_blocks(warp_search *s, int v, int64_t threads) {
 
 /* fix_threads' last resort, when no block within the padding limit gives
  * whole warps: the plan is tiny (one block, fewer threads than a warp) and
- * stays, or its block is re-sized, along any output axes, to the block that
- * obeys the warp rule with the fewest lanes in all (a partial warp idles its
- * missing lanes just as a guarded thread does, so padding the block costs
- * nothing a partial warp did not), preferring blocks within their extents
- * and then the least change.  False if none fits. */
+ * stays, or its block is re-sized, along any output axes, to a block that
+ * obeys the warp rule, past the padding limit or its extent if need be.  A
+ * partial warp idles its missing lanes just as a guarded thread does, so the
+ * lanes (blocks times threads rounded up to a warp) are what padding costs:
+ * of the blocks within RL_MAX_WASTE of the fewest lanes, one with the fewest
+ * axes past the limits, and of those the model's best.
+ * False if none fits. */
 static bool pad_to_warps(const rl_problem *p, rl_plan *pl) {
   if (warp_rule_holds(p, pl)) return plan_threads(p, pl) <= p->t->max_threads_per_block;
   warp_search s = {.p = p, .cur = *pl, .from = pl};
+  search_warp_blocks(&s, 0, 1);
+  if (!s.found) return false;
+  s.lane_cap = s.min_lanes * (1 + RL_MAX_WASTE) + 1e-9;
+  s.found = false;
   search_warp_blocks(&s, 0, 1);
   if (!s.found) return false;
   *pl = s.best;
@@ -1152,15 +1182,6 @@ static void split_plans(const rl_problem *p, rl_path *path) {
     rl_eval(p, &pl);
     if (pl.valid) path->plans[path->n++] = pl;
   }
-}
-
-/* Three significant digits, as the nearest double to the decimal text, so
- * the printed estimate is short and stable. */
-static double round_sig(double x) {
-  if (!(x > 0) || !isfinite(x)) return 0;
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.3g", x);
-  return strtod(buf, NULL);
 }
 
 /* Ranking: the estimate (to the three digits printed); on a tie, wider

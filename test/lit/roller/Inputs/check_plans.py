@@ -13,7 +13,7 @@ than a warp).  Block tiles stay within their extent: never past the extent
 rounded up to the thread tile, and the padding of the last block at most
 MAX_WASTE of the extent (or no more than the thread tile's own), except a
 block of whole warps along an axis where no size within those limits would
-give whole warps (the warp rule needs the padding).
+give whole warps in as few lanes (the warp rule needs the padding).
 Prints `checked N plans` and exits 1 listing every violation.
 """
 import math
@@ -99,10 +99,14 @@ def main():
             if g != math.ceil(e / b):
                 bad(f"axis {i}: grid {g} != ceil({e}/{b})")
             if t >= 1 and not fits(e, b, t):
-                # padding past the limits only for whole warps no size within them gives
+                # padding past the limits only for whole warps that no size within them
+                # gives in as few lanes (blocks x threads rounded up to warps)
                 rest = p["threads"] // math.ceil(b / t)
+                others = math.prod(gg for j, gg in enumerate(grid) if j != i)
+                lanes = math.prod(grid) * math.ceil(p["threads"] / warp) * warp
                 within = [k * t for k in range(1, math.ceil(e / t) + 1)
-                          if (k * rest) % warp == 0 and k * rest <= max_threads and fits(e, k * t, t)]
+                          if (k * rest) % warp == 0 and k * rest <= max_threads and fits(e, k * t, t)
+                          and others * math.ceil(e / (k * t)) * k * rest <= lanes]
                 if p["threads"] % warp or mma or within:
                     bad(f"axis {i}: block {b} oversized for extent {e} (thread {t})"
                         + (f"; {within[0]} would give whole warps" if within else ""))
