@@ -360,24 +360,6 @@ def c_backend(job):
             prc, pmsg = run_program([plain] + cmd[1:])
             if prc == 0:
                 RATIOS.append((name, time.time() - t0, t_checked))
-        if rc != 0 and ".pb:" in msg:
-            # The program reads TensorProtos of the common types; packed ones
-            # (int4, float8, ...) go through qrun's reader into .npy first.
-            npy_dir = os.path.join(wd, ds + ".inputs")
-            qcmd = [os.path.join(BIN, "qrun"), "--save-inputs", npy_dir, "--print-limit", "1"]
-            for nm, path in feeds.items():
-                if nm not in binds:
-                    qcmd += ["--in", "%s=%s" % (nm, path)]
-            os.makedirs(npy_dir, exist_ok=True)
-            qrc, qmsg = run(qcmd + [qir])
-            if qrc != 0:  # the reference interpreter cannot run it either: out of scope
-                return "skip", "qrun: " + (qmsg.strip().splitlines() or [""])[0]
-            else:
-                cmd2 = []
-                for a in cmd:
-                    m = re.match(r"(.*?)=(.*\.pb)$", a)
-                    cmd2.append("%s=%s" % (m.group(1), os.path.join(npy_dir, m.group(1) + ".npy")) if m and m.group(2) in feeds.values() else a)
-                rc, msg = run_program(cmd2)
         if rc != 0 and args.check and "error:" in msg:
             hazards = [l for l in msg.splitlines() if "error:" in l]
             return "fail", "%s: checker: %d hazard(s): %s" % (ds, len(hazards), hazards[0])

@@ -768,8 +768,11 @@ void kprint_var_decl(FILE *o, const kvar *v, const kkernel *k, const kprint_styl
               v->col_major ? "col_major" : "row_major", v->name, v->size);
     return;
   }
-  /* matrix-unit loads need 32-byte aligned tiles */
-  if (v->space == KV_SHARED && !st->c_threads) fputs(v->raw ? "__shared__ __align__(32) " : "__shared__ ", o);
+  /* Every shared array is 32-byte aligned: wmma::load_matrix_sync and
+   * store_matrix_sync need 256-bit aligned pointers (the f16 operand tiles,
+   * and the f32 epilogue tile an mma kernel stores its accumulators to), and
+   * no declaration may rely on where the compiler happens to place it. */
+  if (v->space == KV_SHARED && !st->c_threads) fputs(v->size ? "__shared__ __align__(32) " : "__shared__ ", o);
   if (v->size || (st->c_threads && v->space == KV_THREAD)) fputs(kprint_stack_align(st), o);
   fprintf(o, "%s %s", kvar_elem_c(v), v->name);
   if (v->size) fprintf(o, "[%" PRId64 "]", v->size);

@@ -1002,7 +1002,12 @@ static int reuse_score(const qir_compute *c, int d, int inner) {
   return score;
 }
 
-static void default_tiled_plan(const qir_compute *c, tile_plan *p) {
+/* A plan for a reduction with reuse and no #tile: power-of-two blocks along
+ * the innermost axis and the one with the most reuse (threads = block / thread,
+ * powers of two); when those leave the block short of a warp, outer axes join
+ * it until it is a whole warp or covers the output (roller's warp rule:
+ * docs/ops.md). */
+static void default_tiled_plan(const qir_compute *c, int warp, tile_plan *p) {
   int n = c->n_axes, m = c->n_red;
   memset(p, 0, sizeof *p);
   for (int d = 0; d < n; d++) p->block[d] = p->thread[d] = 1;
@@ -1021,6 +1026,13 @@ static void default_tiled_plan(const qir_compute *c, tile_plan *p) {
       int d = axes[i];
       p->block[d] = pow2_ceil(c->axis_extents[d]) < 64 ? pow2_ceil(c->axis_extents[d]) : 64;
       p->thread[d] = p->block[d] >= 32 ? 4 : p->block[d] >= 8 ? 2 : 1;
+    }
+    int64_t t = (p->block[inner] / p->thread[inner]) * (p->block[second] / p->thread[second]);
+    for (int d = n - 1; d >= 0 && t < warp; d--) {
+      if (d == inner || d == second || c->axis_extents[d] <= 1) continue;
+      int64_t want = warp / t, e = pow2_ceil(c->axis_extents[d]);
+      p->block[d] = e < want ? e : want;
+      t *= p->block[d];
     }
   } else if (inner >= 0) {
     p->block[inner] = pow2_ceil(c->axis_extents[inner]) < 256 ? pow2_ceil(c->axis_extents[inner]) : 256;
@@ -1145,7 +1157,7 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     bool reuse = false;
     for (int d = 0; d < comp->n_axes; d++) reuse |= comp->axis_extents[d] > 1 && reuse_score(comp, d, -1) > 0;
     if (reuse && rtot >= 16) {
-      default_tiled_plan(comp, &p);
+      default_tiled_plan(comp, cg->warp, &p);
       lower_tiled(&env, &p);
     } else if (rtot >= 64) {
       lower_warp_reduce(&env);

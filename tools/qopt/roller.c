@@ -59,9 +59,11 @@
  *                        prod(block) * N; offered by split_plans, ranked with
  *                        the rest (-roller-split=never leaves them out)
  * A block tile need not divide its extent: the last block is guarded.  It
- * never exceeds the extent rounded up to the thread tile, nor pads the last
- * block by more than RL_MAX_WASTE (block_fits); threads are a whole number of
- * warps where such a block allows it, else the last warp is partial.
+ * does not exceed the extent rounded up to the thread tile, nor pad the last
+ * block by more than RL_MAX_WASTE (block_fits), unless the warp rule needs
+ * it.  The warp rule: threads are a whole number of warps, unless the whole
+ * output is one block of fewer threads than a warp (a tiny plan); where no
+ * block within those limits gives whole warps, pad_to_warps pads the block.
  */
 #include "roller.h"
 #include "rprogram.h"
@@ -429,6 +431,15 @@ static double aligned_bytes(const rl_group *g, const int64_t *ext, double total,
   return rows * ceil(b / txn) * txn;
 }
 
+/* Three significant digits, as the nearest double to the decimal text, so
+ * the printed estimate is short and stable. */
+static double round_sig(double x) {
+  if (!(x > 0) || !isfinite(x)) return 0;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3g", x);
+  return strtod(buf, NULL);
+}
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -612,8 +623,8 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double warps = conc * ceil((double)pl->threads / t->warp_size);
   double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
   double peak_unit = p->peak_gflops * 1e9 / units;
-  /* a partial last warp still takes whole issue slots (scalar results have
-   * their one thread by construction) */
+  /* a partial warp (only a tiny plan's, by the warp rule; scalar results
+   * have their one thread by construction) still takes whole issue slots */
   double lanes = p->n_out == 0 ? 1 : ceil((double)pl->threads / t->warp_size) * t->warp_size / (double)pl->threads;
   double t_compute = per_unit * tr.flops_block * lanes / (peak_unit * eff);
   double mem_eff = (2.0 * active / units < 1 ? 2.0 * active / units : 1) * (warps / 4.0 < 1 ? warps / 4.0 : 1);
@@ -848,6 +859,106 @@ static void shrink_thread(const rl_problem *p, rl_plan *pl, int v, int64_t t) {
   if (pl->tile[v] > round_up(p->ext[v], t)) pl->tile[v] = round_up(p->ext[v], t);
 }
 
+/* Lanes a plan occupies: blocks times its threads rounded up to whole warps
+ * (a partial warp takes a whole warp's issue slots). */
+static double plan_lanes(const rl_problem *p, const rl_plan *pl) {
+  return (double)plan_blocks(p, pl) * (double)round_up(plan_threads(p, pl), p->t->warp_size);
+}
+
+/* The warp rule of the #tile schema: threads are a whole number of warps,
+ * unless the whole output is one block of fewer threads than a warp. */
+static bool warp_rule_holds(const rl_problem *p, const rl_plan *pl) {
+  int64_t th = plan_threads(p, pl);
+  return th % p->t->warp_size == 0 || (th < p->t->warp_size && plan_blocks(p, pl) == 1);
+}
+
+typedef struct {
+  const rl_problem *p;
+  rl_plan cur;                  /* the candidate being built, axis by axis */
+  const rl_plan *from;          /* the block it replaces */
+  double lane_cap;              /* 0: the first pass, finding min_lanes; else the lanes allowed */
+  double min_lanes;
+  rl_plan best;
+  double best_est, best_lanes, best_dist;
+  int best_over;
+  bool found;
+} warp_search;
+
+/* The warp rule's candidates: blocks of owners_v thread tiles along output
+ * axis v, for owners_v a power of two up to the axis's thread count rounded up
+ * to one, that count itself, or the current one, within the threads a block
+ * may have.  The first pass finds the fewest lanes any of them takes; the
+ * second keeps, among those within RL_MAX_WASTE of it, the one with the
+ * fewest axes past the padding limits (block_fits), then the model's best,
+ * then fewer lanes, then the least change. */
+static void search_warp_blocks(warp_search *s, int v, int64_t threads) {
+  const rl_problem *p = s->p;
+  const qir_target *t = p->t;
+  if (v == p->n_out) {
+    if (!warp_rule_holds(p, &s->cur)) return;
+    double lanes = plan_lanes(p, &s->cur);
+    if (s->lane_cap == 0) {
+      if (!s->found || lanes < s->min_lanes) s->min_lanes = lanes, s->found = true;
+      return;
+    }
+    if (lanes > s->lane_cap) return;
+    rl_plan c = s->cur;
+    rl_eval(p, &c);
+    if (!c.valid) return;
+    double est = round_sig(c.est_us), dist = 0;
+    int over = 0;                              /* axes past the padding limits */
+    for (int u = 0; u < p->n_out; u++) {
+      over += !block_fits(p, &c, u, c.tile[u]);
+      dist += fabs(log((double)c.tile[u] / (double)s->from->tile[u]));
+    }
+    if (s->found) {
+      if (over != s->best_over) { if (over > s->best_over) return; }
+      else if (est != s->best_est) { if (est > s->best_est) return; }
+      else if (lanes != s->best_lanes) { if (lanes > s->best_lanes) return; }
+      else if (dist >= s->best_dist - 1e-12) return;
+    }
+    s->best = c, s->best_est = est, s->best_lanes = lanes, s->best_dist = dist, s->best_over = over, s->found = true;
+    return;
+  }
+  int64_t n = ceil_div(p->ext[v], s->cur.thr[v]), now = ceil_div(s->from->tile[v], s->from->thr[v]);
+  for (int64_t c = 1;; c = c * 2) {
+    bool last = c >= n;                       /* the power of two that covers the axis */
+    int64_t opts[3] = {c, 0, 0};
+    int k = 1;
+    if (c < n && n < c * 2) opts[k++] = n;    /* the axis's own count, between two powers */
+    if (now != c && now > c / 2 && now < c && now != n) opts[k++] = now;
+    for (int i = 0; i < k; i++) {
+      if (threads * opts[i] > t->max_threads_per_block) continue;
+      s->cur.tile[v] = opts[i] * s->cur.thr[v];
+      search_warp_blocks(s, v + 1, threads * opts[i]);
+    }
+    if (last || threads * c * 2 > t->max_threads_per_block) break;
+  }
+  s->cur.tile[v] = s->from->tile[v];
+}
+
+/* fix_threads' last resort, when no block within the padding limit gives
+ * whole warps: the plan is tiny (one block, fewer threads than a warp) and
+ * stays, or its block is re-sized, along any output axes, to a block that
+ * obeys the warp rule, past the padding limit or its extent if need be.  A
+ * partial warp idles its missing lanes just as a guarded thread does, so the
+ * lanes (blocks times threads rounded up to a warp) are what padding costs:
+ * of the blocks within RL_MAX_WASTE of the fewest lanes, one with the fewest
+ * axes past the limits, and of those the model's best.
+ * False if none fits. */
+static bool pad_to_warps(const rl_problem *p, rl_plan *pl) {
+  if (warp_rule_holds(p, pl)) return plan_threads(p, pl) <= p->t->max_threads_per_block;
+  warp_search s = {.p = p, .cur = *pl, .from = pl};
+  search_warp_blocks(&s, 0, 1);
+  if (!s.found) return false;
+  s.lane_cap = s.min_lanes * (1 + RL_MAX_WASTE) + 1e-9;
+  s.found = false;
+  search_warp_blocks(&s, 0, 1);
+  if (!s.found) return false;
+  *pl = s.best;
+  return true;
+}
+
 /* Threads should be a multiple of the warp.  In order of preference: widen
  * the block along an axis where it stays within its extent (block_fits);
  * halve a thread tile (more threads, less register reuse; the innermost axis
@@ -855,9 +966,8 @@ static void shrink_thread(const rl_problem *p, rl_plan *pl, int v, int64_t t) {
  * construction keeps both variants and lets the model choose; resize the
  * block along one axis to any size that fits and gives whole warps; shrink a
  * thread tile to its unit (tiny shapes: every point its own thread).  When none of
- * these helps the shape is smaller than the warp allows: the last warp stays
- * partial rather than the block being padded past its extent, where whole
- * threads would have nothing to do. */
+ * these helps, pad_to_warps: a tiny plan keeps its partial warp, any other
+ * block is padded (past the padding limit, or its extent) to whole warps. */
 static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
   const qir_target *t = p->t;
   if (p->n_out == 0) return true;
@@ -895,7 +1005,7 @@ static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
         changed = true;
       }
     }
-    if (!changed) return th <= t->max_threads_per_block; /* a partial last warp */
+    if (!changed) return pad_to_warps(p, pl);
   }
   return false;
 }
@@ -1072,15 +1182,6 @@ static void split_plans(const rl_problem *p, rl_path *path) {
     rl_eval(p, &pl);
     if (pl.valid) path->plans[path->n++] = pl;
   }
-}
-
-/* Three significant digits, as the nearest double to the decimal text, so
- * the printed estimate is short and stable. */
-static double round_sig(double x) {
-  if (!(x > 0) || !isfinite(x)) return 0;
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.3g", x);
-  return strtod(buf, NULL);
 }
 
 /* Ranking: the estimate (to the three digits printed); on a tie, wider

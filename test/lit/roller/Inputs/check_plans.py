@@ -7,12 +7,13 @@ ROCm HIP hardware documentation), independently of qir/target.c, so a planner
 that ignored a limit is caught.  Also checks the plan's own arithmetic: grid =
 ceil(extent / block), threads = prod(ceil(block / thread)) (x warp with mma, x
 rsplit lanes for split reductions),
-warp-multiple threads, vector width dividing the thread tile, mma alignment.
-Block tiles stay within their extent: never past the extent rounded up to the
-thread tile, and the padding of the last block at most MAX_WASTE of the extent
-(or no more than the thread tile's own).  A block whose threads are not a
-whole number of warps is accepted only where no axis could be widened to make
-them whole within those two limits (shapes smaller than a warp).
+vector width dividing the thread tile, mma alignment.  The warp rule: threads
+are a whole number of warps, unless the plan is tiny (grid 1, fewer threads
+than a warp).  Block tiles stay within their extent: never past the extent
+rounded up to the thread tile, and the padding of the last block at most
+MAX_WASTE of the extent (or no more than the thread tile's own), except a
+block of whole warps along an axis where no size within those limits would
+give whole warps in as few lanes (the warp rule needs the padding).
 Prints `checked N plans` and exits 1 listing every violation.
 """
 import math
@@ -89,16 +90,26 @@ def main():
         if not (len(block) == len(thread) == len(grid) == len(dims)):
             bad(f"rank mismatch with result dims {dims}")
             continue
+        owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread) if t >= 1)
+        mma = p.get("mma")
+        rsplit = p.get("rsplit", 1)
         for i, (b, t, g, e) in enumerate(zip(block, thread, grid, dims)):
             if t < 1 or b < t or b % t:
                 bad(f"axis {i}: block {b} is not a multiple of thread {t}")
             if g != math.ceil(e / b):
                 bad(f"axis {i}: grid {g} != ceil({e}/{b})")
             if t >= 1 and not fits(e, b, t):
-                bad(f"axis {i}: block {b} oversized for extent {e} (thread {t})")
-        owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread))
-        mma = p.get("mma")
-        rsplit = p.get("rsplit", 1)
+                # padding past the limits only for whole warps that no size within them
+                # gives in as few lanes (blocks x threads rounded up to warps)
+                rest = p["threads"] // math.ceil(b / t)
+                others = math.prod(gg for j, gg in enumerate(grid) if j != i)
+                lanes = math.prod(grid) * math.ceil(p["threads"] / warp) * warp
+                within = [k * t for k in range(1, math.ceil(e / t) + 1)
+                          if (k * rest) % warp == 0 and k * rest <= max_threads and fits(e, k * t, t)
+                          and others * math.ceil(e / (k * t)) * k * rest <= lanes]
+                if p["threads"] % warp or mma or within:
+                    bad(f"axis {i}: block {b} oversized for extent {e} (thread {t})"
+                        + (f"; {within[0]} would give whole warps" if within else ""))
         if rsplit != 1 and (rsplit % warp or rsplit & (rsplit - 1) or any(t != 1 for t in thread) or mma
                             or not p.get("rstep")):
             bad(f"rsplit {rsplit}: needs whole warps of lanes ({warp}), a power of two, thread tile 1, "
@@ -108,16 +119,9 @@ def main():
             bad(f"threads {p['threads']} != {threads}")
         if p["threads"] > max_threads:
             bad(f"threads {p['threads']} > {max_threads}")
-        if block and p["threads"] % warp and not mma:
-            # a partial warp only where no block size along any one axis gives whole warps
-            for i, (b, t, e) in enumerate(zip(block, thread, dims)):
-                rest = p["threads"] // math.ceil(b / t)
-                ok = [k * t for k in range(1, math.ceil(e / t) + 1)
-                      if k * rest <= max_threads and (k * rest) % warp == 0 and fits(e, k * t, t)]
-                if ok:
-                    bad(f"threads {p['threads']} not a multiple of the warp {warp} "
-                        f"(block axis {i} could be {ok[0]})")
-                    break
+        if block and p["threads"] % warp and not (math.prod(grid) == 1 and p["threads"] < warp):
+            bad(f"threads {p['threads']} not a multiple of the warp {warp}, and the plan is not "
+                f"one block of fewer threads than a warp (grid {grid})")
         if p.get("smem", 0) > max_smem:
             bad(f"smem {p['smem']} > {max_smem}")
         if p.get("regs", 0) > max_regs:
