@@ -48,6 +48,12 @@ typedef enum {
 
 #define QIR_MAX_RANK 8
 
+/* The most elements a #tile plan may span: each entry of its block, thread
+ * and rstep, and a block tile times a reduction step (block x rstep), which
+ * is what a block stages and counts with 32-bit integers.  The verifier
+ * holds every #tile to it. */
+#define QIR_TILE_MAX (1 << 24)
+
 typedef struct {
   qir_dtype dtype;
   int rank;                     /* 0 = scalar */

@@ -432,6 +432,34 @@ static void check_device(verifier *v, qir_op *op, qir_region *r) {
   qir_device_plan_check(op, &outer, v->d);
 }
 
+/* #tile: a plan's thread and rstep entries, and its block tile times its
+ * reduction step (block x rstep), span at most QIR_TILE_MAX elements: what a
+ * block stages and counts in 32 bits.  A block alone may be longer (a row
+ * group's warp walks a whole row).  The rest of a plan is qcodegen's to check
+ * against the op; this much holds for any op, so no pass writes a plan past it. */
+static void check_tile_span(verifier *v, const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  if (!tile || tile->val.kind != QIR_ATTR_DICT) return;
+  static const char *const keys[] = {"block", "thread", "rstep"};
+  double span = 1;
+  for (int k = 0; k < 3; k++) {
+    const qir_attr_val *l = qir_attr_dict_get(&tile->val, keys[k]);
+    if (!l || l->kind != QIR_ATTR_LIST) continue;
+    for (int i = 0; i < l->n; i++) {
+      const qir_attr_val *x = &l->items[i];
+      if (x->kind != QIR_ATTR_INT || x->i < 1 || (k > 0 && x->i > QIR_TILE_MAX)) {
+        ERR(v, attr_loc(op, tile), "'%s' #tile '%s' entry %s is out of range (an integer from 1%s)", op_name(op), keys[k],
+            x->kind == QIR_ATTR_INT ? qir_sprintf(v->m, "%lld", (long long)x->i) : qir_sprintf(v->m, "#%d", i),
+            k > 0 ? qir_sprintf(v->m, " to %d", QIR_TILE_MAX) : "");
+        return;
+      }
+      if (k != 1) span *= (double)x->i;
+    }
+  }
+  if (qir_attr_dict_get(&tile->val, "rstep") && span > QIR_TILE_MAX)
+    ERR(v, attr_loc(op, tile), "'%s' #tile block x rstep spans %.0f elements, more than %d", op_name(op), span, QIR_TILE_MAX);
+}
+
 /* Shared memory one block may hold on the largest built-in target: a group
  * whose plan asks for more fits on none of them. */
 static int64_t max_smem_per_block(void) {
@@ -557,6 +585,7 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   if (op->code == QIR_OP_INPUT) check_input_dims(v, op);
   bool attrs_ok = v->d->n_errors == errors_before_attrs; /* else the shape rule would repeat them */
   check_device(v, op, r);
+  check_tile_span(v, op);
   if (op->code == QIR_OP_COMPUTE) check_compute(v, op);
   if (op->code == QIR_OP_CONST) check_const(v, op);
   if (op->code == QIR_OP_RPROGRAM) {

@@ -2,6 +2,7 @@
  * (expressions, plain statements, scalar device helpers). */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kast.h"
@@ -177,7 +178,13 @@ kexpr *ke_aligned16(kbuilder *b, int param) {
 }
 
 kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
-kexpr *ke_bid(kbuilder *b) { return ke_new(b, KE_BID, KT_I32); }
+/* A 64-bit kernel's block index is a cast of the 32-bit one, not a 64-bit
+ * KE_BID: an rprogram puts its task counter where KE_BID was (lower_run_tasks),
+ * and the cast keeps the arithmetic over it 64-bit. */
+kexpr *ke_bid(kbuilder *b) {
+  kexpr *e = ke_new(b, KE_BID, KT_I32);
+  return b->index_type == KT_I64 ? ke_cast(b, e, KT_I64) : e;
+}
 
 kexpr *ke_un(kbuilder *b, qir_expr_fn fn, kexpr *a, ktype t) {
   kexpr *e = ke_new(b, KE_UNARY, t);
@@ -265,6 +272,10 @@ kexpr *ke_mod(kbuilder *b, kexpr *a, kexpr *c) {
   if (ke_is_int(a, 0)) return a;
   return ke_bin(b, QIR_FN_MOD, a, c, index_type(a, c));
 }
+
+kexpr *ke_min(kbuilder *b, kexpr *a, kexpr *c) { return ke_bin(b, QIR_FN_MIN, a, c, index_type(a, c)); }
+kexpr *ke_max(kbuilder *b, kexpr *a, kexpr *c) { return ke_bin(b, QIR_FN_MAX, a, c, index_type(a, c)); }
+kexpr *ke_pick(kbuilder *b, kexpr *cond, kexpr *a, kexpr *c) { return ke_select(b, cond, a, c, index_type(a, c)); }
 
 kexpr *ke_lt(kbuilder *b, kexpr *a, kexpr *c) { return ke_bin(b, QIR_FN_LT, a, c, KT_BOOL); }
 
@@ -510,7 +521,163 @@ kkernel *kkernel_new(kbuilder *b, const char *name, int n_params) {
   k->grid = 1;
   k->threads = 1;
   k->warp = 32;
+  k->index_type = b->index_type = KT_I32;
   return k;
+}
+
+void kkernel_choose_index(kbuilder *b, kkernel *k, int64_t span) {
+  bool wide = span >= KINDEX64_NUMEL;
+  for (int i = 0; i < k->n_params; i++) wide |= k->params[i].numel >= KINDEX64_NUMEL;
+  k->index_type = b->index_type = wide ? KT_I64 : KT_I32;
+}
+
+/* ------------------------------------------------------------ index overflow
+ *
+ * Bounds of |value| over a launch, by interval-free magnitude arithmetic:
+ * constants, tid < threads, bid < grid, a variable by its declarations, loop
+ * bounds (plus one step: the counter's last value) and assignments.  Loaded
+ * values count as 0: an index read from a tensor is data (a gather), bounded
+ * by the dimension it indexes, which the kernel's element counts already
+ * decide.  A variable whose bound depends on itself (an accumulator) is
+ * unbounded; only index positions are checked, where none such appears. */
+
+typedef struct {
+  const kkernel *k;
+  const kvar **vars;            /* every scalar variable the kernel assigns */
+  double *bound;                /* its bound; < 0: not computed yet; NAN: in progress */
+  int n, cap;
+} ibounds;
+
+static int ib_slot(ibounds *ib, const kvar *v) {
+  for (int i = 0; i < ib->n; i++)
+    if (ib->vars[i] == v) return i;
+  return -1;
+}
+
+static double ib_expr(ibounds *ib, const kexpr *e);
+
+/* The bound of v: the largest of every value given to it. */
+static void ib_defs(ibounds *ib, const kstmt *s, const kvar *v, double *acc) {
+  if (!s || isinf(*acc)) return;
+  if (s->var == v && !v->size) {
+    double x = 0;
+    if (s->kind == KS_DECL && s->init) x = ib_expr(ib, s->init);
+    else if (s->kind == KS_ASSIGN && !s->index) x = ib_expr(ib, s->value);
+    else if (s->kind == KS_FOR) {
+      double lo = ib_expr(ib, s->lo), hi = ib_expr(ib, s->hi) + (double)(s->step < 0 ? -s->step : s->step);
+      x = lo > hi ? lo : hi;
+    }
+    if (x > *acc || isnan(x)) *acc = x;
+  }
+  for (int i = 0; i < s->n_items; i++) ib_defs(ib, s->items[i], v, acc);
+  ib_defs(ib, s->body, v, acc);
+  ib_defs(ib, s->els, v, acc);
+}
+
+static double ib_var(ibounds *ib, const kvar *v) {
+  if (v->space == KV_SHARED || v->space == KV_FRAG || v->size) return 0;   /* tile contents: data */
+  int i = ib_slot(ib, v);
+  if (i < 0) {
+    if (ib->n == ib->cap) {
+      int cap = ib->cap ? ib->cap * 2 : 32;
+      const kvar **vars = realloc(ib->vars, sizeof *vars * (size_t)cap);
+      double *bound = vars ? realloc(ib->bound, sizeof *bound * (size_t)cap) : NULL;
+      if (vars) ib->vars = vars;
+      if (!bound) return INFINITY;
+      ib->bound = bound;
+      ib->cap = cap;
+    }
+    i = ib->n++;
+    ib->vars[i] = v;
+    ib->bound[i] = -1;
+  }
+  if (isnan(ib->bound[i])) return INFINITY;   /* defined through itself */
+  if (ib->bound[i] >= 0) return ib->bound[i];
+  ib->bound[i] = NAN;
+  double acc = 0;
+  ib_defs(ib, ib->k->lets, v, &acc);
+  ib_defs(ib, ib->k->body, v, &acc);
+  ib->bound[ib_slot(ib, v)] = isnan(acc) ? INFINITY : acc;
+  return ib->bound[ib_slot(ib, v)];
+}
+
+static double ib_expr(ibounds *ib, const kexpr *e) {
+  if (!e) return 0;
+  switch (e->kind) {
+  case KE_INT: return fabs((double)e->ival);
+  case KE_FLOAT: case KE_LOAD: case KE_ALIGNED16: case KE_ELEM: return 0;
+  case KE_TID: return ib->k->threads;
+  case KE_BID: return (double)ib->k->grid;
+  case KE_WARP: return ib->k->threads / (ib->k->warp > 0 ? ib->k->warp : 1);
+  case KE_VAR: return ib_var(ib, e->var);
+  case KE_CAST: return ktype_is_float(e->a->type) ? 0 : ib_expr(ib, e->a);
+  case KE_SELECT: {
+    double a = ib_expr(ib, e->b), c = ib_expr(ib, e->c);
+    return a > c ? a : c;
+  }
+  case KE_UNARY: return e->fn == QIR_FN_NEG || e->fn == QIR_FN_ABS ? ib_expr(ib, e->a) : 0;
+  case KE_BINARY: {
+    if (ktype_is_float(e->type) || e->type == KT_BOOL) return 0;
+    double a = ib_expr(ib, e->a), c = ib_expr(ib, e->b);
+    switch (e->fn) {
+    case QIR_FN_ADD: case QIR_FN_SUB: return a + c;
+    case QIR_FN_MUL: return a * c;
+    case QIR_FN_DIV: return e->b->kind == KE_INT && e->b->ival ? a / fabs((double)e->b->ival) : a;
+    case QIR_FN_MOD: return a < c ? a : c;
+    case QIR_FN_MIN: case QIR_FN_MAX: return a > c ? a : c;
+    default: return 0;
+    }
+  }
+  }
+  return 0;
+}
+
+/* The first 32-bit integer node of index expression e whose bound leaves int32. */
+static const kexpr *ib_find(ibounds *ib, const kexpr *e, double *bound) {
+  if (!e || e->kind == KE_LOAD || e->kind == KE_ELEM) return NULL;   /* their own indices are checked where they are */
+  if (e->type == KT_BOOL || ktype_is_float(e->type)) return NULL;
+  const kexpr *r;
+  if ((r = ib_find(ib, e->a, bound)) || (r = ib_find(ib, e->b, bound)) || (r = ib_find(ib, e->c, bound))) return r;
+  if (e->type != KT_I32) return NULL;
+  double x = ib_expr(ib, e);
+  if (x <= (double)INT32_MAX) return NULL;
+  *bound = x;
+  return e;
+}
+
+static const kexpr *ib_expr_loads(ibounds *ib, const kexpr *e, double *bound) {
+  if (!e) return NULL;
+  if (e->kind == KE_LOAD) {
+    const kexpr *r = ib_find(ib, e->a, bound);
+    if (r) return r;
+  }
+  const kexpr *r;
+  if ((r = ib_expr_loads(ib, e->a, bound)) || (r = ib_expr_loads(ib, e->b, bound))) return r;
+  return ib_expr_loads(ib, e->c, bound);
+}
+
+/* Global-memory indices of s and everything under it. */
+static const kexpr *ib_stmt(ibounds *ib, const kstmt *s, double *bound) {
+  if (!s) return NULL;
+  const kexpr *r = NULL;
+  if ((s->kind == KS_STORE && (r = ib_find(ib, s->index, bound))) || (s->kind == KS_VCOPY16 && (r = ib_find(ib, s->lo, bound))))
+    return r;
+  const kexpr *const es[] = {s->init, s->lo, s->hi, s->cond, s->index, s->value, s->ia, s->ib};
+  for (size_t i = 0; i < sizeof es / sizeof *es; i++)
+    if ((r = ib_expr_loads(ib, es[i], bound))) return r;
+  for (int i = 0; i < s->n_items; i++)
+    if ((r = ib_stmt(ib, s->items[i], bound))) return r;
+  if ((r = ib_stmt(ib, s->body, bound))) return r;
+  return ib_stmt(ib, s->els, bound);
+}
+
+const kexpr *kkernel_index_overflow(const kkernel *k, double *bound) {
+  ibounds ib = {.k = k};
+  const kexpr *r = ib_stmt(&ib, k->lets, bound);
+  if (!r) r = ib_stmt(&ib, k->body, bound);
+  free(ib.vars);
+  free(ib.bound);
+  return r;
 }
 
 /* ------------------------------------------------------------ text */

@@ -181,12 +181,27 @@ typedef struct {
   const char *coop_fallback;    /* GPU, cooperative: the host flag a launch sets, instead of
                                  * failing, when the device cannot hold the grid at once */
   bool grid_phase;              /* C: a phase of a device loop, after a grid barrier */
+  ktype index_type;             /* KT_I32, or KT_I64: it touches a tensor of KINDEX64_NUMEL elements or more */
 } kkernel;
+
+/* ---- index arithmetic
+ * A kernel indexes with 32-bit integers unless it touches (reads or writes)
+ * a tensor of KINDEX64_NUMEL elements or more, or walks a reduction that
+ * long: then every variable and expression that holds a global coordinate, a
+ * flat element number or a reduction position is 64-bit (KT_I64), as is the
+ * block index it starts from.  The threshold leaves a factor of two below
+ * 2^31 for what index arithmetic passes through beyond the last element
+ * (rounded-up grids and tiles, padded windows, a loop counter's last step).
+ * Counters inside one block's tile (shared-memory offsets, register slots,
+ * fragments) stay 32-bit: a tile spans at most QIR_TILE_MAX elements. */
+#define KINDEX64_NUMEL ((int64_t)1 << 30)
 
 /* ---- construction (all memory from the module's arena) */
 typedef struct {
   qir_module *m;
   int counter;                  /* for fresh names */
+  ktype index_type;             /* index arithmetic of the kernel being lowered: KT_I32 or KT_I64
+                                 * (set by kkernel_choose_index, reset by kkernel_new) */
 } kbuilder;
 
 kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size, kvar_space sp);
@@ -203,7 +218,7 @@ kexpr *ke_load(kbuilder *b, kkernel *k, int param, kexpr *index);
 kexpr *ke_load_raw(kbuilder *b, int param, kexpr *index);  /* 16-bit bits, as KT_U32 */
 kexpr *ke_warp(kbuilder *b);
 kexpr *ke_tid(kbuilder *b);
-kexpr *ke_bid(kbuilder *b);
+kexpr *ke_bid(kbuilder *b);                      /* the block index, in b->index_type */
 kexpr *ke_un(kbuilder *b, qir_expr_fn fn, kexpr *a, ktype t);
 kexpr *ke_bin(kbuilder *b, qir_expr_fn fn, kexpr *a, kexpr *c, ktype t);
 kexpr *ke_select(kbuilder *b, kexpr *cond, kexpr *a, kexpr *c, ktype t);
@@ -215,6 +230,9 @@ kexpr *ke_sub(kbuilder *b, kexpr *a, kexpr *c);
 kexpr *ke_mul(kbuilder *b, kexpr *a, kexpr *c);
 kexpr *ke_div(kbuilder *b, kexpr *a, kexpr *c);
 kexpr *ke_mod(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_min(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_max(kbuilder *b, kexpr *a, kexpr *c);
+kexpr *ke_pick(kbuilder *b, kexpr *cond, kexpr *a, kexpr *c);   /* cond ? a : c, an index */
 kexpr *ke_lt(kbuilder *b, kexpr *a, kexpr *c);
 kexpr *ke_and(kbuilder *b, kexpr *a, kexpr *c);    /* NULL operands mean true */
 bool ke_is_int(const kexpr *e, int64_t v);
@@ -247,6 +265,13 @@ bool ke_uses_var(const kexpr *e, const kvar *v);
 
 kkernel *kkernel_new(kbuilder *b, const char *name, int n_params);
 void kkernel_prune(kkernel *k);               /* drops unread local declarations */
+/* Once k's parameters are set: k->index_type (and b's) from their element
+ * counts and `span`, the longest walk (a reduction) the kernel makes. */
+void kkernel_choose_index(kbuilder *b, kkernel *k, int64_t span);
+/* A 32-bit index expression of k that can leave int32's range (a bound of
+ * its values over the launch, from the kernel's loops and declarations), or
+ * NULL: the static check every lowered kernel passes.  *bound: that bound. */
+const kexpr *kkernel_index_overflow(const kkernel *k, double *bound);
 
 /* ---- lowering (lower.c) */
 typedef enum { CG_C, CG_CUDA, CG_HIP } cg_backend;

@@ -18,7 +18,7 @@
 #include "lower.h"
 
 /* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
-#define TILE_MAX (1 << 24)
+#define TILE_MAX QIR_TILE_MAX
 
 /* ---------------------------------------------------------------- typing */
 
@@ -49,7 +49,7 @@ static etype expr_type(lower_env *env, const qir_expr *e) {
   switch (e->kind) {
   case QIR_EX_INT: return (etype){KT_I64, true};
   case QIR_EX_FLOAT: return (etype){KT_F32, true};
-  case QIR_EX_VAR: return (etype){KT_I32, false};
+  case QIR_EX_VAR: return (etype){env->b->index_type, false};
   case QIR_EX_ACCESS:
     if (env->group && e->operand == env->group->acc_operand) return (etype){ktype_of_dtype(env->group->acc_dtype), false};
     if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
@@ -114,7 +114,7 @@ static kexpr *tr_access(lower_env *env, const qir_expr *e) {
   if (env->n_tiles && e->operand >= env->tile_base && e->operand < env->tile_base + env->n_tiles) {
     const stage_tile *st = &env->tiles[e->operand - env->tile_base];
     kexpr *off[QIR_MAX_RANK];
-    for (int j = 0; j < st->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], KT_I32), st->origin[j]);
+    for (int j = 0; j < st->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], b->index_type), st->origin[j]);
     return ke_elem(b, st->smem, strides_linear(env, off, st->ext, st->rank));
   }
   if (env->n_markers && e->operand >= env->marker_base && e->operand < env->marker_base + env->n_markers)
@@ -126,13 +126,13 @@ static kexpr *tr_access(lower_env *env, const qir_expr *e) {
     kexpr *saved[MAX_AXES], *off[QIR_MAX_RANK];
     memcpy(saved, env->vars, sizeof saved);
     if (env->raw_vars) memcpy(env->vars, env->raw_vars, sizeof(kexpr *) * (size_t)env->comp->n_axes);
-    for (int j = 0; j < sa->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], KT_I32), sa->origin[j]);
+    for (int j = 0; j < sa->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], b->index_type), sa->origin[j]);
     memcpy(env->vars, saved, sizeof saved);
     return ke_elem(b, sa->smem, strides_linear(env, off, sa->pdims, sa->rank));
   }
   const qir_type *t = &env->args[e->operand]->type;
   kexpr *idx[QIR_MAX_RANK];
-  for (int j = 0; j < e->n_args && j < QIR_MAX_RANK; j++) idx[j] = tr_as(env, e->args[j], KT_I32);
+  for (int j = 0; j < e->n_args && j < QIR_MAX_RANK; j++) idx[j] = tr_as(env, e->args[j], b->index_type);
   return ke_load(b, env->k, 1 + e->operand, strides_linear(env, idx, t->dims, t->rank));
 }
 
@@ -282,7 +282,7 @@ static kstmt *reduce_loops(lower_env *env, kstmt **inner) {
   const qir_compute *c = env->comp;
   kstmt *outer = NULL, *cur = NULL;
   for (int a = 0; a < c->n_red; a++) {
-    kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+    kvar *r = kvar_new(b, env->k, "r", b->index_type, 0, KV_LOCAL);
     env->vars[c->n_axes + a] = ke_var(b, r);
     kstmt *body = ks_seq(b);
     kstmt *l = ks_for(b, r, ke_int(b, 0), ke_int(b, c->axis_extents[c->n_axes + a]), 1, body);
@@ -314,14 +314,14 @@ static void lower_flat(lower_env *env, int threads, int per_thread) {
   } else {
     flat = ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, threads)), ke_tid(b));
   }
-  kvar *o = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
+  kvar *o = kvar_new(b, k, "o", b->index_type, 0, KV_LOCAL);
   kstmt *outer = ks_seq(b);
   ks_add(b, outer, ks_decl(b, o, flat));
   kexpr *idx[MAX_AXES];
   decompose(env, ke_var(b, o), c->axis_extents, c->n_axes, idx);
   for (int d = 0; d < c->n_axes; d++) {
     if (idx[d]->kind == KE_INT) { env->vars[d] = idx[d]; continue; }
-    kvar *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    kvar *iv = kvar_new(b, k, "i", b->index_type, 0, KV_LOCAL);
     ks_add(b, body, ks_decl(b, iv, idx[d]));
     env->vars[d] = ke_var(b, iv);
   }
@@ -360,12 +360,12 @@ static kstmt *lane_reduction(lower_env *env, kvar *acc, kvar *lane, int step, kt
   for (int a = 0; a < c->n_red; a++) rtot *= c->axis_extents[c->n_axes + a];
   kstmt *work = ks_seq(b), *rbody = ks_seq(b), *bias = add_bias(env, acc, NULL, t);
   if (bias) ks_add(b, work, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_var(b, lane), ke_int(b, 0), KT_BOOL), bias, NULL));
-  kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+  kvar *r = kvar_new(b, env->k, "r", b->index_type, 0, KV_LOCAL);
   kexpr *ridx[MAX_AXES];
   decompose(env, ke_var(b, r), c->axis_extents + c->n_axes, c->n_red, ridx);
   for (int a = 0; a < c->n_red; a++) {
     if (ridx[a]->kind == KE_INT) { env->vars[c->n_axes + a] = ridx[a]; continue; }
-    kvar *rv = kvar_new(b, env->k, "k", KT_I32, 0, KV_LOCAL);
+    kvar *rv = kvar_new(b, env->k, "k", b->index_type, 0, KV_LOCAL);
     ks_add(b, rbody, ks_decl(b, rv, ridx[a]));
     env->vars[c->n_axes + a] = ke_var(b, rv);
   }
@@ -398,7 +398,7 @@ static void lower_warp_reduce(lower_env *env) {
   decompose(env, ke_var(b, o), c->axis_extents, c->n_axes, idx);
   for (int d = 0; d < c->n_axes; d++) {
     if (idx[d]->kind == KE_INT) { env->vars[d] = idx[d]; continue; }
-    kvar *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    kvar *iv = kvar_new(b, k, "i", b->index_type, 0, KV_LOCAL);
     ks_add(b, work, ks_decl(b, iv, idx[d]));
     env->vars[d] = ke_var(b, iv);
   }
@@ -578,7 +578,7 @@ static kstmt *stage_load(lower_env *env, staged_access *sa, int64_t vec) {
   kexpr *off[QIR_MAX_RANK], *g[QIR_MAX_RANK], *inb = NULL;
   decompose(env, ke_var(b, fv), sa->ext, sa->rank, off);
   for (int j = 0; j < sa->rank; j++) {
-    kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+    kvar *gv = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
     ks_add(b, inner, ks_decl(b, gv, ke_add(b, sa->origin[j], off[j])));
     g[j] = ke_var(b, gv);
     if (sa->guard[j])
@@ -629,8 +629,8 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
      * the loop: safe reads, no branch per tap (a guard there makes ptxas
      * spill); their results are never stored. */
     kexpr *cl = i;
-    if (tb->clamp_hi[d]) cl = ke_bin(b, QIR_FN_MIN, cl, tb->clamp_hi[d], KT_I32);
-    if (tb->clamp_lo[d]) cl = ke_bin(b, QIR_FN_MAX, cl, tb->clamp_lo[d], KT_I32);
+    if (tb->clamp_hi[d]) cl = ke_min(b, cl, tb->clamp_hi[d]);
+    if (tb->clamp_lo[d]) cl = ke_max(b, cl, tb->clamp_lo[d]);
     clamped[d] = cl;
   }
   /* wraps `s` in the slot loops; fresh loop statements each time */
@@ -662,7 +662,7 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
   int64_t size[MAX_AXES * 2];
   for (int d = 0; d < n; d++) lo[d] = tb->lo[d], size[d] = p->block[d];
   for (int a = 0; a < m; a++) {
-    ko[a] = kvar_new(b, k, "ko", KT_I32, 0, KV_BLOCK);
+    ko[a] = kvar_new(b, k, "ko", b->index_type, 0, KV_BLOCK);
     lo[n + a] = ke_var(b, ko[a]);
     size[n + a] = p->rstep[a];
   }
@@ -704,7 +704,7 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
       env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
       kexpr *hi = ke_int(b, p->rstep[a]);
       if (partial && R[a] % p->rstep[a])
-        hi = ke_bin(b, QIR_FN_MIN, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])), KT_I32);
+        hi = ke_min(b, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])));
       kstmt *body = ks_seq(b);
       kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
       l->unroll = unroll[a] && hi->kind == KE_INT;
@@ -1128,11 +1128,10 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     k->args[1 + i] = args[i];
   }
   int64_t numel = qir_type_numel(&out->type), rtot = 1;
-  for (int a = 0; a < comp->n_red; a++) rtot *= comp->axis_extents[comp->n_axes + a];
-  if (numel > INT32_MAX / 2) {
-    qir_error(cg->d, env.loc, "tensor of %" PRId64 " elements: qcodegen indexes with 32 bits", numel);
-    return NULL;
-  }
+  for (int a = 0; a < comp->n_red; a++)
+    rtot = rtot > INT64_MAX / 4 / (comp->axis_extents[comp->n_axes + a] + 1) ? INT64_MAX / 4 : rtot * comp->axis_extents[comp->n_axes + a];
+  /* every lowering below types its index arithmetic from this choice */
+  kkernel_choose_index(b, k, rtot);
   if (grp && grp->epilogue) env.group = grp;
   if (grp) what = qir_sprintf(cg->m, "kernel @%s", grp->name);
   env.body = comp->body;
@@ -1167,8 +1166,16 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
       lower_flat(&env, threads, 1);
     }
   }
+  b->index_type = KT_I32;
   if (env.failed) return NULL;
   kkernel_prune(k);
+  double reach = 0;
+  if (kkernel_index_overflow(k, &reach)) {
+    /* a lowering typed some index arithmetic 32-bit that can pass 2^31: refuse rather than emit it */
+    qir_error(cg->d, env.loc, "internal error: %s: 32-bit index arithmetic that can reach %.0f, past 2^31 - 1", what, reach);
+    return NULL;
+  }
+  if (k->index_type == KT_I64) k->summary = qir_sprintf(cg->m, "%s, 64-bit indexes", k->summary ? k->summary : "");
   k->summary = qir_sprintf(cg->m, "%s: %s", what, k->summary ? k->summary : "");
   /* where the checker's reports point: the op in the module that computes `out` */
   const qir_op *src = out->def ? out->def : plan_op;

@@ -517,7 +517,7 @@ static void row_point_at(lower_env *env, kstmt *body, const bool *reduced, int n
     }
     kexpr *c = c_[m++];
     if (c->kind != KE_INT) {
-      kvar *cv = kvar_new(b, env->k, "q", KT_I32, 0, KV_LOCAL);
+      kvar *cv = kvar_new(b, env->k, "q", b->index_type, 0, KV_LOCAL);
       ks_add(b, body, ks_decl(b, cv, c));
       c = ke_var(b, cv);
     }
@@ -531,7 +531,7 @@ static kstmt *reduction_loops(lower_env *env, kstmt *body, const qir_compute *pc
   kbuilder *b = env->b;
   kstmt *cur = body;
   for (int a = 0; a < pc->n_red; a++) {
-    kvar *r = kvar_new(b, env->k, "r", KT_I32, 0, KV_LOCAL);
+    kvar *r = kvar_new(b, env->k, "r", b->index_type, 0, KV_LOCAL);
     env->vars[n + a] = ke_var(b, r);
     kstmt *lb = ks_seq(b);
     ks_add(b, cur, ks_for(b, r, ke_int(b, 0), ke_int(b, pc->axis_extents[n + a]), 1, lb));
@@ -578,7 +578,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     if (kept[i] % kb[i]) {
       kvar *rv = let(env, "rowu", r);
       valid = ke_and(b, valid, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])));
-      r = ke_select(b, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])), ke_var(b, rv), ke_int(b, kept[i] - 1), KT_I32);
+      r = ke_pick(b, ke_lt(b, ke_var(b, rv), ke_int(b, kept[i])), ke_var(b, rv), ke_int(b, kept[i] - 1));
     }
     row[d] = r->kind == KE_INT ? r : ke_var(b, let(env, "row", r));
     i++;
@@ -590,7 +590,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   /* one lane-strided walk over the row; `stage` < 0: the result's variables */
   #define ROW_LOOP(p, body, stage)                                                          \
     do {                                                                                  \
-      p = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);                                       \
+      p = kvar_new(b, k, "p", b->index_type, 0, KV_LOCAL);                                       \
       body = ks_seq(b);                                                                   \
       kexpr *pc_[MAX_AXES];                                                               \
       decompose(env, ke_var(b, p), red, nr, pc_);                                         \
@@ -598,7 +598,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
         if (!rows->reduced[d_]) { env->vars[d_] = row[d_]; continue; }                     \
         kexpr *c_ = pc_[m_];                                                              \
         if (c_->kind != KE_INT) {                                                         \
-          kvar *cv_ = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);                            \
+          kvar *cv_ = kvar_new(b, k, "q", b->index_type, 0, KV_LOCAL);                            \
           ks_add(b, body, ks_decl(b, cv_, c_));                                           \
           c_ = ke_var(b, cv_);                                                            \
         }                                                                                 \
@@ -622,16 +622,16 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     const qir_compute *pc = rows->point;
     qir_dtype pd = rows->dtypes[rows->n_stages + 1];
     ktype pt = ktype_of_dtype(pd);
-    p = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+    p = kvar_new(b, k, "p", b->index_type, 0, KV_LOCAL);
     body = ks_seq(b);
     kexpr *at[8][MAX_AXES], *pos[8];
     kvar *pacc[8];
     for (int u = 0; u < U; u++) {
-      kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
+      kvar *pu = kvar_new(b, k, "pu", b->index_type, 0, KV_LOCAL);
       kexpr *at_u = ke_add(b, ke_var(b, p), ke_int(b, u * W));
       if (u && len % (W * U)) {
         pvalid[u] = ke_lt(b, at_u, ke_int(b, len));
-        at_u = ke_select(b, pvalid[u], at_u, ke_int(b, len - 1), KT_I32);
+        at_u = ke_pick(b, pvalid[u], at_u, ke_int(b, len - 1));
       }
       ks_add(b, body, ks_decl(b, pu, at_u));
       pos[u] = ke_var(b, pu);
@@ -703,7 +703,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     /* each lane a point of the row's result of the tail, its reduction walking the staged row */
     ks_add(b, k->body, ks_barrier(b));
     env->comp = tail;
-    kvar *q = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+    kvar *q = kvar_new(b, k, "p", b->index_type, 0, KV_LOCAL);
     kstmt *tb = ks_seq(b);
     int64_t own[MAX_AXES], n_own = 1;
     for (int d = 0, m = 0; d < n; d++)
@@ -717,11 +717,11 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     for (int u = 0; u < TU; u++) {
       kexpr *pos = ke_var(b, q);
       if (u) {
-        kvar *pu = kvar_new(b, k, "pu", KT_I32, 0, KV_LOCAL);
+        kvar *pu = kvar_new(b, k, "pu", b->index_type, 0, KV_LOCAL);
         kexpr *at_u = ke_add(b, ke_var(b, q), ke_int(b, u * W));
         if (n_own % (W * TU)) {
           tvalid[u] = ke_lt(b, at_u, ke_int(b, n_own));
-          at_u = ke_select(b, tvalid[u], at_u, ke_int(b, n_own - 1), KT_I32);
+          at_u = ke_pick(b, tvalid[u], at_u, ke_int(b, n_own - 1));
         }
         ks_add(b, tb, ks_decl(b, pu, at_u));
         pos = ke_var(b, pu);
@@ -733,7 +733,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     kstmt *cur = tb;
     kexpr *at_row = NULL;
     for (int a = 0; a < tail->n_red; a++) {
-      kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL);
+      kvar *r = kvar_new(b, k, "r", b->index_type, 0, KV_LOCAL);
       env->vars[n + a] = ke_var(b, r);
       at_row = at_row ? ke_add(b, ke_mul(b, at_row, ke_int(b, tail->axis_extents[n + a])), ke_var(b, r)) : ke_var(b, r);
       kstmt *lb = ks_seq(b);
@@ -1135,15 +1135,15 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
     tb.vhi[d] = omax[d] + (double)sc.tile[d] - 1;
     if (ss.shift[d]) {
       /* the computed range: len points inside the value covering the box's part in it */
-      start = ke_bin(b, QIR_FN_MAX, ke_bin(b, QIR_FN_MIN, origin[d], ke_int(b, dim - len[d]), KT_I32), ke_int(b, 0), KT_I32);
+      start = ke_max(b, ke_min(b, origin[d], ke_int(b, dim - len[d])), ke_int(b, 0));
       if (start->kind != KE_INT) start = ke_var(b, let(env, "c", start));
       double lo = omin[d] < (double)(dim - len[d]) ? omin[d] : (double)(dim - len[d]);
       double hi = omax[d] < (double)(dim - len[d]) ? omax[d] : (double)(dim - len[d]);
       tb.vlo[d] = lo > 0 ? lo : 0;
       tb.vhi[d] = (hi > 0 ? hi : 0) + (double)sc.tile[d] - 1;
       /* computing points inside the box and the value (inside the value when they miss) */
-      kexpr *h = ke_bin(b, QIR_FN_MIN, ke_add(b, origin[d], ke_int(b, ext[d] - 1)), ke_int(b, dim - 1), KT_I32);
-      kexpr *l = ke_bin(b, QIR_FN_MIN, ke_bin(b, QIR_FN_MAX, origin[d], ke_int(b, 0), KT_I32), ke_int(b, dim - 1), KT_I32);
+      kexpr *h = ke_min(b, ke_add(b, origin[d], ke_int(b, ext[d] - 1)), ke_int(b, dim - 1));
+      kexpr *l = ke_min(b, ke_max(b, origin[d], ke_int(b, 0)), ke_int(b, dim - 1));
       tb.clamp_hi[d] = h->kind == KE_INT ? h : ke_var(b, let(env, "h", h));
       tb.clamp_lo[d] = l->kind == KE_INT ? l : ke_var(b, let(env, "l", l));
       /* a block whose box misses the value computes nothing */
@@ -1167,7 +1167,7 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
     decompose(env, ke_var(b, f), tl->ext, tl->rank, off);
     for (int j = 0; j < tl->rank; j++) {
       if (!ss.shift[j]) continue;
-      kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+      kvar *gv = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
       ks_add(b, body, ks_decl(b, gv, ke_add(b, tl->origin[j], off[j])));
       kexpr *out = ke_bin(b, QIR_FN_OR, ke_lt(b, ke_var(b, gv), ke_int(b, 0)),
                           ke_bin(b, QIR_FN_GE, ke_var(b, gv), ke_int(b, g->type->dims[j]), KT_BOOL), KT_BOOL);
@@ -1272,7 +1272,7 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     kexpr *off[QIR_MAX_RANK], *inb = NULL;
     decompose(env, ke_var(b, f), tl->ext, tl->rank, off);
     for (int j = 0; j < tl->rank; j++) {
-      kvar *gv = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+      kvar *gv = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
       ks_add(b, body, ks_decl(b, gv, ke_add(b, tl->origin[j], off[j])));
       env->vars[j] = ke_var(b, gv);
       inb = ke_and(b, inb, ke_and(b, ke_bin(b, QIR_FN_GE, env->vars[j], ke_int(b, 0), KT_BOOL),
@@ -1298,7 +1298,7 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   kexpr *off[QIR_MAX_RANK], *guard = NULL, *idx[QIR_MAX_RANK];
   decompose(env, ke_var(b, f), st->block, n, off);
   for (int d = 0; d < n; d++) {
-    kvar *gv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    kvar *gv = kvar_new(b, k, "i", b->index_type, 0, KV_LOCAL);
     ks_add(b, body, ks_decl(b, gv, ke_add(b, bstart[d], off[d])));
     idx[d] = env->vars[d] = ke_var(b, gv);
     if (ot->dims[d] % st->block[d]) guard = ke_and(b, guard, ke_lt(b, idx[d], ke_int(b, ot->dims[d])));

@@ -134,14 +134,14 @@ static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0, i
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, groups))));
   ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, groups)), ke_int(b, width))));
   kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
-  kvar *gr = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", KT_I32, 0, KV_LOCAL);
+  kvar *gr = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
   ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
   ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, c)));
   env->vars[op->row_var] = ke_var(b, gr);
   env->vars[op->col_var] = ke_var(b, gc);
   const qir_type *t = &env->args[op->access->operand]->type;
   kexpr *idx[QIR_MAX_RANK];
-  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], KT_I32);
+  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], b->index_type);
   kexpr *src = strides_linear(env, idx, t->dims, t->rank);
   kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
   if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
@@ -216,7 +216,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   kvar *ko[MAX_AXES];
   kstmt *cur = k->body;
   for (int a = 0; a < m; a++) {
-    ko[a] = kvar_new(b, k, "ko", KT_I32, 0, KV_BLOCK);
+    ko[a] = kvar_new(b, k, "ko", b->index_type, 0, KV_BLOCK);
     env->vars[n + a] = ke_var(b, ko[a]);
     kstmt *body = ks_seq(b);
     ks_add(b, cur, uniform_loop(b, ko[a], R[a], a == ka ? p->rstep[a] : 1, body, false));
@@ -263,7 +263,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
                      ke_add(b, ke_mul(b, ke_div(b, ke_var(b, fo), ke_int(b, FN)), ke_int(b, Q_MMA)), row));
   kexpr *gn = ke_add(b, ke_add(b, blo[vn], ke_mul(b, wt[vn], ke_int(b, tn))),
                      ke_add(b, ke_mul(b, ke_mod(b, ke_var(b, fo), ke_int(b, FN)), ke_int(b, Q_MMA)), col));
-  kvar *gmv = kvar_new(b, k, "gm", KT_I32, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", KT_I32, 0, KV_LOCAL);
+  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
   ks_add(b, st, ks_decl(b, gmv, gm));
   ks_add(b, st, ks_decl(b, gnv, gn));
   kexpr *oidx[MAX_AXES];

@@ -55,7 +55,8 @@
  *                        plan is kept only when the model rates it above the
  *                        best SIMT plan of the same op (-roller-mma overrides)
  *   rsplit   = N         (split reductions, N > 1) lanes per output point,
- *                        thread tile 1, rstep the whole reduction, threads =
+ *                        thread tile 1, rstep the whole reduction (as far as
+ *                        QIR_TILE_MAX allows: the lanes walk all of it), threads =
  *                        prod(block) * N; offered by split_plans, ranked with
  *                        the rest (-roller-split=never leaves them out)
  * A block tile need not divide its extent: the last block is guarded.  It
@@ -477,7 +478,9 @@ static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
     E[v] = pl->tile[v];
     Ef[v] = v < p->n_out ? pl->tile[v] : p->ext[v];
     Et[v] = v < p->n_out ? pl->thr[v] : 1;
-    if (v >= p->n_out) {
+    if (v >= p->n_out && pl->rsplit > 1) {
+      R *= (double)p->ext[v];                 /* lanes walk the whole reduction: no steps */
+    } else if (v >= p->n_out) {
       tr->chunks *= ceil_div(p->ext[v], pl->tile[v]);
       R *= (double)round_up(p->ext[v], pl->tile[v]);
     }
@@ -1010,7 +1013,32 @@ static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
   return false;
 }
 
-/* Grows the reduction step while the model improves and shared memory fits. */
+/* What a plan's block tile times its reduction step spans (elements). */
+static double plan_span(const rl_problem *p, const rl_plan *pl) {
+  double s = 1;
+  for (int v = 0; v < p->n_vars; v++) s *= (double)pl->tile[v];
+  return s;
+}
+
+/* A #tile spans at most QIR_TILE_MAX elements (block x rstep; qir.h, the
+ * verifier's rule: qcodegen counts a block's staging in 32 bits).  Halves the
+ * longest reduction step (a multiple of its instruction shape) until the plan
+ * fits; false when the block alone is too large.  A split reduction's lanes
+ * walk the whole reduction whatever its rstep, so there it changes nothing. */
+static bool fit_span(const rl_problem *p, rl_plan *pl) {
+  while (plan_span(p, pl) > QIR_TILE_MAX) {
+    int best = -1;
+    for (int v = p->n_out; v < p->n_vars; v++)
+      if (pl->tile[v] > red_mult(p, v) && (best < 0 || pl->tile[v] > pl->tile[best])) best = v;
+    if (best < 0) return false;
+    int64_t m = red_mult(p, best), half = round_up(ceil_div(pl->tile[best], 2), m);
+    pl->tile[best] = half < pl->tile[best] ? half : m;
+  }
+  return true;
+}
+
+/* Grows the reduction step while the model improves, shared memory fits and
+ * the plan's span stays within QIR_TILE_MAX. */
 static void expand_rstep(const rl_problem *p, rl_plan *pl) {
   rl_eval(p, pl);
   for (int iter = 0; iter < 64 && pl->valid; iter++) {
@@ -1021,7 +1049,8 @@ static void expand_rstep(const rl_problem *p, rl_plan *pl) {
       rl_plan c = *pl;
       c.tile[v] = nx;
       rl_eval(p, &c);
-      if (c.valid && c.smem <= smem_budget(p->t) && c.est_us < best.est_us * 0.99) best = c;
+      if (c.valid && c.smem <= smem_budget(p->t) && plan_span(p, &c) <= QIR_TILE_MAX && c.est_us < best.est_us * 0.99)
+        best = c;
     }
     if (best.est_us >= pl->est_us) break;
     *pl = best;
@@ -1030,7 +1059,7 @@ static void expand_rstep(const rl_problem *p, rl_plan *pl) {
 
 static void add_plan(const rl_problem *p, rl_path *path, const rl_plan *state, bool shrink_first) {
   rl_plan pl = *state;
-  if (!fix_threads(p, &pl, shrink_first)) return;
+  if (!fix_threads(p, &pl, shrink_first) || !fit_span(p, &pl)) return;
   for (int i = 0; i < path->n; i++)
     if (memcmp(path->plans[i].tile, pl.tile, sizeof pl.tile) == 0 &&
         memcmp(path->plans[i].thr, pl.thr, sizeof pl.thr) == 0) return;
@@ -1163,6 +1192,7 @@ static void split_plans(const rl_problem *p, rl_path *path) {
     pl.rsplit = lanes;
     for (int v = 0; v < p->n_out; v++) pl.tile[v] = pl.thr[v] = 1;
     for (int v = p->n_out; v < p->n_vars; v++) pl.tile[v] = p->ext[v];
+    if (!fit_span(p, &pl)) break;
     rl_eval(p, &pl);
     if (pl.valid) path->plans[path->n++] = pl;
   }
@@ -1179,6 +1209,7 @@ static void split_plans(const rl_problem *p, rl_path *path) {
     }
     if (have < want && want > 1) break;       /* no more points to put in a block */
     for (int v = p->n_out; v < p->n_vars; v++) pl.tile[v] = p->ext[v];
+    if (!fit_span(p, &pl)) break;
     rl_eval(p, &pl);
     if (pl.valid) path->plans[path->n++] = pl;
   }
