@@ -60,7 +60,7 @@ typedef struct {
   const char *not_stream;       /* why this model's run cannot be stream-ordered, or NULL */
   int n_rp;                     /* rprogram ops, in the order of rp_ops */
   qir_op **rp_ops;
-  qir_value **rp_sync;          /* each one's sync tensor (generation, barrier counters, flags) */
+  qir_value **rp_sync;          /* each one's sync tensor (launch count, barrier counters, flags) */
   int *rp_n;                    /* its persistent kernels (0: its kernels launch one by one) */
   kkernel ***rp_kernels;
   int n_dl;                     /* device-level loops/ifs (outermost ones): their programs */
@@ -513,10 +513,9 @@ static void phases_coherent(dl_node *n) {
 /* After memory is planned: a parameter whose bytes overlap another's of the
  * same launch where one of the two is written (a view passed beside its
  * tensor, arena memory reused within one rprogram) is `aliased`: no restrict
- * on it.  nc, the GPU's read-only
- * path, only for bytes nothing writes during the launch: the C kernels of one
- * rprogram's waves are one launch on a GPU, and a device loop's phases too
- * (its GPU kernel is coherent). */
+ * on it.  nc, the GPU's read-only path, only for bytes nothing writes during
+ * the launch: the C kernels of one rprogram's waves are one launch on a GPU,
+ * and a device loop's phases too (its GPU kernel is coherent). */
 static void mark_aliases(host *h) {
   cg_ctx *cg = &h->cg;
   for (int x = 0; x < cg->n_kernels; x++) {
