@@ -680,8 +680,8 @@ def first_operand(cond, k):
     return not any(t.text in ("&&", "||", "?") for t in cond[:k])
 
 
-def enclosing_call(toks, k):
-    """The identifier naming the call whose parentheses hold toks[k], or None."""
+def enclosing_call_open(toks, k):
+    """Index of the `(` of the call whose argument list holds toks[k], or None."""
     depth = 0
     for j in range(k - 1, -1, -1):
         x = toks[j].text
@@ -689,25 +689,21 @@ def enclosing_call(toks, k):
             depth += 1
         elif x in "([{":
             if depth == 0:
-                return toks[j - 1].text if x == "(" and j > 0 and toks[j - 1].kind == "id" else None
+                return j if x == "(" and j > 0 and toks[j - 1].kind == "id" else None
             depth -= 1
     return None
+
+
+def enclosing_call(toks, k):
+    """The identifier naming the call whose parentheses hold toks[k], or None."""
+    j = enclosing_call_open(toks, k)
+    return toks[j - 1].text if j is not None else None
 
 
 def enclosing_call_args(toks, k):
     """The arguments (token lists) of the call whose argument list holds toks[k], or None."""
-    depth = 0
-    for j in range(k - 1, -1, -1):
-        x = toks[j].text
-        if x in ")]}":
-            depth += 1
-        elif x in "([{":
-            if depth == 0:
-                if x != "(" or j == 0 or toks[j - 1].kind != "id":
-                    return None
-                return split_top(toks[j + 1:match_close(toks, j)])
-            depth -= 1
-    return None
+    j = enclosing_call_open(toks, k)
+    return split_top(toks[j + 1:match_close(toks, j)]) if j is not None else None
 
 
 def call_end(toks, k):
