@@ -453,6 +453,15 @@ static bool ke_uses_param(const kexpr *e, int p) {
   return ke_uses_param(e->a, p) || ke_uses_param(e->b, p) || ke_uses_param(e->c, p);
 }
 
+/* Whether a statement under s (other than its declaration) writes scalar v. */
+static bool ks_writes_var(const kstmt *s, const kvar *v) {
+  if (!s) return false;
+  if (s->kind != KS_DECL && s->var == v) return true;
+  for (int i = 0; i < s->n_items; i++)
+    if (ks_writes_var(s->items[i], v)) return true;
+  return ks_writes_var(s->body, v) || ks_writes_var(s->els, v);
+}
+
 bool ks_uses_param(const kstmt *s, int p) {
   if (!s) return false;
   if ((s->kind == KS_STORE || s->kind == KS_VCOPY16 || s->kind == KS_GRID_SYNC || s->kind == KS_FLAG_WAIT ||
@@ -1140,7 +1149,10 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
       fprintf(o, "%s%s %s[%" PRId64 "];\n", kprint_stack_align(st), ktype_c(s->var->type), s->var->name, s->var->size);
       return;
     }
-    fprintf(o, "%s%s %s", s->init && s->var->type == KT_I32 ? "const " : "", ktype_c(s->var->type), s->var->name);
+    /* an i32 let (an index) is const; an i32 accumulator (an integer
+     * reduction) is assigned later */
+    fprintf(o, "%s%s %s", s->init && s->var->type == KT_I32 && !ks_writes_var(k->body, s->var) ? "const " : "",
+            ktype_c(s->var->type), s->var->name);
     if (s->init) {
       fputs(" = ", o);
       kprint_expr(o, s->init, k, st);
