@@ -896,7 +896,7 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
     fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs, one kernel per wave */\n", p.n_kernels, p.n_waves, (long long)p.veus);
     for (int k = 0; k < h->rp_n[r]; k++) launch(h, o, h->rp_kernels[r][k], level);
     ind(o, level);
-    fprintf(o, "%s[0]++;   /* launches finished */\n", ptr(h, h->rp_sync[r], true));
+    fprintf(o, "%s[%d]++;   /* launches finished */\n", ptr(h, h->rp_sync[r], true), RP_SYNC_DONE_LAUNCHES);
     return;
   }
   if (packed) {

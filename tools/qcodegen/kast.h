@@ -371,6 +371,9 @@ int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a sh
  * most n_waves), 0 with a reason in *why when it cannot be packed (the host
  * then launches the members). */
 struct qir_rprogram;
+/* The sync tensor's layout (lower_rprogram.c): launches finished, blocks
+ * finished, then a counter per barrier and a flag per task. */
+enum { RP_SYNC_DONE_LAUNCHES = 0, RP_SYNC_DONE_BLOCKS = 1, RP_SYNC_BARRIER0 = 2 };
 int64_t lower_rprogram_sync_size(const struct qir_rprogram *p);
 /* The host's storage decisions: the value whose memory v is (itself, or what
  * a view of it names). */

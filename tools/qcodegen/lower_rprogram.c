@@ -25,7 +25,7 @@
  * q_gen into [0].  The device keeps the count, not the host: a failed launch
  * changes nothing, no copy precedes a launch, and a captured CUDA graph
  * replays correctly (a generation passed as an argument would be frozen
- * into the graph).  A view of a tensor (reshape, bitcast) is the same
+ * into the graph).  A view of a tensor (reshape, identity) is the same
  * memory: members' parameters are merged by storage, so one buffer is one
  * parameter, writable if any task writes it.
  *
@@ -38,9 +38,6 @@
 
 #include "kast.h"
 #include "rprogram.h"
-
-/* The sync tensor's layout (see above). */
-enum { RP_SYNC_DONE_LAUNCHES = 0, RP_SYNC_DONE_BLOCKS = 1, RP_SYNC_BARRIER0 = 2 };
 
 typedef struct {
   kbuilder *b;

@@ -428,7 +428,7 @@ static void kernel(FILE *o, const kkernel *k) {
   for (int i = 0; i < k->n_params; i++)   /* operands the expression never reads */
     if (!ks_uses_param(k->body, i) && !ks_uses_param(k->lets, i)) fprintf(o, "  (void)%s;\n", k->params[i].name);
   if (k->rp_sync)   /* an rprogram's wave: the launch's generation (the host counts the launch after its last wave) */
-    fprintf(o, "  const uint64_t q_gen = (uint64_t)%s[0] + 1;\n  (void)q_gen;\n", k->params[k->n_params - 1].name);
+    fprintf(o, "  const uint64_t q_gen = (uint64_t)%s[%d] + 1;\n  (void)q_gen;\n", k->params[k->n_params - 1].name, RP_SYNC_DONE_LAUNCHES);
   if (k->chk) {
     print_check_setup(o, k);
     fprintf(o, "  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);

@@ -60,16 +60,16 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   }
   const char *sync = k->rp_sync ? k->params[k->n_params - 1].name : NULL;
   if (sync)   /* this launch's generation: launches finished before it, plus one */
-    fprintf(o, "  const unsigned long long q_gen = (unsigned long long)%s[0] + 1ULL;\n", sync);
+    fprintf(o, "  const unsigned long long q_gen = (unsigned long long)%s[%d] + 1ULL;\n", sync, RP_SYNC_DONE_LAUNCHES);
   kprint_lets(o, k, k->body, &st, 1);
   kprint_stmt(o, k->body, k, &st, 1);
   if (sync)   /* the last block to finish counts the launch (every block has read q_gen by then) */
     fprintf(o, "  __syncthreads();\n"
                "  if (threadIdx.x == 0) {\n"
                "    __threadfence();\n"
-               "    if (atomicAdd((unsigned long long *)&%s[1], 1ULL) == q_gen * %" PRId64 "ULL - 1ULL) atomicExch((unsigned long long *)&%s[0], q_gen);\n"
+               "    if (atomicAdd((unsigned long long *)&%s[%d], 1ULL) == q_gen * %" PRId64 "ULL - 1ULL) atomicExch((unsigned long long *)&%s[%d], q_gen);\n"
                "  }\n",
-            sync, k->grid, sync);
+            sync, RP_SYNC_DONE_BLOCKS, k->grid, sync, RP_SYNC_DONE_LAUNCHES);
   fputs("}\n", o);
 }
 
