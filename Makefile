@@ -77,6 +77,16 @@ $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h &: $(ONNX_PROTO)
 
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 
+# The C back end's emulation of GPU instructions (tools/qcodegen/runtime, one
+# file per instruction family), printed into the programs it generates: each
+# file becomes a C string literal that print_sm80.c includes.
+RT_H   = $(wildcard tools/qcodegen/runtime/*.h)
+RT_INC = $(RT_H:tools/qcodegen/runtime/%.h=$(GEN)/runtime/%.inc)
+$(GEN)/runtime/%.inc: tools/qcodegen/runtime/%.h
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+$(BUILD)/obj/tools/qcodegen/print_sm80.o: $(RT_INC)
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------- tests

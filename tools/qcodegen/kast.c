@@ -424,7 +424,47 @@ kstmt *ks_vcopy16(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, k
   return s;
 }
 
-bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA_STORE; }
+kstmt *ks_ldmatrix(kbuilder *b, kvar *regs, kexpr *index, int count, bool trans, kvar *mem, kexpr *lane_offset) {
+  kstmt *s = ks_new(b, KS_LDMATRIX);
+  s->var = regs;
+  s->index = index;
+  s->step = count;
+  s->trans = trans;
+  s->mem = mem;
+  s->lo = lane_offset;
+  return s;
+}
+
+kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib, qir_dtype dt) {
+  kstmt *s = ks_mma_sync(b, acc, index, fa, ia, fb, ib);
+  s->kind = KS_MMA16816;
+  s->dtype = dt;
+  return s;
+}
+
+kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond) {
+  kstmt *s = ks_vcopy16(b, mem, index, param, src, cond);
+  s->kind = KS_CP_ASYNC;
+  return s;
+}
+
+kstmt *ks_cp_commit(kbuilder *b) { return ks_new(b, KS_CP_COMMIT); }
+
+kstmt *ks_cp_wait(kbuilder *b, int pending) {
+  kstmt *s = ks_new(b, KS_CP_WAIT);
+  s->step = pending;
+  return s;
+}
+
+bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA16816; }
+
+bool ks_contains(const kstmt *s, kstmt_kind kind) {
+  if (!s) return false;
+  if (s->kind == kind) return true;
+  for (int i = 0; i < s->n_items; i++)
+    if (ks_contains(s->items[i], kind)) return true;
+  return ks_contains(s->body, kind) || ks_contains(s->els, kind);
+}
 
 bool ks_has_sync(const kstmt *s) {
   if (!s) return false;
@@ -464,7 +504,7 @@ static bool ks_writes_var(const kstmt *s, const kvar *v) {
 
 bool ks_uses_param(const kstmt *s, int p) {
   if (!s) return false;
-  if ((s->kind == KS_STORE || s->kind == KS_VCOPY16 || s->kind == KS_GRID_SYNC || s->kind == KS_FLAG_WAIT ||
+  if ((s->kind == KS_STORE || s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC || s->kind == KS_GRID_SYNC || s->kind == KS_FLAG_WAIT ||
        s->kind == KS_FLAG_SET) && s->param == p)
     return true;
   if (ke_uses_param(s->init, p) || ke_uses_param(s->lo, p) || ke_uses_param(s->hi, p) || ke_uses_param(s->cond, p) ||
@@ -634,6 +674,7 @@ static double ib_expr(ibounds *ib, const kexpr *e) {
     case QIR_FN_DIV: return e->b->kind == KE_INT && e->b->ival ? a / fabs((double)e->b->ival) : a;
     case QIR_FN_MOD: return a < c ? a : c;
     case QIR_FN_MIN: case QIR_FN_MAX: return a > c ? a : c;
+    case QIR_FN_BITXOR: case QIR_FN_BITOR: return a + c;   /* of non-negative operands */
     default: return 0;
     }
   }
@@ -669,7 +710,7 @@ static const kexpr *ib_expr_loads(ibounds *ib, const kexpr *e, double *bound) {
 static const kexpr *ib_stmt(ibounds *ib, const kstmt *s, double *bound) {
   if (!s) return NULL;
   const kexpr *r = NULL;
-  if ((s->kind == KS_STORE && (r = ib_find(ib, s->index, bound))) || (s->kind == KS_VCOPY16 && (r = ib_find(ib, s->lo, bound))))
+  if ((s->kind == KS_STORE && (r = ib_find(ib, s->index, bound))) || ((s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC) && (r = ib_find(ib, s->lo, bound))))
     return r;
   const kexpr *const es[] = {s->init, s->lo, s->hi, s->cond, s->index, s->value, s->ia, s->ib};
   for (size_t i = 0; i < sizeof es / sizeof *es; i++)
@@ -1181,6 +1222,9 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
   case KS_MMA_FILL: case KS_MMA_LOAD: case KS_MMA_SYNC: case KS_MMA_STORE:
     indent_to(o, ind);
     kprint_mma_stmt(o, s, k, st);
+    return;
+  case KS_LDMATRIX: case KS_MMA16816: case KS_CP_ASYNC: case KS_CP_COMMIT: case KS_CP_WAIT:
+    kprint_sm80_stmt(o, s, k, st, ind);
     return;
   case KS_VCOPY16:
     indent_to(o, ind);

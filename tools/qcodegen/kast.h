@@ -113,8 +113,21 @@ typedef enum {
   KS_MMA_LOAD,                  /* var[index] = tile of shared `mem` at offset `lo`, leading dimension `step` */
   KS_MMA_SYNC,                  /* var[index] += fa[ia] * fb[ib] */
   KS_MMA_STORE,                 /* f32 shared `mem` at `lo`, row-major, leading dimension `step` = var[index] */
+  /* Warp-level matrix instructions of sm_80 (lower_mma_pipe.c), collective like
+   * the above; the fragments are per-lane registers: KV_THREAD arrays of u32
+   * (two 16-bit values each) and f32, in the PTX ISA's lane layouts. */
+  KS_LDMATRIX,                  /* ldmatrix: var[index + j] (u32), j < step (1, 2 or 4) = lane's part of 8x8
+                                 * matrix j of raw shared `mem`; lane l gives, in `lo` (an element offset
+                                 * computed from tid), row l % 8 of matrix l / 8; `trans`: transposed */
+  KS_MMA16816,                  /* mma.sync.m16n8k16: var[index..index+3] (f32 C/D) += fa[ia..ia+3] (A, 16x16)
+                                 * x fb[ib..ib+1] (B, 16x8), 16-bit operands of type `dtype` */
   KS_VCOPY16,                   /* 16 bytes: raw shared var[index..] = cond ? param[lo..] : 0 (both
                                  * 16-byte aligned; one vector load and store on a GPU) */
+  /* Asynchronous copies global -> shared (cp.async, sm_80+), per thread: a
+   * copy lands at the KS_CP_WAIT that retires its group, not before. */
+  KS_CP_ASYNC,                  /* 16 bytes: shared var[index..] = cond ? param[lo..] : zeros (both 16-byte aligned) */
+  KS_CP_COMMIT,                 /* closes the thread's open group of copies */
+  KS_CP_WAIT,                   /* waits until at most `step` of the thread's committed groups are in flight */
   /* rProgram synchronisation through the u64 tensor `param` (element 0: the
    * launch's generation; then barrier counters, then one flag per task);
    * block level, once per block (lower_rprogram.c). */
@@ -144,7 +157,9 @@ struct kstmt {
   const char *text;             /* COMMENT */
   bool warp_only;               /* BARRIER */
   kvar *mem, *fa, *fb;          /* MMA: shared tile; operand fragments of SYNC */
-  kexpr *ia, *ib;               /* MMA_SYNC: operand fragment indices */
+  kexpr *ia, *ib;               /* MMA_SYNC, MMA16816: operand fragment indices */
+  bool trans;                   /* LDMATRIX: .trans */
+  qir_dtype dtype;              /* MMA16816: QIR_F16 or QIR_BF16 */
 };
 
 typedef struct {
@@ -256,7 +271,13 @@ kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kv
 kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc, kexpr *index);
 kstmt *ks_vcopy16(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
 kexpr *ke_aligned16(kbuilder *b, int param);
-bool ks_is_mma(const kstmt *s);
+kstmt *ks_ldmatrix(kbuilder *b, kvar *regs, kexpr *index, int count, bool trans, kvar *mem, kexpr *lane_offset);
+kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib, qir_dtype dt);
+kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
+kstmt *ks_cp_commit(kbuilder *b);
+kstmt *ks_cp_wait(kbuilder *b, int pending);
+bool ks_is_mma(const kstmt *s);               /* a matrix-unit statement (collective over a warp) */
+bool ks_contains(const kstmt *s, kstmt_kind kind);
 kstmt *ks_comment(kbuilder *b, const char *text);
 bool ks_has_sync(const kstmt *s);             /* contains a barrier or warp reduction */
 bool ks_uses_var(const kstmt *s, const kvar *v);
@@ -360,6 +381,11 @@ void kprint_coop_launch(FILE *o, const kkernel *k, const char *const *argv, cons
                         int64_t dyn);                           /* print_cuda.c, for HIP too */
 void kprint_coop_args(FILE *o, const kkernel *k, const char *const *argv, const char *indent);   /* print_cuda.c */
 void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st);  /* one line, no indent */
+/* print_sm80.c: cp.async, ldmatrix and mma.sync.m16n8k16 as inline PTX (GPU, any statement) or
+ * as calls of the C emulation (per-thread statements); C runs the collectives once per warp. */
+void kprint_sm80_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
+void kprint_sm80_collective_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
+void kprint_sm80_runtime(FILE *o);            /* C: the emulation (the files of runtime/) */
 int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit);  /* bytes, 0 if static fits */
 int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a shared var in that buffer */
 

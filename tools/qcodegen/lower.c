@@ -845,11 +845,23 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   if (!shape && !axes) return true;
   int64_t sh[3], ax[3];
   if (!read_list(env, dict, "mma", 3, sh, true)) return false;
-  if (sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA) {
-    qir_error(env->cg->d, env->loc, "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits %dx%dx%d only",
-              sh[0], sh[1], sh[2], Q_MMA, Q_MMA, Q_MMA);
+  bool sync = sh[0] == Q_MMA && sh[1] == Q_MMA / 2 && sh[2] == Q_MMA;
+  if (!sync && (sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA)) {
+    qir_error(env->cg->d, env->loc,
+              "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits [16, 16, 16] (wmma, MFMA) and [16, 8, 16] (mma.sync) only",
+              sh[0], sh[1], sh[2]);
     return false;
   }
+  /* the pipelined loop stages its tiles; 16x16x16 fragments load once per step */
+  const qir_attr_val *sv = qir_attr_dict_get(dict, "stages");
+  int64_t lo_stages = sync ? 2 : 1, hi_stages = sync ? MMA_MAX_STAGES : 1;
+  if (sv && (sv->kind != QIR_ATTR_INT || sv->i < lo_stages || sv->i > hi_stages)) {
+    if (sync) qir_error(env->cg->d, env->loc, "#tile stages must be from 2 to %d", MMA_MAX_STAGES);
+    else qir_error(env->cg->d, env->loc, "#tile stages needs mma = [16, 8, 16] (the cp.async pipeline)");
+    return false;
+  }
+  p->mma_sync = sync;
+  p->stages = sv ? (int)sv->i : (int)lo_stages;
   bool ok = axes && axes->kind == QIR_ATTR_LIST && axes->n == 3;
   for (int i = 0; ok && i < 3; i++) {
     ok = axes->items[i].kind == QIR_ATTR_INT && axes->items[i].i >= 0 && axes->items[i].i < (i < 2 ? n : m);
@@ -1145,7 +1157,10 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     lower_stages(&env, grp->stages);
   } else if (tile) {
     if (!plan_from_attr(&env, tile, &p)) return NULL;
-    if (p.mma) lower_mma(&env, &p);
+    /* mma.sync exists on CUDA only: HIP (and C checking HIP's 64-lane plans)
+     * runs an m16n8k16 plan's tiles with its 16x16x16 MFMA loop */
+    if (p.mma && p.mma_sync && cg->warp == 32 && cg->backend != CG_HIP) lower_mma_pipe(&env, &p);
+    else if (p.mma) lower_mma(&env, &p);
     else if (p.rsplit > 1) lower_rsplit(&env, &p);
     else lower_tiled(&env, &p);
   } else if (comp->n_red == 0) {

@@ -8,6 +8,7 @@
 #define MAX_STAGED 8
 #define SMEM_BUDGET (40 * 1024)        /* staging without a plan's own figure */
 #define HIP_LDS_LIMIT (64 * 1024)      /* per workgroup on gfx90a / gfx942 */
+#define MMA_MAX_STAGES 8               /* cp.async pipeline depth (#tile stages) */
 
 typedef struct {
   int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
@@ -18,6 +19,8 @@ typedef struct {
   int64_t min_reuse;            /* an operand is staged when at least this many points of the
                                  * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
+  bool mma_sync;                /* mma = [16, 8, 16]: the sm_80 main loop (lower_mma_pipe.c) */
+  int stages;                   /* mma_sync: shared-memory stages of the cp.async pipeline */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
 } tile_plan;
 
@@ -160,5 +163,25 @@ kexpr *stored_value(lower_env *env, kexpr *const *idx, kexpr *v, ktype t);
 
 /* lower_mma.c: a contraction on the matrix units from a #tile plan with `mma`. */
 void lower_mma(lower_env *env, const tile_plan *p);
+/* One operand of a matrix-unit contraction and its shared tile (lower_mma.c). */
+typedef struct {
+  const qir_expr *access;
+  const qir_expr *mask;         /* padding condition on the variables, or NULL */
+  qir_dtype dtype;
+  int row_var, col_var;         /* compute variables along the tile's rows / columns (A: M, K; B: K, N) */
+  int64_t rows, cols;           /* tile extent */
+  int64_t row_ext, col_ext;     /* the variables' full extents (guards) */
+  bool col_major;               /* stored [cols][rows] */
+  int64_t ld;                   /* padded inner extent of the stored tile */
+  kvar *smem;
+} mma_operand;
+/* Finds A (M x K) and B (K x N) in the body, and the bias term; reports and
+ * returns false when the body is not such a contraction. */
+bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias);
+/* Whether the operand's tile rows can be copied 16 bytes at a time. */
+bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
+/* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a
+ * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16]. */
+void lower_mma_pipe(lower_env *env, const tile_plan *p);
 
 #endif

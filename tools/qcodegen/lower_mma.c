@@ -29,18 +29,6 @@
 
 #include "lower.h"
 
-typedef struct {
-  const qir_expr *access;
-  const qir_expr *mask;         /* padding condition on the variables, or NULL */
-  qir_dtype dtype;
-  int row_var, col_var;         /* compute variables along the tile's rows / columns (A: M, K; B: K, N) */
-  int64_t rows, cols;           /* tile extent */
-  int64_t row_ext, col_ext;     /* the variables' full extents (guards) */
-  bool col_major;               /* stored [cols][rows] */
-  int64_t ld;                   /* padded inner extent of the stored tile */
-  kvar *smem;
-} mma_operand;
-
 static bool mentions(const qir_expr *e, int var) {
   if (e->kind == QIR_EX_VAR) return e->var == var;
   for (int i = 0; i < e->n_args; i++)
@@ -55,7 +43,7 @@ static bool fail(lower_env *env, const char *why) {
 }
 
 /* Finds A and B in the body and checks the shape the lowering relies on. */
-static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias) {
+bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias) {
   const qir_compute *c = env->comp;
   int nv = c->n_axes + c->n_red, vm = p->mma_m, vn = p->mma_n, vk = c->n_axes + p->mma_k;
   qir_contraction ct;
@@ -107,7 +95,7 @@ static bool analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_oper
  * multiples of 8 (tile origins are, being multiples of 16), and no padding
  * mask applies.  The caller also checks at run time that the tensor starts
  * at a 16-byte boundary. */
-static bool vector_loads_fit(lower_env *env, const mma_operand *op) {
+bool mma_vector_loads_fit(lower_env *env, const mma_operand *op) {
   const qir_compute *c = env->comp;
   const qir_type *t = &env->args[op->access->operand]->type;
   int nv = c->n_axes + c->n_red, inner_var = op->col_major ? op->row_var : op->col_var;
@@ -175,7 +163,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
   mma_operand A, B;
   const qir_expr *bias;
-  if (!analyse(env, p, &A, &B, &bias)) return;
+  if (!mma_analyse(env, p, &A, &B, &bias)) return;
 
   int64_t nb[MAX_AXES], wpa[MAX_AXES], grid = 1, warps = 1;
   for (int d = 0; d < n; d++) {
@@ -226,7 +214,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
     mma_operand *op = s ? &B : &A;
     kexpr *row0 = s ? ke_var(b, ko[ka]) : blo[vm], *col0 = s ? blo[vn] : ke_var(b, ko[ka]);
     kstmt *scalar = stage(env, op, row0, col0, 1);
-    ks_add(b, cur, vector_loads_fit(env, op) ? ks_if(b, ke_aligned16(b, 1 + op->access->operand),
+    ks_add(b, cur, mma_vector_loads_fit(env, op) ? ks_if(b, ke_aligned16(b, 1 + op->access->operand),
                                                      stage(env, op, row0, col0, 8), scalar)
                                              : scalar);
   }

@@ -52,6 +52,7 @@ static void prelude(FILE *o) {
         "  for (int r = 0; r < 16; r++) memcpy(p + r * ld, d + r * 16, sizeof(float) * 16);\n"
         "}\n",
         o);
+  kprint_sm80_runtime(o);
 }
 
 static void print_params(FILE *o, const kkernel *k) {
@@ -315,6 +316,11 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       }
       continue;
     }
+    if (c->kind == KS_LDMATRIX || c->kind == KS_MMA16816) {
+      flush_phase(o, k, &phase, st, ind);
+      kprint_sm80_collective_c(o, c, k, st, ind);
+      continue;
+    }
     if (ks_is_mma(c)) {                      /* collective: once per warp */
       flush_phase(o, k, &phase, st, ind);
       indent_to(o, ind);
@@ -442,7 +448,11 @@ static void kernel(FILE *o, const kkernel *k) {
     fprintf(o, "#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
   }
   for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], k, &st, 2);
+  /* each thread's queue of copies in flight */
+  bool async = ks_contains(k->body, KS_CP_ASYNC) || ks_contains(k->body, KS_CP_COMMIT) || ks_contains(k->body, KS_CP_WAIT);
+  if (async) fprintf(o, "    q_cpa_block q_cpa;\n    q_cpa_init(&q_cpa, %d);\n", k->threads);
   print_block_level(o, k, k->body, &st, 2);
+  if (async) fputs("    q_cpa_free(&q_cpa);\n", o);
   fputs("  }\n", o);
   if (k->chk) {
     for (int i = 0; i < k->n_vars; i++)

@@ -1,0 +1,330 @@
+/* lower_mma_pipe.c: the sm_80 main loop of a contraction on the tensor cores,
+ * from a #tile plan with mma = [16, 8, 16] (qopt -roller writes them for CUDA
+ * targets).  The body is what lower_mma.c takes (mma_analyse): A (M x K)
+ * times B (K x N), maybe a padding mask and a bias; the other output axes
+ * are block coordinates and the other reduction axes steps of 1.
+ *
+ *   - Steps.  The reduction runs as one flat sequence of steps: the other
+ *     reduction axes outside, K inside by rstep.  Each step's A tile
+ *     (block[M] x rstep) and B tile (rstep x block[N]) go to one of `stages`
+ *     shared slots.
+ *   - Pipeline.  The prologue issues steps 0 .. stages-2.  Iteration t waits
+ *     until step t's copies landed (cp.async.wait_group stages-2), meets the
+ *     block at one barrier (which also retires every warp's reads of the slot
+ *     about to be refilled), issues step t+stages-1 into that slot, and
+ *     computes step t.  A thread always commits a group, empty or not, so
+ *     that group t is step t.
+ *   - Copies.  Rows whose 16-byte chunks are whole (mma_vector_loads_fit)
+ *     and a tensor that starts 16-byte aligned (checked at run time) go by
+ *     cp.async, out-of-range chunks zero-filled; otherwise each thread loads
+ *     and stores 16-bit values (a padding mask, an unaligned window).
+ *   - Layout.  A tile is stored [outer][inner] with inner the operand's
+ *     contiguous dimension (no padding).  16-byte chunk c of row o lives at
+ *     chunk c ^ ((o / rows_per_line) % xor_span): the eight rows one ldmatrix
+ *     phase reads fall in eight distinct bank groups.
+ *   - Fragments.  Each warp owns thread[M] x thread[N] of the block: FM
+ *     16-row A fragments and FN 8-column accumulators, in registers.  Per
+ *     16-wide slice of the step, ldmatrix.x4 loads each A fragment (.trans
+ *     when A is stored K-major) and each pair of B fragments (.trans when B is
+ *     stored N-major), and FM x FN mma.sync.m16n8k16 accumulate in f32.
+ *   - Epilogue.  Each lane stores its accumulators where the PTX ISA puts
+ *     them (rows g, g+8 of a fragment, columns 2t, 2t+1), guarded, through
+ *     the bias and the group's epilogue.
+ * The C printer runs the same code with the instructions emulated per lane
+ * (runtime/), copies landing only at the wait that retires them.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "lower.h"
+
+/* How one operand's tile is laid out in its shared slots. */
+typedef struct {
+  const mma_operand *op;
+  int64_t outer, inner;         /* stored [outer][inner]; inner is contiguous in memory */
+  int64_t chunks;               /* 16-byte chunks per row: inner / 8 */
+  int64_t xor_span;             /* chunks the swizzle permutes: a power of two dividing chunks, at most 8 */
+  int64_t rows_per_line;        /* rows that share one 128-byte line of banks: 8 / xor_span */
+  int64_t slot;                 /* elements per stage */
+} pipe_tile;
+
+static pipe_tile tile_of(const mma_operand *op) {
+  pipe_tile t = {.op = op};
+  t.inner = op->col_major ? op->rows : op->cols;
+  t.outer = op->col_major ? op->cols : op->rows;
+  t.chunks = t.inner / 8;
+  t.xor_span = 1;
+  while (t.xor_span < 8 && t.chunks % (2 * t.xor_span) == 0) t.xor_span *= 2;
+  t.rows_per_line = 8 / t.xor_span;
+  t.slot = t.outer * t.inner;
+  return t;
+}
+
+/* Element offset of (row o, inner position i) in stage `slot`; i % 8 is the
+ * position inside its chunk (0 for ldmatrix rows and 16-byte copies). */
+static kexpr *tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within) {
+  kexpr *c = chunk;
+  if (t->xor_span > 1) {
+    kexpr *sw = ke_mod(b, ke_div(b, o, ke_int(b, t->rows_per_line)), ke_int(b, t->xor_span));
+    c = ke_bin(b, QIR_FN_BITXOR, chunk, sw, KT_I32);
+  }
+  kexpr *at = ke_add(b, ke_mul(b, o, ke_int(b, t->inner)), ke_mul(b, c, ke_int(b, 8)));
+  return ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, t->slot)), at), within);
+}
+
+/* The loads of one operand's tile for the step whose origin is (row0, col0)
+ * (the other compute variables already in env->vars) into stage `slot`:
+ * `width` 8 = 16-byte cp.async chunks, 1 = one value per thread and pass. */
+static kstmt *load_tile(lower_env *env, const pipe_tile *t, kvar *smem, kexpr *slot, kexpr *row0, kexpr *col0, int width) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const mma_operand *op = t->op;
+  int64_t per_row = t->inner / width;
+  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, per_row))));
+  ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, per_row)), ke_int(b, width))));
+  kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
+  kvar *gr = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
+  ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
+  ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, c)));
+  env->vars[op->row_var] = ke_var(b, gr);
+  env->vars[op->col_var] = ke_var(b, gc);
+  const qir_type *ty = &env->args[op->access->operand]->type;
+  kexpr *idx[QIR_MAX_RANK];
+  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], b->index_type);
+  kexpr *src = strides_linear(env, idx, ty->dims, ty->rank);
+  kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
+  if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
+  kexpr *i = ke_var(b, iv);
+  kexpr *at = tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, 8)), width == 8 ? ke_int(b, 0) : ke_mod(b, i, ke_int(b, 8)));
+  if (width == 8) {
+    ks_add(b, body, ks_cp_async(b, smem, at, 1 + op->access->operand, src, inb));
+  } else {
+    kexpr *val = ke_load_raw(b, 1 + op->access->operand, src);
+    ks_add(b, body, ks_assign(b, smem, at, ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), KT_U32), KT_U32)));
+  }
+  return ks_for(b, f, ke_tid(b), ke_int(b, t->outer * per_row), k->threads, body);
+}
+
+static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, kstmt *body, bool unroll) {
+  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, hi), 1, body);
+  l->uniform = true;
+  l->unroll = unroll;
+  return l;
+}
+
+typedef struct {
+  lower_env *env;
+  const tile_plan *p;
+  pipe_tile ta, tb;
+  kvar *sa, *sb;
+  kexpr *blo[MAX_AXES];         /* the block's origin per output axis */
+  int64_t count[MAX_AXES];      /* steps per reduction axis (K: by rstep) */
+} pipe;
+
+/* Stage `slot` <- the tiles of flat step `step`: other reduction axes
+ * outermost, K innermost. */
+static kstmt *issue_step(pipe *pp, kexpr *slot, kexpr *step) {
+  lower_env *env = pp->env;
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red, ka = pp->p->mma_k;
+  kexpr *rest = step, *kofs = NULL;
+  kofs = ke_mul(b, ke_mod(b, rest, ke_int(b, pp->count[ka])), ke_int(b, pp->p->rstep[ka]));
+  rest = ke_div(b, rest, ke_int(b, pp->count[ka]));
+  for (int a = m - 1; a >= 0; a--) {
+    if (a == ka) continue;
+    env->vars[n + a] = ke_cast(b, ke_mod(b, rest, ke_int(b, pp->count[a])), b->index_type);
+    rest = ke_div(b, rest, ke_int(b, pp->count[a]));
+  }
+  kexpr *k0 = ke_cast(b, kofs, b->index_type);
+  kstmt *seq = ks_seq(b);
+  for (int s = 0; s < 2; s++) {
+    const pipe_tile *t = s ? &pp->tb : &pp->ta;
+    kvar *smem = s ? pp->sb : pp->sa;
+    kexpr *row0 = s ? k0 : pp->blo[pp->p->mma_m], *col0 = s ? pp->blo[pp->p->mma_n] : k0;
+    kstmt *scalar = load_tile(env, t, smem, slot, row0, col0, 1);
+    ks_add(b, seq, mma_vector_loads_fit(env, t->op)
+                       ? ks_if(b, ke_aligned16(b, 1 + t->op->access->operand), load_tile(env, t, smem, slot, row0, col0, 8), scalar)
+                       : scalar);
+  }
+  return seq;
+}
+
+void lower_mma_pipe(lower_env *env, const tile_plan *p) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, m = c->n_red, vm = p->mma_m, vn = p->mma_n, ka = p->mma_k, S = p->stages;
+  const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
+  mma_operand A, B;
+  const qir_expr *bias;
+  if (!mma_analyse(env, p, &A, &B, &bias)) return;
+  pipe pp = {.env = env, .p = p, .ta = tile_of(&A), .tb = tile_of(&B)};
+
+  int64_t nb[MAX_AXES], wpa[MAX_AXES], grid = 1, warps = 1;
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(E[d], p->block[d]);
+    wpa[d] = p->block[d] / p->thread[d];
+    grid *= nb[d];
+    warps *= wpa[d];
+  }
+  const int W = 32;
+  k->grid = grid;
+  k->threads = (int)(warps * W);
+  int64_t WM = p->thread[vm], WN = p->thread[vn], FM = WM / 16, FN = WN / 8, BK = p->rstep[ka];
+
+  kexpr *bc[MAX_AXES], *wt[MAX_AXES];
+  decompose(env, ke_bid(b), nb, n, bc);
+  decompose(env, ke_div(b, ke_tid(b), ke_int(b, W)), wpa, n, wt);
+  for (int d = 0; d < n; d++) {
+    kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
+    pp.blo[d] = start->kind == KE_INT ? start : ke_var(b, let(env, "b", start));
+    env->vars[d] = pp.blo[d];
+  }
+  kexpr *lane = ke_var(b, let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W))));
+  kexpr *wm = ke_mul(b, wt[vm], ke_int(b, WM)), *wn = ke_mul(b, wt[vn], ke_int(b, WN));
+
+  pp.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * pp.ta.slot);
+  pp.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * pp.tb.slot);
+  kvar *fa = kvar_new(b, k, "fa", KT_U32, FM * 4, KV_THREAD);
+  kvar *fb = kvar_new(b, k, "fb", KT_U32, FN / 2 * 4, KV_THREAD);
+  kvar *acc = kvar_new(b, k, "acc", KT_F32, FM * FN * 4, KV_THREAD);
+
+  kvar *zi = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+  kstmt *zero = ks_for(b, zi, ke_int(b, 0), ke_int(b, FM * FN * 4), 1, ks_assign(b, acc, ke_var(b, zi), ke_float(b, 0, KT_F32)));
+  zero->unroll = true;
+  ks_add(b, k->body, zero);
+
+  int64_t steps = 1;
+  for (int a = 0; a < m; a++) {
+    pp.count[a] = a == ka ? ceil_div(R[a], BK) : R[a];
+    steps *= pp.count[a];
+  }
+
+  /* prologue: steps 0 .. S-2, a group each (empty past the last step) */
+  for (int s = 0; s < S - 1; s++) {
+    if (s < steps) ks_add(b, k->body, issue_step(&pp, ke_int(b, s), ke_int(b, s)));
+    ks_add(b, k->body, ks_cp_commit(b));
+  }
+
+  kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
+  kstmt *iter = ks_seq(b);
+  ks_add(b, iter, ks_cp_wait(b, S - 2));
+  ks_add(b, iter, ks_barrier(b));
+  kexpr *next = ke_add(b, ke_var(b, t), ke_int(b, S - 1));
+  ks_add(b, iter, ks_if(b, ke_lt(b, next, ke_int(b, steps)), issue_step(&pp, ke_mod(b, next, ke_int(b, S)), next), NULL));
+  ks_add(b, iter, ks_cp_commit(b));
+
+  /* compute step t from slot t % S, 16 of K at a time */
+  kexpr *slot = ke_mod(b, ke_var(b, t), ke_int(b, S));
+  kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
+  kstmt *slice = ks_seq(b);
+  kexpr *j = ke_div(b, lane, ke_int(b, 8)), *r = ke_mod(b, lane, ke_int(b, 8));
+  kexpr *j_lo = ke_mod(b, j, ke_int(b, 2)), *j_hi = ke_div(b, j, ke_int(b, 2));   /* matrix j = 2 * j_hi + j_lo */
+  kexpr *k16 = ke_mul(b, ke_var(b, kk), ke_int(b, 16));
+  {
+    /* A fragment fi: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) */
+    kvar *fi = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK);
+    kexpr *row = ke_add(b, ke_add(b, wm, ke_mul(b, ke_var(b, fi), ke_int(b, 16))), ke_mul(b, j_lo, ke_int(b, 8)));
+    kexpr *col = ke_add(b, k16, ke_mul(b, j_hi, ke_int(b, 8)));
+    kexpr *o, *ch;
+    if (A.col_major) {       /* stored [K][M]: lane r gives k row col + r, chunk (row / 8) */
+      o = ke_add(b, col, r);
+      ch = ke_div(b, row, ke_int(b, 8));
+    } else {
+      o = ke_add(b, row, r);
+      ch = ke_div(b, col, ke_int(b, 8));
+    }
+    kstmt *l = ks_ldmatrix(b, fa, ke_mul(b, ke_var(b, fi), ke_int(b, 4)), 4, A.col_major, pp.sa,
+                           tile_at(b, &pp.ta, slot, o, ch, ke_int(b, 0)));
+    kstmt *body = ks_seq(b);
+    ks_add(b, body, l);
+    ks_add(b, slice, uniform_loop(b, fi, FM, body, true));
+  }
+  {
+    /* B fragments 2fj, 2fj+1 (16 columns): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) */
+    kvar *fj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
+    kexpr *ncol = ke_add(b, ke_add(b, wn, ke_mul(b, ke_var(b, fj), ke_int(b, 16))), ke_mul(b, j_hi, ke_int(b, 8)));
+    kexpr *krow = ke_add(b, k16, ke_mul(b, j_lo, ke_int(b, 8)));
+    kexpr *o, *ch;
+    if (B.col_major) {       /* stored [N][K] */
+      o = ke_add(b, ncol, r);
+      ch = ke_div(b, krow, ke_int(b, 8));
+    } else {                 /* stored [K][N]: transposed loads */
+      o = ke_add(b, krow, r);
+      ch = ke_div(b, ncol, ke_int(b, 8));
+    }
+    kstmt *l = ks_ldmatrix(b, fb, ke_mul(b, ke_var(b, fj), ke_int(b, 4)), 4, !B.col_major, pp.sb,
+                           tile_at(b, &pp.tb, slot, o, ch, ke_int(b, 0)));
+    kstmt *body = ks_seq(b);
+    ks_add(b, body, l);
+    ks_add(b, slice, uniform_loop(b, fj, FN / 2, body, true));
+  }
+  {
+    kvar *si = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK), *sj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
+    kexpr *ai = ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, si), ke_int(b, FN)), ke_var(b, sj)), ke_int(b, 4));
+    kexpr *bi = ke_add(b, ke_mul(b, ke_div(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 4)), ke_mul(b, ke_mod(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 2)));
+    kstmt *inner = ks_seq(b), *outer = ks_seq(b);
+    ks_add(b, inner, ks_mma16816(b, acc, ai, fa, ke_mul(b, ke_var(b, si), ke_int(b, 4)), fb, bi, A.dtype));
+    ks_add(b, outer, uniform_loop(b, sj, FN, inner, true));
+    ks_add(b, slice, uniform_loop(b, si, FM, outer, true));
+  }
+  ks_add(b, iter, uniform_loop(b, kk, BK / 16, slice, true));
+  ks_add(b, k->body, uniform_loop(b, t, steps, iter, false));
+  ks_add(b, k->body, ks_cp_wait(b, 0));
+
+  /* epilogue: lane (g, t) holds rows g and g+8, columns 2t and 2t+1 of each fragment */
+  kvar *ei = kvar_new(b, k, "fi", KT_I32, 0, KV_LOCAL), *ej = kvar_new(b, k, "fj", KT_I32, 0, KV_LOCAL);
+  kvar *eh = kvar_new(b, k, "h", KT_I32, 0, KV_LOCAL), *ee = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *g = ke_div(b, lane, ke_int(b, 4)), *tq = ke_mod(b, lane, ke_int(b, 4));
+  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
+  kexpr *gm = ke_add(b, ke_add(b, pp.blo[vm], ke_cast(b, wm, b->index_type)),
+                     ke_cast(b, ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, 16)), g), ke_mul(b, ke_var(b, eh), ke_int(b, 8))),
+                             b->index_type));
+  kexpr *gn = ke_add(b, ke_add(b, pp.blo[vn], ke_cast(b, wn, b->index_type)),
+                     ke_cast(b, ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ej), ke_int(b, 8)), ke_mul(b, tq, ke_int(b, 2))), ke_var(b, ee)),
+                             b->index_type));
+  kstmt *st = ks_seq(b);
+  ks_add(b, st, ks_decl(b, gmv, gm));
+  ks_add(b, st, ks_decl(b, gnv, gn));
+  kexpr *oidx[MAX_AXES];
+  for (int d = 0; d < n; d++) oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : pp.blo[d];
+  kexpr *guard = NULL;
+  if (E[vm] % p->block[vm]) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, E[vm]));
+  if (E[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, E[vn])));
+  kexpr *slotv = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, FN)), ke_var(b, ej)), ke_int(b, 4)),
+                        ke_add(b, ke_mul(b, ke_var(b, eh), ke_int(b, 2)), ke_var(b, ee)));
+  kexpr *val = ke_elem(b, acc, slotv);
+  if (bias) {                           /* Gemm's C, a convolution's b: once, at this output point */
+    for (int d = 0; d < n; d++) env->vars[d] = oidx[d];
+    for (int a = 0; a < m; a++) env->vars[n + a] = ke_int(b, 0);
+    val = ke_bin(b, QIR_FN_ADD, val, tr_as(env, bias, KT_F32), KT_F32);
+  }
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), stored_value(env, oidx, val, ktype_of_dtype(k->args[0]->type.dtype)));
+  ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
+  kvar *loops[4] = {ee, eh, ej, ei};
+  int64_t trips[4] = {2, 2, FN, FM};
+  kstmt *cur = st;
+  for (int i = 0; i < 4; i++) {
+    kstmt *l = ks_for(b, loops[i], ke_int(b, 0), ke_int(b, trips[i]), 1, cur);
+    l->unroll = true;
+    cur = l;
+  }
+  ks_add(b, k->body, cur);
+
+  char buf[512];
+  int len = snprintf(buf, sizeof buf, "mma.sync m16n8k16 %s: block [", A.dtype == QIR_BF16 ? "bf16" : "f16");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);
+  len += snprintf(buf + len, sizeof buf - (size_t)len, "] warp tile [");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->thread[d]);
+  snprintf(buf + len, sizeof buf - (size_t)len,
+           "] rstep %" PRId64 " stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
+           " m16n8 tiles) A %s %s B %s %s smem %" PRId64 "B",
+           BK, S, steps, grid, k->threads, warps, FM, FN, A.col_major ? "[K][M]" : "[M][K]",
+           mma_vector_loads_fit(env, &A) ? "cp.async" : "ld/st", B.col_major ? "[N][K]" : "[K][N]",
+           mma_vector_loads_fit(env, &B) ? "cp.async" : "ld/st", k->smem_bytes);
+  k->summary = qir_strdup(b->m, buf);
+}
