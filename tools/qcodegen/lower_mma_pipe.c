@@ -72,19 +72,46 @@ static kexpr *tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, ke
   return ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, t->slot)), at), within);
 }
 
-/* The loads of one operand's tile for the step whose origin is (row0, col0)
- * (the other compute variables already in env->vars) into stage `slot`:
- * `width` 8 = 16-byte cp.async chunks, 1 = one value per thread and pass. */
-static kstmt *load_tile(lower_env *env, const pipe_tile *t, kvar *smem, kexpr *slot, kexpr *row0, kexpr *col0, int width) {
+/* How a thread moves its part of one operand's tile for a step. */
+typedef enum {
+  COPY_ASYNC,                   /* 16-byte cp.async chunks */
+  COPY_DIRECT,                  /* 16-bit loads stored to shared memory at once */
+  COPY_TO_REGS,                 /* 16-bit loads into registers (in flight while the warps compute) */
+  COPY_FROM_REGS,               /* those registers to shared memory */
+} copy_mode;
+
+/* The copy of one operand's tile for the step whose origin is (row0, col0)
+ * (the other compute variables already in env->vars) into stage `slot`.
+ * Register modes give each thread the same fixed elements: pass q of
+ * ceil(tile / threads) holds element tid + q * threads in regs[q]. */
+static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *regs, kexpr *slot, kexpr *row0, kexpr *col0,
+                        copy_mode mode) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
   const mma_operand *op = t->op;
-  int64_t per_row = t->inner / width;
-  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
-  kstmt *body = ks_seq(b);
+  int width = mode == COPY_ASYNC ? 8 : 1;
+  int64_t per_row = t->inner / width, total = t->outer * per_row;
+  kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL), *q = NULL;
+  kstmt *body = ks_seq(b), *loop;
+  if (regs) {
+    q = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL);
+    kstmt *pass = ks_seq(b);
+    ks_add(b, pass, ks_decl(b, f, ke_add(b, ke_tid(b), ke_mul(b, ke_var(b, q), ke_int(b, k->threads)))));
+    ks_add(b, pass, total % k->threads ? ks_if(b, ke_lt(b, ke_var(b, f), ke_int(b, total)), body, NULL) : body);
+    loop = ks_for(b, q, ke_int(b, 0), ke_int(b, ceil_div(total, k->threads)), 1, pass);
+    loop->unroll = true;
+  } else {
+    loop = ks_for(b, f, ke_tid(b), ke_int(b, total), k->threads, body);
+  }
   kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, per_row))));
   ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, per_row)), ke_int(b, width))));
+  kexpr *i = ke_var(b, iv);
+  kexpr *at = tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, 8)), width == 8 ? ke_int(b, 0) : ke_mod(b, i, ke_int(b, 8)));
+  if (mode == COPY_FROM_REGS) {
+    ks_add(b, body, ks_assign(b, smem, at, ke_elem(b, regs, ke_var(b, q))));
+    return loop;
+  }
   kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
   kvar *gr = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
   ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
@@ -97,15 +124,13 @@ static kstmt *load_tile(lower_env *env, const pipe_tile *t, kvar *smem, kexpr *s
   kexpr *src = strides_linear(env, idx, ty->dims, ty->rank);
   kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
   if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
-  kexpr *i = ke_var(b, iv);
-  kexpr *at = tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, 8)), width == 8 ? ke_int(b, 0) : ke_mod(b, i, ke_int(b, 8)));
-  if (width == 8) {
+  if (mode == COPY_ASYNC) {
     ks_add(b, body, ks_cp_async(b, smem, at, 1 + op->access->operand, src, inb));
-  } else {
-    kexpr *val = ke_load_raw(b, 1 + op->access->operand, src);
-    ks_add(b, body, ks_assign(b, smem, at, ke_select(b, inb, val, ke_cast(b, ke_int(b, 0), KT_U32), KT_U32)));
+    return loop;
   }
-  return ks_for(b, f, ke_tid(b), ke_int(b, t->outer * per_row), k->threads, body);
+  kexpr *val = ke_select(b, inb, ke_load_raw(b, 1 + op->access->operand, src), ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
+  ks_add(b, body, mode == COPY_TO_REGS ? ks_assign(b, regs, ke_var(b, q), val) : ks_assign(b, smem, at, val));
+  return loop;
 }
 
 static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, kstmt *body, bool unroll) {
@@ -120,37 +145,42 @@ typedef struct {
   const tile_plan *p;
   pipe_tile ta, tb;
   kvar *sa, *sb;
+  bool async[2];                /* A, B: whole 16-byte chunks (cp.async where the tensor is aligned) */
+  kvar *regs[2];                /* A, B without: the registers their next step waits in */
   kexpr *blo[MAX_AXES];         /* the block's origin per output axis */
   int64_t count[MAX_AXES];      /* steps per reduction axis (K: by rstep) */
 } pipe;
 
-/* Stage `slot` <- the tiles of flat step `step`: other reduction axes
- * outermost, K innermost. */
-static kstmt *issue_step(pipe *pp, kexpr *slot, kexpr *step) {
+/* Sets env->vars to the origin of flat step `step` (the other reduction axes
+ * outermost, K innermost) and returns K's. */
+static kexpr *step_origin(pipe *pp, kexpr *step) {
   lower_env *env = pp->env;
   kbuilder *b = env->b;
   const qir_compute *c = env->comp;
   int n = c->n_axes, m = c->n_red, ka = pp->p->mma_k;
-  kexpr *rest = step, *kofs = NULL;
-  kofs = ke_mul(b, ke_mod(b, rest, ke_int(b, pp->count[ka])), ke_int(b, pp->p->rstep[ka]));
-  rest = ke_div(b, rest, ke_int(b, pp->count[ka]));
+  kexpr *kofs = ke_mul(b, ke_mod(b, step, ke_int(b, pp->count[ka])), ke_int(b, pp->p->rstep[ka]));
+  kexpr *rest = ke_div(b, step, ke_int(b, pp->count[ka]));
   for (int a = m - 1; a >= 0; a--) {
     if (a == ka) continue;
     env->vars[n + a] = ke_cast(b, ke_mod(b, rest, ke_int(b, pp->count[a])), b->index_type);
     rest = ke_div(b, rest, ke_int(b, pp->count[a]));
   }
-  kexpr *k0 = ke_cast(b, kofs, b->index_type);
-  kstmt *seq = ks_seq(b);
-  for (int s = 0; s < 2; s++) {
-    const pipe_tile *t = s ? &pp->tb : &pp->ta;
-    kvar *smem = s ? pp->sb : pp->sa;
-    kexpr *row0 = s ? k0 : pp->blo[pp->p->mma_m], *col0 = s ? pp->blo[pp->p->mma_n] : k0;
-    kstmt *scalar = load_tile(env, t, smem, slot, row0, col0, 1);
-    ks_add(b, seq, mma_vector_loads_fit(env, t->op)
-                       ? ks_if(b, ke_aligned16(b, 1 + t->op->access->operand), load_tile(env, t, smem, slot, row0, col0, 8), scalar)
-                       : scalar);
-  }
-  return seq;
+  return ke_cast(b, kofs, b->index_type);
+}
+
+/* The copies of operand s (0: A, 1: B) for a step at K offset k0 into `slot`:
+ * cp.async (16-bit loads where the tensor is not 16-byte aligned), or for an
+ * operand without whole chunks `reg_mode`: direct, or either half of the
+ * copy through registers. */
+static kstmt *copy_operand(pipe *pp, int s, kexpr *slot, kexpr *k0, copy_mode reg_mode) {
+  lower_env *env = pp->env;
+  kbuilder *b = env->b;
+  const pipe_tile *t = s ? &pp->tb : &pp->ta;
+  kvar *smem = s ? pp->sb : pp->sa;
+  kexpr *row0 = s ? k0 : pp->blo[pp->p->mma_m], *col0 = s ? pp->blo[pp->p->mma_n] : k0;
+  if (!pp->async[s]) return copy_tile(env, t, smem, reg_mode == COPY_DIRECT ? NULL : pp->regs[s], slot, row0, col0, reg_mode);
+  kstmt *direct = copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
+  return ks_if(b, ke_aligned16(b, 1 + t->op->access->operand), copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_ASYNC), direct);
 }
 
 void lower_mma_pipe(lower_env *env, const tile_plan *p) {
@@ -174,6 +204,9 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   const int W = 32;
   k->grid = grid;
   k->threads = (int)(warps * W);
+  /* one block per SM is enough: without the bound ptxas (13.0, sm_90) caps
+   * some of these kernels at 64 registers and spills */
+  k->min_blocks = 1;
   int64_t WM = p->thread[vm], WN = p->thread[vn], FM = WM / 16, FN = WN / 8, BK = p->rstep[ka];
 
   kexpr *bc[MAX_AXES], *wt[MAX_AXES];
@@ -189,6 +222,11 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
 
   pp.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * pp.ta.slot);
   pp.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * pp.tb.slot);
+  for (int o = 0; o < 2; o++) {
+    const pipe_tile *t = o ? &pp.tb : &pp.ta;
+    pp.async[o] = mma_vector_loads_fit(env, t->op);
+    if (!pp.async[o]) pp.regs[o] = kvar_new(b, k, o ? "pb" : "pa", KT_U32, ceil_div(t->slot, k->threads), KV_THREAD);
+  }
   kvar *fa = kvar_new(b, k, "fa", KT_U32, FM * 4, KV_THREAD);
   kvar *fb = kvar_new(b, k, "fb", KT_U32, FN / 2 * 4, KV_THREAD);
   kvar *acc = kvar_new(b, k, "acc", KT_F32, FM * FN * 4, KV_THREAD);
@@ -206,7 +244,10 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
 
   /* prologue: steps 0 .. S-2, a group each (empty past the last step) */
   for (int s = 0; s < S - 1; s++) {
-    if (s < steps) ks_add(b, k->body, issue_step(&pp, ke_int(b, s), ke_int(b, s)));
+    if (s < steps) {
+      kexpr *k0 = step_origin(&pp, ke_int(b, s));
+      for (int o = 0; o < 2; o++) ks_add(b, k->body, copy_operand(&pp, o, ke_int(b, s), k0, COPY_DIRECT));
+    }
     ks_add(b, k->body, ks_cp_commit(b));
   }
 
@@ -215,7 +256,14 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   ks_add(b, iter, ks_cp_wait(b, S - 2));
   ks_add(b, iter, ks_barrier(b));
   kexpr *next = ke_add(b, ke_var(b, t), ke_int(b, S - 1));
-  ks_add(b, iter, ks_if(b, ke_lt(b, next, ke_int(b, steps)), issue_step(&pp, ke_mod(b, next, ke_int(b, S)), next), NULL));
+  kexpr *refill = ke_lt(b, next, ke_int(b, steps)), *next_slot = ke_mod(b, next, ke_int(b, S));
+  kstmt *issue = ks_seq(b), *land = ks_seq(b);
+  kexpr *k0 = step_origin(&pp, next);
+  for (int o = 0; o < 2; o++) {
+    ks_add(b, issue, copy_operand(&pp, o, next_slot, k0, COPY_TO_REGS));
+    if (!pp.async[o]) ks_add(b, land, copy_operand(&pp, o, next_slot, k0, COPY_FROM_REGS));
+  }
+  ks_add(b, iter, ks_if(b, refill, issue, NULL));
   ks_add(b, iter, ks_cp_commit(b));
 
   /* compute step t from slot t % S, 16 of K at a time */
@@ -273,6 +321,9 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
     ks_add(b, slice, uniform_loop(b, si, FM, outer, true));
   }
   ks_add(b, iter, uniform_loop(b, kk, BK / 16, slice, true));
+  /* operands without cp.async: their loads were in flight during the
+   * compute; the slot they land in was last read before this step's barrier */
+  if (land->n_items) ks_add(b, iter, ks_if(b, refill, land, NULL));
   ks_add(b, k->body, uniform_loop(b, t, steps, iter, false));
   ks_add(b, k->body, ks_cp_wait(b, 0));
 
@@ -324,7 +375,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
            "] rstep %" PRId64 " stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
            " m16n8 tiles) A %s %s B %s %s smem %" PRId64 "B",
            BK, S, steps, grid, k->threads, warps, FM, FN, A.col_major ? "[K][M]" : "[M][K]",
-           mma_vector_loads_fit(env, &A) ? "cp.async" : "ld/st", B.col_major ? "[N][K]" : "[K][N]",
-           mma_vector_loads_fit(env, &B) ? "cp.async" : "ld/st", k->smem_bytes);
+           pp.async[0] ? "cp.async" : "via registers", B.col_major ? "[N][K]" : "[K][N]",
+           pp.async[1] ? "cp.async" : "via registers", k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
 }

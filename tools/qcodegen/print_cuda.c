@@ -35,7 +35,8 @@ static void prelude(FILE *o) {
 
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   kprint_style st = {.c_threads = false, .hip = hip};
-  if (k->min_blocks > 0 && !hip)   /* a persistent kernel: its vEUs must stay co-resident */
+  /* a persistent kernel: its vEUs must stay co-resident; a pipelined contraction: 1 */
+  if (k->min_blocks > 0 && !hip)
     fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d, %d) %s(", k->summary, k->threads, k->min_blocks, k->name);
   else
     fprintf(o, "\n/* %s */\n__global__ void __launch_bounds__(%d) %s(", k->summary, k->threads, k->name);
