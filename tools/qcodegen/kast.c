@@ -456,6 +456,15 @@ kstmt *ks_cp_wait(kbuilder *b, int pending) {
   return s;
 }
 
+kstmt *ks_vstore(kbuilder *b, int param, kexpr *index, kvar *values, int count) {
+  kstmt *s = ks_new(b, KS_VSTORE);
+  s->param = param;
+  s->index = index;
+  s->var = values;
+  s->step = count;
+  return s;
+}
+
 bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA16816; }
 
 bool ks_contains(const kstmt *s, kstmt_kind kind) {
@@ -504,7 +513,7 @@ static bool ks_writes_var(const kstmt *s, const kvar *v) {
 
 bool ks_uses_param(const kstmt *s, int p) {
   if (!s) return false;
-  if ((s->kind == KS_STORE || s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC || s->kind == KS_GRID_SYNC || s->kind == KS_FLAG_WAIT ||
+  if ((s->kind == KS_STORE || s->kind == KS_VSTORE || s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC || s->kind == KS_GRID_SYNC || s->kind == KS_FLAG_WAIT ||
        s->kind == KS_FLAG_SET) && s->param == p)
     return true;
   if (ke_uses_param(s->init, p) || ke_uses_param(s->lo, p) || ke_uses_param(s->hi, p) || ke_uses_param(s->cond, p) ||
@@ -710,7 +719,7 @@ static const kexpr *ib_expr_loads(ibounds *ib, const kexpr *e, double *bound) {
 static const kexpr *ib_stmt(ibounds *ib, const kstmt *s, double *bound) {
   if (!s) return NULL;
   const kexpr *r = NULL;
-  if ((s->kind == KS_STORE && (r = ib_find(ib, s->index, bound))) || ((s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC) && (r = ib_find(ib, s->lo, bound))))
+  if (((s->kind == KS_STORE || s->kind == KS_VSTORE) && (r = ib_find(ib, s->index, bound))) || ((s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC) && (r = ib_find(ib, s->lo, bound))))
     return r;
   const kexpr *const es[] = {s->init, s->lo, s->hi, s->cond, s->index, s->value, s->ia, s->ib};
   for (size_t i = 0; i < sizeof es / sizeof *es; i++)
@@ -1223,7 +1232,7 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     indent_to(o, ind);
     kprint_mma_stmt(o, s, k, st);
     return;
-  case KS_LDMATRIX: case KS_MMA16816: case KS_CP_ASYNC: case KS_CP_COMMIT: case KS_CP_WAIT:
+  case KS_LDMATRIX: case KS_MMA16816: case KS_CP_ASYNC: case KS_CP_COMMIT: case KS_CP_WAIT: case KS_VSTORE:
     kprint_sm80_stmt(o, s, k, st, ind);
     return;
   case KS_VCOPY16:

@@ -128,6 +128,8 @@ typedef enum {
   KS_CP_ASYNC,                  /* 16 bytes: shared var[index..] = cond ? param[lo..] : zeros (both 16-byte aligned) */
   KS_CP_COMMIT,                 /* closes the thread's open group of copies */
   KS_CP_WAIT,                   /* waits until at most `step` of the thread's committed groups are in flight */
+  KS_VSTORE,                    /* 16 bytes: param[index .. index+step) = local array var[0 .. step), converted
+                                 * (f32, f16, bf16 tensors; index a multiple of step, the tensor 16-byte aligned) */
   /* rProgram synchronisation through the u64 tensor `param` (element 0: the
    * launch's generation; then barrier counters, then one flag per task);
    * block level, once per block (lower_rprogram.c). */
@@ -276,6 +278,7 @@ kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kv
 kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
 kstmt *ks_cp_commit(kbuilder *b);
 kstmt *ks_cp_wait(kbuilder *b, int pending);
+kstmt *ks_vstore(kbuilder *b, int param, kexpr *index, kvar *values, int count);
 bool ks_is_mma(const kstmt *s);               /* a matrix-unit statement (collective over a warp) */
 bool ks_contains(const kstmt *s, kstmt_kind kind);
 kstmt *ks_comment(kbuilder *b, const char *text);

@@ -149,6 +149,10 @@ typedef struct {
   kvar *regs[2];                /* A, B without: the registers their next step waits in */
   kexpr *blo[MAX_AXES];         /* the block's origin per output axis */
   int64_t count[MAX_AXES];      /* steps per reduction axis (K: by rstep) */
+  const qir_expr *bias;
+  int64_t FM, FN, warps;        /* a warp's m16 rows and n8 columns of fragments; warps per block */
+  kexpr *lane, *wm, *wn;        /* the thread's lane, its warp's first row and column in the block */
+  kvar *acc;                    /* the accumulators: fragment (fi, fj) register r at (fi * FN + fj) * 4 + r */
 } pipe;
 
 /* Sets env->vars to the origin of flat step `step` (the other reduction axes
@@ -181,6 +185,150 @@ static kstmt *copy_operand(pipe *pp, int s, kexpr *slot, kexpr *k0, copy_mode re
   if (!pp->async[s]) return copy_tile(env, t, smem, reg_mode == COPY_DIRECT ? NULL : pp->regs[s], slot, row0, col0, reg_mode);
   kstmt *direct = copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
   return ks_if(b, ke_aligned16(b, 1 + t->op->access->operand), copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_ASYNC), direct);
+}
+
+/* What is stored at output point oidx for accumulated value v: plus the bias
+ * term (Gemm's C, a convolution's b: once per point), through the group's
+ * epilogue. */
+static kexpr *final_value(pipe *pp, kexpr *const *oidx, kexpr *v) {
+  lower_env *env = pp->env;
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  if (pp->bias) {
+    for (int d = 0; d < c->n_axes; d++) env->vars[d] = oidx[d];
+    for (int a = 0; a < c->n_red; a++) env->vars[c->n_axes + a] = ke_int(b, 0);
+    v = ke_bin(b, QIR_FN_ADD, v, tr_as(env, pp->bias, KT_F32), KT_F32);
+  }
+  return stored_value(env, oidx, v, ktype_of_dtype(env->k->args[0]->type.dtype));
+}
+
+/* The output point (row gm, column gn) and its guard (NULL: always inside). */
+static kexpr *output_point(pipe *pp, kexpr *gm, kexpr *gn, kexpr **oidx) {
+  kbuilder *b = pp->env->b;
+  const qir_compute *c = pp->env->comp;
+  const tile_plan *p = pp->p;
+  int vm = p->mma_m, vn = p->mma_n;
+  for (int d = 0; d < c->n_axes; d++) oidx[d] = d == vm ? gm : d == vn ? gn : pp->blo[d];
+  kexpr *guard = NULL;
+  if (c->axis_extents[vm] % p->block[vm]) guard = ke_lt(b, gm, ke_int(b, c->axis_extents[vm]));
+  if (c->axis_extents[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, gn, ke_int(b, c->axis_extents[vn])));
+  return guard;
+}
+
+static kstmt *unrolled(kbuilder *b, kvar *v, int64_t trips, kstmt *body) {
+  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, trips), 1, body);
+  l->unroll = true;
+  return l;
+}
+
+/* Epilogue from the registers: lane (g, t) holds rows g and g+8, columns 2t
+ * and 2t+1 of each fragment; it stores them one at a time. */
+static void epilogue_registers(pipe *pp) {
+  lower_env *env = pp->env;
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  kvar *ei = kvar_new(b, k, "fi", KT_I32, 0, KV_LOCAL), *ej = kvar_new(b, k, "fj", KT_I32, 0, KV_LOCAL);
+  kvar *eh = kvar_new(b, k, "h", KT_I32, 0, KV_LOCAL), *ee = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *g = ke_div(b, pp->lane, ke_int(b, 4)), *tq = ke_mod(b, pp->lane, ke_int(b, 4));
+  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
+  kexpr *gm = ke_add(b, ke_add(b, pp->blo[pp->p->mma_m], ke_cast(b, pp->wm, b->index_type)),
+                     ke_cast(b, ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, 16)), g), ke_mul(b, ke_var(b, eh), ke_int(b, 8))),
+                             b->index_type));
+  kexpr *gn = ke_add(b, ke_add(b, pp->blo[pp->p->mma_n], ke_cast(b, pp->wn, b->index_type)),
+                     ke_cast(b, ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ej), ke_int(b, 8)), ke_mul(b, tq, ke_int(b, 2))), ke_var(b, ee)),
+                             b->index_type));
+  kstmt *st = ks_seq(b);
+  ks_add(b, st, ks_decl(b, gmv, gm));
+  ks_add(b, st, ks_decl(b, gnv, gn));
+  kexpr *oidx[MAX_AXES];
+  kexpr *guard = output_point(pp, ke_var(b, gmv), ke_var(b, gnv), oidx);
+  kexpr *slot = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, pp->FN)), ke_var(b, ej)), ke_int(b, 4)),
+                       ke_add(b, ke_mul(b, ke_var(b, eh), ke_int(b, 2)), ke_var(b, ee)));
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), final_value(pp, oidx, ke_elem(b, pp->acc, slot)));
+  ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
+  ks_add(b, k->body, unrolled(b, ei, pp->FM, unrolled(b, ej, pp->FN, unrolled(b, eh, 2, unrolled(b, ee, 2, st)))));
+}
+
+/* Values per 16-byte store of the output, or 0 where the output cannot take
+ * them: its innermost axis must be N, whole vectors long. */
+static int vector_width(const pipe *pp) {
+  const qir_compute *c = pp->env->comp;
+  qir_dtype dt = pp->env->k->params[0].dtype;
+  int vw = dt == QIR_F32 ? 4 : dt == QIR_F16 || dt == QIR_BF16 ? 8 : 0;
+  if (!vw || pp->p->mma_n != c->n_axes - 1 || c->axis_extents[pp->p->mma_n] % vw) return 0;
+  return vw;
+}
+
+/* Epilogue through shared memory, 16 bytes per store: per 8-row half of a
+ * fragment row, each warp writes its accumulators to its own f32 tile of
+ * 8 x (WN + 4) (the pad spreads the rows over the banks), then its lanes
+ * read vw consecutive values of a row each (128-bit shared reads), apply the
+ * bias and the epilogue and store them at once: 8 halves (f16, bf16) or 4
+ * floats.  A tensor that does not start 16-byte aligned (checked at run
+ * time) is stored a value at a time. */
+static void epilogue_vector(pipe *pp, int vw) {
+  lower_env *env = pp->env;
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const tile_plan *p = pp->p;
+  int64_t WN = p->thread[p->mma_n], ld = WN + 4, per_row = WN / vw, segs = 8 * per_row, passes = ceil_div(segs, 32);
+  kvar *se = kvar_new(b, k, "se", KT_F32, pp->warps * 8 * ld, KV_SHARED);
+  kexpr *mine = ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, 32)), ke_int(b, 8 * ld));   /* the warp's tile */
+  kvar *half = kvar_new(b, k, "hr", KT_I32, 0, KV_BLOCK);   /* 2 * fi + h: rows 16 fi + 8 h .. + 8 of the warp */
+  kstmt *body = ks_seq(b);
+
+  /* the lanes' accumulators of those rows into the tile */
+  kvar *ej = kvar_new(b, k, "fj", KT_I32, 0, KV_LOCAL), *ee = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *g = ke_div(b, pp->lane, ke_int(b, 4)), *tq = ke_mod(b, pp->lane, ke_int(b, 4));
+  kexpr *fi = ke_div(b, ke_var(b, half), ke_int(b, 2)), *h = ke_mod(b, ke_var(b, half), ke_int(b, 2));
+  kexpr *at = ke_add(b, ke_add(b, mine, ke_mul(b, g, ke_int(b, ld))),
+                     ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ej), ke_int(b, 8)), ke_mul(b, tq, ke_int(b, 2))), ke_var(b, ee)));
+  kexpr *slot = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, fi, ke_int(b, pp->FN)), ke_var(b, ej)), ke_int(b, 4)),
+                       ke_add(b, ke_mul(b, h, ke_int(b, 2)), ke_var(b, ee)));
+  ks_add(b, body, unrolled(b, ej, pp->FN, unrolled(b, ee, 2, ks_assign(b, se, at, ke_elem(b, pp->acc, slot)))));
+  ks_add(b, body, ks_warp_barrier(b));
+
+  /* segment q * 32 + lane: row seg / per_row, columns from (seg % per_row) * vw */
+  kvar *q = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL), *sg = kvar_new(b, k, "s", KT_I32, 0, KV_LOCAL);
+  kstmt *seg = ks_seq(b), *work = ks_seq(b);
+  ks_add(b, seg, ks_decl(b, sg, ke_add(b, pp->lane, ke_mul(b, ke_var(b, q), ke_int(b, 32)))));
+  kexpr *row = ke_div(b, ke_var(b, sg), ke_int(b, per_row)), *col = ke_mul(b, ke_mod(b, ke_var(b, sg), ke_int(b, per_row)), ke_int(b, vw));
+  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
+  kexpr *gm = ke_add(b, ke_add(b, pp->blo[p->mma_m], ke_cast(b, pp->wm, b->index_type)),
+                     ke_cast(b, ke_add(b, ke_mul(b, ke_var(b, half), ke_int(b, 8)), row), b->index_type));
+  kexpr *gn = ke_add(b, ke_add(b, pp->blo[p->mma_n], ke_cast(b, pp->wn, b->index_type)), ke_cast(b, col, b->index_type));
+  ks_add(b, seg, ks_decl(b, gmv, gm));   /* the guard reads them */
+  ks_add(b, seg, ks_decl(b, gnv, gn));
+  kvar *vals = kvar_new(b, k, "v", KT_F32, vw, KV_LOCAL);
+  ks_add(b, work, ks_decl(b, vals, NULL));
+  kexpr *base = ke_add(b, ke_add(b, mine, ke_mul(b, row, ke_int(b, ld))), col);
+  kexpr *oidx[MAX_AXES];
+  kexpr *guard = output_point(pp, ke_var(b, gmv), ke_var(b, gnv), oidx);   /* vw divides N: a vector is all in or all out */
+  kstmt *scalar = ks_seq(b);
+  kvar *ev = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  {
+    kexpr *pidx[MAX_AXES];
+    kexpr *gne = ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, ev), b->index_type));
+    output_point(pp, ke_var(b, gmv), gne, pidx);
+    kstmt *one = ks_seq(b);
+    ks_add(b, one, ks_assign(b, vals, ke_var(b, ev), final_value(pp, pidx, ke_elem(b, se, ke_add(b, base, ke_var(b, ev))))));
+    ks_add(b, work, unrolled(b, ev, vw, one));
+    kvar *sv = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+    kexpr *sidx[MAX_AXES];
+    output_point(pp, ke_var(b, gmv), ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, sv), b->index_type)), sidx);
+    ks_add(b, scalar, unrolled(b, sv, vw, ks_store(b, 0, out_index(env, sidx), ke_elem(b, vals, ke_var(b, sv)))));
+  }
+  kstmt *store = ks_if(b, ke_aligned16(b, 0), ks_vstore(b, 0, out_index(env, oidx), vals, vw), scalar);
+  ks_add(b, work, store);
+  kexpr *live = guard;
+  if (segs % 32) live = ke_and(b, ke_lt(b, ke_var(b, sg), ke_int(b, segs)), live);
+  ks_add(b, seg, live ? ks_if(b, live, work, NULL) : work);
+  ks_add(b, body, unrolled(b, q, passes, seg));
+  ks_add(b, body, ks_warp_barrier(b));
+  kstmt *l = ks_for(b, half, ke_int(b, 0), ke_int(b, 2 * pp->FM), 1, body);
+  l->uniform = true;
+  l->unroll = true;             /* the accumulators stay registers: constant indices */
+  ks_add(b, k->body, l);
 }
 
 void lower_mma_pipe(lower_env *env, const tile_plan *p) {
@@ -219,6 +367,13 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   }
   kexpr *lane = ke_var(b, let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W))));
   kexpr *wm = ke_mul(b, wt[vm], ke_int(b, WM)), *wn = ke_mul(b, wt[vn], ke_int(b, WN));
+  pp.bias = bias;
+  pp.FM = FM;
+  pp.FN = FN;
+  pp.warps = warps;
+  pp.lane = lane;
+  pp.wm = wm;
+  pp.wn = wn;
 
   pp.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * pp.ta.slot);
   pp.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * pp.tb.slot);
@@ -230,6 +385,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   kvar *fa = kvar_new(b, k, "fa", KT_U32, FM * 4, KV_THREAD);
   kvar *fb = kvar_new(b, k, "fb", KT_U32, FN / 2 * 4, KV_THREAD);
   kvar *acc = kvar_new(b, k, "acc", KT_F32, FM * FN * 4, KV_THREAD);
+  pp.acc = acc;
 
   kvar *zi = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
   kstmt *zero = ks_for(b, zi, ke_int(b, 0), ke_int(b, FM * FN * 4), 1, ks_assign(b, acc, ke_var(b, zi), ke_float(b, 0, KT_F32)));
@@ -327,44 +483,9 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   ks_add(b, k->body, uniform_loop(b, t, steps, iter, false));
   ks_add(b, k->body, ks_cp_wait(b, 0));
 
-  /* epilogue: lane (g, t) holds rows g and g+8, columns 2t and 2t+1 of each fragment */
-  kvar *ei = kvar_new(b, k, "fi", KT_I32, 0, KV_LOCAL), *ej = kvar_new(b, k, "fj", KT_I32, 0, KV_LOCAL);
-  kvar *eh = kvar_new(b, k, "h", KT_I32, 0, KV_LOCAL), *ee = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-  kexpr *g = ke_div(b, lane, ke_int(b, 4)), *tq = ke_mod(b, lane, ke_int(b, 4));
-  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
-  kexpr *gm = ke_add(b, ke_add(b, pp.blo[vm], ke_cast(b, wm, b->index_type)),
-                     ke_cast(b, ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, 16)), g), ke_mul(b, ke_var(b, eh), ke_int(b, 8))),
-                             b->index_type));
-  kexpr *gn = ke_add(b, ke_add(b, pp.blo[vn], ke_cast(b, wn, b->index_type)),
-                     ke_cast(b, ke_add(b, ke_add(b, ke_mul(b, ke_var(b, ej), ke_int(b, 8)), ke_mul(b, tq, ke_int(b, 2))), ke_var(b, ee)),
-                             b->index_type));
-  kstmt *st = ks_seq(b);
-  ks_add(b, st, ks_decl(b, gmv, gm));
-  ks_add(b, st, ks_decl(b, gnv, gn));
-  kexpr *oidx[MAX_AXES];
-  for (int d = 0; d < n; d++) oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : pp.blo[d];
-  kexpr *guard = NULL;
-  if (E[vm] % p->block[vm]) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, E[vm]));
-  if (E[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, E[vn])));
-  kexpr *slotv = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, FN)), ke_var(b, ej)), ke_int(b, 4)),
-                        ke_add(b, ke_mul(b, ke_var(b, eh), ke_int(b, 2)), ke_var(b, ee)));
-  kexpr *val = ke_elem(b, acc, slotv);
-  if (bias) {                           /* Gemm's C, a convolution's b: once, at this output point */
-    for (int d = 0; d < n; d++) env->vars[d] = oidx[d];
-    for (int a = 0; a < m; a++) env->vars[n + a] = ke_int(b, 0);
-    val = ke_bin(b, QIR_FN_ADD, val, tr_as(env, bias, KT_F32), KT_F32);
-  }
-  kstmt *store = ks_store(b, 0, out_index(env, oidx), stored_value(env, oidx, val, ktype_of_dtype(k->args[0]->type.dtype)));
-  ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
-  kvar *loops[4] = {ee, eh, ej, ei};
-  int64_t trips[4] = {2, 2, FN, FM};
-  kstmt *cur = st;
-  for (int i = 0; i < 4; i++) {
-    kstmt *l = ks_for(b, loops[i], ke_int(b, 0), ke_int(b, trips[i]), 1, cur);
-    l->unroll = true;
-    cur = l;
-  }
-  ks_add(b, k->body, cur);
+  int vw = vector_width(&pp);
+  if (vw) epilogue_vector(&pp, vw);
+  else epilogue_registers(&pp);
 
   char buf[512];
   int len = snprintf(buf, sizeof buf, "mma.sync m16n8k16 %s: block [", A.dtype == QIR_BF16 ? "bf16" : "f16");

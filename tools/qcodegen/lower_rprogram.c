@@ -69,7 +69,7 @@ static kstmt *re_s(const rebase *r, const kstmt *s) {
   c->value = re_e(r, s->value);
   c->ia = re_e(r, s->ia);
   c->ib = re_e(r, s->ib);
-  if (s->kind == KS_STORE || s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC) c->param = r->pmap[s->param];
+  if (s->kind == KS_STORE || s->kind == KS_VSTORE || s->kind == KS_VCOPY16 || s->kind == KS_CP_ASYNC) c->param = r->pmap[s->param];
   c->body = re_s(r, s->body);
   c->els = re_s(r, s->els);
   if (s->n_items) {

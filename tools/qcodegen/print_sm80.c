@@ -1,6 +1,7 @@
 /* print_sm80.c: the statements of the sm_80 main loop (lower_mma_pipe.c)
  * printed.  CUDA gets inline PTX: cp.async.cg with a zero-fill source size,
- * commit_group / wait_group, ldmatrix and mma.sync.m16n8k16.  C gets calls of
+ * commit_group / wait_group, ldmatrix and mma.sync.m16n8k16; and the
+ * epilogue's 16-byte stores (uint4 / float4).  C gets calls of
  * the emulation in runtime/ (cp_async.h, ldmatrix.h, mma_sync.h: one file
  * per instruction family, in every C program's prelude), which reproduce the
  * PTX ISA's lane layouts and the copies' completion rules, so a wrong lane
@@ -129,6 +130,37 @@ static void print_mma16816_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
   fputs(");\n", o);
 }
 
+/* 16 bytes of a tensor from a local array: one vector store on a GPU. */
+static void print_vstore(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
+  const kparam *p = &k->params[s->param];
+  const char *v = s->var->name, *cvt = p->dtype == QIR_F16 ? "q_f2h" : p->dtype == QIR_BF16 ? "q_f2bf" : "";
+  if (st->c_threads) {
+    int site = st->chk ? cg_check_site(st->chk, k, "write of `%s` (16-byte store)", p->name) : -1;
+    fprintf(o, "for (int q_e = 0; q_e < %d; q_e++) %s[", (int)s->step, p->name);
+    if (st->chk) fprintf(o, "q_gw(&q_b, &q_g_%s, %" PRId64 "L, (long)(", p->name, p->numel);
+    else fputs("(", o);
+    kprint_expr(o, s->index, k, st);
+    if (st->chk) fprintf(o, ") + q_e, tid, %d)", site);
+    else fputs(") + q_e", o);
+    fprintf(o, "] = %s(%s[q_e]);\n", cvt, v);
+    return;
+  }
+  if (p->dtype == QIR_F32) {
+    fprintf(o, "*(float4 *)&%s[", p->name);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "] = make_float4(%s[0], %s[1], %s[2], %s[3]);\n", v, v, v, v);
+    return;
+  }
+  fputs("{\n", o);
+  fprintf(o, "%*suint4 q_v;\n", 2 * ind + 2, "");
+  const char *lane[4] = {"x", "y", "z", "w"};
+  for (int i = 0; i < 4; i++)
+    fprintf(o, "%*sq_v.%s = (uint32_t)%s(%s[%d]) | (uint32_t)%s(%s[%d]) << 16;\n", 2 * ind + 2, "", lane[i], cvt, v, 2 * i, cvt, v, 2 * i + 1);
+  fprintf(o, "%*s*(uint4 *)&%s[", 2 * ind + 2, "", p->name);
+  kprint_expr(o, s->index, k, st);
+  fprintf(o, "] = q_v;\n%*s}\n", 2 * ind, "");
+}
+
 void kprint_sm80_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
   bool c = st->c_threads;
   indent_to(o, ind);
@@ -143,6 +175,9 @@ void kprint_sm80_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
   case KS_CP_WAIT:
     if (c) fprintf(o, "q_cp_wait(&q_cpa, tid, %d);\n", (int)s->step);
     else fprintf(o, "asm volatile(\"cp.async.wait_group %d;\\n\" ::: \"memory\");\n", (int)s->step);
+    return;
+  case KS_VSTORE:
+    print_vstore(o, s, k, st, ind);
     return;
   case KS_LDMATRIX:
     print_ldmatrix_gpu(o, s, k, st);
