@@ -563,6 +563,11 @@ def suite_compile(qir_bin, nvcc, tmp, ops_dir, group, target, arch, extra_flags)
     return rows
 
 
+def shown_path(path):
+    path = os.path.abspath(path)
+    return os.path.relpath(path, REPO) if path.startswith(REPO + os.sep) else path
+
+
 def run_suite(args):
     try:
         nvcc = find_nvcc()
@@ -586,7 +591,7 @@ def run_suite(args):
             for fut in futures:
                 rows.extend(fut.result())
     print("kernel report of the operator set (%s; qopt -canonicalize -roller, qcodegen -cuda, %s)"
-          % (os.path.relpath(ops_dir, REPO) if ops_dir.startswith(REPO + os.sep) else ops_dir, nvcc))
+          % (shown_path(ops_dir), nvcc))
     print(table(rows, ["target", "dtype"] + HEADER[1:]))
     print()
     if args.update:
@@ -603,6 +608,22 @@ def run_suite(args):
             for r in rows:
                 f.write(record_line(r, old.get(record_key(r), {}).get("known_spill")) + "\n")
         print("wrote %s (%d kernels)" % (args.record, len(rows)))
+    if os.path.exists(args.goals):
+        goals = read_goals(args.goals)
+        lines, met_all = [], 0
+        for r in rows:
+            for op, groups, words in goals:
+                if op != r["op"] or r["group"] not in groups:
+                    continue
+                unmet = [g for g in words if not goal_met(r, g)]
+                met_all += not unmet
+                lines.append("  %-5s %-4s %-12s %-4s %s" % (r["target"], r["group"], r["op"], r["kernel"],
+                                                            "met" if not unmet else "unmet: " + " ".join(unmet)))
+        if lines:
+            print("goals (%s; reported, not failing):" % shown_path(args.goals))
+            print("\n".join(lines))
+            print("  %d of %d kernels meet their goals" % (met_all, len(lines)))
+            print()
     record = read_record(args.record)
     passed = failed = xfailed = 0
     keys = set()
@@ -636,22 +657,6 @@ def run_suite(args):
         failed += 1
         print("FAIL  %s %s %s#%d (%s): in the record, not compiled now"
               % (key + (record[key].get("kernel", "?"),)))
-    if os.path.exists(args.goals):
-        goals = read_goals(args.goals)
-        lines, met_all = [], 0
-        for r in rows:
-            for op, groups, words in goals:
-                if op != r["op"] or r["group"] not in groups:
-                    continue
-                unmet = [g for g in words if not goal_met(r, g)]
-                met_all += not unmet
-                lines.append("  %-5s %-4s %-12s %-4s %s" % (r["target"], r["group"], r["op"], r["kernel"],
-                                                            "met" if not unmet else "unmet: " + " ".join(unmet)))
-        if lines:
-            print()
-            print("goals (%s; reported, not failing):" % args.goals)
-            print("\n".join(lines))
-            print("  %d of %d kernels meet their goals" % (met_all, len(lines)))
     print("%d passed, %d failed, %d skipped" % (passed, failed, xfailed))
     return 1 if failed else 0
 
