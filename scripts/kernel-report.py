@@ -208,7 +208,9 @@ def scan_body(body, f):
             if size == "16":
                 f["g128_cp"] += 1
         elif head in ("ld", "ldu", "st"):
-            space = tokens[1] if len(tokens) > 1 else ""
+            # the state space may follow qualifiers (ld.relaxed.gpu.global, ld.volatile.shared)
+            space = next((t for t in tokens[1:] if t in ("global", "local", "param", "const")
+                          or t.startswith("shared")), "")
             wide = access_bits(tokens) == 128
             if space == "global":
                 if head == "st":
@@ -587,7 +589,8 @@ def run_suite(args):
     with tempfile.TemporaryDirectory(prefix="kernel-report-suite.") as tmp:
         jobs = [(g, t, a) for t, a in targets for g in groups]
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = [pool.submit(suite_compile, qir_bin, nvcc, tmp, ops_dir, g, t, a, args.nvcc_flag) for g, t, a in jobs]
+            futures = [pool.submit(suite_compile, qir_bin, nvcc, tmp, ops_dir, g, t, a, args.nvcc_flag)
+                       for g, t, a in jobs]
             for fut in futures:
                 rows.extend(fut.result())
     print("kernel report of the operator set (%s; qopt -canonicalize -roller, qcodegen -cuda, %s)"
