@@ -27,6 +27,13 @@
  *      latency per reduction step.  The states on the construction path are
  *      ranked by it; the best is the plan, the next ones (-roller-topk N)
  *      are printed as #tile_alternatives.
+ *   5. Pipelined tensor-core plans (targets with mma.sync.m16n8k16, sm_80 and
+ *      up): the space (warp tile, warps, K step, stages) is small, so every
+ *      plan is constructed (mma_pipeline_plans) and ranked by a model of that
+ *      loop (pipeline_us: tensor cores, ldmatrix / cp.async shared-memory
+ *      traffic, issue, latency hidden by S - 1 stages in flight, occupancy
+ *      from registers and shared memory, L2 and DRAM); #tile_alternatives
+ *      lead with the best variants in stages only and in warp tile only.
  *
  * The #tile schema (shared with qcodegen, which realises it exactly):
  *   block    = [b0, ..]  block tile per output axis (elements)
@@ -38,11 +45,13 @@
  *   grid     = [g0, ..]  blocks per output axis = ceil(extent / block)
  *   threads  = N         threads per block
  *   smem_pad = N         elements added to the innermost extent of every
- *                        tile staged in shared memory
+ *                        tile staged in shared memory (0 with stages:
+ *                        the pipelined tiles are XOR-swizzled)
  *   vec      = N         vector width (elements) of loads/stores along the
  *                        innermost output axis
  *   smem     = BYTES     shared memory: the (block, rstep) box of every input
- *                        that depends on a reduction axis, padded rows
+ *                        that depends on a reduction axis, padded rows; with
+ *                        stages: stages * (bM * rK + rK * bN) * 2
  *   regs     = N         estimated registers per thread
  *   est_us   = F         model estimate of the kernel time
  *   target   = "h100"
@@ -53,7 +62,18 @@
  *                        output axis of M, output axis of N, reduce axis of K);
  *                        every other axis stays at block / rstep 1.  Such a
  *                        plan is kept only when the model rates it above the
- *                        best SIMT plan of the same op (-roller-mma overrides)
+ *                        best SIMT plan of the same op (-roller-mma overrides).
+ *                        The target's shape: [16, 8, 16] (mma.sync, sm_80+:
+ *                        the pipelined loop, with stages) or [16, 16, 16]
+ *                        (wmma on sm_70, MFMA on HIP: no stages)
+ *   stages   = S         (mma = [16, 8, 16] only) 2 <= S <= 4 cp.async
+ *                        stages of the A and B tiles, S - 1 in flight; the
+ *                        warp tile along M and N and rstep along K are
+ *                        multiples of 16, the block a multiple of the warp tile
+ *   bound    = "..."     (with stages) the model's limiting term: tensor cores,
+ *                        shared memory, issue, latency, L2 bandwidth or DRAM
+ *                        bandwidth (", partial last wave" where the tail wave
+ *                        costs a tenth or more); informational
  *   rsplit   = N         (split reductions, N > 1) lanes per output point,
  *                        thread tile 1, rstep the whole reduction (as far as
  *                        QIR_TILE_MAX allows: the lanes walk all of it), threads =
