@@ -53,6 +53,8 @@ typedef enum {
  * is what a block stages and counts with 32-bit integers.  The verifier
  * holds every #tile to it. */
 #define QIR_TILE_MAX (1 << 24)
+/* #tile stages: shared-memory tiles in flight in a pipelined main loop */
+#define QIR_MAX_STAGES 4
 
 typedef struct {
   qir_dtype dtype;

@@ -18,6 +18,9 @@
  *           datasheet (208 CUs in 2 GCDs, 1.7 GHz, 3.2 TB/s, 8 MB L2 per GCD).
  *   [CDNA3] AMD CDNA 3 Architecture whitepaper and AMD Instinct MI300X
  *           datasheet (304 CUs, 2.1 GHz, 5.3 TB/s, 4 MB L2 per XCD x 8).
+ *   [PTX]   PTX ISA, "Warp-level matrix multiply-accumulate instructions":
+ *           mma.sync.m16n8k16 for .f16 / .bf16 with .f32 accumulators needs
+ *           sm_80 or later (sm_70 has wmma m16n16k16 only).
  *   [HIPHW] ROCm HIP documentation, "Hardware implementation" (wavefront 64,
  *           1024 threads per block, 64 KiB LDS per CU, 512 VGPRs per lane incl.
  *           AccVGPRs on gfx90a/gfx942).
@@ -95,7 +98,7 @@ static const qir_target builtin_targets[] = {
         .transaction_bytes = 32,                /* [CCT] global accesses are served in 32 B sectors */
         .cache_line_bytes = 128,
         .smem_banks = 32, .bank_bytes = 4,      /* [CCT] "Shared Memory" (cc 5.x and later) */
-        .mma_m = 16, .mma_n = 16, .mma_k = 16,  /* [CCT] wmma m16n16k16 for half / bf16 */
+        .mma_m = 16, .mma_n = 8, .mma_k = 16,   /* [PTX] mma.sync.m16n8k16 f16/bf16 (sm_80 and up) */
     },
     {
         .name = "h200", .backend = "cuda", .arch = "sm_90",
@@ -122,7 +125,7 @@ static const qir_target builtin_targets[] = {
         },
         .transaction_bytes = 32, .cache_line_bytes = 128,
         .smem_banks = 32, .bank_bytes = 4,
-        .mma_m = 16, .mma_n = 16, .mma_k = 16,
+        .mma_m = 16, .mma_n = 8, .mma_k = 16,   /* [PTX] mma.sync.m16n8k16 */
     },
     {
         .name = "a100", .backend = "cuda", .arch = "sm_80",
@@ -150,7 +153,7 @@ static const qir_target builtin_targets[] = {
         },
         .transaction_bytes = 32, .cache_line_bytes = 128,
         .smem_banks = 32, .bank_bytes = 4,
-        .mma_m = 16, .mma_n = 16, .mma_k = 16,
+        .mma_m = 16, .mma_n = 8, .mma_k = 16,   /* [PTX] mma.sync.m16n8k16 */
     },
     {
         .name = "v100", .backend = "cuda", .arch = "sm_70",
@@ -205,7 +208,7 @@ static const qir_target builtin_targets[] = {
         },
         .transaction_bytes = 32, .cache_line_bytes = 128,
         .smem_banks = 32, .bank_bytes = 4,
-        .mma_m = 16, .mma_n = 16, .mma_k = 16,
+        .mma_m = 16, .mma_n = 8, .mma_k = 16,   /* [PTX] mma.sync.m16n8k16 */
     },
     {
         /* One MI250 GCD: each GCD is a separate HIP device, so a kernel sees

@@ -60,7 +60,8 @@ typedef struct {
   int smem_banks;               /* 0 = no banked shared memory (CPU) */
   int bank_bytes;
   int mma_m, mma_n, mma_k;      /* f16/bf16 matrix instruction shape (f32 accumulate);
-                                   0 = none */
+                                   0 = none.  16x8x16 (mma.sync, sm_80 and up): -roller
+                                   writes pipelined plans (`stages`); 16x16x16: wmma / MFMA */
   /* host-side control-flow costs, us: a launch (what -welder and -rammer
    * charge per kernel unless -welder-launch-us / -rammer-launch-us are given,
    * and -grinder's model), a scalar read back with its sync, a cooperative

@@ -460,6 +460,46 @@ static void check_tile_span(verifier *v, const qir_op *op) {
     ERR(v, attr_loc(op, tile), "'%s' #tile block x rstep spans %.0f elements, more than %d", op_name(op), span, QIR_TILE_MAX);
 }
 
+/* The matrix-unit keys of one plan (a #tile or an entry of
+ * #tile_alternatives): `mma` is an instruction shape qcodegen knows (16x16x16:
+ * wmma / MFMA; 16x8x16: mma.sync in a cp.async pipeline); `stages` (2 to 4
+ * shared tiles in flight) belongs to the pipelined 16x8x16 loop only, whose
+ * tiles are swizzled rather than padded (smem_pad 0). */
+static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, const qir_attr_val *plan) {
+  if (plan->kind != QIR_ATTR_DICT) return;
+  const char *what = at->key;
+  const qir_attr_val *mma = qir_attr_dict_get(plan, "mma"), *stages = qir_attr_dict_get(plan, "stages");
+  const qir_attr_val *pad = qir_attr_dict_get(plan, "smem_pad");
+  int64_t sh[3] = {0, 0, 0};
+  bool shape_ok = mma && mma->kind == QIR_ATTR_LIST && mma->n == 3;
+  for (int i = 0; shape_ok && i < 3; i++) {
+    shape_ok = mma->items[i].kind == QIR_ATTR_INT;
+    if (shape_ok) sh[i] = mma->items[i].i;
+  }
+  bool pipelined = shape_ok && sh[0] == 16 && sh[1] == 8 && sh[2] == 16;
+  if (mma && !(shape_ok && (pipelined || (sh[0] == 16 && sh[1] == 16 && sh[2] == 16)))) {
+    ERR(v, attr_loc(op, at), "'%s' #%s mma must be [16, 16, 16] (wmma, MFMA) or [16, 8, 16] (mma.sync, pipelined)",
+        op_name(op), what);
+    return;
+  }
+  if (!stages) return;
+  if (stages->kind != QIR_ATTR_INT || stages->i < 2 || stages->i > QIR_MAX_STAGES)
+    ERR(v, attr_loc(op, at), "'%s' #%s stages = %s is out of range (2 to %d shared tiles in flight)", op_name(op), what,
+        stages->kind == QIR_ATTR_INT ? qir_sprintf(v->m, "%lld", (long long)stages->i) : "a non-integer", QIR_MAX_STAGES);
+  else if (!pipelined)
+    ERR(v, attr_loc(op, at), "'%s' #%s stages needs mma = [16, 8, 16] (the pipelined tensor-core loop)", op_name(op),
+        what);
+  else if (pad && (pad->kind != QIR_ATTR_INT || pad->i != 0))
+    ERR(v, attr_loc(op, at), "'%s' #%s stages: the pipelined tiles are swizzled, smem_pad must be 0", op_name(op), what);
+}
+
+static void check_tile_mma(verifier *v, const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile"), *alts = qir_op_attr(op, "tile_alternatives");
+  if (tile) check_plan_mma(v, op, tile, &tile->val);
+  if (alts && alts->val.kind == QIR_ATTR_LIST)
+    for (int i = 0; i < alts->val.n; i++) check_plan_mma(v, op, alts, &alts->val.items[i]);
+}
+
 /* Shared memory one block may hold on the largest built-in target: a group
  * whose plan asks for more fits on none of them. */
 static int64_t max_smem_per_block(void) {
@@ -586,6 +626,7 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   bool attrs_ok = v->d->n_errors == errors_before_attrs; /* else the shape rule would repeat them */
   check_device(v, op, r);
   check_tile_span(v, op);
+  check_tile_mma(v, op);
   if (op->code == QIR_OP_COMPUTE) check_compute(v, op);
   if (op->code == QIR_OP_CONST) check_const(v, op);
   if (op->code == QIR_OP_RPROGRAM) {

@@ -854,9 +854,9 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   }
   /* the pipelined loop stages its tiles; 16x16x16 fragments load once per step */
   const qir_attr_val *sv = qir_attr_dict_get(dict, "stages");
-  int64_t lo_stages = sync ? 2 : 1, hi_stages = sync ? MMA_MAX_STAGES : 1;
+  int64_t lo_stages = sync ? 2 : 1, hi_stages = sync ? QIR_MAX_STAGES : 1;
   if (sv && (sv->kind != QIR_ATTR_INT || sv->i < lo_stages || sv->i > hi_stages)) {
-    if (sync) qir_error(env->cg->d, env->loc, "#tile stages must be from 2 to %d", MMA_MAX_STAGES);
+    if (sync) qir_error(env->cg->d, env->loc, "#tile stages must be from 2 to %d", QIR_MAX_STAGES);
     else qir_error(env->cg->d, env->loc, "#tile stages needs mma = [16, 8, 16] (the cp.async pipeline)");
     return false;
   }

@@ -8,7 +8,6 @@
 #define MAX_STAGED 8
 #define SMEM_BUDGET (40 * 1024)        /* staging without a plan's own figure */
 #define HIP_LDS_LIMIT (64 * 1024)      /* per workgroup on gfx90a / gfx942 */
-#define MMA_MAX_STAGES 8               /* cp.async pipeline depth (#tile stages) */
 
 typedef struct {
   int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];

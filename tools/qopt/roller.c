@@ -27,6 +27,13 @@
  *      latency per reduction step.  The states on the construction path are
  *      ranked by it; the best is the plan, the next ones (-roller-topk N)
  *      are printed as #tile_alternatives.
+ *   5. Pipelined tensor-core plans (targets with mma.sync.m16n8k16, sm_80 and
+ *      up): the space (warp tile, warps, K step, stages) is small, so every
+ *      plan is constructed (mma_pipeline_plans) and ranked by a model of that
+ *      loop (pipeline_us: tensor cores, ldmatrix / cp.async shared-memory
+ *      traffic, issue, latency hidden by S - 1 stages in flight, occupancy
+ *      from registers and shared memory, L2 and DRAM); #tile_alternatives
+ *      lead with the best variants in stages only and in warp tile only.
  *
  * The #tile schema (shared with qcodegen, which realises it exactly):
  *   block    = [b0, ..]  block tile per output axis (elements)
@@ -38,11 +45,13 @@
  *   grid     = [g0, ..]  blocks per output axis = ceil(extent / block)
  *   threads  = N         threads per block
  *   smem_pad = N         elements added to the innermost extent of every
- *                        tile staged in shared memory
+ *                        tile staged in shared memory (0 with stages:
+ *                        the pipelined tiles are XOR-swizzled)
  *   vec      = N         vector width (elements) of loads/stores along the
  *                        innermost output axis
  *   smem     = BYTES     shared memory: the (block, rstep) box of every input
- *                        that depends on a reduction axis, padded rows
+ *                        that depends on a reduction axis, padded rows; with
+ *                        stages: stages * (bM * rK + rK * bN) * 2
  *   regs     = N         estimated registers per thread
  *   est_us   = F         model estimate of the kernel time
  *   target   = "h100"
@@ -53,7 +62,18 @@
  *                        output axis of M, output axis of N, reduce axis of K);
  *                        every other axis stays at block / rstep 1.  Such a
  *                        plan is kept only when the model rates it above the
- *                        best SIMT plan of the same op (-roller-mma overrides)
+ *                        best SIMT plan of the same op (-roller-mma overrides).
+ *                        The target's shape: [16, 8, 16] (mma.sync, sm_80+:
+ *                        the pipelined loop, with stages) or [16, 16, 16]
+ *                        (wmma on sm_70, MFMA on HIP: no stages)
+ *   stages   = S         (mma = [16, 8, 16] only) 2 <= S <= 4 cp.async
+ *                        stages of the A and B tiles, S - 1 in flight; the
+ *                        warp tile along M and N and rstep along K are
+ *                        multiples of 16, the block a multiple of the warp tile
+ *   bound    = "..."     (with stages) the model's limiting term: tensor cores,
+ *                        shared memory, issue, latency, L2 bandwidth or DRAM
+ *                        bandwidth (", partial last wave" where the tail wave
+ *                        costs a tenth or more); informational
  *   rsplit   = N         (split reductions, N > 1) lanes per output point,
  *                        thread tile 1, rstep the whole reduction (as far as
  *                        QIR_TILE_MAX allows: the lanes walk all of it), threads =
@@ -83,6 +103,12 @@
 #define RL_MAX_WASTE 0.15       /* padding waste allowed relative to the real extent */
 #define RL_LOAD_LATENCY 500.0   /* cycles: global load to use, per reduction step */
 #define RL_BARRIER 30.0         /* cycles per barrier, two per reduction step */
+#define RL_SUBPARTITIONS 4      /* warp schedulers (and tensor-core slices) per SM, sm_80 and up */
+#define RL_MMA_ADDR_REGS 40     /* pipelined mma kernel: stage offsets, global pointers, loop state */
+#define RL_MAX_STAGES 4         /* cp.async stages of a pipelined mma plan: 2 to 4 */
+#define RL_MMA_BLOCK_MAX 256    /* block tile along M or N */
+#define RL_MMA_BLOCK_AREA (256 * 128)
+#define RL_MMA_WARPS_MAX 8
 
 /* ------------------------------------------------------------ analysis */
 
@@ -115,6 +141,7 @@ typedef struct {
   double peak_gflops;           /* of the unit the op runs on */
   double simt_gflops;           /* without the matrix units */
   bool mma;
+  bool pipelined;               /* mma.sync 16x8x16 in a cp.async pipeline (`stages`); else wmma / MFMA */
   int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
   double unique_in_bytes, out_bytes;
   int vec_max;                  /* widest vector along the innermost output axis */
@@ -124,6 +151,9 @@ typedef struct {
   int64_t tile[RL_MAX_VARS];    /* block tile (output vars), rstep (reduction vars) */
   int64_t thr[RL_MAX_VARS];     /* thread (or warp) tile, output vars */
   int64_t rsplit;               /* lanes sharing each output's reduction (0, 1: none) */
+  int stages;                   /* pipelined mma plans: shared tiles in flight (0: not pipelined) */
+  double global_bytes;          /* pipelined mma plans: the traffic, to break ties (less first) */
+  const char *bound;            /* pipelined mma plans: the model's limiting term */
   /* derived by rl_eval */
   bool valid;
   int64_t threads, smem, regs, blocks;
@@ -319,6 +349,9 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
     if (((mv >> best[0]) & 1) && ((mv >> best[1]) & 1)) return;
   }
   p->mma = true;
+  /* mma.sync.m16n8k16 (sm_80 and up): the lowering pipelines it (cp.async
+   * stages, ldmatrix, swizzled tiles, accumulators in registers) */
+  p->pipelined = t->mma_m == 16 && t->mma_n == 8 && t->mma_k == 16 && !strcmp(t->backend, "cuda");
   memcpy(p->mma_axis, best, sizeof best);
   p->peak_gflops = qir_target_peak(t, op->operands[ab[0]->operand]->type.dtype, true);
 }
@@ -470,12 +503,19 @@ static int64_t plan_blocks(const rl_problem *p, const rl_plan *pl) {
   return n;
 }
 
-static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
-  int64_t E[RL_MAX_VARS], Ef[RL_MAX_VARS], Et[RL_MAX_VARS], ext[QIR_MAX_RANK];
+/* Global traffic of a plan.  union_taps (pipelined mma plans whose taps fit
+ * the cache, see tap_union_bytes): the steps along the reduction axes pinned
+ * at 1 (a convolution's taps) re-read the sectors of one K step, served by
+ * L1, so each staged operand costs its box over all taps once per K step. */
+static void traffic(const rl_problem *p, const rl_plan *pl, bool union_taps, rl_traffic *tr) {
+  int64_t E[RL_MAX_VARS], Ef[RL_MAX_VARS], Et[RL_MAX_VARS], Eu[RL_MAX_VARS], ext[QIR_MAX_RANK];
   double R = 1;
+  int64_t k_chunks = 1;
   tr->chunks = 1;
   for (int v = 0; v < p->n_vars; v++) {
     E[v] = pl->tile[v];
+    Eu[v] = v >= p->n_out && v != p->mma_axis[2] ? p->ext[v] : pl->tile[v];
+    if (v >= p->n_out && v == p->mma_axis[2] && pl->rsplit <= 1) k_chunks = ceil_div(p->ext[v], pl->tile[v]);
     Ef[v] = v < p->n_out ? pl->tile[v] : p->ext[v];
     Et[v] = v < p->n_out ? pl->thr[v] : 1;
     if (v >= p->n_out && pl->rsplit > 1) {
@@ -490,7 +530,11 @@ static void traffic(const rl_problem *p, const rl_plan *pl, rl_traffic *tr) {
   double per_block = 0, smem = 0;
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
-    if (g->staged && pl->rsplit <= 1) {
+    if (g->staged && pl->rsplit <= 1 && union_taps) {
+      double n = group_box(g, Eu, p->n_vars, ext);
+      per_block += (double)k_chunks * aligned_bytes(g, ext, n, txn);
+      smem += owners * R * group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
+    } else if (g->staged && pl->rsplit <= 1) {
       double n = group_box(g, E, p->n_vars, ext);
       per_block += (double)tr->chunks * aligned_bytes(g, ext, n, txn);
       smem += owners * R * group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
@@ -514,6 +558,12 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   int64_t ext[QIR_MAX_RANK];
   int64_t total = 0;
   if (pl->rsplit > 1) return 0;               /* lanes read their points directly */
+  if (p->pipelined) {
+    /* stages x (A: block M x rstep K, B: rstep K x block N) of 16-bit values,
+     * XOR-swizzled (no padding); the epilogue works from the registers */
+    int64_t bm = pl->tile[p->mma_axis[0]], bn = pl->tile[p->mma_axis[1]], rk = pl->tile[p->mma_axis[2]];
+    return (int64_t)pl->stages * (bm * rk + rk * bn) * 2;
+  }
   if (p->mma) {
     /* qcodegen's mma kernel: A (M x K) and B (K x N) tiles of 16-bit values,
      * stored row- or column-major as the operand's layout goes, the inner
@@ -543,6 +593,7 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
  * column would hit the same banks; one bank's worth of padding skews rows. */
 static int plan_pad(const rl_problem *p, const rl_plan *pl) {
   const qir_target *t = p->t;
+  if (p->pipelined) return 0;                 /* swizzled, not padded */
   if (p->mma) return 8;                       /* rows of 16 bytes more: aligned and skewed */
   if (pl->rsplit > 1) return 0;
   if (t->smem_banks <= 0) return 0;
@@ -570,6 +621,14 @@ static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
   for (int v = 0; v < p->n_vars; v++) Et[v] = v < p->n_out ? pl->thr[v] : 1;
   for (int v = 0; v < p->n_out; v++) pts *= (double)pl->thr[v];
   double words = 0;
+  if (p->pipelined) {
+    /* f32 accumulators of the warp tile (tm x tn / 32 per lane), the A and B
+     * fragments of one 16-wide k slice (m16k16: 4 registers per 16 rows,
+     * k16n8: 2 per 8 columns) twice over (the next slice's ldmatrix overlaps
+     * this slice's mma), and the stage offsets, pointers and loop state */
+    double mt = (double)pl->thr[p->mma_axis[0]], nt = (double)pl->thr[p->mma_axis[1]];
+    return (int64_t)ceil(mt * nt / p->t->warp_size + 2 * (mt / 16 * 4 + nt / 8 * 2)) + RL_MMA_ADDR_REGS;
+  }
   if (p->mma) {
     /* fp32 accumulators of the warp tile spread over the warp, plus one
      * k-slice of A and B fragments */
@@ -597,6 +656,117 @@ static int plan_vec(const rl_problem *p, const rl_plan *pl) {
   return v;
 }
 
+/* DRAM time of the whole kernel: what the blocks move, less what L2 keeps
+ * (operands re-read by several blocks hit in L2 as far as they fit it). */
+static double dram_seconds(const rl_problem *p, double global_bytes, double mem_eff) {
+  double extra = global_bytes - (p->unique_in_bytes + p->out_bytes), dram = global_bytes;
+  if (extra > 0) {
+    double miss = p->unique_in_bytes > 0 ? 1 - (double)p->t->l2_bytes / p->unique_in_bytes : 0;
+    dram = p->unique_in_bytes + p->out_bytes + extra * (miss > 0 ? miss : 0);
+  }
+  return dram / (p->t->dram_gbs * 1e9 * mem_eff);
+}
+
+/* Bytes the first `wave` blocks (raster order, innermost output axis
+ * fastest) read over the whole reduction: the box of every input for the
+ * output region they cover. */
+static double wave_bytes(const rl_problem *p, const rl_plan *pl, double wave) {
+  int64_t E[RL_MAX_VARS], ext[QIR_MAX_RANK];
+  double left = wave;
+  for (int v = p->n_vars - 1; v >= 0; v--) {
+    if (v >= p->n_out) { E[v] = p->ext[v]; continue; }
+    double g = (double)ceil_div(p->ext[v], pl->tile[v]), take = left < g ? ceil(left) : g;
+    E[v] = (int64_t)fmin((double)p->ext[v], take * (double)pl->tile[v]);
+    left = left / g > 1 ? ceil(left / g) : 1;
+  }
+  double b = 0;
+  for (int i = 0; i < p->n_groups; i++) b += group_box(&p->g[i], E, p->n_vars, ext) * p->g[i].elem_bytes;
+  return b;
+}
+
+/* Bytes of the staged operands' boxes over all taps of one K step (the
+ * reduction axes a pipelined mma plan pins at step 1), transaction-aligned. */
+static double tap_union_bytes(const rl_problem *p, const rl_plan *pl) {
+  int64_t Eu[RL_MAX_VARS], ext[QIR_MAX_RANK];
+  for (int v = 0; v < p->n_vars; v++) Eu[v] = v >= p->n_out && v != p->mma_axis[2] ? p->ext[v] : pl->tile[v];
+  double b = 0;
+  for (int i = 0; i < p->n_groups; i++)
+    if (p->g[i].staged) b += aligned_bytes(&p->g[i], ext, group_box(&p->g[i], Eu, p->n_vars, ext), p->t->transaction_bytes);
+  return b;
+}
+
+/* The model of a pipelined mma plan (qcodegen's mma.sync.m16n8k16 loop),
+ * in SM clock cycles per reduction step of one block:
+ *   tensor cores: the step's m16n8k16 instructions at the target's dense
+ *     f16/bf16 rate per SM, on as many sub-partitions as resident warps fill;
+ *   shared memory: ldmatrix reads (every warp its tm x rk and rk x tn
+ *     slices) and the cp.async writes of both tiles, at banks x 4 B per clock;
+ *   issue: mma, ldmatrix.x4, cp.async (16 B per lane) and the loop's
+ *     addressing, one instruction per scheduler per clock;
+ *   latency: with S stages, S - 1 tiles are in flight, so a block's step
+ *     takes at least RL_LOAD_LATENCY / (S - 1), and at least its own work
+ *     plus one barrier; resident blocks overlap each other's latency.
+ * Global memory: the plan's traffic (tap_union_bytes: a convolution's taps
+ * served by L1 when the shared memory the plan leaves free can hold them)
+ * against L2 and DRAM bandwidth.  Each wave of blocks pays one latency to
+ * fill the pipeline.  The estimate is the largest of SM time, L2 time and
+ * DRAM time plus the fill; pl->bound names the largest, pl->global_bytes is
+ * the traffic (ties go to less). */
+static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, double conc, double active) {
+  const qir_target *t = p->t;
+  double units = (double)t->compute_units, clk = t->clock_ghz * 1e9, ws = (double)t->warp_size;
+  double bm = (double)pl->tile[p->mma_axis[0]], bn = (double)pl->tile[p->mma_axis[1]];
+  double rk = (double)pl->tile[p->mma_axis[2]];
+  double tm = (double)pl->thr[p->mma_axis[0]], tn = (double)pl->thr[p->mma_axis[1]];
+  double warps = (double)pl->threads / ws, resident = conc * warps;
+  double mma_flops = 2.0 * t->mma_m * t->mma_n * t->mma_k;
+  double tc_per_clk = p->peak_gflops * 1e9 / (units * clk);   /* flops per clock per SM */
+  double n_mma = bm / t->mma_m * (bn / t->mma_n) * (rk / t->mma_k);
+  double r_tc = n_mma * mma_flops / tc_per_clk;
+  double smem_per_clk = t->smem_gbs * 1e9 / (units * clk);
+  double r_smem = (warps * (tm + tn) * rk * 2 + (bm + bn) * rk * 2) / smem_per_clk;
+  double cp_async = ceil((bm + bn) * rk * 2 / 16 / (double)pl->threads);
+  double slices = rk / t->mma_k;
+  double warp_instr = slices * (tm / t->mma_m * (tn / t->mma_n) + tm / 16 + tn / 16) + 3 * cp_async + 8;
+  double sub = RL_SUBPARTITIONS;
+  double busy_sm = resident < sub ? resident : sub, busy_block = warps < sub ? warps : sub;
+  double sm_step = fmax(r_tc * sub / busy_sm, fmax(r_smem, warps * warp_instr / busy_sm));
+  double alone = fmax(r_tc * sub / busy_block, fmax(r_smem, warps * warp_instr / busy_block));
+  double period = fmax(alone + RL_BARRIER, RL_LOAD_LATENCY / (pl->stages - 1));
+  double step = fmax(sm_step, period / conc);
+  rl_traffic tr;
+  double l1_free = ((double)t->smem_per_unit - conc * (double)pl->smem) / conc;
+  traffic(p, pl, tap_union_bytes(p, pl) <= l1_free, &tr);
+  double t_main = per_unit * (double)tr.chunks * step / clk;
+  double t_fill = ceil(per_unit / conc) * (RL_LOAD_LATENCY + 2 * RL_BARRIER) / clk;
+  double mem_eff = fmin(2.0 * active / units, 1) * fmin(resident / 4.0, 1);
+  /* blocks run in raster order (the innermost output axis fastest): when
+   * what one wave of resident blocks reads over the whole reduction fits in
+   * L2, every operand comes from DRAM once */
+  double t_dram = wave_bytes(p, pl, units * conc) <= (double)t->l2_bytes
+                      ? fmin(tr.global_bytes, p->unique_in_bytes + p->out_bytes) / (t->dram_gbs * 1e9 * mem_eff)
+                      : dram_seconds(p, tr.global_bytes, mem_eff);
+  double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
+  /* the limiting term: the SM's (of all resident blocks, else of one block
+   * alone, else the latency the stages leave exposed) or a bandwidth; a last
+   * wave that costs a tenth of the time or more is said too */
+  bool sm_bound = sm_step >= period / conc, own = !sm_bound && alone + RL_BARRIER >= RL_LOAD_LATENCY / (pl->stages - 1);
+  double tc = sm_bound ? r_tc * sub / busy_sm : r_tc * sub / busy_block;
+  const char *term = !sm_bound && !own ? "latency" : (sm_bound ? sm_step : alone) == tc ? "tensor cores"
+                     : (sm_bound ? sm_step : alone) == r_smem                      ? "shared memory"
+                                                                                   : "issue";
+  bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
+  if (t_main < t_l2 || t_main < t_dram) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
+  pl->bound = !tail ? term
+              : !strcmp(term, "tensor cores")  ? "tensor cores, partial last wave"
+              : !strcmp(term, "shared memory") ? "shared memory, partial last wave"
+              : !strcmp(term, "issue")         ? "issue, partial last wave"
+              : !strcmp(term, "latency")       ? "latency, partial last wave"
+                                               : term;
+  pl->global_bytes = tr.global_bytes;
+  return fmax(t_main, fmax(t_dram, t_l2)) + t_fill;
+}
+
 /* Fills the derived fields and the estimate; valid = within every limit. */
 static void rl_eval(const rl_problem *p, rl_plan *pl) {
   const qir_target *t = p->t;
@@ -609,20 +779,25 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   pl->valid = pl->threads <= t->max_threads_per_block && pl->smem <= t->smem_per_block &&
               pl->regs <= t->max_regs_per_thread;
   if (!pl->valid) { pl->est_us = INFINITY; return; }
-  rl_traffic tr;
-  traffic(p, pl, &tr);
-  /* occupancy: resident blocks per unit */
+  /* occupancy: resident blocks per unit (registers are allocated per warp
+   * in steps of 8 per thread; counted so for the pipelined plans) */
   int64_t bpu = t->max_blocks_per_unit;
   int64_t by_threads = t->max_threads_per_unit / pl->threads;
   if (by_threads < bpu) bpu = by_threads;
   if (pl->smem > 0 && t->smem_per_unit / pl->smem < bpu) bpu = t->smem_per_unit / pl->smem;
-  int64_t regs_block = pl->regs * pl->threads;
+  int64_t regs_block = (p->pipelined ? round_up(pl->regs, 8) : pl->regs) * pl->threads;
   if (regs_block > 0 && t->regs_per_unit / regs_block < bpu) bpu = t->regs_per_unit / regs_block;
   if (bpu < 1) { pl->valid = false; pl->est_us = INFINITY; return; }
   double units = (double)t->compute_units;
   double per_unit = ceil((double)pl->blocks / units);          /* blocks each unit runs */
   double conc = per_unit < (double)bpu ? per_unit : (double)bpu;
   double active = (double)pl->blocks < units ? (double)pl->blocks : units;
+  if (p->pipelined) {
+    pl->est_us = pipeline_us(p, pl, per_unit, conc, active) * 1e6;
+    return;
+  }
+  rl_traffic tr;
+  traffic(p, pl, false, &tr);
   double warps = conc * ceil((double)pl->threads / t->warp_size);
   double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
   double peak_unit = p->peak_gflops * 1e9 / units;
@@ -631,13 +806,7 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double lanes = p->n_out == 0 ? 1 : ceil((double)pl->threads / t->warp_size) * t->warp_size / (double)pl->threads;
   double t_compute = per_unit * tr.flops_block * lanes / (peak_unit * eff);
   double mem_eff = (2.0 * active / units < 1 ? 2.0 * active / units : 1) * (warps / 4.0 < 1 ? warps / 4.0 : 1);
-  double extra = tr.global_bytes - (p->unique_in_bytes + p->out_bytes);
-  double dram = tr.global_bytes;
-  if (extra > 0) {
-    double miss = p->unique_in_bytes > 0 ? 1 - (double)t->l2_bytes / p->unique_in_bytes : 0;
-    dram = p->unique_in_bytes + p->out_bytes + extra * (miss > 0 ? miss : 0);
-  }
-  double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff);
+  double t_dram = dram_seconds(p, tr.global_bytes, mem_eff);
   double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
   double t_smem = tr.smem_bytes / (t->smem_gbs * 1e9 * active / units);
   double t_lat = per_unit / conc * (double)tr.chunks * (RL_LOAD_LATENCY + 2 * RL_BARRIER) / (t->clock_ghz * 1e9);
@@ -1117,7 +1286,7 @@ static void construct(const rl_problem *p, rl_path *path) {
   for (int iter = 0; iter < 200; iter++) {
     finish_plan(p, path, &pl);
     rl_traffic tr;
-    traffic(p, &pl, &tr);
+    traffic(p, &pl, false, &tr);
     if (reuse_phase && tr.block_global_bytes > 0 && tr.flops_block / tr.block_global_bytes >= ridge)
       reuse_phase = false;                    /* compute-bound: more reuse does not pay */
     int64_t threads = plan_threads(p, &pl), blocks = plan_blocks(p, &pl);
@@ -1139,7 +1308,7 @@ static void construct(const rl_problem *p, rl_path *path) {
       double s;
       if (reuse_phase) {
         rl_traffic tc;
-        traffic(p, &c, &tc);
+        traffic(p, &c, false, &tc);
         double f2 = block_footprint(p, &c);
         s = f2 > f ? (tr.global_bytes - tc.global_bytes) / (f2 - f) : 0;
       } else {
@@ -1167,6 +1336,77 @@ static void construct(const rl_problem *p, rl_path *path) {
     pl.tile[best] = best_size;
   }
   finish_plan(p, path, &pl);
+}
+
+/* Keeps the RL_MAX_PLANS best plans of the path, in rank order. */
+static int cmp_plan_in(const rl_problem *p, const rl_plan *x, const rl_plan *y);
+static void keep_best(const rl_problem *p, rl_path *path, const rl_plan *pl) {
+  int at = path->n;
+  if (at == RL_MAX_PLANS) {
+    if (cmp_plan_in(p, pl, &path->plans[--at]) >= 0) return;
+  } else {
+    path->n++;
+  }
+  while (at > 0 && cmp_plan_in(p, pl, &path->plans[at - 1]) < 0) path->plans[at] = path->plans[at - 1], at--;
+  path->plans[at] = *pl;
+}
+
+/* Can a pipelined plan's block along v be b (a multiple of the warp tile w)?
+ * Within the extent rounded up to the warp tile, and padding the last block
+ * by at most RL_MAX_WASTE (or no more than one instruction tile would). */
+static bool mma_block_fits(const rl_problem *p, int v, int64_t b, int64_t w) {
+  double unit_waste = axis_waste(p->ext[v], 16);
+  return b <= round_up(p->ext[v], w) && axis_waste(p->ext[v], b) <= fmax(unit_waste, RL_MAX_WASTE) + 1e-9;
+}
+
+/* Pipelined mma plans (mma.sync 16x8x16): the space is small enough to
+ * construct every plan and let the model rank them.  Warp tiles of 16 to
+ * 128 along M and N (the accumulators must fit the registers: 64x64 is the
+ * largest that does), 1 to RL_MMA_WARPS_MAX warps, blocks up to
+ * RL_MMA_BLOCK_MAX along M or N and RL_MMA_BLOCK_AREA in all, K steps of 16,
+ * 32 or 64, and 2 to RL_MAX_STAGES stages (no more tiles in flight than
+ * K steps; the taps of a convolution wait on the same stages); shared memory within the block's
+ * limit; every other axis at block / rstep 1. */
+static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
+  const qir_target *t = p->t;
+  static const int64_t warp_tiles[] = {16, 32, 64, 128}, ksteps[] = {16, 32, 64};
+  int vm = p->mma_axis[0], vn = p->mma_axis[1], vk = p->mma_axis[2];
+  rl_plan pl;
+  memset(&pl, 0, sizeof pl);
+  for (int v = 0; v < p->n_vars; v++) pl.tile[v] = 1;
+  for (int v = 0; v < p->n_out; v++) pl.thr[v] = 1;
+  for (int a = 0; a < 4; a++) {
+    int64_t tm = warp_tiles[a];
+    if (tm > round_up(p->ext[vm], 16)) break;
+    for (int b = 0; b < 4; b++) {
+      int64_t tn = warp_tiles[b];
+      if (tn > round_up(p->ext[vn], 16)) break;
+      for (int64_t wm = 1; wm <= RL_MMA_WARPS_MAX; wm *= 2) {
+        int64_t bm = tm * wm;
+        if (bm > RL_MMA_BLOCK_MAX || !mma_block_fits(p, vm, bm, tm)) continue;
+        for (int64_t wn = 1; wm * wn <= RL_MMA_WARPS_MAX; wn *= 2) {
+          int64_t bn = tn * wn;
+          if (bn > RL_MMA_BLOCK_MAX || bm * bn > RL_MMA_BLOCK_AREA || wm * wn * t->warp_size > t->max_threads_per_block ||
+              !mma_block_fits(p, vn, bn, tn))
+            continue;
+          for (int k = 0; k < 3; k++) {
+            int64_t rk = ksteps[k];
+            if (rk > 16 && (rk > round_up(p->ext[vk], 16) || axis_waste(p->ext[vk], rk) > RL_MAX_WASTE)) break;
+            /* S - 1 tiles in flight: no more than the block has steps */
+            int64_t steps = ceil_div(p->ext[vk], rk);
+            for (int64_t st = 2; st <= RL_MAX_STAGES && (st == 2 || st - 1 <= steps); st++) {
+              pl.tile[vm] = bm, pl.tile[vn] = bn, pl.tile[vk] = rk;
+              pl.thr[vm] = tm, pl.thr[vn] = tn;
+              pl.stages = (int)st;
+              if (plan_span(p, &pl) > QIR_TILE_MAX) continue;
+              rl_eval(p, &pl);
+              if (pl.valid) keep_best(p, path, &pl);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 /* Split reductions: with few output points, one thread per point leaves the
@@ -1229,10 +1469,16 @@ static int cmp_plan_in(const rl_problem *p, const rl_plan *x, const rl_plan *y) 
   if (x->vec != y->vec) return x->vec > y->vec ? -1 : 1;
   double px = padded_volume(p, x), py = padded_volume(p, y);
   if (px != py) return px < py ? -1 : 1;
+  if (x->global_bytes != y->global_bytes) return x->global_bytes < y->global_bytes ? -1 : 1;
+  if (x->regs != y->regs) return x->regs < y->regs ? -1 : 1;
+  if (p->pipelined && x->tile[p->mma_axis[2]] != y->tile[p->mma_axis[2]])   /* fewer steps and barriers */
+    return x->tile[p->mma_axis[2]] > y->tile[p->mma_axis[2]] ? -1 : 1;
   double dx = fabs(log2((double)x->threads / 256)), dy = fabs(log2((double)y->threads / 256));
   if (dx != dy) return dx < dy ? -1 : 1;
   int c = memcmp(x->tile, y->tile, sizeof x->tile);
-  return c ? c : memcmp(x->thr, y->thr, sizeof x->thr);
+  if (c) return c;
+  if (x->stages != y->stages) return x->stages < y->stages ? -1 : 1;   /* less shared memory */
+  return memcmp(x->thr, y->thr, sizeof x->thr);
 }
 
 static void sort_plans(const rl_problem *p, rl_plan *plans, int n) {
@@ -1250,7 +1496,7 @@ static void sort_plans(const rl_problem *p, rl_plan *plans, int n) {
 static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan *pl, const char *target,
                               bool full) {
   int64_t tmp[RL_MAX_VARS];
-  qir_attr e[16];
+  qir_attr e[20];
   int n = 0;
   e[n++] = (qir_attr){.key = "block", .val = qir_attr_ints(m, p->n_out, pl->tile)};
   e[n++] = (qir_attr){.key = "thread", .val = qir_attr_ints(m, p->n_out, pl->thr)};
@@ -1267,6 +1513,8 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
     e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(pl->regs)};
   }
   if (pl->rsplit > 1) e[n++] = (qir_attr){.key = "rsplit", .val = qir_attr_int(pl->rsplit)};
+  if (pl->stages > 0) e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(pl->stages)};
+  if (full && pl->stages > 0 && pl->bound) e[n++] = (qir_attr){.key = "bound", .val = qir_attr_string(m, pl->bound)};
   e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(pl->est_us))};
   if (full) {
     e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
@@ -1279,6 +1527,34 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
   }
   for (int i = 0; i < n; i++) e[i].sched = false;
   return qir_attr_dict(m, n, e);
+}
+
+/* The `n` alternatives to the best plan (path->plans[0]), as indices in rank
+ * order: the next plans by the model, except that for a pipelined mma plan
+ * the best plan differing from it only in stages and the best differing
+ * only in the warp tile come first, so that the alternatives show what
+ * those choices cost. */
+static void pick_alternatives(const rl_problem *p, const rl_path *path, int n, int *pick) {
+  bool taken[RL_MAX_PLANS] = {false};
+  int k = 0;
+  const rl_plan *best = &path->plans[0];
+  if (p->pipelined) {
+    for (int kind = 0; kind < 2 && k < n; kind++)
+      for (int i = 1; i < path->n; i++) {
+        const rl_plan *x = &path->plans[i];
+        bool same_tile = memcmp(x->tile, best->tile, sizeof x->tile) == 0;
+        bool same_thr = memcmp(x->thr, best->thr, sizeof x->thr) == 0;
+        if (same_tile && (kind == 0 ? same_thr && x->stages != best->stages : !same_thr && x->stages == best->stages)) {
+          taken[i] = true, k++;
+          break;
+        }
+      }
+  }
+  for (int i = 1; i < path->n && k < n; i++)
+    if (!taken[i]) taken[i] = true, k++;
+  k = 0;
+  for (int i = 1; i < path->n && k < n; i++)
+    if (taken[i]) pick[k++] = i;
 }
 
 /* Plans one op; `quiet` receives what qir_op_to_compute says about ops that
@@ -1312,10 +1588,11 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   rl_path path;
   path.n = 0;
   if (p.mma && o->mma == ROLLER_NEVER) {
-    p.mma = false;
+    p.mma = p.pipelined = false;
     p.peak_gflops = p.simt_gflops;
   }
-  construct(&p, &path);
+  if (p.pipelined) mma_pipeline_plans(&p, &path);
+  else construct(&p, &path);
   if (o->split != ROLLER_NEVER) split_plans(&p, &path);
   sort_plans(&p, path.plans, path.n);
   if (p.mma && o->mma == ROLLER_BY_MODEL) {
@@ -1323,7 +1600,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
      * thin contraction (few blocks, many short steps) can be faster on the
      * SIMT cores */
     rl_problem simt = p;
-    simt.mma = false;
+    simt.mma = simt.pipelined = false;
     simt.peak_gflops = p.simt_gflops;
     rl_path alt;
     alt.n = 0;
@@ -1342,9 +1619,11 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   qir_op_remove_attr(op, "tile_alternatives");
   int alts = topk - 1 < path.n - 1 ? topk - 1 : path.n - 1;
   if (alts > 0) {
+    int pick[RL_MAX_PLANS];
+    pick_alternatives(&p, &path, alts, pick);
     qir_attr_val *items = qir_alloc(m, sizeof *items * (size_t)alts);
     /* whole plans (grid, smem, regs, ...): -rammer may make one of them the #tile */
-    for (int i = 0; i < alts; i++) items[i] = plan_dict(m, &p, &path.plans[i + 1], t->name, true);
+    for (int i = 0; i < alts; i++) items[i] = plan_dict(m, &p, &path.plans[pick[i]], t->name, true);
     qir_op_set_attr(m, op, "tile_alternatives", qir_attr_list(m, alts, items), true);
   }
   if (st) st->planned++;

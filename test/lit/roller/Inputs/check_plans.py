@@ -32,6 +32,9 @@ LIMITS = {
     "cpu": (8, 1024, 512 * 1024, 64),
 }
 
+# targets with mma.sync.m16n8k16 (PTX ISA: sm_80 and up)
+PIPELINED = {"h100", "h200", "a100", "rtx4090"}
+
 MAX_WASTE = 0.15  # padding of an axis relative to its extent (tools/qopt/roller.c)
 
 
@@ -137,6 +140,25 @@ def main():
             elif (block[ax[0]] % mma[0] or block[ax[1]] % mma[1] or thread[ax[0]] % mma[0]
                   or thread[ax[1]] % mma[1] or p["rstep"][ax[2]] % mma[2]):
                 bad("tile not aligned to the mma shape")
+        # the pipelined tensor-core loop (mma.sync.m16n8k16, sm_80 and up): 2 to 4
+        # cp.async stages of swizzled (unpadded) A and B tiles; warp tiles of
+        # whole 16x16 pieces; wmma / MFMA ([16, 16, 16]) has no stages
+        stages = p.get("stages")
+        if mma == [16, 8, 16] and p["target"] not in PIPELINED:
+            bad("mma [16, 8, 16] on a target without mma.sync.m16n8k16")
+        if (mma == [16, 8, 16]) != (stages is not None):
+            bad("stages go with mma [16, 8, 16], and only with it")
+        if stages is not None and mma == [16, 8, 16] and len(p.get("mma_axes", [])) == 3:
+            ax = p["mma_axes"]
+            bm, bn, rk = block[ax[0]], block[ax[1]], p["rstep"][ax[2]]
+            if not 2 <= stages <= 4:
+                bad(f"stages {stages} not in 2..4")
+            if p.get("smem_pad", 0) != 0:
+                bad("pipelined tiles are swizzled: smem_pad must be 0")
+            if p.get("smem") != stages * (bm * rk + rk * bn) * 2:
+                bad(f"smem {p.get('smem')} != stages x (block M x rstep K + rstep K x block N) x 2")
+            if thread[ax[0]] % 16 or thread[ax[1]] % 16 or rk % 16:
+                bad("warp tile along M and N and rstep along K must be multiples of 16")
         if not p.get("est_us", 0) > 0:
             bad("est_us must be positive")
     for e in errors:
