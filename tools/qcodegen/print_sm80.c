@@ -64,17 +64,13 @@ static void print_cp_async_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
 }
 
 /* C.  Checked: the source is read at issue, each element checked; the
- * destination cells are pending in the checker's queue (q_cpc) until the wait
- * that retires the group writes them. */
+ * destination cells are pending in the checker's queue (q_cpc_issue) until the
+ * wait that retires the group writes them.  An index out of bounds copies to
+ * element 0 instead, so that the run can go on. */
 static void print_cp_async_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
   const char *P = k->params[s->param].name;
   if (st->chk) {
-    int wsite = cg_check_shared_site(st->chk, k, s->var->name, "cp.async into shared `%s`", s->var->name);
     int rsite = cg_check_site(st->chk, k, "read of `%s` (cp.async)", P);
-    fprintf(o, "q_cpc_issue(&q_b, &q_cpc, &q_cpa, q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
-    kprint_expr(o, s->index, k, st);
-    fprintf(o, "), %d, tid, %d);\n", s->var->raw ? 8 : 4, wsite);   /* elements in 16 bytes */
-    indent_to(o, ind);
     if (s->cond) {
       fputs("if (", o);
       kprint_expr(o, s->cond, k, st);
@@ -86,7 +82,14 @@ static void print_cp_async_c(FILE *o, const kstmt *s, const kkernel *k, const kp
     indent_to(o, ind);
   }
   fprintf(o, "q_cp_async(&q_cpa, tid, &%s[", s->var->name);
-  kprint_expr(o, s->index, k, st);
+  if (st->chk) {
+    int wsite = cg_check_shared_site(st->chk, k, s->var->name, "cp.async into shared `%s`", s->var->name);
+    fprintf(o, "q_cpc_issue(&q_b, &q_cpc, &q_cpa, q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "), %d, tid, %d)", s->var->raw ? 8 : 4, wsite);   /* elements in 16 bytes */
+  } else {
+    kprint_expr(o, s->index, k, st);
+  }
   fputs("], ", o);
   if (s->cond) {
     fputs("(", o);
