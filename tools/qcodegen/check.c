@@ -25,6 +25,16 @@
  *   - the arena: poisoned at qir_init, with a map of the bytes each run wrote
  *     (copies in, kernel stores, device-to-device copies); a kernel read of an
  *     arena element nobody wrote is an uninitialised global read;
+ *   - cp.async (sm_80 pipelines): a copy's shared cells are pending, owned by
+ *     the issuing thread and its commit group, from issue until the
+ *     cp.async.wait_group that retires the group; only then are they written
+ *     (by that thread, at the wait), so the readers need a barrier after it.
+ *     A read of a pending cell, a read after the wait with no barrier, a copy
+ *     into a cell another thread read in the same barrier interval (a stage
+ *     refilled while being read), a second write onto a pending cell and a
+ *     copy still pending when the block ends are each their own hazard.  The
+ *     tracking (q_cpc_*) mirrors the emulation's queues (runtime/cp_async.h)
+ *     and reads its commit counts, so both agree on which group is which;
  *   - barriers: a barrier, warp shuffle or matrix-unit statement reached from
  *     per-thread control flow (some threads, or all but not at block level),
  *     a barrier loop whose bounds differ between threads, and shuffles that
@@ -48,6 +58,7 @@ struct cg_check {
   int n_sites, cap_sites;
   const kkernel **site_kernel;
   const char **site_text;
+  const char **site_mem;        /* the shared array the access is of, or NULL */
 };
 
 cg_check *cg_check_new(qir_module *m, const char *file) {
@@ -57,12 +68,9 @@ cg_check *cg_check_new(qir_module *m, const char *file) {
   return c;
 }
 
-int cg_check_site(cg_check *c, const kkernel *k, const char *fmt, ...) {
+static int new_site(cg_check *c, const kkernel *k, const char *mem, const char *fmt, va_list ap) {
   char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
   /* one site per (kernel, access text): an access printed twice (a main loop
    * and its remainder) is reported once */
   for (int i = c->n_sites - 1; i >= 0 && c->site_kernel[i] == k; i--)
@@ -71,17 +79,37 @@ int cg_check_site(cg_check *c, const kkernel *k, const char *fmt, ...) {
     int cap = c->cap_sites ? 2 * c->cap_sites : 64;
     const kkernel **ks = qir_alloc(c->m, sizeof *ks * (size_t)cap);
     const char **ts = qir_alloc(c->m, sizeof *ts * (size_t)cap);
+    const char **ms = qir_alloc(c->m, sizeof *ms * (size_t)cap);
     if (c->n_sites) {
       memcpy(ks, c->site_kernel, sizeof *ks * (size_t)c->n_sites);
       memcpy(ts, c->site_text, sizeof *ts * (size_t)c->n_sites);
+      memcpy(ms, c->site_mem, sizeof *ms * (size_t)c->n_sites);
     }
     c->site_kernel = ks;
     c->site_text = ts;
+    c->site_mem = ms;
     c->cap_sites = cap;
   }
   c->site_kernel[c->n_sites] = k;
   c->site_text[c->n_sites] = qir_strdup(c->m, buf);
+  c->site_mem[c->n_sites] = mem ? qir_strdup(c->m, mem) : NULL;
   return c->n_sites++;
+}
+
+int cg_check_site(cg_check *c, const kkernel *k, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int site = new_site(c, k, NULL, fmt, ap);
+  va_end(ap);
+  return site;
+}
+
+int cg_check_shared_site(cg_check *c, const kkernel *k, const char *mem, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int site = new_site(c, k, mem, fmt, ap);
+  va_end(ap);
+  return site;
 }
 
 /* The runtime: shadow memory, hazard records.  Printed once, after the
@@ -91,7 +119,8 @@ static const char runtime_text[] =
     "/* ---- race, bounds and barrier checker (qcodegen -check) */\n"
     "enum { Q_HZ_RAW, Q_HZ_WAR, Q_HZ_WAW, Q_HZ_OOB_SHARED, Q_HZ_OOB_GLOBAL, Q_HZ_OOB_REG, Q_HZ_UNINIT,\n"
     "       Q_HZ_DIVERGENT, Q_HZ_DIVERGENT_LOOP, Q_HZ_ABSENT_LANE, Q_HZ_G_RAW, Q_HZ_G_WAR, Q_HZ_G_WAW, Q_HZ_DEADLOCK,\n"
-    "       Q_HZ_UNWRITTEN, Q_HZ_NC_WRITTEN, Q_HZ_UNINIT_GLOBAL };\n"
+    "       Q_HZ_UNWRITTEN, Q_HZ_NC_WRITTEN, Q_HZ_UNINIT_GLOBAL,\n"
+    "       Q_HZ_CPA_PENDING, Q_HZ_CPA_RAW, Q_HZ_CPA_WAR, Q_HZ_CPA_WAW, Q_HZ_CPA_UNWAITED };\n"
     "/* A block being checked.  bep counts its block barriers, sep every barrier\n"
     " * (block or warp).  Actors: thread t is t; warp w as a whole (matrix-unit\n"
     " * statements) is threads + w.  A task is (kernel, block): an rprogram's\n"
@@ -126,9 +155,13 @@ static const char runtime_text[] =
     "static inline void q_barrier(q_blk *b, int warp_only) { if (!warp_only) b->bep++; b->sep++; }\n"
     "\n"
     "/* shared memory: w_actor -1 = not written in this block; r_actor -1 = no reader,\n"
-    " * -2 = several (r_warp: their common warp, or -1) */\n"
-    "typedef struct { int32_t w_actor, r_actor, r_warp, w_site, r_site; uint32_t w_bep, w_sep, r_bep, r_sep; } q_scell;\n"
-    "static inline void q_shadow_reset(q_scell *s, long n) { for (long i = 0; i < n; i++) s[i] = (q_scell){-1, -1, -1, -1, -1, 0, 0, 0, 0}; }\n"
+    " * -2 = several (r_warp: their common warp, or -1); p_n cp.async copies in flight\n"
+    " * into the cell, the newest issued by p_actor at p_site; w_async: the last write\n"
+    " * was a cp.async, landed at the wait that retired it */\n"
+    "typedef struct { int32_t w_actor, r_actor, r_warp, w_site, r_site; uint32_t w_bep, w_sep, r_bep, r_sep; int32_t p_actor, p_site; int16_t p_n, w_async; } q_scell;\n"
+    "static inline void q_shadow_reset(q_scell *s, long n) {\n"
+    "  for (long i = 0; i < n; i++) s[i] = (q_scell){.w_actor = -1, .r_actor = -1, .r_warp = -1, .w_site = -1, .r_site = -1, .p_actor = -1, .p_site = -1};\n"
+    "}\n"
     "static inline int q_readers_ordered(const q_blk *b, const q_scell *c, int cur) {\n"
     "  if (c->r_actor == -1) return 1;\n"
     "  if (c->r_actor >= 0) return q_ordered(b, c->r_actor, c->r_bep, c->r_sep, cur);\n"
@@ -137,8 +170,10 @@ static const char runtime_text[] =
     "static inline long q_sr(q_blk *b, q_scell *sh, long n, long i, int actor, int site) {\n"
     "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_SHARED, site, -1, i, n, actor, 0); return 0; }\n"
     "  q_scell *c = &sh[i];\n"
-    "  if (c->w_actor == -1) q_hz_add(b, Q_HZ_UNINIT, site, -1, i, n, actor, 0);\n"
-    "  else if (!q_ordered(b, c->w_actor, c->w_bep, c->w_sep, actor)) q_hz_add(b, Q_HZ_RAW, site, c->w_site, i, c->w_actor, actor, 0);\n"
+    "  if (c->p_n) q_hz_add(b, Q_HZ_CPA_PENDING, site, c->p_site, i, c->p_actor, actor, 0);\n"
+    "  else if (c->w_actor == -1) q_hz_add(b, Q_HZ_UNINIT, site, -1, i, n, actor, 0);\n"
+    "  else if (!q_ordered(b, c->w_actor, c->w_bep, c->w_sep, actor))\n"
+    "    q_hz_add(b, c->w_async ? Q_HZ_CPA_RAW : Q_HZ_RAW, site, c->w_site, i, c->w_actor, actor, 0);\n"
     "  if (c->r_actor == -1 || c->r_bep != b->bep) { c->r_actor = actor; c->r_warp = q_warp_of(b, actor); }\n"
     "  else if (c->r_actor != actor) { c->r_actor = -2; if (c->r_warp != q_warp_of(b, actor)) c->r_warp = -1; }\n"
     "  c->r_bep = b->bep; c->r_sep = b->sep; c->r_site = site;\n"
@@ -147,10 +182,70 @@ static const char runtime_text[] =
     "static inline long q_sw(q_blk *b, q_scell *sh, long n, long i, int actor, int site) {\n"
     "  if (i < 0 || i >= n) { q_hz_add(b, Q_HZ_OOB_SHARED, site, -2, i, n, actor, 0); return 0; }\n"
     "  q_scell *c = &sh[i];\n"
-    "  if (c->w_actor != -1 && !q_ordered(b, c->w_actor, c->w_bep, c->w_sep, actor)) q_hz_add(b, Q_HZ_WAW, site, c->w_site, i, c->w_actor, actor, 0);\n"
+    "  if (c->p_n) q_hz_add(b, Q_HZ_CPA_WAW, site, c->p_site, i, c->p_actor, actor, 0);\n"
+    "  else if (c->w_actor != -1 && !q_ordered(b, c->w_actor, c->w_bep, c->w_sep, actor)) q_hz_add(b, Q_HZ_WAW, site, c->w_site, i, c->w_actor, actor, 0);\n"
     "  if (!q_readers_ordered(b, c, actor)) q_hz_add(b, Q_HZ_WAR, site, c->r_site, i, c->r_actor, actor, 0);\n"
-    "  c->w_actor = actor; c->w_bep = b->bep; c->w_sep = b->sep; c->w_site = site;\n"
+    "  c->w_actor = actor; c->w_bep = b->bep; c->w_sep = b->sep; c->w_site = site; c->w_async = 0;\n"
     "  return i;\n"
+    "}\n"
+    "/* cp.async: each thread's copies in flight, as the checker sees them (the numbers are\n"
+    " * runtime/cp_async.h's q_cpa_block; its commit counts number the groups here too).  A\n"
+    " * copy's cells are pending from issue to the wait that retires its group, and only\n"
+    " * then written, by the issuing thread at the wait. */\n"
+    "typedef struct { q_scell *cells; long first; int n, site; long group; } q_cpc_copy;\n"
+    "typedef struct { q_cpc_copy *copies; long n, cap; } q_cpc_thread;\n"
+    "typedef struct { q_cpc_thread *t; int threads; } q_cpc_block;\n"
+    "static inline void q_cpc_init(q_cpc_block *s, int threads) {\n"
+    "  s->threads = threads;\n"
+    "  s->t = (q_cpc_thread *)calloc((size_t)threads, sizeof *s->t);\n"
+    "  if (!s->t) { fputs(\"qir check: out of memory\\n\", stderr); exit(2); }\n"
+    "}\n"
+    "/* issue: the 16 bytes at elements i .. i+width-1 of shared `sh`; returns where the\n"
+    " * emulation may copy them (0 when out of bounds, so that the run can go on) */\n"
+    "static inline long q_cpc_issue(q_blk *b, q_cpc_block *s, const q_cpa_block *a, q_scell *sh, long n, long i, int width, int tid, int site) {\n"
+    "  long lo = i, hi = i + width;\n"
+    "  if (lo < 0 || hi > n) { q_hz_add(b, Q_HZ_OOB_SHARED, site, -2, lo < 0 || lo >= n ? lo : n, n, tid, 0); lo = lo < 0 ? 0 : lo; hi = hi > n ? n : hi; }\n"
+    "  for (long j = lo; j < hi; j++) {\n"
+    "    q_scell *c = &sh[j];\n"
+    "    if (c->p_n) q_hz_add(b, Q_HZ_CPA_WAW, site, c->p_site, j, c->p_actor, tid, 0);\n"
+    "    else if (c->w_actor != -1 && !q_ordered(b, c->w_actor, c->w_bep, c->w_sep, tid)) q_hz_add(b, Q_HZ_WAW, site, c->w_site, j, c->w_actor, tid, 0);\n"
+    "    if (!q_readers_ordered(b, c, tid)) q_hz_add(b, Q_HZ_CPA_WAR, site, c->r_site, j, c->r_actor, tid, 0);\n"
+    "    c->p_n++; c->p_actor = tid; c->p_site = site;\n"
+    "  }\n"
+    "  if (hi <= lo) return 0;\n"
+    "  q_cpc_thread *t = &s->t[tid];\n"
+    "  if (t->n == t->cap) {\n"
+    "    long cap = t->cap ? 2 * t->cap : 16;\n"
+    "    q_cpc_copy *p = (q_cpc_copy *)realloc(t->copies, sizeof *p * (size_t)cap);\n"
+    "    if (!p) { fputs(\"qir check: out of memory\\n\", stderr); exit(2); }\n"
+    "    t->copies = p; t->cap = cap;\n"
+    "  }\n"
+    "  t->copies[t->n++] = (q_cpc_copy){sh + lo, lo, (int)(hi - lo), site, a->t[tid].committed};\n"
+    "  return lo == i && hi == i + width ? i : 0;\n"
+    "}\n"
+    "/* the wait: the copies of groups older than the newest `pending` land, written by tid now */\n"
+    "static inline void q_cpc_wait(q_blk *b, q_cpc_block *s, const q_cpa_block *a, int tid, int pending) {\n"
+    "  q_cpc_thread *t = &s->t[tid];\n"
+    "  long keep = 0, retire = a->t[tid].committed - pending;\n"
+    "  for (long k = 0; k < t->n; k++) {\n"
+    "    q_cpc_copy *p = &t->copies[k];\n"
+    "    if (p->group >= retire) { t->copies[keep++] = *p; continue; }\n"
+    "    for (int e = 0; e < p->n; e++) {\n"
+    "      q_scell *c = &p->cells[e];\n"
+    "      if (--c->p_n == 0) { c->p_actor = -1; c->p_site = -1; }\n"
+    "      c->w_actor = tid; c->w_bep = b->bep; c->w_sep = b->sep; c->w_site = p->site; c->w_async = 1;\n"
+    "    }\n"
+    "  }\n"
+    "  t->n = keep;\n"
+    "}\n"
+    "/* the block's end: a copy still in flight was never waited for */\n"
+    "static inline void q_cpc_end(q_blk *b, q_cpc_block *s) {\n"
+    "  for (int tid = 0; tid < s->threads; tid++) {\n"
+    "    q_cpc_thread *t = &s->t[tid];\n"
+    "    for (long k = 0; k < t->n; k++) q_hz_add(b, Q_HZ_CPA_UNWAITED, t->copies[k].site, -1, t->copies[k].first, t->copies[k].group, tid, 0);\n"
+    "    free(t->copies);\n"
+    "  }\n"
+    "  free(s->t);\n"
     "}\n"
     "/* a warp's 16x16 tile at off + r * ld + c (either layout touches the same elements) */\n"
     "static inline void q_mma_tile(q_blk *b, q_scell *sh, long n, long off, long ld, int write, int warp, int site) {\n"
@@ -348,7 +443,7 @@ static void emit_string(FILE *o, const char *s) {
 /* The site table and the report: after every kernel, so that every site is known. */
 void cg_check_trailer(FILE *o, const cg_check *c) {
   fputs("\n/* ---- checker sites: the kernel, its op's .qir location, the access */\n"
-        "typedef struct { const char *kernel, *op, *summary; int line, col; const char *what; } q_site;\n"
+        "typedef struct { const char *kernel, *op, *summary; int line, col; const char *what, *mem; } q_site;\n"
         "static const q_site q_sites[] = {\n",
         o);
   for (int i = 0; i < c->n_sites; i++) {
@@ -361,9 +456,11 @@ void cg_check_trailer(FILE *o, const cg_check *c) {
     emit_string(o, k->summary ? k->summary : "");
     fprintf(o, ", %d, %d, ", k->loc.line, k->loc.col);
     emit_string(o, c->site_text[i]);
+    fputs(", ", o);
+    emit_string(o, c->site_mem[i] ? c->site_mem[i] : "?");
     fputs("},\n", o);
   }
-  if (!c->n_sites) fputs("  {\"\", \"\", \"\", 0, 0, \"\"},\n", o);
+  if (!c->n_sites) fputs("  {\"\", \"\", \"\", 0, 0, \"\", \"\"},\n", o);
   fputs("};\nstatic const char q_check_file[] = ", o);
   emit_string(o, c->file);
   fputs(";\n", o);
@@ -434,6 +531,26 @@ void cg_check_trailer(FILE *o, const cg_check *c) {
       "    case Q_HZ_UNINIT_GLOBAL:\n"
       "      fprintf(stderr, \"uninitialised global read: %s, element %ld of %ld, which no launch or copy of this run wrote (%s, block %ld)\",\n"
       "              s->what, h->a, h->b, q_actor(h, h->c, a, sizeof a), h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_CPA_PENDING:\n"
+      "      fprintf(stderr, \"read of shared `%s` before its cp.async landed (no cp.async.wait_group retired it): element %ld, %s reads it (%s), thread %ld issued the copy (block %ld)\",\n"
+      "              t ? t->mem : \"?\", h->a, q_actor(h, h->c, a, sizeof a), s->what, h->b, h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_CPA_RAW:\n"
+      "      fprintf(stderr, \"shared-memory race (read-after-write) on element %ld of `%s`: %s reads it (%s), written by thread %ld's cp.async, which landed at its cp.async.wait_group with no barrier between the wait and the read (block %ld)\",\n"
+      "              h->a, t ? t->mem : \"?\", q_actor(h, h->c, a, sizeof a), s->what, h->b, h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_CPA_WAR:\n"
+      "      fprintf(stderr, \"stage overwritten while still being read (write-after-read): thread %ld's cp.async into shared `%s` refills element %ld, which %s read (%s) in the same barrier interval (block %ld)\",\n"
+      "              h->c, s->mem, h->a, q_actor(h, h->b, a, sizeof a), t ? t->what : \"?\", h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_CPA_WAW:\n"
+      "      fprintf(stderr, \"write-after-write onto a copy in flight: %s writes element %ld of shared `%s` (%s) while thread %ld's cp.async into it has not landed (block %ld)\",\n"
+      "              q_actor(h, h->c, a, sizeof a), h->a, t ? t->mem : \"?\", s->what, h->b, h->d);\n"
+      "      break;\n"
+      "    case Q_HZ_CPA_UNWAITED:\n"
+      "      fprintf(stderr, \"cp.async never waited for: thread %ld's copy into shared `%s` at element %ld, of its commit group %ld, was still in flight when block %ld ended (no cp.async.wait_group retired it)\",\n"
+      "              h->c, s->mem, h->a, h->b, h->d);\n"
       "      break;\n"
       "    case Q_HZ_DEADLOCK:\n"
       "      fprintf(stderr, \"deadlock: %s waits for task %ld, which has not run: no earlier task runs it (block %ld of the waiting kernel)\",\n"

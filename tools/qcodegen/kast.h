@@ -359,6 +359,8 @@ typedef struct cg_check cg_check;
 cg_check *cg_check_new(qir_module *m, const char *file);
 /* A new access site of kernel k, described by fmt (e.g. "read of shared `As3`"). */
 int cg_check_site(cg_check *c, const kkernel *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same, for an access of shared array `mem` that reports name (cp.async hazards). */
+int cg_check_shared_site(cg_check *c, const kkernel *k, const char *mem, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void cg_check_prelude(FILE *o);                   /* the runtime the checked program carries */
 void cg_check_trailer(FILE *o, const cg_check *c); /* the site table and q_check_report() */
 

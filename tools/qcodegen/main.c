@@ -31,7 +31,10 @@ static int usage(FILE *o) {
         "                  of an rprogram: gone, or on the program's last task), drop-grid-barrier\n"
         "                  (the Nth grid barrier of a device-resident loop/if), drop-store (kernel kN\n"
         "                  stores nothing), nc-written (the Nth rprogram's waves read what they do\n"
-        "                  not write through const __restrict__)\n",
+        "                  not write through const __restrict__), wait-short, wait-nobarrier,\n"
+        "                  stage-overwrite, wait-none (the Nth cp.async pipeline: its main loop's\n"
+        "                  wait_group leaves one group more in flight, the barrier after it is gone,\n"
+        "                  the next step's copies go above that barrier, no wait at all)\n",
         o);
   return o == stdout ? 0 : 1;
 }

@@ -26,13 +26,19 @@ typedef enum {
   PLANT_NC_WRITTEN,            /* rprogram N's waves read every tensor they do not write themselves through
                                 * const __restrict__ (the old by-value merge of its parameters) */
   PLANT_DROP_STORE,            /* kernel N stores nothing: its consumers read memory nobody wrote */
+  PLANT_WAIT_SHORT,            /* the Nth cp.async pipeline's main-loop wait_group leaves one group more in flight */
+  PLANT_WAIT_NOBARRIER,        /* the Nth cp.async pipeline's barrier after its main-loop wait disappears */
+  PLANT_STAGE_OVERWRITE,       /* the Nth cp.async pipeline issues the next step's copies above that barrier:
+                                * a slot is refilled while warps still read it */
+  PLANT_WAIT_NONE,             /* the Nth cp.async pipeline never waits: its wait_groups disappear */
   PLANT_COUNT
 } plant_kind;
 
 static const char *const plant_names[PLANT_COUNT] = {
     "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
-    "late-wait", "drop-grid-barrier", "nc-written", "drop-store",
+    "late-wait", "drop-grid-barrier", "nc-written", "drop-store", "wait-short", "wait-nobarrier",
+    "stage-overwrite", "wait-none",
 };
 
 typedef struct {
@@ -115,9 +121,69 @@ static void rewrite_writes(planter *p, kstmt *s, const kvar *v) {
   bool shift = p->kind == PLANT_SHIFT_SMEM || p->kind == PLANT_SHIFT_STORE;
   if ((v && s->kind == KS_ASSIGN && s->var == v && s->index) || (!v && s->kind == KS_STORE))
     s->index = shift ? ke_add(b, s->index, ke_int(b, 1)) : collide(b, s->index);
+  if (v && s->kind == KS_CP_ASYNC && s->var == v) {   /* by whole 16-byte chunks: 2c and 2c+1 both to 2c */
+    int chunk = v->raw ? 8 : 4;
+    s->index = shift ? ke_add(b, s->index, ke_int(b, chunk)) : ke_sub(b, s->index, ke_mod(b, s->index, ke_int(b, 2 * chunk)));
+  }
   for (int i = 0; i < s->n_items; i++) rewrite_writes(p, s->items[i], v);
   rewrite_writes(p, s->body, v);
   rewrite_writes(p, s->els, v);
+}
+
+/* The main loop of a cp.async pipeline (lower_mma_pipe.c): the sequence of a
+ * uniform loop whose body waits for a group and then meets at a barrier; *at is
+ * the wait's position. */
+static kstmt *pipe_loop_body(kstmt *s, int *at) {
+  if (!s) return NULL;
+  if (s->kind == KS_FOR && s->uniform && s->body && s->body->kind == KS_SEQ)
+    for (int i = 0; i + 1 < s->body->n_items; i++)
+      if (s->body->items[i]->kind == KS_CP_WAIT && s->body->items[i + 1]->kind == KS_BARRIER) {
+        *at = i;
+        return s->body;
+      }
+  for (int i = 0; i < s->n_items; i++) {
+    kstmt *r = pipe_loop_body(s->items[i], at);
+    if (r) return r;
+  }
+  kstmt *r = pipe_loop_body(s->body, at);
+  return r ? r : pipe_loop_body(s->els, at);
+}
+
+/* Drops every cp.async wait_group. */
+static void drop_cp_waits(planter *p, kstmt *s) {
+  if (!s) return;
+  for (int i = 0; i < s->n_items; i++) {
+    if (s->items[i]->kind == KS_CP_WAIT) s->items[i] = ks_comment(&p->cg->kb, "planted bug: cp.async wait dropped");
+    else drop_cp_waits(p, s->items[i]);
+  }
+  drop_cp_waits(p, s->body);
+  drop_cp_waits(p, s->els);
+}
+
+/* The pipeline plants on the loop body `seq` whose wait is items[at]. */
+static bool plant_pipe(planter *p, kstmt *seq, int at) {
+  kbuilder *b = &p->cg->kb;
+  kstmt **it = seq->items;
+  switch (p->kind) {
+  case PLANT_WAIT_SHORT:
+    it[at]->step++;
+    return true;
+  case PLANT_WAIT_NOBARRIER:
+    it[at + 1] = ks_comment(b, "planted bug: barrier after the cp.async wait dropped");
+    return true;
+  case PLANT_STAGE_OVERWRITE:   /* wait; barrier; if (next < steps) issue  ->  wait; issue; barrier */
+    if (at + 2 >= seq->n_items || !ks_contains(it[at + 2], KS_CP_ASYNC)) return false;
+    {
+      kstmt *barrier = it[at + 1];
+      it[at + 1] = it[at + 2];
+      it[at + 2] = barrier;
+    }
+    return true;
+  case PLANT_WAIT_NONE:
+    drop_cp_waits(p, p->k->body);
+    return true;
+  default: return false;
+  }
 }
 
 bool cg_plant(cg_ctx *cg, const char *spec) {
@@ -183,6 +249,16 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       }
     }
     break;
+  case PLANT_WAIT_SHORT: case PLANT_WAIT_NOBARRIER: case PLANT_STAGE_OVERWRITE: case PLANT_WAIT_NONE:
+    for (int i = 0; i < cg->n_kernels && !p.done; i++) {
+      int at = 0;
+      kstmt *seq = pipe_loop_body(cg->kernels[i]->body, &at);
+      if (!seq || p.seen++ != p.target) continue;
+      p.k = cg->kernels[i];
+      p.done = plant_pipe(&p, seq, at);
+      break;
+    }
+    break;
   case PLANT_NC_WRITTEN: {   /* C: the program's waves are kernels of one group (chk_kernel), wave 0 first */
     int group = -1;
     for (int i = 0; i < cg->n_kernels; i++) {
@@ -208,6 +284,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
             : p.kind == PLANT_DROP_GRID_BARRIER ? "grid barrier of a device loop"
             : p.kind == PLANT_NC_WRITTEN ? "rprogram run as waves"
             : p.kind == PLANT_DROP_STORE ? "kernel"
+            : p.kind >= PLANT_WAIT_SHORT ? "cp.async pipeline (a #tile mma = [16, 8, 16] kernel's main loop)"
             : p.kind >= PLANT_DROP_WAIT ? "wait of an rprogram" : "kernel");
     cg->d->n_errors++;
     return false;

@@ -451,7 +451,9 @@ static void kernel(FILE *o, const kkernel *k) {
   /* each thread's queue of copies in flight */
   bool async = ks_contains(k->body, KS_CP_ASYNC) || ks_contains(k->body, KS_CP_COMMIT) || ks_contains(k->body, KS_CP_WAIT);
   if (async) fprintf(o, "    q_cpa_block q_cpa;\n    q_cpa_init(&q_cpa, %d);\n", k->threads);
+  if (async && k->chk) fprintf(o, "    q_cpc_block q_cpc;\n    q_cpc_init(&q_cpc, %d);\n", k->threads);
   print_block_level(o, k, k->body, &st, 2);
+  if (async && k->chk) fputs("    q_cpc_end(&q_b, &q_cpc);\n", o);   /* copies never waited for */
   if (async) fputs("    q_cpa_free(&q_cpa);\n", o);
   fputs("  }\n", o);
   if (k->chk) {

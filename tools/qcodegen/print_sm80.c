@@ -64,17 +64,14 @@ static void print_cp_async_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
   }
 }
 
-/* C, checked: the 16 bytes are read and their shared cells written at issue,
- * each element checked; the bytes land at the wait that retires the group. */
+/* C.  Checked: the source is read at issue, each element checked; the
+ * destination cells are pending in the checker's queue (q_cpc_issue) until the
+ * wait that retires the group writes them.  An index out of bounds copies to
+ * element 0 instead, so that the run can go on. */
 static void print_cp_async_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
   const char *P = k->params[s->param].name;
   if (st->chk) {
-    int wsite = cg_check_site(st->chk, k, "write of shared `%s` (cp.async)", s->var->name);
     int rsite = cg_check_site(st->chk, k, "read of `%s` (cp.async)", P);
-    fprintf(o, "for (int q_e = 0; q_e < 8; q_e++) (void)q_sw(&q_b, q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
-    kprint_expr(o, s->index, k, st);
-    fprintf(o, ") + q_e, tid, %d);\n", wsite);
-    indent_to(o, ind);
     if (s->cond) {
       fputs("if (", o);
       kprint_expr(o, s->cond, k, st);
@@ -86,7 +83,14 @@ static void print_cp_async_c(FILE *o, const kstmt *s, const kkernel *k, const kp
     indent_to(o, ind);
   }
   fprintf(o, "q_cp_async(&q_cpa, tid, &%s[", s->var->name);
-  kprint_expr(o, s->index, k, st);
+  if (st->chk) {
+    int wsite = cg_check_shared_site(st->chk, k, s->var->name, "cp.async into shared `%s`", s->var->name);
+    fprintf(o, "q_cpc_issue(&q_b, &q_cpc, &q_cpa, q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "), %d, tid, %d)", s->var->raw ? 8 : 4, wsite);   /* elements in 16 bytes */
+  } else {
+    kprint_expr(o, s->index, k, st);
+  }
   fputs("], ", o);
   if (s->cond) {
     fputs("(", o);
@@ -173,6 +177,10 @@ void kprint_sm80_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
     fputs(c ? "q_cp_commit(&q_cpa, tid);\n" : "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n", o);
     return;
   case KS_CP_WAIT:
+    if (c && st->chk) {     /* the checker lands its view of the group first (both use q_cpa's commit count) */
+      fprintf(o, "q_cpc_wait(&q_b, &q_cpc, &q_cpa, tid, %d);\n", (int)s->step);
+      indent_to(o, ind);
+    }
     if (c) fprintf(o, "q_cp_wait(&q_cpa, tid, %d);\n", (int)s->step);
     else fprintf(o, "asm volatile(\"cp.async.wait_group %d;\\n\" ::: \"memory\");\n", (int)s->step);
     return;

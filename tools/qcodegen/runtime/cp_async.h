@@ -7,7 +7,9 @@
  * groups are still in flight.  Here a copy waits in its thread's queue until
  * a wait retires its group, and only then writes shared memory, so a read
  * before the wait sees the old bytes, as it may on the GPU.  The source is
- * read at issue (nothing writes a tensor a launch stages from). */
+ * read at issue (nothing writes a tensor a launch stages from).  The checker
+ * (-check) follows the same groups with shadow cells instead of bytes
+ * (q_cpc_*, check.c's runtime text), reading `committed` from here. */
 typedef struct {
   void *dst;
   unsigned char bytes[16];
