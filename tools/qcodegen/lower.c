@@ -775,6 +775,18 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
       kstmt *body = ks_seq(b);
       kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
       l->unroll = unroll[a] && hi->kind == KE_INT;
+      if (S > 1 && a == m - 1 && !l->unroll && hi->kind == KE_INT && p->rstep[a] % 4 == 0) {
+        /* the pipelined loop unrolls the innermost step by 4: a staged row
+         * read along the reduction (16-byte aligned rows) becomes one
+         * 128-bit shared load per 4 points */
+        kvar *kr = kvar_new(b, k, "kr", KT_I32, 0, KV_LOCAL);
+        env->vars[n + a] = ke_add(b, kox[a], ke_add(b, ke_var(b, ki), ke_var(b, kr)));
+        kstmt *quad = ks_seq(b);
+        kstmt *in = ks_for(b, kr, ke_int(b, 0), ke_int(b, 4), 1, body);
+        in->unroll = true;
+        ks_add(b, quad, in);
+        l = ks_for(b, ki, ke_int(b, 0), hi, 4, quad);
+      }
       if (icur) ks_add(b, icur, l);
       else nests[partial] = l;
       icur = body;
