@@ -604,7 +604,7 @@ static void step_starts(kbuilder *b, const tile_plan *p, int m, const int64_t *c
   for (int a = m - 1; a >= 0; a--) {
     kexpr *i = ke_div(b, step, ke_int(b, div));
     if (div * count[a] < steps) i = ke_mod(b, i, ke_int(b, count[a]));
-    out[a] = ke_cast(b, count[a] <= 1 ? ke_int(b, 0) : ke_mul(b, i, ke_int(b, p->rstep[a])), b->index_type);
+    out[a] = count[a] <= 1 ? ke_cast(b, ke_int(b, 0), b->index_type) : ke_mul(b, ke_cast(b, i, b->index_type), ke_int(b, p->rstep[a]));
     div *= count[a] > 0 ? count[a] : 1;
   }
 }
