@@ -460,11 +460,12 @@ static void check_tile_span(verifier *v, const qir_op *op) {
     ERR(v, attr_loc(op, tile), "'%s' #tile block x rstep spans %.0f elements, more than %d", op_name(op), span, QIR_TILE_MAX);
 }
 
-/* The matrix-unit keys of one plan (a #tile or an entry of
+/* The matrix-unit and pipeline keys of one plan (a #tile or an entry of
  * #tile_alternatives): `mma` is an instruction shape qcodegen knows (16x16x16:
- * wmma / MFMA; 16x8x16: mma.sync in a cp.async pipeline); `stages` (2 to 4
- * shared tiles in flight) belongs to the pipelined 16x8x16 loop only, whose
- * tiles are swizzled rather than padded (smem_pad 0). */
+ * wmma / MFMA; 16x8x16: mma.sync in a cp.async pipeline); `stages` is the
+ * pipelined 16x8x16 loop's (2 to 4 shared tiles in flight, swizzled rather
+ * than padded: smem_pad 0) or a SIMT plan's staging (1 to 4), never the
+ * one-stage 16x16x16 loop's. */
 static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, const qir_attr_val *plan) {
   if (plan->kind != QIR_ATTR_DICT) return;
   const char *what = at->key;
@@ -483,13 +484,15 @@ static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, co
     return;
   }
   if (!stages) return;
-  if (stages->kind != QIR_ATTR_INT || stages->i < 2 || stages->i > QIR_MAX_STAGES)
-    ERR(v, attr_loc(op, at), "'%s' #%s stages = %s is out of range (2 to %d shared tiles in flight)", op_name(op), what,
-        stages->kind == QIR_ATTR_INT ? qir_sprintf(v->m, "%lld", (long long)stages->i) : "a non-integer", QIR_MAX_STAGES);
-  else if (!pipelined)
+  /* SIMT plans may stage one tile at a time; the tensor-core pipeline needs two */
+  int lo = mma ? 2 : 1;
+  if (stages->kind != QIR_ATTR_INT || stages->i < lo || stages->i > QIR_MAX_STAGES)
+    ERR(v, attr_loc(op, at), "'%s' #%s stages = %s is out of range (%d to %d shared tiles in flight)", op_name(op), what,
+        stages->kind == QIR_ATTR_INT ? qir_sprintf(v->m, "%lld", (long long)stages->i) : "a non-integer", lo, QIR_MAX_STAGES);
+  else if (mma && !pipelined)
     ERR(v, attr_loc(op, at), "'%s' #%s stages needs mma = [16, 8, 16] (the pipelined tensor-core loop)", op_name(op),
         what);
-  else if (pad && (pad->kind != QIR_ATTR_INT || pad->i != 0))
+  else if (mma && pad && (pad->kind != QIR_ATTR_INT || pad->i != 0))
     ERR(v, attr_loc(op, at), "'%s' #%s stages: the pipelined tiles are swizzled, smem_pad must be 0", op_name(op), what);
 }
 

@@ -443,8 +443,13 @@ kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kv
 }
 
 kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond) {
+  return ks_cp_async_n(b, mem, index, param, src, cond, 16);
+}
+
+kstmt *ks_cp_async_n(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond, int bytes) {
   kstmt *s = ks_vcopy16(b, mem, index, param, src, cond);
   s->kind = KS_CP_ASYNC;
+  s->step = bytes;
   return s;
 }
 

@@ -125,7 +125,8 @@ typedef enum {
                                  * 16-byte aligned; one vector load and store on a GPU) */
   /* Asynchronous copies global -> shared (cp.async, sm_80+), per thread: a
    * copy lands at the KS_CP_WAIT that retires its group, not before. */
-  KS_CP_ASYNC,                  /* 16 bytes: shared var[index..] = cond ? param[lo..] : zeros (both 16-byte aligned) */
+  KS_CP_ASYNC,                  /* `step` bytes (4, 8 or 16): shared var[index..] = cond ? param[lo..] : zeros (both
+                                 * aligned to the size) */
   KS_CP_COMMIT,                 /* closes the thread's open group of copies */
   KS_CP_WAIT,                   /* waits until at most `step` of the thread's committed groups are in flight */
   KS_VSTORE,                    /* 16 bytes: param[index .. index+step) = local array var[0 .. step), converted
@@ -276,6 +277,8 @@ kexpr *ke_aligned16(kbuilder *b, int param);
 kstmt *ks_ldmatrix(kbuilder *b, kvar *regs, kexpr *index, int count, bool trans, kvar *mem, kexpr *lane_offset);
 kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib, qir_dtype dt);
 kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
+/* The same for `bytes` 4, 8 or 16 (cp.async.ca; 16 is cp.async.cg); the statement's step. */
+kstmt *ks_cp_async_n(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond, int bytes);
 kstmt *ks_cp_commit(kbuilder *b);
 kstmt *ks_cp_wait(kbuilder *b, int pending);
 kstmt *ks_vstore(kbuilder *b, int param, kexpr *index, kvar *values, int count);

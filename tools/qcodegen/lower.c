@@ -13,9 +13,11 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lower.h"
+#include "target.h"
 
 /* Largest #tile block / thread / rstep / smem_pad / vec entry accepted. */
 #define TILE_MAX QIR_TILE_MAX
@@ -128,7 +130,9 @@ static kexpr *tr_access(lower_env *env, const qir_expr *e) {
     if (env->raw_vars) memcpy(env->vars, env->raw_vars, sizeof(kexpr *) * (size_t)env->comp->n_axes);
     for (int j = 0; j < sa->rank; j++) off[j] = ke_sub(b, tr_as(env, e->args[j], b->index_type), sa->origin[j]);
     memcpy(env->vars, saved, sizeof saved);
-    return ke_elem(b, sa->smem, strides_linear(env, off, sa->pdims, sa->rank));
+    kexpr *lin = ke_int(b, 0);
+    for (int j = sa->rank - 1; j >= 0; j--) lin = ke_add(b, ke_mul(b, off[j], ke_int(b, sa->stride[j])), lin);
+    return ke_elem(b, sa->smem, sa->slot ? ke_add(b, sa->slot, lin) : lin);
   }
   const qir_type *t = &env->args[e->operand]->type;
   kexpr *idx[QIR_MAX_RANK];
@@ -512,8 +516,9 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
     int64_t elems = 1;
     const qir_type *at = &env->args[e->operand]->type;
     for (int j = 0; j < e->n_args && ok; j++) {
-      int64_t coef[MAX_AXES], k0;
+      int64_t *coef = sa.coef[j], k0;
       if (!qir_expr_affine(e->args[j], nv, coef, &k0)) { ok = false; break; }
+      sa.k0[j] = k0;
       /* the index's range over every block and step (tiles rounded up):
        * inside [0, dim) everywhere means no bounds test */
       double imin = (double)k0, imax = (double)k0;   /* double: no overflow on absurd coefficients */
@@ -540,15 +545,17 @@ static void plan_staging(lower_env *env, const tile_plan *p, kexpr *const *lo, c
     }
     if (!ok) continue;
     int64_t padded = 1;
-    for (int j = 0; j < sa.rank; j++) {
+    for (int j = sa.rank - 1; j >= 0; j--) {
       sa.pdims[j] = sa.ext[j] + (j == sa.rank - 1 ? p->pad : 0);
+      sa.stride[j] = padded;
       padded *= sa.pdims[j];
     }
     ktype t = ktype_of_dtype(env->args[e->operand]->type.dtype);
     int64_t bytes = padded * (t == KT_F64 || t == KT_I64 || t == KT_U64 ? 8 : 4);
     if (bytes > budget) continue;
     budget -= bytes;
-    sa.smem = kvar_new(b, env->k, "s", t, padded, KV_SHARED);
+    sa.slot_elems = padded;     /* the shared array: simt_pipe_layout */
+    sa.run_dim = -1;
     env->staged[env->n_staged++] = sa;
   }
 }
@@ -589,6 +596,17 @@ static kstmt *stage_load(lower_env *env, staged_access *sa, int64_t vec) {
   ks_add(b, inner, ks_assign(b, sa->smem, strides_linear(env, off, sa->pdims, sa->rank), val));
   if (vloop) ks_add(b, body, vloop);
   return ks_for(b, f, ke_mul(b, ke_tid(b), ke_int(b, vec)), ke_int(b, elems), (int64_t)k->threads * vec, body);
+}
+
+/* The start of each reduction axis at flat step `step` (the last axis fastest). */
+static void step_starts(kbuilder *b, const tile_plan *p, int m, const int64_t *count, int64_t steps, kexpr *step, kexpr **out) {
+  int64_t div = 1;
+  for (int a = m - 1; a >= 0; a--) {
+    kexpr *i = ke_div(b, step, ke_int(b, div));
+    if (div * count[a] < steps) i = ke_mod(b, i, ke_int(b, count[a]));
+    out[a] = count[a] <= 1 ? ke_cast(b, ke_int(b, 0), b->index_type) : ke_mul(b, ke_cast(b, i, b->index_type), ke_int(b, p->rstep[a]));
+    div *= count[a] > 0 ? count[a] : 1;
+  }
 }
 
 /* One block's tile of a reduction (see lower.h): accumulators per register
@@ -667,17 +685,66 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
     size[n + a] = p->rstep[a];
   }
   if (p->stage) plan_staging(env, p, lo, size, tb->vlo, tb->vhi);
+  /* which variables start at 0 in every block and step (origins that are constant) */
+  bool lo_zero[MAX_AXES * 2];
+  int64_t count[MAX_AXES], steps = 1;
+  for (int d = 0; d < n; d++) lo_zero[d] = ke_is_int(lo[d], 0);
   for (int a = 0; a < m; a++) {
+    count[a] = ceil_div(R[a], p->rstep[a]);
+    lo_zero[n + a] = count[a] <= 1;
+    steps *= count[a] > 0 ? count[a] : 1;
+  }
+  int S = simt_pipe_layout(env, p, lo_zero);
+  kexpr *kox[MAX_AXES];         /* the computing step's start per reduction axis */
+  if (S == 1) {
+    for (int a = 0; a < m; a++) {
+      kstmt *body = ks_seq(b);
+      kstmt *l = ks_for(b, ko[a], ke_int(b, 0), ke_int(b, R[a]), p->rstep[a], body);
+      l->uniform = true;
+      ks_add(b, cur, l);
+      cur = body;
+      kox[a] = ke_var(b, ko[a]);
+    }
+    kstmt *loads = tb->work ? ks_seq(b) : cur;
+    for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, loads, stage_load(env, &env->staged[s2], p->vec));
+    if (tb->work && env->n_staged) ks_add(b, cur, ks_if(b, tb->work, loads, NULL));
+    if (env->n_staged) ks_add(b, cur, ks_barrier(b));
+  } else {
+    /* Pipelined (lower_simt_pipe.c): one flat loop over the steps, the last
+     * reduction axis fastest.  The prologue issues steps 0 .. S-2; step t
+     * waits for its own copies (wait_group S-2), meets the block at one
+     * barrier (which also retires every thread's reads of the slot about to
+     * be refilled), issues step t+S-1 into that slot, then computes. */
+    kvar *tv = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
+    kexpr *ilo[MAX_AXES * 2];
+    for (int d = 0; d < n; d++) ilo[d] = lo[d];
+    for (int s2 = 0; s2 < S - 1; s2++) {
+      if (s2 < steps) {
+        step_starts(b, p, m, count, steps, ke_int(b, s2), ilo + n);
+        ks_add(b, cur, simt_issue_step(env, p, ilo, size, ke_int(b, s2), tb->work));
+      }
+      if (p->simt_async) ks_add(b, cur, ks_cp_commit(b));
+    }
     kstmt *body = ks_seq(b);
-    kstmt *l = ks_for(b, ko[a], ke_int(b, 0), ke_int(b, R[a]), p->rstep[a], body);
+    kstmt *l = ks_for(b, tv, ke_int(b, 0), ke_int(b, steps), 1, body);
     l->uniform = true;
     ks_add(b, cur, l);
     cur = body;
+    if (p->simt_async) ks_add(b, cur, ks_cp_wait(b, S - 2));
+    ks_add(b, cur, ks_barrier(b));
+    kexpr *next = ke_add(b, ke_var(b, tv), ke_int(b, S - 1));
+    step_starts(b, p, m, count, steps, next, ilo + n);
+    ks_add(b, cur, ks_if(b, ke_lt(b, next, ke_int(b, steps)),
+                         simt_issue_step(env, p, ilo, size, ke_mod(b, next, ke_int(b, S)), tb->work), NULL));
+    if (p->simt_async) ks_add(b, cur, ks_cp_commit(b));
+    step_starts(b, p, m, count, steps, ke_var(b, tv), kox);
+    for (int a = 0; a < m; a++) lo[n + a] = kox[a];
+    for (int s2 = 0; s2 < env->n_staged; s2++) {
+      staged_access *sa = &env->staged[s2];
+      for (int j = 0; j < sa->rank; j++) sa->origin[j] = staged_origin(env, sa, j, lo, size);
+      sa->slot = ke_mul(b, ke_mod(b, ke_var(b, tv), ke_int(b, S)), ke_int(b, sa->slot_elems));
+    }
   }
-  kstmt *loads = tb->work ? ks_seq(b) : cur;
-  for (int s2 = 0; s2 < env->n_staged; s2++) ks_add(b, loads, stage_load(env, &env->staged[s2], p->vec));
-  if (tb->work && env->n_staged) ks_add(b, cur, ks_if(b, tb->work, loads, NULL));
-  if (env->n_staged) ks_add(b, cur, ks_barrier(b));
   /* unroll the innermost step loops while the unrolled body stays small
    * (register tile x taps <= 128): more would spill registers */
   bool unroll[MAX_AXES] = {0};
@@ -694,20 +761,32 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
   kexpr *full_step = NULL;
   for (int a = 0; a < m; a++)
     if (R[a] % p->rstep[a])
-      full_step = ke_and(b, full_step, ke_bin(b, QIR_FN_LE, ke_add(b, ke_var(b, ko[a]), ke_int(b, p->rstep[a])),
+      full_step = ke_and(b, full_step, ke_bin(b, QIR_FN_LE, ke_add(b, kox[a], ke_int(b, p->rstep[a])),
                                               ke_int(b, R[a]), KT_BOOL));
   kstmt *nests[2] = {NULL, NULL};
   for (int partial = 0; partial < (full_step ? 2 : 1); partial++) {
     kstmt *icur = NULL;
     for (int a = 0; a < m; a++) {
       kvar *ki = kvar_new(b, k, "ki", KT_I32, 0, KV_LOCAL);
-      env->vars[n + a] = ke_add(b, ke_var(b, ko[a]), ke_var(b, ki));
+      env->vars[n + a] = ke_add(b, kox[a], ke_var(b, ki));
       kexpr *hi = ke_int(b, p->rstep[a]);
       if (partial && R[a] % p->rstep[a])
-        hi = ke_min(b, hi, ke_sub(b, ke_int(b, R[a]), ke_var(b, ko[a])));
+        hi = ke_min(b, hi, ke_sub(b, ke_int(b, R[a]), kox[a]));
       kstmt *body = ks_seq(b);
       kstmt *l = ks_for(b, ki, ke_int(b, 0), hi, 1, body);
       l->unroll = unroll[a] && hi->kind == KE_INT;
+      if (S > 1 && a == m - 1 && !l->unroll && hi->kind == KE_INT && p->rstep[a] % 4 == 0) {
+        /* the pipelined loop unrolls the innermost step by 4: a staged row
+         * read along the reduction (16-byte aligned rows) becomes one
+         * 128-bit shared load per 4 points */
+        kvar *kr = kvar_new(b, k, "kr", KT_I32, 0, KV_LOCAL);
+        env->vars[n + a] = ke_add(b, kox[a], ke_add(b, ke_var(b, ki), ke_var(b, kr)));
+        kstmt *quad = ks_seq(b);
+        kstmt *in = ks_for(b, kr, ke_int(b, 0), ke_int(b, 4), 1, body);
+        in->unroll = true;
+        ks_add(b, quad, in);
+        l = ks_for(b, ki, ke_int(b, 0), hi, 4, quad);
+      }
       if (icur) ks_add(b, icur, l);
       else nests[partial] = l;
       icur = body;
@@ -719,7 +798,13 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
   kstmt *work = full_step ? ks_if(b, full_step, nests[0], nests[1]) : nests[0];
   kexpr *busy = ke_and(b, tb->active, tb->work);
   ks_add(b, cur, busy ? ks_if(b, busy, work, NULL) : work);
-  if (env->n_staged) ks_add(b, cur, ks_barrier(b));
+  if (S == 1 && env->n_staged) ks_add(b, cur, ks_barrier(b));
+  if (S > 1) {
+    /* only empty groups are left; the barrier retires the last step's reads
+     * before anything after this tile reuses shared memory */
+    if (p->simt_async) ks_add(b, seq, ks_cp_wait(b, 0));
+    ks_add(b, seq, ks_barrier(b));
+  }
 
   SLOTS(ks_if(b, guard, tb->store(env, tb, outidx, ke_elem(b, acc, slot_index)), NULL), s);
   ks_add(b, seq, s);
@@ -893,6 +978,26 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   return true;
 }
 
+/* `stages` of a SIMT plan (1 to SIMT_MAX_STAGES; none: lower_tile_block
+ * chooses) and what its target allows: a GPU target pipelines the staged
+ * loads by default, cp.async where it has it (sm_80 and later; not on HIP). */
+static bool simt_stages_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
+  const qir_attr_val *sv = qir_attr_dict_get(dict, "stages"), *tv = qir_attr_dict_get(dict, "target");
+  if (sv && (sv->kind != QIR_ATTR_INT || sv->i < 1 || sv->i > SIMT_MAX_STAGES)) {
+    qir_error(env->cg->d, env->loc, "#tile stages must be from 1 to %d (a SIMT plan)", SIMT_MAX_STAGES);
+    return false;
+  }
+  p->stages = sv ? (int)sv->i : 0;
+  const qir_target *tg = tv && tv->kind == QIR_ATTR_STRING ? qir_target_get(tv->s) : NULL;
+  bool cuda = tg && !strcmp(tg->backend, "cuda"), hip = tg && !strcmp(tg->backend, "hip");
+  int sm = cuda && !strncmp(tg->arch, "sm_", 3) ? atoi(tg->arch + 3) : 0;
+  p->simt_pipe = cuda || hip;
+  p->simt_async = sm >= 80 && env->cg->backend != CG_HIP;
+  p->smem_cap = tg ? tg->smem_per_block : p->smem_budget;
+  if (env->cg->backend == CG_HIP && p->smem_cap > HIP_LDS_LIMIT) p->smem_cap = HIP_LDS_LIMIT;
+  return true;
+}
+
 /* `rsplit`: lanes per output point's reduction, a power of two; one thread
  * per output (thread tile 1).  Up to a warp they combine by shuffles; more
  * lanes (whole warps) combine their warps' results through shared memory. */
@@ -994,7 +1099,7 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   if ((v = qir_attr_dict_get(dict, "smem")) && v->kind == QIR_ATTR_INT && v->i > p->smem_budget)
     p->smem_budget = v->i < TILE_MAX ? v->i : TILE_MAX;
   if (env->cg->backend == CG_HIP && p->smem_budget > HIP_LDS_LIMIT) p->smem_budget = HIP_LDS_LIMIT;
-  return true;
+  return p->mma || simt_stages_from_attr(env, dict, p);
 }
 
 /* Accesses that involve a reduction variable and depend on the innermost

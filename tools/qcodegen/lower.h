@@ -8,6 +8,7 @@
 #define MAX_STAGED 8
 #define SMEM_BUDGET (40 * 1024)        /* staging without a plan's own figure */
 #define HIP_LDS_LIMIT (64 * 1024)      /* per workgroup on gfx90a / gfx942 */
+#define SIMT_MAX_STAGES 4              /* a SIMT plan's staging pipeline */
 
 typedef struct {
   int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
@@ -19,7 +20,11 @@ typedef struct {
                                  * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   bool mma_sync;                /* mma = [16, 8, 16]: the sm_80 main loop (lower_mma_pipe.c) */
-  int stages;                   /* mma_sync: shared-memory stages of the cp.async pipeline */
+  int stages;                   /* mma_sync: shared-memory stages of the cp.async pipeline; a SIMT
+                                 * plan: its `stages` (0: none given, lower_tile_block chooses) */
+  bool simt_pipe;               /* SIMT: the plan's target is a GPU: stage 2 steps in flight by default */
+  bool simt_async;              /* SIMT: ... by cp.async (CUDA sm_80 and later, and C emulating it) */
+  int64_t smem_cap;             /* SIMT: the most shared memory a block may use on the plan's target */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
 } tile_plan;
 
@@ -31,6 +36,17 @@ typedef struct {
   int64_t ext[QIR_MAX_RANK];     /* footprint per dimension */
   int64_t pdims[QIR_MAX_RANK];   /* shared-array dimensions: ext, last one padded */
   bool guard[QIR_MAX_RANK];      /* the index may leave [0, dim) somewhere: test it */
+  int64_t coef[QIR_MAX_RANK][MAX_AXES], k0[QIR_MAX_RANK];   /* index j = k0 + coef . variables */
+  int64_t stride[QIR_MAX_RANK];  /* shared-array element stride per dimension */
+  /* Pipelined staging (lower_simt_pipe.c): `stages` slots of slot_elems
+   * elements; the computing step reads slot `slot` (an element offset, NULL:
+   * one slot).  run_dim >= 0: dimensions run_dim.. form one contiguous run
+   * of run elements in global memory, copied 16 bytes at a time where the
+   * tensor is aligned; each row of runs padded to run_pad elements. */
+  int64_t slot_elems;
+  kexpr *slot;
+  int run_dim;
+  int64_t run, run_pad;
 } staged_access;
 
 /* A value of a staged group (lower_stages) computed into shared memory: the
@@ -159,6 +175,20 @@ kexpr *out_index(lower_env *env, kexpr *const *idx);
 /* What is stored at output point idx (the compute's output axes): v, or the
  * group's epilogue applied to v; t is the output's compute type. */
 kexpr *stored_value(lower_env *env, kexpr *const *idx, kexpr *v, ktype t);
+
+/* lower_simt_pipe.c: the SIMT main loop's staging pipeline (see there). */
+/* Origin of dimension j of a staged tile for a block and step whose
+ * variables start at lo (extents size), as plan_staging computes it. */
+kexpr *staged_origin(lower_env *env, const staged_access *sa, int j, kexpr *const *lo, const int64_t *size);
+/* Lays out each staged tile for `stages` slots (runs of 16-byte chunks where
+ * the tensor's rows allow, conflict-free row strides) when the plan asks for
+ * a pipeline and its shared memory allows it; returns the stages (1: the
+ * staged tiles were laid out as one slot each, the loop is not pipelined). */
+int simt_pipe_layout(lower_env *env, const tile_plan *p, const bool *lo_zero);
+/* The copies of every staged tile for the step whose variables start at lo
+ * into slot `slot` (0 .. stages-1): cp.async (16 or 4 bytes) when the plan
+ * is async, else loads and shared stores.  work: block-uniform guard or NULL. */
+kstmt *simt_issue_step(lower_env *env, const tile_plan *p, kexpr *const *lo, const int64_t *size, kexpr *slot, kexpr *work);
 
 /* lower_mma.c: a contraction on the matrix units from a #tile plan with `mma`. */
 void lower_mma(lower_env *env, const tile_plan *p);

@@ -47,8 +47,10 @@ static void print_cp_async_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
   const char *P = k->params[s->param].name;
   fputs("{ ", o);
   print_shared_address(o, s->var, s->index, k, st);
-  /* out of range: source size 0 fills zeros and reads nothing (the tensor's start stands in) */
-  fputs(" asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(q_s), \"l\"(", o);
+  /* out of range: source size 0 fills zeros and reads nothing (the tensor's start stands in);
+   * .cg (L2 only) exists for 16 bytes, smaller copies go through L1 (.ca) */
+  int bytes = (int)s->step;
+  fprintf(o, " asm volatile(\"cp.async.%s.shared.global [%%0], [%%1], %d, %%2;\\n\" :: \"r\"(q_s), \"l\"(", bytes == 16 ? "cg" : "ca", bytes);
   if (s->cond) {
     fputs("(", o);
     kprint_expr(o, s->cond, k, st);
@@ -56,11 +58,11 @@ static void print_cp_async_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
     kprint_expr(o, s->lo, k, st);
     fprintf(o, "] : (const void *)%s), \"r\"((", P);
     kprint_expr(o, s->cond, k, st);
-    fputs(") ? 16 : 0) : \"memory\"); }\n", o);
+    fprintf(o, ") ? %d : 0) : \"memory\"); }\n", bytes);
   } else {
     fprintf(o, "(const void *)&%s[", P);
     kprint_expr(o, s->lo, k, st);
-    fputs("]), \"r\"(16) : \"memory\"); }\n", o);
+    fprintf(o, "]), \"r\"(%d) : \"memory\"); }\n", bytes);
   }
 }
 
@@ -70,6 +72,7 @@ static void print_cp_async_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
  * element 0 instead, so that the run can go on. */
 static void print_cp_async_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
   const char *P = k->params[s->param].name;
+  int bytes = (int)s->step, elems = bytes / (s->var->raw ? 2 : 4);   /* raw 16-bit tiles, else 4-byte cells */
   if (st->chk) {
     int rsite = cg_check_site(st->chk, k, "read of `%s` (cp.async)", P);
     if (s->cond) {
@@ -77,17 +80,17 @@ static void print_cp_async_c(FILE *o, const kstmt *s, const kkernel *k, const kp
       kprint_expr(o, s->cond, k, st);
       fputs(") ", o);
     }
-    fprintf(o, "for (int q_e = 0; q_e < 8; q_e++) (void)q_gr(&q_b, &q_g_%s, %" PRId64 "L, (long)(", P, k->params[s->param].numel);
+    fprintf(o, "for (int q_e = 0; q_e < %d; q_e++) (void)q_gr(&q_b, &q_g_%s, %" PRId64 "L, (long)(", elems, P, k->params[s->param].numel);
     kprint_expr(o, s->lo, k, st);
     fprintf(o, ") + q_e, tid, %d);\n", rsite);
     indent_to(o, ind);
   }
-  fprintf(o, "q_cp_async(&q_cpa, tid, &%s[", s->var->name);
+  fprintf(o, "q_cp_async_n(&q_cpa, tid, %d, &%s[", bytes, s->var->name);
   if (st->chk) {
     int wsite = cg_check_shared_site(st->chk, k, s->var->name, "cp.async into shared `%s`", s->var->name);
     fprintf(o, "q_cpc_issue(&q_b, &q_cpc, &q_cpa, q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
     kprint_expr(o, s->index, k, st);
-    fprintf(o, "), %d, tid, %d)", s->var->raw ? 8 : 4, wsite);   /* elements in 16 bytes */
+    fprintf(o, "), %d, tid, %d)", elems, wsite);
   } else {
     kprint_expr(o, s->index, k, st);
   }

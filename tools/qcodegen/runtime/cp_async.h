@@ -1,6 +1,6 @@
 /* cp.async, emulated for one block of the C back end (qcodegen runtime).
  *
- * cp.async.cg.shared.global [dst], [src], 16, src_size copies 16 bytes
+ * cp.async.cg.shared.global [dst], [src], 16, src_size copies 16 bytes (.ca: 4, 8 or 16)
  * (zeros where src_size is 0) asynchronously: the copy belongs to the
  * thread's open group, cp.async.commit_group closes that group, and
  * cp.async.wait_group N returns once at most N of the thread's committed
@@ -12,6 +12,7 @@
  * (q_cpc_*, check.c's runtime text), reading `committed` from here. */
 typedef struct {
   void *dst;
+  int size;                     /* 4, 8 or 16 bytes */
   unsigned char bytes[16];
   long group;                   /* the thread's commit count when it was issued */
 } q_cpa_copy;
@@ -39,7 +40,7 @@ static inline void q_cpa_free(q_cpa_block *s) {
   free(s->t);
 }
 
-static inline void q_cp_async(q_cpa_block *s, int tid, void *dst, const void *src) {
+static inline void q_cp_async_n(q_cpa_block *s, int tid, int size, void *dst, const void *src) {
   q_cpa_thread *t = &s->t[tid];
   if (t->n == t->cap) {
     long cap = t->cap ? 2 * t->cap : 16;
@@ -50,10 +51,13 @@ static inline void q_cp_async(q_cpa_block *s, int tid, void *dst, const void *sr
   }
   q_cpa_copy *c = &t->copies[t->n++];
   c->dst = dst;
+  c->size = size;
   c->group = t->committed;
-  if (src) memcpy(c->bytes, src, 16);
-  else memset(c->bytes, 0, 16);
+  if (src) memcpy(c->bytes, src, (size_t)size);
+  else memset(c->bytes, 0, (size_t)size);
 }
+
+static inline void q_cp_async(q_cpa_block *s, int tid, void *dst, const void *src) { q_cp_async_n(s, tid, 16, dst, src); }
 
 static inline void q_cp_commit(q_cpa_block *s, int tid) { s->t[tid].committed++; }
 
@@ -63,7 +67,7 @@ static inline void q_cp_wait(q_cpa_block *s, int tid, int pending) {
   long keep = 0;
   for (long i = 0; i < t->n; i++) {
     q_cpa_copy *c = &t->copies[i];
-    if (c->group < t->committed - pending) memcpy(c->dst, c->bytes, 16);
+    if (c->group < t->committed - pending) memcpy(c->dst, c->bytes, (size_t)c->size);
     else t->copies[keep++] = *c;
   }
   t->n = keep;
