@@ -17,7 +17,9 @@
  *   - Copies.  Rows whose 16-byte chunks are whole (mma_vector_loads_fit)
  *     and a tensor that starts 16-byte aligned (checked at run time) go by
  *     cp.async, out-of-range chunks zero-filled; otherwise each thread loads
- *     and stores 16-bit values (a padding mask, an unaligned window).
+ *     16-bit values (a padding mask, an unaligned window): a step ahead into
+ *     registers, stored to their slot after the compute, while they fit
+ *     PIPE_PREFETCH_REGS, else straight into the slot.
  *   - Layout.  A tile is stored [outer][inner] with inner the operand's
  *     contiguous dimension (no padding).  16-byte chunk c of row o lives at
  *     chunk c ^ ((o / rows_per_line) % xor_span): the eight rows one ldmatrix
@@ -37,6 +39,11 @@
 #include <stdio.h>
 
 #include "lower.h"
+
+/* Registers a thread may hold a step ahead for operands without cp.async;
+ * past them an operand is loaded straight into its slot when it is issued
+ * (ptxas spilled a 3x3 convolution's 64x64x64 tiles: 32 + 32 per thread). */
+#define PIPE_PREFETCH_REGS 32
 
 /* How one operand's tile is laid out in its shared slots. */
 typedef struct {
@@ -162,14 +169,15 @@ static kexpr *step_origin(pipe *pp, kexpr *step) {
   kbuilder *b = env->b;
   const qir_compute *c = env->comp;
   int n = c->n_axes, m = c->n_red, ka = pp->p->mma_k;
-  kexpr *kofs = ke_mul(b, ke_mod(b, step, ke_int(b, pp->count[ka])), ke_int(b, pp->p->rstep[ka]));
+  /* widened before it is scaled: K may pass 2^31 (64-bit index kernels) */
+  kexpr *kofs = ke_mul(b, ke_cast(b, ke_mod(b, step, ke_int(b, pp->count[ka])), b->index_type), ke_int(b, pp->p->rstep[ka]));
   kexpr *rest = ke_div(b, step, ke_int(b, pp->count[ka]));
   for (int a = m - 1; a >= 0; a--) {
     if (a == ka) continue;
     env->vars[n + a] = ke_cast(b, ke_mod(b, rest, ke_int(b, pp->count[a])), b->index_type);
     rest = ke_div(b, rest, ke_int(b, pp->count[a]));
   }
-  return ke_cast(b, kofs, b->index_type);
+  return kofs;
 }
 
 /* The copies of operand s (0: A, 1: B) for a step at K offset k0 into `slot`:
@@ -182,6 +190,7 @@ static kstmt *copy_operand(pipe *pp, int s, kexpr *slot, kexpr *k0, copy_mode re
   const pipe_tile *t = s ? &pp->tb : &pp->ta;
   kvar *smem = s ? pp->sb : pp->sa;
   kexpr *row0 = s ? k0 : pp->blo[pp->p->mma_m], *col0 = s ? pp->blo[pp->p->mma_n] : k0;
+  if (!pp->async[s] && !pp->regs[s]) return reg_mode == COPY_FROM_REGS ? ks_seq(b) : copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
   if (!pp->async[s]) return copy_tile(env, t, smem, reg_mode == COPY_DIRECT ? NULL : pp->regs[s], slot, row0, col0, reg_mode);
   kstmt *direct = copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
   return ks_if(b, ke_aligned16(b, 1 + t->op->access->operand), copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_ASYNC), direct);
@@ -261,7 +270,8 @@ static int vector_width(const pipe *pp) {
 
 /* Epilogue through shared memory, 16 bytes per store: per 8-row half of a
  * fragment row, each warp writes its accumulators to its own f32 tile of
- * 8 x (WN + 4) (the pad spreads the rows over the banks), then its lanes
+ * 8 x (WN + 4) (the pad spreads the rows over the banks; the tiles take the
+ * stages' place in shared memory), then its lanes
  * read vw consecutive values of a row each (128-bit shared reads), apply the
  * bias and the epilogue and store them at once: 8 halves (f16, bf16) or 4
  * floats.  A tensor that does not start 16-byte aligned (checked at run
@@ -273,6 +283,14 @@ static void epilogue_vector(pipe *pp, int vw) {
   const tile_plan *p = pp->p;
   int64_t WN = p->thread[p->mma_n], ld = WN + 4, per_row = WN / vw, segs = 8 * per_row, passes = ceil_div(segs, 32);
   kvar *se = kvar_new(b, k, "se", KT_F32, pp->warps * 8 * ld, KV_SHARED);
+  /* GPU: the tiles reuse the stages' bytes (one dynamic buffer, carved; the
+   * caller's barrier retires the last step's reads first); C keeps them apart */
+  int64_t a_bytes = (kvar_bytes(pp->sa) + 127) / 128 * 128, end = a_bytes + kvar_bytes(pp->sb);
+  pp->sa->carve = 1;
+  pp->sb->carve = 1 + a_bytes;
+  se->carve = 1;
+  k->carved_smem = true;
+  k->smem_bytes = end > kvar_bytes(se) ? end : kvar_bytes(se);
   kexpr *mine = ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, 32)), ke_int(b, 8 * ld));   /* the warp's tile */
   kvar *half = kvar_new(b, k, "hr", KT_I32, 0, KV_BLOCK);   /* 2 * fi + h: rows 16 fi + 8 h .. + 8 of the warp */
   kstmt *body = ks_seq(b);
@@ -377,10 +395,15 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
 
   pp.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * pp.ta.slot);
   pp.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * pp.tb.slot);
+  int64_t reg_budget = PIPE_PREFETCH_REGS;
   for (int o = 0; o < 2; o++) {
     const pipe_tile *t = o ? &pp.tb : &pp.ta;
+    int64_t per_thread = ceil_div(t->slot, k->threads);
     pp.async[o] = mma_vector_loads_fit(env, t->op);
-    if (!pp.async[o]) pp.regs[o] = kvar_new(b, k, o ? "pb" : "pa", KT_U32, ceil_div(t->slot, k->threads), KV_THREAD);
+    if (!pp.async[o] && per_thread <= reg_budget) {
+      pp.regs[o] = kvar_new(b, k, o ? "pb" : "pa", KT_U32, per_thread, KV_THREAD);
+      reg_budget -= per_thread;
+    }
   }
   kvar *fa = kvar_new(b, k, "fa", KT_U32, FM * 4, KV_THREAD);
   kvar *fb = kvar_new(b, k, "fb", KT_U32, FN / 2 * 4, KV_THREAD);
@@ -417,7 +440,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   kexpr *k0 = step_origin(&pp, next);
   for (int o = 0; o < 2; o++) {
     ks_add(b, issue, copy_operand(&pp, o, next_slot, k0, COPY_TO_REGS));
-    if (!pp.async[o]) ks_add(b, land, copy_operand(&pp, o, next_slot, k0, COPY_FROM_REGS));
+    if (pp.regs[o]) ks_add(b, land, copy_operand(&pp, o, next_slot, k0, COPY_FROM_REGS));
   }
   ks_add(b, iter, ks_if(b, refill, issue, NULL));
   ks_add(b, iter, ks_cp_commit(b));
@@ -484,8 +507,12 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   ks_add(b, k->body, ks_cp_wait(b, 0));
 
   int vw = vector_width(&pp);
-  if (vw) epilogue_vector(&pp, vw);
-  else epilogue_registers(&pp);
+  if (vw) {
+    ks_add(b, k->body, ks_barrier(b));   /* every warp is done with the stages the epilogue reuses */
+    epilogue_vector(&pp, vw);
+  } else {
+    epilogue_registers(&pp);
+  }
 
   char buf[512];
   int len = snprintf(buf, sizeof buf, "mma.sync m16n8k16 %s: block [", A.dtype == QIR_BF16 ? "bf16" : "f16");
@@ -496,7 +523,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
            "] rstep %" PRId64 " stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
            " m16n8 tiles) A %s %s B %s %s smem %" PRId64 "B",
            BK, S, steps, grid, k->threads, warps, FM, FN, A.col_major ? "[K][M]" : "[M][K]",
-           pp.async[0] ? "cp.async" : "via registers", B.col_major ? "[N][K]" : "[K][N]",
-           pp.async[1] ? "cp.async" : "via registers", k->smem_bytes);
+           pp.async[0] ? "cp.async" : pp.regs[0] ? "via registers" : "ld/st", B.col_major ? "[N][K]" : "[K][N]",
+           pp.async[1] ? "cp.async" : pp.regs[1] ? "via registers" : "ld/st", k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
 }
