@@ -42,6 +42,15 @@ static bool fail(lower_env *env, const char *why) {
   return false;
 }
 
+/* The operand's innermost index that moves: trailing dimensions of extent 1
+ * (a 1x1 convolution's kernel window) index nothing. */
+static int innermost_dim(const lower_env *env, const qir_expr *access) {
+  const qir_type *t = &env->args[access->operand]->type;
+  int j = access->n_args - 1;
+  while (j > 0 && t->dims[j] == 1) j--;
+  return j;
+}
+
 /* Finds A and B in the body and checks the shape the lowering relies on. */
 bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias) {
   const qir_compute *c = env->comp;
@@ -81,7 +90,7 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
   for (int s = 0; s < 2; s++) {
     mma_operand *op = s ? B : A;
     int64_t coef[MAX_AXES], k0;
-    qir_expr_affine(op->access->args[op->access->n_args - 1], nv, coef, &k0);
+    qir_expr_affine(op->access->args[innermost_dim(env, op->access)], nv, coef, &k0);
     op->col_major = coef[op->row_var] != 0 && coef[op->col_var] == 0;
     int64_t inner = op->col_major ? op->rows : op->cols;
     op->ld = (inner + p->pad + 7) / 8 * 8;
@@ -101,8 +110,10 @@ bool mma_vector_loads_fit(lower_env *env, const mma_operand *op) {
   int nv = c->n_axes + c->n_red, inner_var = op->col_major ? op->row_var : op->col_var;
   int64_t inner = op->col_major ? op->rows : op->cols, inner_ext = op->col_major ? op->row_ext : op->col_ext;
   int64_t coef[MAX_AXES], k0;
-  if (op->mask || t->rank == 0 || t->dims[t->rank - 1] % 8 || inner % 8 || inner_ext % 8) return false;
-  if (!qir_expr_affine(op->access->args[op->access->n_args - 1], nv, coef, &k0) || k0 % 8) return false;
+  if (op->mask || t->rank == 0) return false;
+  int last = innermost_dim(env, op->access);
+  if (t->dims[last] % 8 || inner % 8 || inner_ext % 8) return false;
+  if (!qir_expr_affine(op->access->args[last], nv, coef, &k0) || k0 % 8) return false;
   for (int v = 0; v < nv; v++)
     if (coef[v] != (v == inner_var)) return false;
   return true;

@@ -560,9 +560,14 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   if (pl->rsplit > 1) return 0;               /* lanes read their points directly */
   if (p->pipelined) {
     /* stages x (A: block M x rstep K, B: rstep K x block N) of 16-bit values,
-     * XOR-swizzled (no padding); the epilogue works from the registers */
+     * XOR-swizzled (no padding) */
     int64_t bm = pl->tile[p->mma_axis[0]], bn = pl->tile[p->mma_axis[1]], rk = pl->tile[p->mma_axis[2]];
-    return (int64_t)pl->stages * (bm * rk + rk * bn) * 2;
+    int64_t stages = (int64_t)pl->stages * (bm * rk + rk * bn) * 2;
+    /* the epilogue's per-warp f32 tiles (8 rows of the warp tile, padded by
+     * 4) reuse those bytes: the larger of the two */
+    int64_t warps = bm / pl->thr[p->mma_axis[0]] * (bn / pl->thr[p->mma_axis[1]]);
+    int64_t epilogue = warps * 8 * (pl->thr[p->mma_axis[1]] + 4) * 4;
+    return stages > epilogue ? stages : epilogue;
   }
   if (p->mma) {
     /* qcodegen's mma kernel: A (M x K) and B (K x N) tiles of 16-bit values,
@@ -1456,7 +1461,8 @@ static void split_plans(const rl_problem *p, rl_path *path) {
 }
 
 /* Ranking: the estimate (to the three digits printed); on a tie, wider
- * vectors, less padding, threads nearer 256, then the tile itself. */
+ * vectors, less padding, threads nearer 256, the tile itself, then more
+ * stages. */
 static double padded_volume(const rl_problem *p, const rl_plan *pl) {
   double v = 1;
   for (int i = 0; i < p->n_vars; i++) v *= (double)round_up(p->ext[i], pl->tile[i]);
@@ -1477,7 +1483,9 @@ static int cmp_plan_in(const rl_problem *p, const rl_plan *x, const rl_plan *y) 
   if (dx != dy) return dx < dy ? -1 : 1;
   int c = memcmp(x->tile, y->tile, sizeof x->tile);
   if (c) return c;
-  if (x->stages != y->stages) return x->stages < y->stages ? -1 : 1;   /* less shared memory */
+  /* the same estimate (occupancy included): the deeper pipeline, which
+   * still hides a copy slower than the model's latency */
+  if (x->stages != y->stages) return x->stages > y->stages ? -1 : 1;
   return memcmp(x->thr, y->thr, sizeof x->thr);
 }
 
