@@ -29,9 +29,12 @@
  *     16-wide slice of the step, ldmatrix.x4 loads each A fragment (.trans
  *     when A is stored K-major) and each pair of B fragments (.trans when B is
  *     stored N-major), and FM x FN mma.sync.m16n8k16 accumulate in f32.
- *   - Epilogue.  Each lane stores its accumulators where the PTX ISA puts
- *     them (rows g, g+8 of a fragment, columns 2t, 2t+1), guarded, through
- *     the bias and the group's epilogue.
+ *   - Epilogue.  The bias and the group's epilogue apply per value.  Where
+ *     the output's innermost axis is N, whole 16-byte vectors long, each warp
+ *     passes its accumulators through its own f32 tile (taking the stages'
+ *     place in shared memory) and every lane stores 16 bytes at once
+ *     (epilogue_vector); otherwise each lane stores its accumulators where
+ *     the PTX ISA puts them (rows g, g+8 of a fragment, columns 2t, 2t+1).
  * The C printer runs the same code with the instructions emulated per lane
  * (runtime/), copies landing only at the wait that retires them.
  */
@@ -190,7 +193,8 @@ static kstmt *copy_operand(pipe *pp, int s, kexpr *slot, kexpr *k0, copy_mode re
   const pipe_tile *t = s ? &pp->tb : &pp->ta;
   kvar *smem = s ? pp->sb : pp->sa;
   kexpr *row0 = s ? k0 : pp->blo[pp->p->mma_m], *col0 = s ? pp->blo[pp->p->mma_n] : k0;
-  if (!pp->async[s] && !pp->regs[s]) return reg_mode == COPY_FROM_REGS ? ks_seq(b) : copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
+  if (!pp->async[s] && !pp->regs[s])   /* no registers to spare: straight into the slot when issued */
+    return reg_mode == COPY_FROM_REGS ? ks_seq(b) : copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
   if (!pp->async[s]) return copy_tile(env, t, smem, reg_mode == COPY_DIRECT ? NULL : pp->regs[s], slot, row0, col0, reg_mode);
   kstmt *direct = copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_DIRECT);
   return ks_if(b, ke_aligned16(b, 1 + t->op->access->operand), copy_tile(env, t, smem, NULL, slot, row0, col0, COPY_ASYNC), direct);
