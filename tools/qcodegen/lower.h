@@ -207,6 +207,11 @@ typedef struct {
 /* Finds A (M x K) and B (K x N) in the body, and the bias term; reports and
  * returns false when the body is not such a contraction. */
 bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias);
+/* The global element of op at tile position (row0 + r, col0 + c): declares
+ * its coordinates in `body`, points op's variables in env->vars at them, and
+ * gives the flat index; *inb: inside the tensor and the padding mask. */
+kexpr *mma_operand_source(lower_env *env, const mma_operand *op, kstmt *body, kexpr *row0, kexpr *col0, kexpr *r, kexpr *c,
+                          kexpr **inb);
 /* Whether the operand's tile rows can be copied 16 bytes at a time. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
 /* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a

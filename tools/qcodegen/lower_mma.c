@@ -119,6 +119,23 @@ bool mma_vector_loads_fit(lower_env *env, const mma_operand *op) {
   return true;
 }
 
+kexpr *mma_operand_source(lower_env *env, const mma_operand *op, kstmt *body, kexpr *row0, kexpr *col0, kexpr *r, kexpr *c,
+                          kexpr **inb) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  kvar *gr = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
+  ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
+  ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, c)));
+  env->vars[op->row_var] = ke_var(b, gr);
+  env->vars[op->col_var] = ke_var(b, gc);
+  const qir_type *t = &env->args[op->access->operand]->type;
+  kexpr *idx[QIR_MAX_RANK];
+  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], b->index_type);
+  *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
+  if (op->mask) *inb = ke_and(b, *inb, tr_as(env, op->mask, KT_BOOL));
+  return strides_linear(env, idx, t->dims, t->rank);
+}
+
 /* Cooperative load of one operand tile for the step at (row0, col0), `width`
  * values (1, or 8 when vector_loads_fit) per thread and iteration; the other
  * compute variables are already in env->vars.  Out of range: zeros. */
@@ -132,18 +149,8 @@ static kstmt *stage(lower_env *env, mma_operand *op, kexpr *row0, kexpr *col0, i
   kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *iv = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, groups))));
   ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, groups)), ke_int(b, width))));
-  kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
-  kvar *gr = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
-  ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
-  ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, c)));
-  env->vars[op->row_var] = ke_var(b, gr);
-  env->vars[op->col_var] = ke_var(b, gc);
-  const qir_type *t = &env->args[op->access->operand]->type;
-  kexpr *idx[QIR_MAX_RANK];
-  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], b->index_type);
-  kexpr *src = strides_linear(env, idx, t->dims, t->rank);
-  kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
-  if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
+  kexpr *inb, *src = mma_operand_source(env, op, body, row0, col0, ke_var(b, op->col_major ? iv : ov),
+                                        ke_var(b, op->col_major ? ov : iv), &inb);
   kexpr *at = ke_add(b, ke_mul(b, ke_var(b, ov), ke_int(b, op->ld)), ke_var(b, iv));
   if (width > 1) {
     ks_add(b, body, ks_vcopy16(b, op->smem, at, 1 + op->access->operand, src, inb));

@@ -122,18 +122,8 @@ static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *re
     ks_add(b, body, ks_assign(b, smem, at, ke_elem(b, regs, ke_var(b, q))));
     return loop;
   }
-  kexpr *r = ke_var(b, op->col_major ? iv : ov), *c = ke_var(b, op->col_major ? ov : iv);
-  kvar *gr = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL), *gc = kvar_new(b, k, "g", b->index_type, 0, KV_LOCAL);
-  ks_add(b, body, ks_decl(b, gr, ke_add(b, row0, r)));
-  ks_add(b, body, ks_decl(b, gc, ke_add(b, col0, c)));
-  env->vars[op->row_var] = ke_var(b, gr);
-  env->vars[op->col_var] = ke_var(b, gc);
-  const qir_type *ty = &env->args[op->access->operand]->type;
-  kexpr *idx[QIR_MAX_RANK];
-  for (int j = 0; j < op->access->n_args; j++) idx[j] = tr_as(env, op->access->args[j], b->index_type);
-  kexpr *src = strides_linear(env, idx, ty->dims, ty->rank);
-  kexpr *inb = ke_and(b, ke_lt(b, ke_var(b, gr), ke_int(b, op->row_ext)), ke_lt(b, ke_var(b, gc), ke_int(b, op->col_ext)));
-  if (op->mask) inb = ke_and(b, inb, tr_as(env, op->mask, KT_BOOL));
+  kexpr *inb, *src = mma_operand_source(env, op, body, row0, col0, ke_var(b, op->col_major ? iv : ov),
+                                        ke_var(b, op->col_major ? ov : iv), &inb);
   if (mode == COPY_ASYNC) {
     ks_add(b, body, ks_cp_async(b, smem, at, 1 + op->access->operand, src, inb));
     return loop;
