@@ -49,7 +49,8 @@ static bool copies_as_is(qir_dtype dt) { return dt == QIR_F32 || dt == QIR_I32 |
 /* Granularity of each variable's start over blocks and steps (0: always 0). */
 static int64_t start_step(const tile_plan *p, int n, int v, const bool *lo_zero) {
   if (lo_zero[v]) return 0;
-  return v < n ? p->block[v] : p->rstep[v - n];
+  if (v < n) return p->lo_step[v] ? p->lo_step[v] : p->block[v];
+  return p->rstep[v - n];
 }
 
 /* Chooses the run of dimensions copied 16 bytes at a time, and the layout. */
