@@ -1,7 +1,9 @@
 /* lower_simt_pipe.c: the staging pipeline of the SIMT main loop (lower.c's
  * lower_tile_block), for #tile plans without `mma`: f32 matmul, batched
- * matmul, gemm (transB too), convolution as implicit GEMM, and the Welder
- * groups they anchor.
+ * matmul, gemm (transB too), convolution as implicit GEMM, the Welder
+ * groups they anchor, and the reductions of staged groups (lower_group.c's
+ * tiled_segment: their global operands only, where the target has cp.async;
+ * a box's origin there moves by lo_step, not by the block).
  *
  *   - Stages.  Each staged tile (plan_staging) gets `stages` slots: the plan's
  *     `stages`, else 2 on a GPU target when the slots fit the target's shared
