@@ -632,7 +632,7 @@ bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
 /* The threads, shared memory and registers qcodegen's staged composer gives
  * group k (root its result's op) over block tile blk: see qir_group_whole_plan. */
 static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, const int64_t *blk, int64_t per_block,
-                        int64_t *threads, int64_t *smem, int64_t *regs) {
+                        const qir_target *t, int64_t *threads, int64_t *smem, int64_t *regs) {
   int n = 0;
   for (const qir_op *in = k->regions[0]->first; in; in = in->next) n++;
   int64_t (*tiles)[QIR_MAX_RANK] = calloc((size_t)n + 1, sizeof *tiles);
@@ -692,11 +692,16 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
     }
   }
   int64_t budget = qir_stage_budget(tile_bytes, n_red);
+  /* on a target with cp.async each reduction's staged operands take two
+   * slots (qcodegen's SIMT staging pipeline) where its share of the target's
+   * shared memory beside the tiles holds them */
+  bool async = !strcmp(t->backend, "cuda") && !strncmp(t->arch, "sm_", 3) && atoi(t->arch + 3) >= 80;
+  int64_t share = n_red > 0 ? (t->smem_per_block - tile_bytes) / n_red : 0;
   for (int r = 0; r < n_red; r++) {
     qir_stage_sched sc;
     int bytes = 4;
     if (ok && qir_stage_schedule_of(forms[r], exts[r], (int)*threads, 1 << 20, in_smem[r], bytes, budget, &sc)) {
-      if (sc.stage) *smem += sc.smem;
+      if (sc.stage) *smem += async && 2 * sc.smem <= share ? 2 * sc.smem : sc.smem;
       if (32 + sc.regs > *regs) *regs = 32 + sc.regs;
     }
     free(in_smem[r]);
@@ -828,7 +833,7 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     if (!staged || !qir_group_block(k, blk) || qir_group_composes_fused(m, k)) return false;
     int64_t per_block = 1;
     for (int d = 0; d < rank; d++) grid[d] = (ot->dims[d] + blk[d] - 1) / blk[d], per_block *= blk[d];
-    if (!staged_plan(m, k, root, blk, per_block, &threads, &smem, &regs)) return false;
+    if (!staged_plan(m, k, root, blk, per_block, t, &threads, &smem, &regs)) return false;
   }
   qir_attr e[8] = {plan_entry("block", qir_attr_ints(m, rank, blk)),
                    plan_entry("composer", qir_attr_word(m, rows ? "rows" : "staged")),

@@ -982,12 +982,18 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
  * chooses) and what its target allows: a GPU target pipelines the staged
  * loads by default, cp.async where it has it (sm_80 and later; not on HIP). */
 static bool simt_stages_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
-  const qir_attr_val *sv = qir_attr_dict_get(dict, "stages"), *tv = qir_attr_dict_get(dict, "target");
+  const qir_attr_val *sv = qir_attr_dict_get(dict, "stages");
   if (sv && (sv->kind != QIR_ATTR_INT || sv->i < 1 || sv->i > SIMT_MAX_STAGES)) {
     qir_error(env->cg->d, env->loc, "#tile stages must be from 1 to %d (a SIMT plan)", SIMT_MAX_STAGES);
     return false;
   }
   p->stages = sv ? (int)sv->i : 0;
+  simt_target_of(env, dict, p);
+  return true;
+}
+
+void simt_target_of(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
+  const qir_attr_val *tv = qir_attr_dict_get(dict, "target");
   const qir_target *tg = tv && tv->kind == QIR_ATTR_STRING ? qir_target_get(tv->s) : NULL;
   bool cuda = tg && !strcmp(tg->backend, "cuda"), hip = tg && !strcmp(tg->backend, "hip");
   int sm = cuda && !strncmp(tg->arch, "sm_", 3) ? atoi(tg->arch + 3) : 0;
@@ -995,7 +1001,6 @@ static bool simt_stages_from_attr(lower_env *env, const qir_attr_val *dict, tile
   p->simt_async = sm >= 80 && env->cg->backend != CG_HIP;
   p->smem_cap = tg ? tg->smem_per_block : p->smem_budget;
   if (env->cg->backend == CG_HIP && p->smem_cap > HIP_LDS_LIMIT) p->smem_cap = HIP_LDS_LIMIT;
-  return true;
 }
 
 /* `rsplit`: lanes per output point's reduction, a power of two; one thread

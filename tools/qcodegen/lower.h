@@ -25,6 +25,8 @@ typedef struct {
   bool simt_pipe;               /* SIMT: the plan's target is a GPU: stage 2 steps in flight by default */
   bool simt_async;              /* SIMT: ... by cp.async (CUDA sm_80 and later, and C emulating it) */
   int64_t smem_cap;             /* SIMT: the most shared memory a block may use on the plan's target */
+  int64_t lo_step[MAX_AXES];    /* SIMT: every block's first point along output axis d is a multiple of
+                                 * lo_step[d] (0: of block[d]); a staged group's boxes start anywhere */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
 } tile_plan;
 
@@ -131,6 +133,7 @@ struct cg_stages {
   int acc_operand, tile_base;
   int64_t block[QIR_MAX_RANK];  /* the result's block tile */
   int threads;
+  const qir_attr_val *plan;     /* the kernel op's #tile (its target), or NULL */
 };
 void lower_stages(lower_env *env, const cg_stages *st);
 
@@ -185,6 +188,8 @@ kexpr *staged_origin(lower_env *env, const staged_access *sa, int j, kexpr *cons
  * a pipeline and its shared memory allows it; returns the stages (1: the
  * staged tiles were laid out as one slot each, the loop is not pipelined). */
 int simt_pipe_layout(lower_env *env, const tile_plan *p, const bool *lo_zero);
+/* What a #tile dictionary's target allows a SIMT main loop: simt_pipe, simt_async, smem_cap. */
+void simt_target_of(lower_env *env, const qir_attr_val *dict, tile_plan *p);
 /* The copies of every staged tile for the step whose variables start at lo
  * into slot `slot` (0 .. stages-1): cp.async (16 or 4 bytes) when the plan
  * is async, else loads and shared stores.  work: block-uniform guard or NULL. */

@@ -1001,6 +1001,7 @@ static qir_op *compose_stages(composer *cm) {
     if (elems > most) most = elems;
   }
   st->threads = qir_stage_threads(most);
+  st->plan = tile ? &tile->val : NULL;
   qir_op *op = qir_op_new(m, QIR_OP_COMPUTE, k->n_operands, k->operands, 1, &out->type, k->loc);
   op->comp = last->comp;
   qir_op_insert_before(k, op);
@@ -1039,6 +1040,17 @@ static kexpr *segment_value(lower_env *env, const cg_stages *st, const cg_segmen
     v = ke_cast_dtype(b, tr_as(env, c->body, ktype_of_dtype(g->dtype)), g->dtype);
   }
   return g->epilogue ? apply_epilogue(env, st, g, v) : v;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  if (a < 0) a = -a;
+  if (b < 0) b = -b;
+  while (b) {
+    int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
 }
 
 /* A staged segment's tile as lower_tile_block computes it: where its slots go. */
@@ -1098,7 +1110,8 @@ static kstmt *store_segment(lower_env *env, const tile_block *tb, kexpr *const *
  * block whose box misses the value skips the work.  False (nothing emitted)
  * when the box takes no such schedule. */
 static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment *g, const stage_tile *tl, kexpr *const *origin,
-                          const int64_t *ext, const double *omin, const double *omax, int64_t budget, kstmt *seq) {
+                          const int64_t *ext, const int64_t *ostep, const double *omin, const double *omax, int64_t budget,
+                          const tile_plan *pipe, kstmt *seq) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
   const qir_compute *c = g->comp;
@@ -1116,6 +1129,10 @@ static bool tiled_segment(lower_env *env, const cg_stages *st, const cg_segment 
   if (!qir_stage_schedule(c, len, k->threads, k->n_params - 1, at == KT_F64 || at == KT_I64 || at == KT_U64 ? 8 : 4, budget, &sc))
     return false;
   tile_plan p = {.pad = 0, .vec = 1, .smem_budget = budget, .rsplit = 1, .stage = sc.stage, .min_reuse = QIR_SCHED_MIN_REUSE};
+  /* the global operands' staging pipelined (lower_simt_pipe.c) where the target has cp.async */
+  p.simt_pipe = p.simt_async = pipe->simt_async;
+  p.smem_cap = pipe->smem_cap;
+  for (int d = 0; d < n; d++) p.lo_step[d] = ss.shift[d] ? 1 : ostep[d];
   int64_t thr[MAX_AXES];
   for (int d = 0; d < n; d++) {
     p.block[d] = sc.tile[d];
@@ -1218,6 +1235,13 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     tile_bytes += elems * (qir_dtype_size(g->dtype) > 4 ? 8 : 4);
   }
   int64_t budget = qir_stage_budget(tile_bytes, (int)n_red_segs);
+  /* Pipelined staging (CUDA sm_80 and later, and C emulating it; HIP keeps
+   * one slot): each reduction's slots take its share of what the target's
+   * shared memory leaves beside the staged tiles. */
+  tile_plan pipe = {0};
+  simt_target_of(env, st->plan, &pipe);
+  if (n_red_segs > 0 && pipe.simt_async) pipe.smem_cap = (pipe.smem_cap - tile_bytes) / n_red_segs;
+  else pipe.simt_async = false;
   int tiled = 0;
   decompose(env, ke_bid(b), nb, n, bc);
   for (int d = 0; d < n; d++) {
@@ -1260,7 +1284,13 @@ void lower_stages(lower_env *env, const cg_stages *st) {
         else omax[j] += far;
       }
     }
-    if (tiled_segment(env, st, g, tl, tl->origin, tl->ext, omin, omax, budget, k->body)) {
+    /* the box's origin moves by multiples of ostep over the blocks */
+    int64_t ostep[QIR_MAX_RANK];
+    for (int j = 0; j < tl->rank; j++) {
+      ostep[j] = g->oconst[j] < 0 ? -g->oconst[j] : g->oconst[j];
+      for (int d = 0; d < n; d++) ostep[j] = gcd64(ostep[j], g->ocoef[j][d] * st->block[d]);
+    }
+    if (tiled_segment(env, st, g, tl, tl->origin, tl->ext, ostep, omin, omax, budget, &pipe, k->body)) {
       ks_add(b, k->body, ks_barrier(b));
       env->n_tiles = s + 1;
       tiled++;
@@ -1290,7 +1320,7 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   const cg_segment *res = &st->seg[st->n - 1];
   double omin[QIR_MAX_RANK] = {0}, omax[QIR_MAX_RANK] = {0};
   for (int d = 0; d < n; d++) omin[d] = 0, omax[d] = (double)((nb[d] - 1) * st->block[d]);
-  if (tiled_segment(env, st, res, NULL, bstart, st->block, omin, omax, budget, k->body)) {
+  if (tiled_segment(env, st, res, NULL, bstart, st->block, st->block, omin, omax, budget, &pipe, k->body)) {
     tiled++;
   } else {
   kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);

@@ -1,7 +1,9 @@
 /* lower_simt_pipe.c: the staging pipeline of the SIMT main loop (lower.c's
  * lower_tile_block), for #tile plans without `mma`: f32 matmul, batched
- * matmul, gemm (transB too), convolution as implicit GEMM, and the Welder
- * groups they anchor.
+ * matmul, gemm (transB too), convolution as implicit GEMM, the Welder
+ * groups they anchor, and the reductions of staged groups (lower_group.c's
+ * tiled_segment: their global operands only, where the target has cp.async;
+ * a box's origin there moves by lo_step, not by the block).
  *
  *   - Stages.  Each staged tile (plan_staging) gets `stages` slots: the plan's
  *     `stages`, else 2 on a GPU target when the slots fit the target's shared
@@ -49,7 +51,8 @@ static bool copies_as_is(qir_dtype dt) { return dt == QIR_F32 || dt == QIR_I32 |
 /* Granularity of each variable's start over blocks and steps (0: always 0). */
 static int64_t start_step(const tile_plan *p, int n, int v, const bool *lo_zero) {
   if (lo_zero[v]) return 0;
-  return v < n ? p->block[v] : p->rstep[v - n];
+  if (v < n) return p->lo_step[v] ? p->lo_step[v] : p->block[v];
+  return p->rstep[v - n];
 }
 
 /* Chooses the run of dimensions copied 16 bytes at a time, and the layout. */
