@@ -978,13 +978,13 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   return true;
 }
 
-/* `stages` of a SIMT plan (1 to SIMT_MAX_STAGES; none: lower_tile_block
+/* `stages` of a SIMT plan (1 to QIR_MAX_STAGES; none: lower_tile_block
  * chooses) and what its target allows: a GPU target pipelines the staged
  * loads by default, cp.async where it has it (sm_80 and later; not on HIP). */
 static bool simt_stages_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p) {
   const qir_attr_val *sv = qir_attr_dict_get(dict, "stages");
-  if (sv && (sv->kind != QIR_ATTR_INT || sv->i < 1 || sv->i > SIMT_MAX_STAGES)) {
-    qir_error(env->cg->d, env->loc, "#tile stages must be from 1 to %d (a SIMT plan)", SIMT_MAX_STAGES);
+  if (sv && (sv->kind != QIR_ATTR_INT || sv->i < 1 || sv->i > QIR_MAX_STAGES)) {
+    qir_error(env->cg->d, env->loc, "#tile stages must be from 1 to %d (a SIMT plan)", QIR_MAX_STAGES);
     return false;
   }
   p->stages = sv ? (int)sv->i : 0;

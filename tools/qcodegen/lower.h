@@ -8,7 +8,6 @@
 #define MAX_STAGED 8
 #define SMEM_BUDGET (40 * 1024)        /* staging without a plan's own figure */
 #define HIP_LDS_LIMIT (64 * 1024)      /* per workgroup on gfx90a / gfx942 */
-#define SIMT_MAX_STAGES 4              /* a SIMT plan's staging pipeline */
 
 typedef struct {
   int64_t block[MAX_AXES], thread[MAX_AXES], rstep[MAX_AXES];
@@ -217,6 +216,12 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
  * gives the flat index; *inb: inside the tensor and the padding mask. */
 kexpr *mma_operand_source(lower_env *env, const mma_operand *op, kstmt *body, kexpr *row0, kexpr *col0, kexpr *r, kexpr *c,
                           kexpr **inb);
+/* Blocks of an mma plan (nb: per output axis) and its warps (wpa: per output
+ * axis, *warps in all). */
+int64_t mma_grid(const lower_env *env, const tile_plan *p, int64_t *nb, int64_t *wpa, int64_t *warps);
+/* "WHAT: block [..] warp tile [..]" into buf: the start of an mma kernel's
+ * summary; returns its length. */
+int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const tile_plan *p);
 /* Whether the operand's tile rows can be copied 16 bytes at a time. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
 /* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a

@@ -136,6 +136,27 @@ kexpr *mma_operand_source(lower_env *env, const mma_operand *op, kstmt *body, ke
   return strides_linear(env, idx, t->dims, t->rank);
 }
 
+int64_t mma_grid(const lower_env *env, const tile_plan *p, int64_t *nb, int64_t *wpa, int64_t *warps) {
+  const qir_compute *c = env->comp;
+  int64_t grid = 1;
+  *warps = 1;
+  for (int d = 0; d < c->n_axes; d++) {
+    nb[d] = ceil_div(c->axis_extents[d], p->block[d]);
+    wpa[d] = p->block[d] / p->thread[d];
+    grid *= nb[d];
+    *warps *= wpa[d];
+  }
+  return grid;
+}
+
+int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const tile_plan *p) {
+  int len = snprintf(buf, size, "%s: block [", what);
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, size - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);
+  len += snprintf(buf + len, size - (size_t)len, "] warp tile [");
+  for (int d = 0; d < n; d++) len += snprintf(buf + len, size - (size_t)len, "%s%" PRId64, d ? "," : "", p->thread[d]);
+  return len;
+}
+
 /* Cooperative load of one operand tile for the step at (row0, col0), `width`
  * values (1, or 8 when vector_loads_fit) per thread and iteration; the other
  * compute variables are already in env->vars.  Out of range: zeros. */
@@ -183,13 +204,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   const qir_expr *bias;
   if (!mma_analyse(env, p, &A, &B, &bias)) return;
 
-  int64_t nb[MAX_AXES], wpa[MAX_AXES], grid = 1, warps = 1;
-  for (int d = 0; d < n; d++) {
-    nb[d] = ceil_div(E[d], p->block[d]);
-    wpa[d] = p->block[d] / p->thread[d];
-    grid *= nb[d];
-    warps *= wpa[d];
-  }
+  int64_t nb[MAX_AXES], wpa[MAX_AXES], warps, grid = mma_grid(env, p, nb, wpa, &warps);
   int W = k->warp;
   k->grid = grid;
   k->threads = (int)(warps * W);
@@ -290,10 +305,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   ks_add(b, k->body, uniform_loop(b, fo, FM * FN, 1, ep, true));
 
   char buf[512];
-  int len = snprintf(buf, sizeof buf, "mma %s: block [", A.dtype == QIR_BF16 ? "bf16" : "f16");
-  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);
-  len += snprintf(buf + len, sizeof buf - (size_t)len, "] warp tile [");
-  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->thread[d]);
+  int len = mma_summary_tiles(buf, sizeof buf, A.dtype == QIR_BF16 ? "mma bf16" : "mma f16", n, p);
   snprintf(buf + len, sizeof buf - (size_t)len,
            "] rstep %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
            " fragments) A %s B %s smem %" PRId64 "B",

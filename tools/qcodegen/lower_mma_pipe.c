@@ -348,19 +348,13 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   kkernel *k = env->k;
   const qir_compute *c = env->comp;
   int n = c->n_axes, m = c->n_red, vm = p->mma_m, vn = p->mma_n, ka = p->mma_k, S = p->stages;
-  const int64_t *E = c->axis_extents, *R = c->axis_extents + n;
+  const int64_t *R = c->axis_extents + n;
   mma_operand A, B;
   const qir_expr *bias;
   if (!mma_analyse(env, p, &A, &B, &bias)) return;
   pipe pp = {.env = env, .p = p, .ta = tile_of(&A), .tb = tile_of(&B)};
 
-  int64_t nb[MAX_AXES], wpa[MAX_AXES], grid = 1, warps = 1;
-  for (int d = 0; d < n; d++) {
-    nb[d] = ceil_div(E[d], p->block[d]);
-    wpa[d] = p->block[d] / p->thread[d];
-    grid *= nb[d];
-    warps *= wpa[d];
-  }
+  int64_t nb[MAX_AXES], wpa[MAX_AXES], warps, grid = mma_grid(env, p, nb, wpa, &warps);
   const int W = 32;
   k->grid = grid;
   k->threads = (int)(warps * W);
@@ -509,10 +503,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   }
 
   char buf[512];
-  int len = snprintf(buf, sizeof buf, "mma.sync m16n8k16 %s: block [", A.dtype == QIR_BF16 ? "bf16" : "f16");
-  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);
-  len += snprintf(buf + len, sizeof buf - (size_t)len, "] warp tile [");
-  for (int d = 0; d < n; d++) len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%" PRId64, d ? "," : "", p->thread[d]);
+  int len = mma_summary_tiles(buf, sizeof buf, A.dtype == QIR_BF16 ? "mma.sync m16n8k16 bf16" : "mma.sync m16n8k16 f16", n, p);
   snprintf(buf + len, sizeof buf - (size_t)len,
            "] rstep %" PRId64 " stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
            " m16n8 tiles) A %s %s B %s %s smem %" PRId64 "B",

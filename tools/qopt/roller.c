@@ -105,7 +105,6 @@
 #define RL_BARRIER 30.0         /* cycles per barrier, two per reduction step */
 #define RL_SUBPARTITIONS 4      /* warp schedulers (and tensor-core slices) per SM, sm_80 and up */
 #define RL_MMA_ADDR_REGS 40     /* pipelined mma kernel: stage offsets, global pointers, loop state */
-#define RL_MAX_STAGES 4         /* cp.async stages of a pipelined mma plan: 2 to 4 */
 #define RL_MMA_BLOCK_MAX 256    /* block tile along M or N */
 #define RL_MMA_BLOCK_AREA (256 * 128)
 #define RL_MMA_WARPS_MAX 8
@@ -1369,7 +1368,7 @@ static bool mma_block_fits(const rl_problem *p, int v, int64_t b, int64_t w) {
  * 128 along M and N (the accumulators must fit the registers: 64x64 is the
  * largest that does), 1 to RL_MMA_WARPS_MAX warps, blocks up to
  * RL_MMA_BLOCK_MAX along M or N and RL_MMA_BLOCK_AREA in all, K steps of 16,
- * 32 or 64, and 2 to RL_MAX_STAGES stages (no more tiles in flight than
+ * 32 or 64, and 2 to QIR_MAX_STAGES stages (no more tiles in flight than
  * K steps; the taps of a convolution wait on the same stages); shared memory within the block's
  * limit; every other axis at block / rstep 1. */
 static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
@@ -1399,7 +1398,7 @@ static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
             if (rk > 16 && (rk > round_up(p->ext[vk], 16) || axis_waste(p->ext[vk], rk) > RL_MAX_WASTE)) break;
             /* S - 1 tiles in flight: no more than the block has steps */
             int64_t steps = ceil_div(p->ext[vk], rk);
-            for (int64_t st = 2; st <= RL_MAX_STAGES && (st == 2 || st - 1 <= steps); st++) {
+            for (int64_t st = 2; st <= QIR_MAX_STAGES && (st == 2 || st - 1 <= steps); st++) {
               pl.tile[vm] = bm, pl.tile[vn] = bn, pl.tile[vk] = rk;
               pl.thr[vm] = tm, pl.thr[vn] = tn;
               pl.stages = (int)st;
