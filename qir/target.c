@@ -63,9 +63,15 @@
  * C, so a grid barrier costs a launch; a block barrier is the end of a loop
  * over the block's threads, next to nothing.  Fork/join grows with the core
  * count: describe a bigger host with -target-file. */
-#define CUDA_HOST_COSTS .launch_us = 2.5, .read_back_us = 8.0, .coop_launch_us = 6.0, .grid_barrier_us = 1.0, .block_barrier_us = 0.02
-#define HIP_HOST_COSTS .launch_us = 5.0, .read_back_us = 12.0, .coop_launch_us = 10.0, .grid_barrier_us = 2.5, .block_barrier_us = 0.05
-#define C_HOST_COSTS .launch_us = 1.3, .read_back_us = 0.0, .coop_launch_us = 1.3, .grid_barrier_us = 1.3, .block_barrier_us = 0.05
+#define CUDA_HOST_COSTS .launch_us = 2.5, .read_back_us = 8.0, .coop_launch_us = 6.0, .grid_barrier_us = 1.0, .block_barrier_us = 0.02, \
+                        KERNEL_LATENCIES
+#define HIP_HOST_COSTS .launch_us = 5.0, .read_back_us = 12.0, .coop_launch_us = 10.0, .grid_barrier_us = 2.5, .block_barrier_us = 0.05, \
+                       KERNEL_LATENCIES
+#define C_HOST_COSTS .launch_us = 1.3, .read_back_us = 0.0, .coop_launch_us = 1.3, .grid_barrier_us = 1.3, .block_barrier_us = 0.05, \
+                     KERNEL_LATENCIES
+/* Roller's latencies inside a kernel (cycles): ASSUMPTIONS, the same for every
+ * target (a global load's few hundred cycles, a barrier's tens). */
+#define KERNEL_LATENCIES .load_latency_cycles = QIR_LOAD_LATENCY_CYCLES, .barrier_cycles = QIR_BARRIER_CYCLES
 
 static const qir_target builtin_targets[] = {
     {
@@ -369,7 +375,7 @@ static const key_desc keys[] = {
     K_INT(smem_banks, false), K_INT(bank_bytes, false),
     K_INT(mma_m, true), K_INT(mma_n, true), K_INT(mma_k, true),
     K_DBL_OPT(launch_us), K_DBL_OPT(read_back_us), K_DBL_OPT(coop_launch_us), K_DBL_OPT(grid_barrier_us),
-    K_DBL_OPT(block_barrier_us),
+    K_DBL_OPT(block_barrier_us), K_DBL_OPT(load_latency_cycles), K_DBL_OPT(barrier_cycles),
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -491,6 +497,8 @@ bool qir_target_parse(const char *text, size_t len, const char *file, qir_target
   parse_ctx c = {file, d, 0, text};
   qir_target t;
   memset(&t, 0, sizeof t);
+  t.load_latency_cycles = QIR_LOAD_LATENCY_CYCLES;
+  t.barrier_cycles = QIR_BARRIER_CYCLES;
   bool have_base = false, ok = true;
   unsigned char seen[N_KEYS];
   memset(seen, 0, sizeof seen);

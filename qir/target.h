@@ -69,7 +69,15 @@ typedef struct {
    * -rammer-sync-us is given), a block barrier.  The GPU models' values are
    * assumptions; cpu's launch is measured on the C back end (see target.c). */
   double launch_us, read_back_us, coop_launch_us, grid_barrier_us, block_barrier_us;
+  /* -roller's kernel model, in SM clock cycles: a global load's latency to
+   * use (a reduction step waits for it unless stages hide it) and one block
+   * barrier.  Optional in a target file: QIR_LOAD_LATENCY_CYCLES and
+   * QIR_BARRIER_CYCLES without a base. */
+  double load_latency_cycles, barrier_cycles;
 } qir_target;
+
+#define QIR_LOAD_LATENCY_CYCLES 500.0
+#define QIR_BARRIER_CYCLES 30.0
 
 #define QIR_TARGET_DEFAULT "h100"
 

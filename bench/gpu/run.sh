@@ -17,14 +17,35 @@
 #   run: sh bench/gpu/run.sh bench/out/gpu      carry: build/static
 # QIR_BIN overrides where the tools are (default build/static/bin, then build/bin);
 # PYTHON the interpreter that has torch (default python3).
+#
+# bench/gpu/run.sh --prepare DIR  (issue 23: on a machine with no GPU)
+# builds the static tools and every program the one device call runs
+# (bench/gpu/prepare.py: models, light/ networks, transformer layers, device
+# loops, each with -canonicalize -roller and with the whole pipeline; the
+# Roller top-10 operators), into DIR, under 60 MiB.  Then, on the device:
+#   sh DIR/run-device.sh OUT            (bench/gpu/device.py; about 7 minutes)
+# and here, first, the rehearsal that touches no GPU:
+#   PYTHON=/usr/bin/python3 sh DIR/run-device.sh OUT --dry-run
 set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "${1:-}" = "--prepare" ]; then
+  [ $# -ge 2 ] || { echo "usage: bench/gpu/run.sh --prepare DIR" >&2; exit 2; }
+  sh "$top/scripts/deps.sh" || exit 2
+  make -C "$top" BUILD=build/static STATIC=1 -j2 >/dev/null || exit 2
+  # onnxruntime-node (the oracle for the generated transformer layers)
+  if [ ! -d "$top/bench/cpu/node_modules/onnxruntime-node" ]; then
+    (cd "$top/bench/cpu" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund \
+      --onnxruntime-node-install=skip >/dev/null) || exit 2
+  fi
+  rm -rf "$2" && mkdir -p "$2" || exit 2
+  QIR_BIN=$top/build/static/bin exec python3 "$top/bench/gpu/prepare.py" "$2"
+fi
 if [ $# -lt 1 ]; then
   echo "usage: bench/gpu/run.sh OUTDIR [bench.py options]" >&2
   exit 2
 fi
 out=$1
 shift
-top=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 log=$out/log.txt

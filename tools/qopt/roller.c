@@ -101,8 +101,6 @@
 #define RL_MAX_CAND 64          /* candidate sizes per axis */
 #define RL_MAX_PLANS 64
 #define RL_MAX_WASTE 0.15       /* padding waste allowed relative to the real extent */
-#define RL_LOAD_LATENCY 500.0   /* cycles: global load to use, per reduction step */
-#define RL_BARRIER 30.0         /* cycles per barrier, two per reduction step */
 #define RL_SUBPARTITIONS 4      /* warp schedulers (and tensor-core slices) per SM, sm_80 and up */
 #define RL_MMA_ADDR_REGS 40     /* pipelined mma kernel: stage offsets, global pointers, loop state */
 #define RL_MMA_BLOCK_MAX 256    /* block tile along M or N */
@@ -708,7 +706,7 @@ static double tap_union_bytes(const rl_problem *p, const rl_plan *pl) {
  *   issue: mma, ldmatrix.x4, cp.async (16 B per lane) and the loop's
  *     addressing, one instruction per scheduler per clock;
  *   latency: with S stages, S - 1 tiles are in flight, so a block's step
- *     takes at least RL_LOAD_LATENCY / (S - 1), and at least its own work
+ *     takes at least the target's load_latency_cycles / (S - 1), and at least its own work
  *     plus one barrier; resident blocks overlap each other's latency.
  * Global memory: the plan's traffic (tap_union_bytes: a convolution's taps
  * served by L1 when the shared memory the plan leaves free can hold them)
@@ -736,13 +734,13 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   double busy_sm = resident < sub ? resident : sub, busy_block = warps < sub ? warps : sub;
   double sm_step = fmax(r_tc * sub / busy_sm, fmax(r_smem, warps * warp_instr / busy_sm));
   double alone = fmax(r_tc * sub / busy_block, fmax(r_smem, warps * warp_instr / busy_block));
-  double period = fmax(alone + RL_BARRIER, RL_LOAD_LATENCY / (pl->stages - 1));
+  double period = fmax(alone + t->barrier_cycles, t->load_latency_cycles / (pl->stages - 1));
   double step = fmax(sm_step, period / conc);
   rl_traffic tr;
   double l1_free = ((double)t->smem_per_unit - conc * (double)pl->smem) / conc;
   traffic(p, pl, tap_union_bytes(p, pl) <= l1_free, &tr);
   double t_main = per_unit * (double)tr.chunks * step / clk;
-  double t_fill = ceil(per_unit / conc) * (RL_LOAD_LATENCY + 2 * RL_BARRIER) / clk;
+  double t_fill = ceil(per_unit / conc) * (t->load_latency_cycles + 2 * t->barrier_cycles) / clk;
   double mem_eff = fmin(2.0 * active / units, 1) * fmin(resident / 4.0, 1);
   /* blocks run in raster order (the innermost output axis fastest): when
    * what one wave of resident blocks reads over the whole reduction fits in
@@ -754,7 +752,7 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   /* the limiting term: the SM's (of all resident blocks, else of one block
    * alone, else the latency the stages leave exposed) or a bandwidth; a last
    * wave that costs a tenth of the time or more is said too */
-  bool sm_bound = sm_step >= period / conc, own = !sm_bound && alone + RL_BARRIER >= RL_LOAD_LATENCY / (pl->stages - 1);
+  bool sm_bound = sm_step >= period / conc, own = !sm_bound && alone + t->barrier_cycles >= t->load_latency_cycles / (pl->stages - 1);
   double tc = sm_bound ? r_tc * sub / busy_sm : r_tc * sub / busy_block;
   const char *term = !sm_bound && !own ? "latency" : (sm_bound ? sm_step : alone) == tc ? "tensor cores"
                      : (sm_bound ? sm_step : alone) == r_smem                      ? "shared memory"
@@ -813,7 +811,7 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double t_dram = dram_seconds(p, tr.global_bytes, mem_eff);
   double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
   double t_smem = tr.smem_bytes / (t->smem_gbs * 1e9 * active / units);
-  double t_lat = per_unit / conc * (double)tr.chunks * (RL_LOAD_LATENCY + 2 * RL_BARRIER) / (t->clock_ghz * 1e9);
+  double t_lat = per_unit / conc * (double)tr.chunks * (t->load_latency_cycles + 2 * t->barrier_cycles) / (t->clock_ghz * 1e9);
   double tm = t_compute;
   if (t_dram > tm) tm = t_dram;
   if (t_l2 > tm) tm = t_l2;
@@ -1564,6 +1562,62 @@ static void pick_alternatives(const rl_problem *p, const rl_path *path, int n, i
     if (taken[i]) pick[k++] = i;
 }
 
+/* The dict entry `key` of a plan, to rewrite in place (NULL: absent). */
+static qir_attr_val *plan_entry(qir_attr_val *dict, const char *key) {
+  for (int i = 0; dict->kind == QIR_ATTR_DICT && i < dict->n; i++)
+    if (!strcmp(dict->entries[i].key, key)) return &dict->entries[i].val;
+  return NULL;
+}
+
+/* A plan's list of integers: its length, or -1 when it is not one or longer than cap. */
+static int plan_ints(const qir_attr_val *dict, const char *key, int64_t *out, int cap) {
+  const qir_attr_val *v = qir_attr_dict_get(dict, key);
+  if (!v || v->kind != QIR_ATTR_LIST) return v ? -1 : 0;
+  if (v->n > cap) return -1;
+  int n = 0;
+  for (int i = 0; i < v->n && n < cap; i++) {
+    if (v->items[i].kind != QIR_ATTR_INT) return -1;
+    out[n++] = v->items[i].i;
+  }
+  return n;
+}
+
+/* -roller-estimate: one plan written before (by -roller, by hand, by another
+ * target's model) rated by this target's model: its est_us, bound and
+ * target rewritten, the plan kept.  A plan that does not fit the op (axes, matrix
+ * units the op or target lacks) or the target's limits keeps what it had. */
+static void estimate_plan(qir_module *m, const rl_problem *p0, qir_attr_val *dict) {
+  rl_problem p = *p0;
+  rl_plan pl;
+  memset(&pl, 0, sizeof pl);
+  const qir_attr_val *rsplit = qir_attr_dict_get(dict, "rsplit"), *stages = qir_attr_dict_get(dict, "stages");
+  if (!qir_attr_dict_get(dict, "mma")) {
+    p.mma = p.pipelined = false;
+    p.peak_gflops = p.simt_gflops;
+  } else if (!p.mma || p.pipelined != (stages != NULL)) {
+    return;
+  }
+  if (plan_ints(dict, "block", pl.tile, p.n_out) != p.n_out || plan_ints(dict, "thread", pl.thr, p.n_out) != p.n_out ||
+      plan_ints(dict, "rstep", pl.tile + p.n_out, p.n_red) != p.n_red)
+    return;
+  pl.rsplit = rsplit && rsplit->kind == QIR_ATTR_INT ? rsplit->i : 0;
+  pl.stages = stages && stages->kind == QIR_ATTR_INT ? (int)stages->i : 0;
+  rl_eval(&p, &pl);
+  if (!pl.valid) return;
+  qir_attr_val *est = plan_entry(dict, "est_us"), *bound = plan_entry(dict, "bound");
+  qir_attr_val *target = plan_entry(dict, "target");
+  if (est) *est = qir_attr_float(round_sig(pl.est_us));
+  if (bound && pl.bound) *bound = qir_attr_string(m, pl.bound);
+  if (target) *target = qir_attr_string(m, p.t->name);   /* the model the estimate is from */
+}
+
+static void estimate_plans(qir_module *m, qir_op *op, const rl_problem *p) {
+  qir_attr *tile = qir_op_attr(op, "tile"), *alts = qir_op_attr(op, "tile_alternatives");
+  if (tile) estimate_plan(m, p, &tile->val);
+  for (int i = 0; alts && alts->val.kind == QIR_ATTR_LIST && i < alts->val.n; i++)
+    estimate_plan(m, p, &alts->val.items[i]);
+}
+
 /* Plans one op; `quiet` receives what qir_op_to_compute says about ops that
  * have no compute form (those are simply not planned). */
 static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
@@ -1590,6 +1644,10 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   if (form != op) qir_op_unlink(form);
   if (!ok) {
     if (st) st->skipped++;
+    return true;
+  }
+  if (o->estimate) {
+    estimate_plans(m, op, &p);
     return true;
   }
   rl_path path;
@@ -1720,6 +1778,6 @@ bool roller_options_of(qopt_ctx *ctx, roller_options *o) {
     qir_error(ctx->diag, none, "-roller-topk must be between 1 and %d", RL_MAX_PLANS);
     return false;
   }
-  *o = (roller_options){.topk = (int)topk};
+  *o = (roller_options){.topk = (int)topk, .estimate = qopt_option_bool(ctx, "roller-estimate")};
   return choice_option(ctx, "roller-mma", true, &o->mma) && choice_option(ctx, "roller-split", false, &o->split);
 }

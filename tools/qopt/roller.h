@@ -17,6 +17,7 @@ typedef struct {
   int topk;                     /* plans kept per op (1: no #tile_alternatives) */
   roller_choice mma;            /* matrix units for f16/bf16 contractions */
   roller_choice split;          /* split reductions (rsplit); ALWAYS is not offered */
+  bool estimate;                /* keep the plans on each op, re-rate them (est_us, bound) */
 } roller_options;
 
 /* Writes #tile{...} (and #tile_alternatives when topk > 1) on every op of m

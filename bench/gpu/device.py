@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""bench/gpu/device.py DIR OUT [--dry-run]: the one device call of issue 23
+(DIR/run-device.sh runs it; bench/gpu/prepare.py made DIR on a machine with no
+GPU).  Steps, each with its own cap, all inside TOTAL_S:
+
+  0. unpack DIR/payload.tar.xz; make the transformer layers' sidecars again
+     and check that the carried tools produce the .cu the binaries were built
+     from (sha256);
+  1. outputs: every program once on its test set (the generated main poisons
+     device outputs with 0xff, checks every CUDA call), each output compared
+     with onnxruntime's; then --bench (median of 20 runs) one at a time;
+  2. compute-sanitizer memcheck on every program; racecheck and synccheck on
+     the persistent (rprogram), device-loop and Welder-fused ones;
+  3. Roller's top-10 plans per operator (ops/plan_timer) and the same
+     operators through PyTorch (cuBLAS/cuDNN, TF32 off; f16 too);
+  4. whole models against PyTorch eager and torch.compile (gen/bench.py), as
+     time allows.
+
+OUT gets log.txt, results.json, summary.md, sanitizers.txt and the operator
+and model results; the summary table is printed last.  --dry-run does
+everything but touch a GPU (no program, sanitizer or timing runs): it checks
+the payload, the regenerated sidecars, every file a step needs, and prints
+the commands.
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+T0 = time.time()
+TOTAL_S = 400          # the whole call (the issue's cap is 7 minutes)
+CAPS = {"outputs": 70, "sanitizers": 110, "ops": 100, "models": 150}
+LOG = []
+RACE_TARGETS = ("lstm100", "greedy_decoder", "ch_ppocr_mobile_v2.0_cls_infer", "light_resnet50")
+
+
+def log(msg):
+    line = "[%5.1fs] %s" % (time.time() - T0, msg)
+    print(line, flush=True)
+    LOG.append(line)
+
+
+def left():
+    return TOTAL_S - (time.time() - T0)
+
+
+def run(cmd, timeout, cwd=None, env=None):
+    """(rc, seconds, output tail); rc 124 on timeout, 127 when it cannot start."""
+    t = time.time()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(1, timeout), cwd=cwd, env=env)
+        return r.returncode, time.time() - t, (r.stdout + r.stderr)[-3000:]
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"") + (e.stderr or b"")
+        if isinstance(out, bytes):
+            out = out.decode(errors="replace")
+        return 124, time.time() - t, "TIMEOUT after %ds\n%s" % (timeout, out[-2000:])
+    except OSError as e:
+        return 127, time.time() - t, str(e)
+
+
+def guarded(fn, fallback, *a):
+    """fn(*a), or fallback with the traceback logged: one broken step must not end the call."""
+    try:
+        return fn(*a)
+    except Exception:
+        import traceback
+        log("ERROR in %s: %s" % (fn.__name__, traceback.format_exc()[-1500:]))
+        return fallback
+
+
+def compare(got_npy, want_pb, atol, rtol):
+    """(ok, message): every element within atol + rtol*|want|; NaN, a poisoned (unwritten) element or a shape fails."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    got = np.load(got_npy)
+    t = onnx.TensorProto()
+    with open(want_pb, "rb") as f:
+        t.ParseFromString(f.read())
+    want = numpy_helper.to_array(t)
+    if got.shape != want.shape:
+        return False, "shape %s, want %s" % (got.shape, want.shape)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    if got.dtype.kind == "f":
+        bad_nan = int(np.isnan(g).sum() - np.isnan(w).sum())
+        if bad_nan > 0:
+            return False, "%d NaN (unwritten or invalid) elements" % bad_nan
+    err = np.abs(g - w)
+    ok = bool(np.all(err <= atol + rtol * np.abs(w)))
+    return ok, "max_abs_err=%.3g max|want|=%.3g" % (float(err.max()) if err.size else 0.0,
+                                                   float(np.abs(w).max()) if w.size else 0.0)
+
+
+def regen(d, p, exe_dir):
+    """Make a transformer layer's sidecar again on this machine; True when the .cu matches."""
+    _, kind, size, pipe = p["regen"]
+    work = os.path.join(exe_dir, ".regen-%s-%s" % (kind, pipe))
+    os.makedirs(work, exist_ok=True)
+    rc, _, out = run([sys.executable, os.path.join(d, "gen", "gen_transformers.py"), "--kind", kind,
+                      "--size", size, "--out", os.path.join(work, "model")], 120)
+    if rc:
+        return None, "generator: " + out
+    flags = []
+    sys.path.insert(0, os.path.join(d, "gen"))
+    import onnx_inputs
+    flags = onnx_inputs.onnx2qir_flags(os.path.join(work, "model"))
+    b = os.path.join(d, "bin")
+    steps = [[os.path.join(b, "onnx2qir"), *flags, os.path.join(work, "model", "model.onnx"), "-o", os.path.join(work, "m.qir")],
+             [os.path.join(b, "qopt"), *p["passes"], "-target=h100", os.path.join(work, "m.qir"), "-o", os.path.join(work, "o.qir")],
+             [os.path.join(b, "qcodegen"), "-cuda", "-main", os.path.join(work, "o.qir"), "-o", os.path.join(work, "m.cu")]]
+    for s in steps:
+        rc, _, out = run(s, 120)
+        if rc:
+            return None, "%s: %s" % (os.path.basename(s[0]), out)
+    with open(os.path.join(work, "m.cu")) as f:
+        got = hashlib.sha256(f.read().replace(work, "@WORK@").encode()).hexdigest()
+    if got != p["cu_sha256"]:
+        return None, "the .cu made here differs from the one compiled (sha %s, want %s)" % (got[:12], p["cu_sha256"][:12])
+    return os.path.join(work, "m.qw"), "sidecar made again, .cu identical"
+
+
+def main():
+    d = os.path.abspath(sys.argv[1])
+    out = os.path.abspath(sys.argv[2])
+    dry = "--dry-run" in sys.argv[3:]
+    os.makedirs(out, exist_ok=True)
+    results = {"dry_run": dry, "steps": {}}
+    payload = os.path.join(d, "payload.tar.xz")
+    if os.path.exists(payload) and not os.path.exists(os.path.join(d, "programs.json")):
+        with tarfile.open(payload) as tf:
+            tf.extractall(d)
+        log("unpacked payload")
+    meta = json.load(open(os.path.join(d, "programs.json")))
+    progs = meta["programs"]
+    results["commit"] = meta.get("commit")
+    results["build_failures"] = meta.get("build_failures", [])
+    rc, _, smi = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"], 20)
+    results["device"] = smi.strip() if rc == 0 else "none (%s)" % smi.strip()[:200]
+    rc, _, nv = run(["nvcc", "--version"], 20)
+    results["nvcc"] = nv.strip().splitlines()[-1] if rc == 0 and nv.strip() else "none"
+    log("device: %s; commit %s; %d programs" % (results["device"], results["commit"], len(progs)))
+    for p in progs:
+        p["passes"] = ["-canonicalize", "-roller"] + (["-welder", "-rammer", "-grinder"] if p["pipeline"] == "full" else [])
+
+    # 0. sidecars made again (in parallel with nothing else: they take seconds)
+    def weights_of(p):
+        if p["weights"] == "regen":
+            return p.get("weights_path")
+        return os.path.join(d, p["weights"]) if p["weights"] else None
+    with ThreadPoolExecutor(4) as ex:
+        todo = [p for p in progs if p["weights"] == "regen"]
+        for p, (path, msg) in zip(todo, ex.map(lambda p: guarded(regen, (None, "error"), d, p, os.path.join(d, "prog")), todo)):
+            p["weights_path"] = path
+            log("regen %s.%s: %s" % (p["name"], p["pipeline"], msg.strip()[:300]))
+    for p in progs:
+        p["ready"] = os.access(os.path.join(d, p["exe"]), os.X_OK) and (not p["weights"] or bool(weights_of(p)))
+        for _, f in p["inputs"] + p["outputs"]:
+            if not os.path.exists(os.path.join(d, f)):
+                p["ready"] = False
+                log("missing %s" % f)
+
+    def argv(p, tag):
+        a = [os.path.join(d, p["exe"])]
+        for n, f in p["inputs"]:
+            a += ["--in", "%s=%s" % (n, os.path.join(d, f))]
+        w = weights_of(p)
+        if w:
+            a += ["--weights", w]
+        return a
+
+    # 1. outputs right
+    step_end = time.time() + min(CAPS["outputs"], left() - 240)
+    odir = os.path.join(d, ".out")
+    os.makedirs(odir, exist_ok=True)
+
+    def check_one(p):
+        key = "%s.%s" % (p["name"], p["pipeline"])
+        if not p["ready"]:
+            return key, {"status": "not ready (missing binary, weights or data)"}
+        a = argv(p, key)
+        files = []
+        for k, (n, f) in enumerate(p["outputs"]):
+            g = os.path.join(odir, "%s.%d.npy" % (key, k))
+            files.append((g, os.path.join(d, f)))
+            a += ["--out", "%s=%s" % (n, g)]
+        if dry:
+            # Here the program must get as far as its first CUDA call (inputs read and
+            # checked), and the comparison must pass an expected output against itself.
+            rc, _, txt = run(a, 20)
+            reached = "CUDA" in txt or "cuda" in txt
+            import numpy as np
+            import onnx
+            from onnx import numpy_helper
+            selfcheck = []
+            for g, w in files:
+                t = onnx.TensorProto()
+                with open(w, "rb") as f:
+                    t.ParseFromString(f.read())
+                np.save(g, numpy_helper.to_array(t))
+                selfcheck.append(compare(g, w, p["atol"], p["rtol"])[0])
+            st = "dry" if reached and all(selfcheck) else "DRY-FAIL"
+            return key, {"status": st, "detail": txt.strip().splitlines()[-1][:200] if txt.strip() else "", "cmd": " ".join(a)}
+        rc, secs, txt = run(a, min(60, max(5, step_end - time.time())))
+        r = {"rc": rc, "secs": round(secs, 2)}
+        if rc:
+            r["status"], r["error"] = "FAIL (exit %d)" % rc, txt[-1200:]
+            return key, r
+        msgs, ok = [], True
+        for g, w in files:
+            try:
+                good, m = compare(g, w, p["atol"], p["rtol"])
+            except Exception as e:  # an unreadable output is a failure, with its reason
+                good, m = False, "compare: %s" % e
+            ok &= good
+            msgs.append(m)
+        r["status"] = "ok" if ok else "MISMATCH"
+        r["detail"] = "; ".join(msgs)
+        return key, r
+
+    out1 = {}
+    with ThreadPoolExecutor(4) as ex:
+        for key, r in ex.map(lambda p: guarded(check_one, ("%s.%s" % (p["name"], p["pipeline"]), {"status": "ERROR (driver)"}), p), progs):
+            out1[key] = r
+            log("outputs %-40s %s %s" % (key, r["status"], r.get("detail", r.get("error", ""))[:300]))
+    # Timing, one program at a time (nothing else on the GPU).
+    for p in progs:
+        key = "%s.%s" % (p["name"], p["pipeline"])
+        if out1[key]["status"] != "ok" or time.time() > step_end:
+            continue
+        rc, secs, txt = run(argv(p, key) + ["--bench", "20"], min(20, max(3, step_end - time.time())))
+        out1[key]["bench"] = txt.strip().splitlines()[-1][:200] if rc == 0 and txt.strip() else "exit %d" % rc
+    results["steps"]["outputs"] = out1
+
+    # 2. sanitizers
+    step_end = time.time() + min(CAPS["sanitizers"], left() - 200)
+    san_log = []
+
+    def sanitize(job):
+        p, tool = job
+        key = "%s.%s" % (p["name"], p["pipeline"])
+        a = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "99"]
+        if tool == "memcheck":
+            a += ["--leak-check", "no"]
+        a += argv(p, key)
+        if dry:
+            return key, tool, {"status": "dry", "cmd": " ".join(a)}
+        if time.time() > step_end - 3:
+            return key, tool, {"status": "skipped (step's time cap)"}
+        rc, secs, txt = run(a, min(75 if tool == "memcheck" else 60, max(3, step_end - time.time())))
+        st = "clean" if rc == 0 else ("TIMEOUT" if rc == 124 else "ERRORS (exit %d)" % rc)
+        san_log.append("==== %s %s: %s (%.1fs)\n%s\n" % (tool, key, st, secs, txt[-2500:]))
+        return key, tool, {"status": st, "secs": round(secs, 1)}
+
+    jobs = [(p, "memcheck") for p in progs if out1["%s.%s" % (p["name"], p["pipeline"])]["status"] in ("ok", "dry", "MISMATCH")]
+    # racecheck and synccheck: Grinder's device loops, a Rammer rprogram, a Welder-fused CNN.
+    for p in progs:
+        if p["pipeline"] == "full" and p["ready"] and p["name"] in RACE_TARGETS:
+            jobs += [(p, "racecheck"), (p, "synccheck")]
+    # The slow ones first, so that the cap cuts the cheap ones.
+    jobs.sort(key=lambda j: j[1] == "memcheck")
+    out2 = {}
+    with ThreadPoolExecutor(4) as ex:
+        for key, tool, r in ex.map(lambda j: guarded(sanitize, ("%s.%s" % (j[0]["name"], j[0]["pipeline"]), j[1], {"status": "ERROR (driver)"}), j), jobs):
+            out2.setdefault(key, {})[tool] = r
+            log("%-9s %-40s %s" % (tool, key, r["status"]))
+    results["steps"]["sanitizers"] = out2
+    with open(os.path.join(out, "sanitizers.txt"), "w") as f:
+        f.write("".join(san_log) if san_log else "(no sanitizer ran)\n")
+
+    # 3. Roller's top-10 per operator, and PyTorch's time for each
+    step_end = time.time() + min(CAPS["ops"], left() - 150)
+    ops = os.path.join(d, "ops")
+    r3 = {}
+    if os.path.exists(os.path.join(ops, "manifest.json")):
+        env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64:" + os.environ.get("LD_LIBRARY_PATH", ""))
+        a = [os.path.join(ops, "plan_timer"), os.path.join(ops, "manifest.json"), os.path.join(out, "ops.json")]
+        if dry:
+            a.append("--dry-run")
+        rc, secs, txt = run(a, max(5, min(75, step_end - time.time() - 25)), cwd=ops, env=env)
+        r3["plan_timer"] = {"rc": rc, "secs": round(secs, 1), "tail": txt[-1500:]}
+        log("plan_timer: exit %d in %.0fs\n%s" % (rc, secs, txt[-1500:]))
+        tor = os.path.join(d, "gen", "torch_ops.py")
+        if os.path.exists(tor) and not dry:
+            rc, secs, txt = run([sys.executable, tor, os.path.join(ops, "manifest.json"), os.path.join(out, "ops_torch.json")],
+                                max(5, step_end - time.time()), cwd=ops)
+            r3["torch"] = {"rc": rc, "secs": round(secs, 1), "tail": txt[-1500:]}
+            log("torch_ops: exit %d in %.0fs\n%s" % (rc, secs, txt[-800:]))
+        rep = os.path.join(d, "gen", "report_ops.py")
+        if os.path.exists(rep) and os.path.exists(os.path.join(out, "ops.json")):
+            rc, _, txt = run([sys.executable, rep, os.path.join(out, "ops.json"), os.path.join(out, "ops_torch.json")], 30)
+            r3["report"] = txt[-4000:]
+    else:
+        r3["status"] = "no ops/manifest.json"
+    results["steps"]["ops"] = r3
+
+    # 4. whole models against PyTorch
+    budget = min(CAPS["models"], left() - 15)
+    r4 = {}
+    if budget < 60:
+        r4["status"] = "skipped: %.0f s left" % left()
+    else:
+        bdir = os.path.join(d, ".bench")
+        a = [sys.executable, "-u", os.path.join(d, "gen", "bench.py"), "--out", bdir, "--bin", os.path.join(d, "bin"),
+             "--only", "bert_b1,resnet50_b1", "--budget", str(int(budget - 10)), "--jobs", "8"]
+        if dry:
+            r4["status"], r4["cmd"] = "dry", " ".join(a)
+        else:
+            rc, secs, txt = run(a, budget)
+            r4 = {"rc": rc, "secs": round(secs, 1), "tail": txt[-2500:]}
+            for f in ("results.json", "table.md"):
+                if os.path.exists(os.path.join(bdir, f)):
+                    shutil.copy(os.path.join(bdir, f), os.path.join(out, "models_" + f))
+            log("bench.py: exit %d in %.0fs" % (rc, secs))
+    results["steps"]["models"] = r4
+
+    # summary
+    res1 = list(out1.values())
+    n_ok = sum(r["status"] == "ok" for r in res1)
+    lines = ["# qir on %s (commit %s, %s)" % (results["device"], results["commit"], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
+             "", "| program | outputs | bench | memcheck | racecheck | synccheck |", "|---|---|---|---|---|---|"]
+    for key in sorted(out1):
+        r, s = out1[key], out2.get(key, {})
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (key, r["status"], r.get("bench", "-"), s.get("memcheck", {}).get("status", "-"),
+                                                        s.get("racecheck", {}).get("status", "-"), s.get("synccheck", {}).get("status", "-")))
+    lines += ["", "outputs right: %d of %d programs (build failures: %d)" % (n_ok, len(res1), len(results["build_failures"]))]
+    if r3.get("report"):
+        lines += ["", r3["report"]]
+    if os.path.exists(os.path.join(out, "models_table.md")):
+        lines += ["", open(os.path.join(out, "models_table.md")).read()]
+    lines.append("device call: %.0f s" % (time.time() - T0))
+    summary = "\n".join(lines)
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write(summary + "\n")
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "log.txt"), "w") as f:
+        f.write("\n".join(LOG) + "\n")
+    print(summary, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""bench/gpu/prepare.py DIR: everything the one device call of issue 23 needs,
+built on this machine (no GPU): bench/gpu/run.sh --prepare DIR runs it.
+
+DIR/
+  bin/           the static tools (onnx2qir, qopt, qcodegen, qrun), stripped
+  prog/NAME.P    one CUDA program per model and pipeline P (roller: -canonicalize
+                 -roller; full: ... -welder -rammer -grinder), `qcodegen -cuda -main`,
+                 nvcc -O3 for sm_90, CUDA runtime linked statically
+  prog/NAME.P.qw its weights sidecar, where the program has one (deduplicated:
+                 two pipelines whose sidecars are equal share one file)
+  data/NAME/     inputs (.pb) and expected outputs (.pb, from onnxruntime: the
+                 shared test sets, or the oracle run here on the generated models)
+  programs.json  per program: binary, its kind of kernels (rprogram, device loop,
+                 Welder groups), input and output bindings, tolerances
+  ops/           the Roller top-10 operators (bench/gpu/ops/prepare_ops.py)
+  gen/           what the whole-model step needs (bench.py and its helpers)
+  run-device.sh  the one device call (bench/gpu/device.py does the work)
+
+Programs whose weights would not fit the carry limit (the BERT-base and ViT-B
+layers: 28 MiB of random weights each) travel without them: their sidecar is
+made again on the device from the same seeded generator, by the carried
+tools, and the device checks that it made the same .cu (its sha256) before
+it trusts the binary compiled here.
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+import onnx_inputs  # noqa: E402  (standard library only; its model_io is conformance.py's)
+
+PIPELINES = {
+    "roller": ["-canonicalize", "-roller"],
+    "full": ["-canonicalize", "-roller", "-welder", "-rammer", "-grinder"],
+}
+LIGHT = ["light_resnet50", "light_squeezenet", "light_inception_v2", "light_densenet121", "light_shufflenet"]
+SYS_PY = "/usr/bin/python3"   # Debian's, with numpy and onnx (the transformer and LSTM generators)
+NVCC_FLAGS = ["-O3", "-gencode", "arch=compute_90,code=sm_90", "-cudart", "static", "-Xcompiler", "-s"]
+CACHE = os.path.join(TOP, "build", "gpu-prepare-cache", hashlib.sha256(" ".join(NVCC_FLAGS).encode()).hexdigest()[:8])
+T0 = time.time()
+
+
+def log(msg):
+    print("[%5.0fs] %s" % (time.time() - T0, msg), flush=True)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError("%s: exit %d\n%s%s" % (" ".join(cmd), r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return r
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def cu_sha256(cu, work):
+    """The .cu's hash with its folder's name taken out (paths to the sidecar and
+    the module appear in messages; the device makes the file in another folder)."""
+    with open(cu) as f:
+        return hashlib.sha256(f.read().replace(work, "@WORK@").encode()).hexdigest()
+
+
+def node_oracle(model, ds):
+    """Expected outputs by onnxruntime-node (shared/onnx-tests/oracle), written as output_N.pb in ds."""
+    env = dict(os.environ, NODE_PATH=os.path.join(TOP, "bench", "cpu", "node_modules"))
+    run(["node", os.path.join(ONNX_TESTS, "oracle", "gen_ref.js"), model, ds], env=env)
+
+
+def sources(work):
+    """(name, model.onnx, data set folder, extra) for every program; generated models go under work."""
+    out = []
+    mroot = os.path.join(ONNX_TESTS, "models")
+    for name in sorted(os.listdir(mroot)) if os.path.isdir(mroot) else []:
+        d = os.path.join(mroot, name)
+        if os.path.isfile(os.path.join(d, "model.onnx")):
+            out.append((name, d, {"atol": 1e-4, "rtol": 1e-3}))
+    for name in LIGHT:
+        d = os.path.join(ONNX_TESTS, "light", name)
+        if os.path.isfile(os.path.join(d, "model.onnx")):
+            out.append((name, d, {"atol": 1e-4, "rtol": 1e-3}))
+    # Transformer layers at full size (test/transformers/gen_transformers.py, seeded).
+    for kind in ("bert", "vit"):
+        d = os.path.join(work, kind + "_base")
+        run([SYS_PY, os.path.join(TOP, "test", "transformers", "gen_transformers.py"),
+             "--kind", kind, "--size", "base", "--out", d])
+        node_oracle(os.path.join(d, "model.onnx"), os.path.join(d, "test_data_set_0"))
+        out.append((kind + "_base", d, {"atol": 1e-3, "rtol": 1e-3,
+                                         "regen": ["gen_transformers", kind, "base"]}))
+    # Grinder's device loops: an LSTM of 100 steps and a greedy decoder.
+    d = os.path.join(work, "lstm100")
+    run([SYS_PY, os.path.join(TOP, "examples", "make_lstm100.py"), d])
+    for f in os.listdir(os.path.join(TOP, "examples", "lstm100_data")):
+        shutil.copy(os.path.join(TOP, "examples", "lstm100_data", f), os.path.join(d, "test_data_set_0", f))
+    out.append(("lstm100", d, {"atol": 1e-4, "rtol": 1e-3}))
+    d = os.path.join(work, "greedy_decoder")
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    shutil.copy(os.path.join(TOP, "examples", "greedy_decoder.onnx"), os.path.join(d, "model.onnx"))
+    for f in os.listdir(os.path.join(TOP, "examples", "greedy_decoder_data")):
+        shutil.copy(os.path.join(TOP, "examples", "greedy_decoder_data", f), os.path.join(d, "test_data_set_0", f))
+    out.append(("greedy_decoder", d, {"atol": 1e-4, "rtol": 1e-3}))
+    return out
+
+
+def kinds_of(qir_text):
+    k = []
+    if "rprogram" in qir_text:
+        k.append("rprogram")
+    if "#device{" in qir_text:
+        k.append("device-loop")
+    if "= kernel" in qir_text or "#group" in qir_text or "welder" in qir_text:
+        k.append("welder")
+    return k
+
+
+def build_program(name, mdir, extra, pipe, args):
+    """onnx2qir | qopt | qcodegen -cuda -main | nvcc: one program; returns its programs.json entry."""
+    work = os.path.join(args.work, name, pipe)
+    os.makedirs(work, exist_ok=True)
+    flags = onnx_inputs.onnx2qir_flags(mdir)
+    base = os.path.join(work, "m.qir")
+    run([os.path.join(BIN, "onnx2qir"), *flags, os.path.join(mdir, "model.onnx"), "-o", base])
+    opt = os.path.join(work, "o.qir")
+    run([os.path.join(BIN, "qopt"), *PIPELINES[pipe], "-target=h100", base, "-o", opt])
+    cu = os.path.join(work, "m.cu")
+    run([os.path.join(BIN, "qcodegen"), "-cuda", "-main", opt, "-o", cu])
+    exe = os.path.join(args.dir, "prog", "%s.%s" % (name, pipe))
+    t = time.time()
+    # nvcc is the long pole: a binary built before from the same .cu is reused.
+    key = cu_sha256(cu, work)
+    cached = os.path.join(CACHE, key[:32])
+    if os.path.exists(cached):
+        shutil.copy(cached, exe)
+    else:
+        run([NVCC, *NVCC_FLAGS, "-o", exe, cu])
+        os.makedirs(CACHE, exist_ok=True)
+        shutil.copy(exe, cached + ".tmp")
+        os.replace(cached + ".tmp", cached)
+    qir = open(opt).read()
+    entry = {"name": name, "pipeline": pipe, "exe": os.path.relpath(exe, args.dir),
+             "kinds": kinds_of(qir), "cu_sha256": key, "nvcc_s": round(time.time() - t, 1),
+             "atol": extra["atol"], "rtol": extra["rtol"]}
+    qw = [w for w in os.listdir(work) if w.endswith(".qw")]
+    entry["weights"] = None
+    if qw:
+        src = os.path.join(work, qw[0])
+        if "regen" in extra:   # made again on the device: see the module's comment
+            entry["regen"] = extra["regen"] + [pipe]
+            entry["weights"] = "regen"
+        else:
+            h = sha256(src)[:16]
+            dst = os.path.join(args.dir, "prog", "w-%s.qw" % h)
+            if not os.path.exists(dst):
+                shutil.copy(src, dst)
+            entry["weights"] = os.path.relpath(dst, args.dir)
+    # Inputs and expected outputs: the data set's .pb files, named as the program names them.
+    ddir = os.path.join(args.dir, "data", name)
+    os.makedirs(ddir, exist_ok=True)
+    ins = []
+    for iname, path, dims, dtype, bound in onnx_inputs.model_inputs(mdir):
+        if bound:
+            continue
+        dst = os.path.join(ddir, os.path.basename(path))
+        shutil.copy(path, dst)
+        ins.append([iname, os.path.relpath(dst, args.dir)])
+    outs = []
+    onames = onnx_inputs.model_io(os.path.join(mdir, "model.onnx"))[1]
+    ds = os.path.join(mdir, "test_data_set_0")
+    for k, oname in enumerate(onames):
+        src = os.path.join(ds, "output_%d.pb" % k)
+        if os.path.exists(src):
+            dst = os.path.join(ddir, "output_%d.pb" % k)
+            shutil.copy(src, dst)
+            outs.append([oname, os.path.relpath(dst, args.dir)])
+    entry["inputs"], entry["outputs"] = ins, outs
+    return entry
+
+
+def main():
+    global BIN, NVCC, ONNX_TESTS
+    ap = argparse.ArgumentParser(prog="prepare.py")
+    ap.add_argument("dir")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default="", help="comma list of program names (default: all)")
+    ap.add_argument("--no-ops", action="store_true", help="skip the Roller top-10 operators")
+    args = ap.parse_args()
+    BIN = os.environ.get("QIR_BIN", os.path.join(TOP, "build", "static", "bin"))
+    NVCC = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
+    ONNX_TESTS = os.environ.get("ONNX_TESTS", os.path.join(TOP, "..", "shared", "onnx-tests"))
+    args.dir = os.path.abspath(args.dir)
+    args.work = os.path.join(args.dir, ".work")
+    for sub in ("bin", "prog", "data", "gen"):
+        os.makedirs(os.path.join(args.dir, sub), exist_ok=True)
+    os.makedirs(args.work, exist_ok=True)
+    for t in ("onnx2qir", "qopt", "qcodegen", "qrun"):
+        shutil.copy(os.path.join(BIN, t), os.path.join(args.dir, "bin", t))
+        subprocess.run(["strip", os.path.join(args.dir, "bin", t)])
+    log("tools from %s" % BIN)
+    srcs = sources(args.work)
+    if args.only:
+        keep = set(args.only.split(","))
+        srcs = [s for s in srcs if s[0] in keep]
+    jobs = [(s, p) for s in srcs for p in PIPELINES]
+    progs, failed = [], []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        fut = {ex.submit(build_program, s[0], s[1], s[2], p, args): (s[0], p) for s, p in jobs}
+        for f in concurrent.futures.as_completed(fut):
+            name, p = fut[f]
+            try:
+                e = f.result()
+                progs.append(e)
+                log("built %s.%s (nvcc %.0fs, kinds %s)" % (name, p, e["nvcc_s"], ",".join(e["kinds"]) or "-"))
+            except Exception as err:  # a program that does not build is a finding, recorded
+                failed.append({"name": name, "pipeline": p, "error": str(err)[-1500:]})
+                log("FAILED %s.%s: %s" % (name, p, str(err).splitlines()[0]))
+    progs.sort(key=lambda e: (e["name"], e["pipeline"]))
+    # What the device needs to make the big sidecars again.
+    gen = ["test/transformers/gen_transformers.py", "scripts/conformance.py", "bench/onnx_inputs.py",
+           "bench/gpu/bench.py", "bench/gpu/ops/torch_ops.py", "bench/gpu/ops/report_ops.py"]
+    for f in gen:
+        if os.path.exists(os.path.join(TOP, f)):
+            shutil.copy(os.path.join(TOP, f), os.path.join(args.dir, "gen", os.path.basename(f)))
+    with open(os.path.join(args.dir, "programs.json"), "w") as f:
+        json.dump({"programs": progs, "build_failures": failed,
+                   "commit": subprocess.run(["git", "-C", TOP, "rev-parse", "--short", "HEAD"],
+                                            capture_output=True, text=True).stdout.strip()}, f, indent=1)
+    if not args.no_ops:
+        ops = os.path.join(TOP, "bench", "gpu", "ops", "prepare_ops.py")
+        if os.path.exists(ops):
+            log("operators: %s" % ops)
+            r = subprocess.run([sys.executable, ops, os.path.join(args.dir, "ops")],
+                               env=dict(os.environ, QIR_BIN=BIN))
+            if r.returncode:
+                failed.append({"name": "ops", "pipeline": "-", "error": "prepare_ops.py exit %d" % r.returncode})
+    shutil.rmtree(args.work, ignore_errors=True)
+    # One compressed payload (machine code and weights shrink to about a quarter);
+    # device.py and run-device.sh stay outside it, to unpack it.
+    parts = [p for p in ("bin", "prog", "data", "gen", "ops", "programs.json") if os.path.exists(os.path.join(args.dir, p))]
+    run(["tar", "-C", args.dir, "-cJf", os.path.join(args.dir, "payload.tar.xz"), *parts], env=dict(os.environ, XZ_OPT="-6 -T2"))
+    for p in parts:
+        q = os.path.join(args.dir, p)
+        shutil.rmtree(q) if os.path.isdir(q) else os.remove(q)
+    shutil.copy(os.path.join(TOP, "bench", "gpu", "device.py"), os.path.join(args.dir, "device.py"))
+    with open(os.path.join(args.dir, "run-device.sh"), "w") as f:
+        f.write("#!/bin/sh\n# The one device call of issue 23: sh DIR/run-device.sh OUT [--dry-run]\n"
+                "# (PYTHON: an interpreter with numpy and onnx; on the device, python3 has them and torch)\n"
+                "d=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+                "PATH=$PATH:/usr/local/cuda/bin; export PATH\n"
+                "exec \"${PYTHON:-python3}\" -u \"$d/device.py\" \"$d\" \"$@\"\n")
+    os.chmod(os.path.join(args.dir, "run-device.sh"), 0o755)
+    size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(args.dir) for f in fs)
+    log("%d programs built, %d failed; %s is %.1f MiB" % (len(progs), len(failed), args.dir, size / 2**20))
+    return 1 if size > 60 * 2**20 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
