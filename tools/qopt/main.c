@@ -5,6 +5,7 @@
  *   qopt [options] [-PASS...] [FILE|-] [-o OUT]
  */
 #include "qopt.h"
+#include "target.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -93,6 +94,8 @@ static void usage(FILE *out) {
           "  -o FILE          write the result to FILE (default: stdout)\n"
           "  -verify-each     run the verifier after every pass\n"
           "  -print-passes    list the passes and exit\n"
+          "  -print-target    print the device model -target / -target-file give, as a target\n"
+          "                   file (`key = value` lines, the start of one's own), and exit\n"
           "  --help, -h       show this help\n"
           "  --version        show the version\n");
   for (int i = 0; i < N_OPTIONS; i++) {
@@ -157,11 +160,31 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* -print-target: the model the passes would use, in the target-file format
+ * (qir/target.h), so that a calibrated file can start from it. */
+static bool print_target_model(qopt_ctx *ctx) {
+  qir_diag diag;
+  qir_diag_init(&diag, stderr, NULL, NULL, 0);
+  ctx->diag = &diag;
+  qir_target from_file;
+  const qir_target *t;
+  const char *file = qopt_option_str(ctx, "target-file");
+  if (file && *file) {
+    t = qir_target_parse_file(file, &from_file, &diag) ? &from_file : NULL;
+  } else {
+    t = qir_target_get(qopt_option_str(ctx, "target"));
+    if (!t) fprintf(stderr, "qopt: error: unknown target '%s' (qopt -help lists them)\n", qopt_option_str(ctx, "target"));
+  }
+  if (!t) return false;
+  qir_target_print(stdout, t);
+  return fflush(stdout) == 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
   const char *input = NULL, *output = NULL;
-  bool verify_each = false;
+  bool verify_each = false, print_target = false;
   int *pipeline = calloc((size_t)argc + 1, sizeof *pipeline), n_pipeline = 0;
   const char *values[N_OPTIONS + 1] = {NULL};
   qopt_ctx ctx = {NULL, NULL, N_OPTIONS, options, values};
@@ -184,6 +207,10 @@ int main(int argc, char **argv) {
       print_passes();
       free(pipeline);
       return 0;
+    }
+    if (!strcmp(a, "-print-target") || !strcmp(a, "--print-target")) {
+      print_target = true;
+      continue;
     }
     if (!strcmp(a, "-o")) {
       if (i + 1 >= argc) {
@@ -235,6 +262,10 @@ int main(int argc, char **argv) {
       goto done;
     }
     input = a;
+  }
+  if (print_target) {
+    status = print_target_model(&ctx) ? 0 : 1;
+    goto done;
   }
   if (!input) input = "-";
 
