@@ -4,12 +4,13 @@
 //   plan_timer OUTDIR/manifest.json RESULTS.json [--dry-run] [--reps N] [--ops a,b]
 //              [--dump DIR] [--op-timeout S]
 //
-// Reads OUTDIR/manifest.txt (the line form of manifest.json); plan k of an op is the API
-// qir_p<k>_init, qir_p<k>_run_stream, qir_p<k>_free of the library the manifest names. Each operator runs in a
-// child process forked before any CUDA call, so a kernel fault or a hang (alarm, default
-// 20 s) costs that operator's current plan only: the parent starts a new child at the
-// next plan. A child reports over a pipe: "S k" when plan k starts, "R k {json}" when it
-// is done. --dump DIR writes input set 0 and plan 0's output per op as raw little-endian
+// Reads OUTDIR/manifest.txt (the line form of manifest.json); plan k of an op is the
+// API qir_p<k>_init, qir_p<k>_run_stream, qir_p<k>_free of the library the manifest
+// names. Each operator runs in a child process forked before any CUDA call, so a kernel
+// fault or a hang (alarm, default 30 s) costs that operator's current plan only: the
+// parent starts a new child at the next plan (after two timeouts, the op's remaining
+// plans are not run). A child reports over a pipe: "S k" when plan k starts, "R k {json}"
+// when it is done. --dump DIR writes input set 0 and plan 0's output per op as raw little-endian
 // files (DIR/<op>/in<i>.bin, out<i>.bin) for torch_ops.py's independent check.
 // --dry-run needs no GPU: it loads every plan library and resolves its API.
 #include <cuda_fp16.h>
@@ -196,6 +197,13 @@ static void to_float(const std::vector<char> &raw, const Tensor &t, std::vector<
   }
 }
 
+// Holds the stream for `cycles` clock cycles (see the timing loop).
+__global__ void spin(long long cycles) {
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 static bool write_file(const std::string &path, const void *p, size_t n) {
   FILE *f = fopen(path.c_str(), "wb");
   if (!f) return false;
@@ -248,6 +256,7 @@ static int child(const std::string &dir, const Op &op, int start, int reps_fixed
   std::vector<cudaEvent_t> ev;
   cudaStream_t stream = nullptr;
   int ref_plan = -1;
+  long long spin_cycles = 0;
   {
     cudaDeviceProp prop;
     CK(cudaSetDevice(0));
@@ -275,6 +284,9 @@ static int child(const std::string &dir, const Op &op, int start, int reps_fixed
       CK(cudaMalloc(&p, t.bytes()));
       dout.push_back(p);
     }
+    int khz = 0;
+    CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    spin_cycles = (long long)(khz > 0 ? khz : 2000000) * 5;  // kHz: 5 ms
     ev.resize(2 * 200 + 2);
     for (auto &e : ev) CK(cudaEventCreate(&e));
   }
@@ -388,7 +400,14 @@ static int child(const std::string &dir, const Op &op, int start, int reps_fixed
       reps = reps_fixed > 0 ? reps_fixed : (int)(plan_budget_s * 1e3 / std::max(one_ms, 1e-3f));
       reps = std::max(20, std::min(200, reps));
       if (reps_fixed > 0) reps = std::min(reps_fixed, 200);
+      // In chunks of 50 runs, each queued behind a 5 ms spin kernel: the host queues the
+      // whole chunk while the GPU waits, so the event pairs time the GPU's work and not
+      // the launch gaps of microsecond kernels.
       for (int r = 0; r < reps; r++) {
+        if (r % 50 == 0) {
+          spin<<<1, 1, 0, stream>>>(spin_cycles);
+          PK(cudaGetLastError());
+        }
         PK(cudaEventRecord(ev[2 + 2 * r], stream));
         if (L.run(L.model, (const void *const *)din[(r + 1) % nsets].data(), (void *const *)dout.data(),
                   stream)) {
@@ -396,6 +415,7 @@ static int child(const std::string &dir, const Op &op, int start, int reps_fixed
           goto report;
         }
         PK(cudaEventRecord(ev[3 + 2 * r], stream));
+        if (r % 50 == 49) PK(cudaStreamSynchronize(stream));
       }
       PK(cudaGetLastError());
       PK(cudaStreamSynchronize(stream));
@@ -489,7 +509,7 @@ int main(int argc, char **argv) {
   }
   std::string manifest = argv[1], results = argv[2], only, dump;
   bool dry = false;
-  int reps = 0, timeout_s = 20;
+  int reps = 0, timeout_s = 30;
   for (int i = 3; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--dry-run") dry = true;
@@ -550,7 +570,7 @@ int main(int argc, char **argv) {
       printf("%-22s would time %d of %zu plans (3 input sets, %.1f MiB of inputs, warm-up 5, 20..200 reps)\n",
              op.name.c_str(), ok, op.plans.size(), 3.0 * inb / 1048576.0);
     } else {
-      int start = 0, children = 0;
+      int start = 0, children = 0, timeouts = 0;
       double plan_budget = 1.2 / std::max<size_t>(1, op.plans.size());
       while (start < (int)op.plans.size() && children < 6) {
         children++;
@@ -614,6 +634,11 @@ int main(int argc, char **argv) {
           res[started].json = "{\"status\": " + jstr(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGALRM ? "timeout" : "crashed") +
                               ", \"error\": " + jstr("child " + how) + "}";
           last_done = started;
+        }
+        if (WIFSIGNALED(wst) && WTERMSIG(wst) == SIGALRM && ++timeouts >= 2) {
+          for (size_t k = 0; k < res.size(); k++)
+            if (!res[k].have) res[k].have = true, res[k].json = "{\"status\": \"not_run\", \"error\": \"two timeouts in this op\"}";
+          break;
         }
         if (WIFEXITED(wst) && WEXITSTATUS(wst) == 0 && last_done >= (int)op.plans.size() - 1) break;
         if (last_done < start) {  // no progress at all: give up on the op

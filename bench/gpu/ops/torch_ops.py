@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16}
 NP_DTYPE = {"f32": np.float32, "f16": np.float16}
+SPIN_CYCLES = 10_000_000  # about 5 ms at the H100's 1.98 GHz
 
 
 def op_fn(desc):
@@ -60,10 +61,16 @@ def time_op(fn, sets, budget_s=0.3):
     reps = max(20, min(500, int(budget_s * 1e3 / one_ms)))
     evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
            for _ in range(reps)]
+    # In chunks of 50 runs behind a ~5 ms spin (as plan_timer does), so that the events
+    # time the GPU's work rather than the host's launch gaps.
     for r, (a, b) in enumerate(evs):
+        if r % 50 == 0:
+            torch.cuda._sleep(SPIN_CYCLES)
         a.record()
         fn(*sets[(r + 1) % 3])
         b.record()
+        if r % 50 == 49:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     ts = sorted(a.elapsed_time(b) * 1e3 for a, b in evs)
     n = len(ts)
