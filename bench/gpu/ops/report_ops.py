@@ -89,7 +89,7 @@ def main():
     print("| op | dtype | plans ok/all | top-1 us | best-of-10 us | best/top-1 | best plan | rho(est, measured) | torch us | ours/torch | oracle rel L2 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     csv_rows = []
-    within, counted, rhos, vs_torch = 0, 0, [], []
+    within, counted, rhos, vs_torch, torch_errors = 0, 0, [], [], []
     for name in order:
         rows = sorted(ops[name], key=lambda r: r["plan"])
         mop = man.get(name, {})
@@ -121,7 +121,12 @@ def main():
         if math.isfinite(ratio):
             vs_torch.append(ratio)
         orc = t.get("oracle") or {}
-        orc_s = ("%.1e%s" % (orc["rel_l2"], "" if orc.get("ok") else " FAIL")) if "rel_l2" in orc else "-"
+        orc_s = ("%.1e%s" % (orc["rel_l2"], "" if orc.get("ok") else " FAIL")) if "rel_l2" in orc \
+            else ("error" if orc else "-")
+        if "error" in t:
+            torch_errors.append("- %s: torch %s" % (name, t["error"]))
+        if orc.get("error"):
+            torch_errors.append("- %s: oracle %s" % (name, orc["error"]))
         print("| %s | %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             name, mop.get("dtype", "?"), len(good), len(rows), fmt(top1), fmt(best),
             fmt(best / top1 if math.isfinite(top1) and top1 > 0 else float("nan"), "%.3f"),
@@ -140,6 +145,9 @@ def main():
         print("\nPlans that failed or were wrong (%d):" % len(bad))
         for b in bad:
             print("- %s plan %d: %s %s %s" % b)
+    if torch_errors:
+        print("\nPyTorch side errors:")
+        print("\n".join(torch_errors))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
