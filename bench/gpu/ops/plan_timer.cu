@@ -2,7 +2,7 @@
 // (issue 23, step 3), checks each plan's output against plan 0's, and writes JSON.
 //
 //   plan_timer OUTDIR/manifest.json RESULTS.json [--dry-run] [--reps N] [--ops a,b]
-//              [--dump DIR] [--op-timeout S]
+//              [--dump DIR] [--op-timeout S] [--deadline S]
 //
 // Reads OUTDIR/manifest.txt (the line form of manifest.json); plan k of an op is the
 // API qir_p<k>_init, qir_p<k>_run_stream, qir_p<k>_free of the library the manifest
@@ -12,6 +12,8 @@
 // plans are not run). A child reports over a pipe: "S k" when plan k starts, "R k {json}"
 // when it is done. --dump DIR writes input set 0 and plan 0's output per op as raw little-endian
 // files (DIR/<op>/in<i>.bin, out<i>.bin) for torch_ops.py's independent check.
+// --deadline S (default 200): ops not started S seconds after the start are recorded as
+// not_run, so that RESULTS.json stays whole inside an outer timeout.
 // --dry-run needs no GPU: it loads every plan library and resolves its API.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -505,12 +508,12 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
             "usage: plan_timer OUTDIR/manifest.json RESULTS.json [--dry-run] [--reps N] [--ops a,b]\n"
-            "                  [--dump DIR] [--op-timeout S]\n");
+            "                  [--dump DIR] [--op-timeout S] [--deadline S]\n");
     return 2;
   }
   std::string manifest = argv[1], results = argv[2], only, dump;
   bool dry = false;
-  int reps = 0, timeout_s = 30;
+  int reps = 0, timeout_s = 30, deadline_s = 200;
   for (int i = 3; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--dry-run") dry = true;
@@ -518,6 +521,7 @@ int main(int argc, char **argv) {
     else if (a == "--ops" && i + 1 < argc) only = argv[++i];
     else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
     else if (a == "--op-timeout" && i + 1 < argc) timeout_s = atoi(argv[++i]);
+    else if (a == "--deadline" && i + 1 < argc) deadline_s = atoi(argv[++i]);
     else {
       fprintf(stderr, "plan_timer: unknown argument %s\n", a.c_str());
       return 2;
@@ -543,10 +547,19 @@ int main(int argc, char **argv) {
   int nops = 0, bad_dry = 0;
   std::vector<double> rhos;
   int within10 = 0, nratio = 0;
+  struct timespec t_start;
+  clock_gettime(CLOCK_MONOTONIC, &t_start);
   for (const Op &op : ops) {
     if (!want.empty() && std::find(want.begin(), want.end(), op.name) == want.end()) continue;
     std::vector<PlanResult> res(op.plans.size());
-    if (dry) {
+    struct timespec t_now;
+    clock_gettime(CLOCK_MONOTONIC, &t_now);
+    double elapsed = (double)(t_now.tv_sec - t_start.tv_sec) + 1e-9 * (double)(t_now.tv_nsec - t_start.tv_nsec);
+    if (!dry && elapsed > deadline_s) {
+      for (size_t k = 0; k < res.size(); k++)
+        res[k].have = true, res[k].json = "{\"status\": \"not_run\", \"error\": \"past the --deadline\"}";
+      printf("%-22s not run: past the deadline (%d s)\n", op.name.c_str(), deadline_s);
+    } else if (dry) {
       int ok = 0;
       for (size_t k = 0; k < op.plans.size(); k++) {
         const Plan &p = op.plans[k];

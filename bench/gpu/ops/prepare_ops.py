@@ -266,13 +266,18 @@ def merged_source(cus):
     head, parts = None, []
     for k, text in cus:
         lines = text.splitlines(True)
-        last_inc = max(i for i, l in enumerate(lines) if l.startswith("#include"))
-        inc = "".join(l for l in lines[:last_inc + 1] if l.startswith("#include"))
+        # The leading block of #include lines goes to the top; anything else (a later
+        # #include included) stays in the plan's namespace.
+        i0 = next(i for i, l in enumerate(lines) if l.startswith("#include"))
+        i1 = i0
+        while i1 < len(lines) and lines[i1].startswith("#include"):
+            i1 += 1
+        inc = "".join(lines[i0:i1])
         if head is None:
             head = inc
         elif inc != head:  # a plan needing other headers: include them too, before all code
             head += "".join(l for l in inc.splitlines(True) if l not in head)
-        body = "".join(lines[last_inc + 1:])
+        body = "".join(lines[:i0] + lines[i1:])
         for name in API:
             body = re.sub(r"\b%s\b" % name, symbol_prefix(k) + name[len("qir_"):], body)
         undef = "".join("#undef %s\n" % m for m in sorted(set(DEFINE_RE.findall(body))))

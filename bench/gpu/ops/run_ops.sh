@@ -15,10 +15,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$RES/de
 # libcudart.so.13 for the plan libraries (plan_timer's RUNPATH names the same folder);
 # only for plan_timer: torch brings its own CUDA libraries.
 LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-  timeout 300 "$OPS/plan_timer" "$OPS/manifest.json" "$RES/ops_results.json" --dump "$DUMP" \
+  timeout 240 "$OPS/plan_timer" "$OPS/manifest.json" "$RES/ops_results.json" --dump "$DUMP" --deadline 150 \
   > "$RES/plan_timer.log" 2>&1
 echo "plan_timer exit $?" >> "$RES/plan_timer.log"
-timeout 240 python3 "$HERE/torch_ops.py" "$OPS/manifest.json" "$RES/ops_torch.json" --dump "$DUMP" \
+timeout 180 python3 "$HERE/torch_ops.py" "$OPS/manifest.json" "$RES/ops_torch.json" --dump "$DUMP" \
   > "$RES/torch_ops.log" 2>&1
 echo "torch_ops exit $?" >> "$RES/torch_ops.log"
 python3 "$HERE/report_ops.py" "$RES/ops_results.json" "$RES/ops_torch.json" \
