@@ -13,10 +13,19 @@ DUMP=${TMPDIR:-/tmp}/qir_ops_dump
 mkdir -p "$RES" && rm -rf "$DUMP"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$RES/device.txt" 2>&1
 # libcudart.so.13 for the plan libraries (plan_timer's RUNPATH names the same folder);
-# only for plan_timer: torch brings its own CUDA libraries.
-LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+# only for plan_timer: torch brings its own CUDA libraries. Without the toolkit's, the
+# one in torch's nvidia wheels.
+CUDART_DIR=/usr/local/cuda/lib64
+if [ ! -e "$CUDART_DIR/libcudart.so.13" ]; then
+  NV=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia"))' 2>/dev/null)
+  F=$(find "$NV" -name 'libcudart.so.13*' 2>/dev/null | head -n 1)
+  [ -n "$F" ] && CUDART_DIR=$(dirname "$F")
+fi
+echo "libcudart from $CUDART_DIR" > "$RES/plan_timer.log"
+chmod +x "$OPS/plan_timer" 2>/dev/null
+LD_LIBRARY_PATH=$CUDART_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
   timeout 240 "$OPS/plan_timer" "$OPS/manifest.json" "$RES/ops_results.json" --dump "$DUMP" --deadline 150 \
-  > "$RES/plan_timer.log" 2>&1
+  >> "$RES/plan_timer.log" 2>&1
 echo "plan_timer exit $?" >> "$RES/plan_timer.log"
 timeout 180 python3 "$HERE/torch_ops.py" "$OPS/manifest.json" "$RES/ops_torch.json" --dump "$DUMP" \
   > "$RES/torch_ops.log" 2>&1
