@@ -226,7 +226,8 @@ def main():
     progs.sort(key=lambda e: (e["name"], e["pipeline"]))
     # What the device needs to make the big sidecars again.
     gen = ["test/transformers/gen_transformers.py", "scripts/conformance.py", "bench/onnx_inputs.py",
-           "bench/gpu/bench.py", "bench/gpu/ops/torch_ops.py", "bench/gpu/ops/report_ops.py"]
+           "bench/gpu/bench.py", "bench/gpu/ops/torch_ops.py", "bench/gpu/ops/report_ops.py",
+           "bench/gpu/ops/run_ops.sh"]
     for f in gen:
         if os.path.exists(os.path.join(TOP, f)):
             shutil.copy(os.path.join(TOP, f), os.path.join(args.dir, "gen", os.path.basename(f)))

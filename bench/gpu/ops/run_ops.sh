@@ -5,6 +5,8 @@
 #   bench/gpu/ops/run_ops.sh [OPSDIR] [RESULTDIR]
 # OPSDIR: what prepare_ops.py built here (default bench/gpu/ops/out); RESULTDIR: default
 # $OUT/ops (the device's result folder) or bench/gpu/ops/results.
+# TIMER_TIMEOUT, PLAN_DEADLINE, TORCH_TIMEOUT (seconds: 240, 150, 180) bound the steps
+# (bench/gpu/device.py gives them less, inside its own budget).
 OPS=${1:-bench/gpu/ops/out}
 RES=${2:-${OUT:+$OUT/ops}}
 RES=${RES:-bench/gpu/ops/results}
@@ -24,10 +26,11 @@ fi
 echo "libcudart from $CUDART_DIR" > "$RES/plan_timer.log"
 chmod +x "$OPS/plan_timer" 2>/dev/null
 LD_LIBRARY_PATH=$CUDART_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-  timeout 240 "$OPS/plan_timer" "$OPS/manifest.json" "$RES/ops_results.json" --dump "$DUMP" --deadline 150 \
+  timeout "${TIMER_TIMEOUT:-240}" "$OPS/plan_timer" "$OPS/manifest.json" "$RES/ops_results.json" --dump "$DUMP" \
+  --deadline "${PLAN_DEADLINE:-150}" \
   >> "$RES/plan_timer.log" 2>&1
 echo "plan_timer exit $?" >> "$RES/plan_timer.log"
-timeout 180 python3 "$HERE/torch_ops.py" "$OPS/manifest.json" "$RES/ops_torch.json" --dump "$DUMP" \
+timeout "${TORCH_TIMEOUT:-180}" python3 "$HERE/torch_ops.py" "$OPS/manifest.json" "$RES/ops_torch.json" --dump "$DUMP" \
   > "$RES/torch_ops.log" 2>&1
 echo "torch_ops exit $?" >> "$RES/torch_ops.log"
 python3 "$HERE/report_ops.py" "$RES/ops_results.json" "$RES/ops_torch.json" \
