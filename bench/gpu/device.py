@@ -153,8 +153,17 @@ def main():
     rc, _, nv = run(["nvcc", "--version"], 20)
     results["nvcc"] = nv.strip().splitlines()[-1] if rc == 0 and nv.strip() else "none"
     log("device: %s; commit %s; %d programs" % (results["device"], results["commit"], len(progs)))
+    pipelines = {"roller": ["-roller"], "welder": ["-roller", "-welder"], "rammer": ["-roller", "-rammer"],
+                 "full": ["-roller", "-welder", "-rammer", "-grinder"]}
     for p in progs:
-        p["passes"] = ["-canonicalize", "-roller"] + (["-welder", "-rammer", "-grinder"] if p["pipeline"] == "full" else [])
+        p["passes"] = ["-canonicalize"] + pipelines[p["pipeline"]]
+    # DIR/config.json (prepare.py --config): this call's caps, racecheck targets, memcheck, models step
+    cfg = {}
+    if os.path.exists(os.path.join(d, "config.json")):
+        cfg = json.load(open(os.path.join(d, "config.json")))
+    CAPS.update(cfg.get("caps", {}))
+    race_targets = cfg.get("race", RACE_TARGETS)
+    results["config"] = cfg
 
     # 0. sidecars made again (in parallel with nothing else: they take seconds)
     def weights_of(p):
@@ -260,15 +269,16 @@ def main():
             return key, tool, {"status": "dry", "cmd": " ".join(a)}
         if time.time() > step_end - 3:
             return key, tool, {"status": "skipped (step's time cap)"}
-        rc, secs, txt = run(a, min(75 if tool == "memcheck" else 60, max(3, step_end - time.time())))
+        rc, secs, txt = run(a, min(75 if tool == "memcheck" else cfg.get("race_timeout", 60), max(3, step_end - time.time())))
         st = "clean" if rc == 0 else ("TIMEOUT" if rc == 124 else "ERRORS (exit %d)" % rc)
         san_log.append("==== %s %s: %s (%.1fs)\n%s\n" % (tool, key, st, secs, txt[-2500:]))
         return key, tool, {"status": st, "secs": round(secs, 1)}
 
-    jobs = [(p, "memcheck") for p in progs if out1["%s.%s" % (p["name"], p["pipeline"])]["status"] in ("ok", "dry", "MISMATCH")]
+    jobs = [(p, "memcheck") for p in progs if cfg.get("memcheck", True) and
+            out1["%s.%s" % (p["name"], p["pipeline"])]["status"] in ("ok", "dry", "MISMATCH")]
     # racecheck and synccheck: Grinder's device loops, a Rammer rprogram, a Welder-fused CNN.
     for p in progs:
-        if p["pipeline"] == "full" and p["ready"] and p["name"] in RACE_TARGETS:
+        if p["pipeline"] == "full" and p["ready"] and p["name"] in race_targets:
             jobs += [(p, "racecheck"), (p, "synccheck")]
     # The slow ones first, so that the cap cuts the cheap ones.
     jobs.sort(key=lambda j: j[1] == "memcheck")
@@ -281,26 +291,30 @@ def main():
     with open(os.path.join(out, "sanitizers.txt"), "w") as f:
         f.write("".join(san_log) if san_log else "(no sanitizer ran)\n")
 
-    # 3. Roller's top-10 per operator, and PyTorch's time for each (bench/gpu/ops/run_ops.sh)
-    cap = max(10, min(CAPS["ops"], left() - 90))
-    ops = os.path.join(d, "ops")
+    # 3. Roller's top-10 per operator, and PyTorch's time for each (bench/gpu/ops/run_ops.sh),
+    # for every set of operators prepared (ops: h100's model; ops-NAME: another target file)
+    sets = sorted(x for x in os.listdir(d) if x.startswith("ops") and os.path.exists(os.path.join(d, x, "manifest.json")))
     r3 = {}
-    if not os.path.exists(os.path.join(ops, "manifest.json")):
+    if not sets:
         r3["status"] = "no ops/manifest.json"
-    elif dry:
-        a = [os.path.join(ops, "plan_timer"), os.path.join(ops, "manifest.json"), os.path.join(out, "ops_dry.json"), "--dry-run"]
-        env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64")
-        rc, secs, txt = run(a, 60, cwd=ops, env=env)
-        r3 = {"status": "dry" if rc == 0 else "DRY-FAIL (exit %d)" % rc, "tail": txt[-800:]}
-        log("plan_timer --dry-run: exit %d\n%s" % (rc, txt[-600:]))
-    else:
+    for i, name in enumerate(sets):
+        ops = os.path.join(d, name)
+        cap = max(10, min(CAPS["ops"], left() - 90) / (len(sets) - i))
+        if dry:
+            a = [os.path.join(ops, "plan_timer"), os.path.join(ops, "manifest.json"), os.path.join(out, name + "_dry.json"), "--dry-run"]
+            env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64")
+            rc, secs, txt = run(a, 60, cwd=ops, env=env)
+            r3[name] = {"status": "dry" if rc == 0 else "DRY-FAIL (exit %d)" % rc, "tail": txt[-800:]}
+            log("%s: plan_timer --dry-run: exit %d\n%s" % (name, rc, txt[-400:]))
+            continue
+        torch_share = 0.35 if i == 0 else 0.0     # PyTorch's times do not depend on our model: once
         env = dict(os.environ, TIMER_TIMEOUT=str(int(cap * 0.6)), PLAN_DEADLINE=str(int(cap * 0.45)),
-                   TORCH_TIMEOUT=str(int(cap * 0.35)))
-        rc, secs, txt = run(["sh", os.path.join(d, "gen", "run_ops.sh"), ops, os.path.join(out, "ops")], cap + 10, env=env)
-        r3 = {"rc": rc, "secs": round(secs, 1)}
-        rep = os.path.join(out, "ops", "ops_report.md")
-        r3["report"] = open(rep).read() if os.path.exists(rep) else txt[-3000:]
-        log("run_ops.sh: exit %d in %.0fs" % (rc, secs))
+                   TORCH_TIMEOUT=str(max(1, int(cap * torch_share))))
+        rc, secs, txt = run(["sh", os.path.join(d, "gen", "run_ops.sh"), ops, os.path.join(out, name)], cap + 10, env=env)
+        r3[name] = {"rc": rc, "secs": round(secs, 1)}
+        rep = os.path.join(out, name, "ops_report.md")
+        r3[name]["report"] = open(rep).read() if os.path.exists(rep) else txt[-3000:]
+        log("%s: run_ops.sh exit %d in %.0fs" % (name, rc, secs))
     results["steps"]["ops"] = r3
 
     # 4. whole models against PyTorch
@@ -311,7 +325,8 @@ def main():
     else:
         bdir = os.path.join(d, ".bench")
         a = [sys.executable, "-u", os.path.join(d, "gen", "bench.py"), "--out", bdir, "--bin", os.path.join(d, "bin"),
-             "--only", "bert_b1,resnet50_b1", "--budget", str(int(budget - 10)), "--jobs", "8"]
+             "--only", cfg.get("models", "bert_b1,resnet50_b1"), "--budget", str(int(budget - 10)), "--jobs", "8",
+             *cfg.get("models_args", [])]
         if dry:
             r4["status"], r4["cmd"] = "dry", " ".join(a)
         else:
@@ -333,8 +348,9 @@ def main():
         lines.append("| %s | %s | %s | %s | %s | %s |" % (key, r["status"], r.get("bench", "-"), s.get("memcheck", {}).get("status", "-"),
                                                         s.get("racecheck", {}).get("status", "-"), s.get("synccheck", {}).get("status", "-")))
     lines += ["", "outputs right: %d of %d programs (build failures: %d)" % (n_ok, len(res1), len(results["build_failures"]))]
-    if r3.get("report"):
-        lines += ["", r3["report"]]
+    for name in sorted(r3):
+        if isinstance(r3[name], dict) and r3[name].get("report"):
+            lines += ["", "## %s" % name, r3[name]["report"]]
     if os.path.exists(os.path.join(out, "models_table.md")):
         lines += ["", open(os.path.join(out, "models_table.md")).read()]
     lines.append("device call: %.0f s" % (time.time() - T0))

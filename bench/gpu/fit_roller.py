@@ -6,10 +6,11 @@ OPS_DIR is what bench/gpu/ops/prepare_ops.py made (OPS_DIR/NAME/op.roller.qir:
 the operator with its top-10 plans), RESULTS.json what plan_timer measured on
 the device.  Each candidate model is a target file (`base = h100` plus the
 fitted keys); `qopt -roller -roller-estimate -target-file` re-rates the same
-measured plans under it.  The fit minimises the squared log error of
-est_us + overhead against the measured median, by coordinate search over
-multiplicative factors on each key (bandwidths, peak rates, latencies), then
-the overhead (what one launch adds to a kernel's event time).
+measured plans under it.  The fit minimises, per operator, the spread of
+log((est_us + overhead) / measured) about its mean (what ranks the plans),
+plus a tenth of that mean squared (the absolute level), by coordinate search
+over multiplicative factors on each key (bandwidths, peak rates, latencies),
+then the overhead (what one launch adds to a kernel's event time).
 
 Prints, before and after: the Spearman rank correlation between est_us and the
 measured time per operator (median over operators) and pooled over every
@@ -30,7 +31,8 @@ import tempfile
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYS = ["dram_gbs", "l2_gbs", "smem_gbs", "peak_f32", "peak_f16", "peak_mma_f16", "load_latency_cycles",
         "barrier_cycles"]
-FACTORS = [0.5, 0.7, 0.85, 1.0, 1.2, 1.4, 2.0]
+FACTORS = [0.25, 0.5, 0.7, 0.85, 1.2, 1.4, 2.0, 4.0]
+ABS_WEIGHT = 0.1   # the absolute level counts a tenth: the ranking within an operator comes first
 
 
 def ranks(xs):
@@ -94,7 +96,11 @@ def evaluate(model, ops, factors, overhead):
         ests[name] = est
         if not pairs:
             continue
-        loss += sum((math.log(e) - math.log(m)) ** 2 for e, m in pairs)
+        # within one operator only the ratios between its plans matter to the
+        # choice: the loss is the spread of log(est / measured) about its mean
+        d = [math.log(e) - math.log(m) for e, m in pairs]
+        mean = statistics.fmean(d)
+        loss += sum((x - mean) ** 2 for x in d) + ABS_WEIGHT * mean * mean
         rhos.append(spearman([e for e, _ in pairs], [m for _, m in pairs]))
         pooled_e += [e for e, _ in pairs]
         pooled_m += [m for _, m in pairs]
@@ -111,6 +117,7 @@ def main():
     ap.add_argument("--base", default="h100")
     ap.add_argument("--out", default="")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--keys", default=",".join(KEYS), help="the target keys the fit may move (default: %(default)s)")
     args = ap.parse_args()
     qopt = os.path.join(os.environ.get("QIR_BIN", os.path.join(TOP, "build", "bin")), "qopt")
     res = json.load(open(args.results))
@@ -131,23 +138,27 @@ def main():
         k, _, v = line.partition(" = ")
         if k in KEYS:
             base_vals[k] = float(v)
-    missing = [k for k in KEYS if k not in base_vals]
+    keys = [k for k in args.keys.split(",") if k]
+    unknown = [k for k in keys if k not in KEYS]
+    if unknown:
+        sys.exit("fit_roller.py: cannot fit %s (known: %s)" % (", ".join(unknown), ", ".join(KEYS)))
+    missing = [k for k in keys if k not in base_vals]
     if missing:
         sys.exit("fit_roller.py: qopt -print-target gave no %s" % ", ".join(missing))
     model = Model(qopt, args.base, base_vals)
-    factors = {k: 1.0 for k in KEYS}
+    factors = {k: 1.0 for k in keys}
     overhead = 0.0
     before = evaluate(model, ops, factors, 0.0)
     best = before[0]
     for _ in range(args.rounds):
         improved = False
-        for k in KEYS:
+        for k in keys:
             for f in FACTORS:
                 trial = dict(factors, **{k: factors[k] * f})
                 loss = evaluate(model, ops, trial, overhead)[0]
                 if loss < best - 1e-9:
                     best, factors, improved = loss, trial, True
-        for o in [0.0, 1.0, 2.0, 3.0, 4.0, 6.0]:
+        for o in [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0]:
             loss = evaluate(model, ops, factors, o)[0]
             if loss < best - 1e-9:
                 best, overhead, improved = loss, o, True
@@ -156,7 +167,7 @@ def main():
     after = evaluate(model, ops, factors, overhead)
     n = len(ops)
     print("operators measured: %d, plans: %d" % (n, sum(len(m) for _, m in ops.values())))
-    print("| model | log-error loss | median per-op rho | pooled rho | top-1 within 10%% of best |")
+    print("| model | loss | median per-op rho | pooled rho | top-1 within 10% of best |")
     print("|---|---|---|---|---|")
     for label, (loss, rhos, pooled, within, _) in (("before (%s)" % args.base, before), ("after fit", after)):
         print("| %s | %.2f | %.2f | %.2f | %d of %d |" % (label, loss, statistics.median(rhos) if rhos else float("nan"),

@@ -39,6 +39,8 @@ import onnx_inputs  # noqa: E402  (standard library only; its model_io is confor
 
 PIPELINES = {
     "roller": ["-canonicalize", "-roller"],
+    "welder": ["-canonicalize", "-roller", "-welder"],
+    "rammer": ["-canonicalize", "-roller", "-rammer"],
     "full": ["-canonicalize", "-roller", "-welder", "-rammer", "-grinder"],
 }
 LIGHT = ["light_resnet50", "light_squeezenet", "light_inception_v2", "light_densenet121", "light_shufflenet"]
@@ -193,6 +195,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="comma list of program names (default: all)")
     ap.add_argument("--no-ops", action="store_true", help="skip the Roller top-10 operators")
+    ap.add_argument("--pipelines", default="roller,full", help="comma list of %s (default roller,full)" % ",".join(PIPELINES))
+    ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
+                    help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
+    ap.add_argument("--config", default="", help="JSON merged into DIR/config.json: device.py's caps "
+                    "(caps), racecheck targets (race), memcheck (bool), models step (models, models_args)")
     args = ap.parse_args()
     BIN = os.environ.get("QIR_BIN", os.path.join(TOP, "build", "static", "bin"))
     NVCC = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
@@ -210,7 +217,7 @@ def main():
     if args.only:
         keep = set(args.only.split(","))
         srcs = [s for s in srcs if s[0] in keep]
-    jobs = [(s, p) for s in srcs for p in PIPELINES]
+    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",")]
     progs, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         fut = {ex.submit(build_program, s[0], s[1], s[2], p, args): (s[0], p) for s, p in jobs}
@@ -243,10 +250,19 @@ def main():
                                env=dict(os.environ, QIR_BIN=BIN))
             if r.returncode:
                 failed.append({"name": "ops", "pipeline": "-", "error": "prepare_ops.py exit %d" % r.returncode})
+        for spec in args.ops_target_file:
+            name, _, tfile = spec.partition("=")
+            r = subprocess.run([sys.executable, ops, os.path.join(args.dir, "ops-" + name), "--target-file", tfile],
+                               env=dict(os.environ, QIR_BIN=BIN))
+            if r.returncode:
+                failed.append({"name": "ops-" + name, "pipeline": "-", "error": "prepare_ops.py exit %d" % r.returncode})
+    with open(os.path.join(args.dir, "config.json"), "w") as f:
+        f.write(args.config or "{}")
     shutil.rmtree(args.work, ignore_errors=True)
     # One compressed payload (machine code and weights shrink to about a quarter);
     # device.py and run-device.sh stay outside it, to unpack it.
-    parts = [p for p in ("bin", "prog", "data", "gen", "ops", "programs.json") if os.path.exists(os.path.join(args.dir, p))]
+    parts = [p for p in sorted(os.listdir(args.dir)) if p in ("bin", "prog", "data", "gen", "programs.json", "config.json")
+             or p.startswith("ops")]
     run(["tar", "-C", args.dir, "-cJf", os.path.join(args.dir, "payload.tar.xz"), *parts], env=dict(os.environ, XZ_OPT="-6 -T2"))
     for p in parts:
         q = os.path.join(args.dir, p)

@@ -139,6 +139,7 @@ typedef struct {
   double simt_gflops;           /* without the matrix units */
   bool mma;
   bool pipelined;               /* mma.sync 16x8x16 in a cp.async pipeline (`stages`); else wmma / MFMA */
+  bool simt_pipe;               /* GPU target: qcodegen stages a SIMT plan's tiles twice (simt_stages) */
   int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
   double unique_in_bytes, out_bytes;
   int vec_max;                  /* widest vector along the innermost output axis */
@@ -408,6 +409,7 @@ static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t) {
   p->simt_gflops = p->peak_gflops;
   p->vec_max = 16 / (o->elem_bytes > 0 ? o->elem_bytes : 4);
   if (p->vec_max < 1) p->vec_max = 1;
+  p->simt_pipe = !strcmp(t->backend, "cuda") || !strcmp(t->backend, "hip");
   detect_mma(p, c, op);
   return true;
 }
@@ -550,8 +552,17 @@ static void traffic(const rl_problem *p, const rl_plan *pl, bool union_taps, rl_
   tr->flops_block = pts * R * p->flops_per_point;
 }
 
-/* Shared memory of a plan: staged boxes with padded innermost rows. */
-static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
+/* Copies of a SIMT plan's staged tiles that qcodegen keeps in shared memory
+ * (lower_simt_pipe.c): on a GPU two, the next step's copies in flight while
+ * this one computes, where two fit the target's shared memory per block;
+ * else one.  `stage_bytes`: the tiles of one step. */
+static int simt_stages(const rl_problem *p, int64_t stage_bytes) {
+  return p->simt_pipe && stage_bytes > 0 && 2 * stage_bytes <= p->t->smem_per_block ? 2 : 1;
+}
+
+/* Shared memory of one step of a plan: staged boxes with padded innermost
+ * rows (a pipelined mma plan: all its stages). */
+static int64_t plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   int64_t ext[QIR_MAX_RANK];
   int64_t total = 0;
   if (pl->rsplit > 1) return 0;               /* lanes read their points directly */
@@ -582,12 +593,23 @@ static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
     const rl_group *g = &p->g[i];
     if (!g->staged) continue;
     group_box(g, pl->tile, p->n_vars, ext);
-    int64_t n = 1;
+    int64_t n = 1, inner = g->rank ? ext[g->rank - 1] : 1;
     for (int d = 0; d + 1 < g->rank; d++) n *= ext[d];
-    n *= (g->rank ? ext[g->rank - 1] : 1) + pad;
+    /* qcodegen's SIMT pipeline stores 4-byte rows of whole 16-byte chunks at
+     * a stride of an odd number of chunks (lower_simt_pipe.c); other rows get
+     * the plan's padding */
+    if (p->simt_pipe && pad > 0 && g->elem_bytes == 4 && inner % 4 == 0) n *= (inner / 4) % 2 ? inner : inner + 4;
+    else n *= inner + pad;
     total += n * g->elem_bytes;
   }
   return total;
+}
+
+/* Shared memory of a plan: its step's, times the copies a SIMT plan's
+ * pipeline keeps. */
+static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
+  int64_t step = plan_step_smem(p, pl, pad);
+  return p->pipelined || p->mma ? step : step * simt_stages(p, step);
 }
 
 /* Padding (elements) against bank conflicts: when a staged box has several
@@ -811,7 +833,11 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double t_dram = dram_seconds(p, tr.global_bytes, mem_eff);
   double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
   double t_smem = tr.smem_bytes / (t->smem_gbs * 1e9 * active / units);
-  double t_lat = per_unit / conc * (double)tr.chunks * (t->load_latency_cycles + 2 * t->barrier_cycles) / (t->clock_ghz * 1e9);
+  /* each step waits for its loads; with two copies the next step's are in
+   * flight meanwhile, so half the latency shows */
+  double copies = (double)simt_stages(p, plan_step_smem(p, pl, pl->smem_pad));
+  double t_lat = per_unit / conc * (double)tr.chunks * (t->load_latency_cycles / copies + 2 * t->barrier_cycles) /
+                 (t->clock_ghz * 1e9);
   double tm = t_compute;
   if (t_dram > tm) tm = t_dram;
   if (t_l2 > tm) tm = t_l2;
@@ -989,7 +1015,7 @@ typedef struct {
 
 static double block_footprint(const rl_problem *p, const rl_plan *pl) {
   int64_t ext[QIR_MAX_RANK];
-  double f = (double)plan_smem(p, pl, 0);
+  double f = (double)plan_step_smem(p, pl, 0);
   double outn = group_box(&p->out, pl->tile, p->n_vars, ext);
   return f + outn * p->out.elem_bytes;
 }

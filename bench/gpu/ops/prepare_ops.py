@@ -359,6 +359,7 @@ def main():
     ap.add_argument("-j", type=int, default=2, help="parallel nvcc jobs (default 2)")
     ap.add_argument("--ops", default="", help="only these ops (comma-separated)")
     ap.add_argument("--driver-only", action="store_true", help="only rebuild OUTDIR/plan_timer")
+    ap.add_argument("--target-file", default="", help="plan with this device model (qopt -target-file) instead of h100's")
     args = ap.parse_args()
     t0 = time.time()
     qbin = os.environ.get("QIR_BIN", "build/bin")
@@ -372,7 +373,13 @@ def main():
         want = set(args.ops.split(","))
         ops = [o for o in ops if o["name"] in want]
     jobs = []  # (manifest entry, op folder, plan modules)
-    manifest = {"target": "h100", "qopt": " ".join(QOPT_PASSES),
+    passes = list(QOPT_PASSES)
+    target = "h100"
+    if args.target_file:
+        target = os.path.abspath(args.target_file)
+        passes = [a if a != "-target=h100" else "-target-file=" + target for a in passes]
+        shutil.copy(target, os.path.join(outdir, "model.target"))
+    manifest = {"target": target, "qopt": " ".join(passes),
                 "nvcc": " ".join([nvcc] + NVCC_FLAGS), "ops": []}
     for op in ops:
         opdir = os.path.join(outdir, op["name"])
@@ -388,7 +395,7 @@ def main():
                  "flops": op["flops"], "min_bytes": op["min_bytes"],
                  "torch": op["torch"], "plans": [], "error": ""}
         manifest["ops"].append(entry)
-        r = run([os.path.join(qbin, "qopt")] + QOPT_PASSES + [src])
+        r = run([os.path.join(qbin, "qopt")] + passes + [src])
         if r.returncode != 0:
             entry["error"] = "qopt failed: " + r.stderr.strip()[-2000:]
             print("%s: qopt failed:\n%s" % (op["name"], r.stderr), file=sys.stderr)
