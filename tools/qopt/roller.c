@@ -50,7 +50,9 @@
  *   vec      = N         vector width (elements) of loads/stores along the
  *                        innermost output axis
  *   smem     = BYTES     shared memory: the (block, rstep) box of every input
- *                        that depends on a reduction axis, padded rows; with
+ *                        that depends on a reduction axis, padded rows, on a
+ *                        GPU target twice where two fit (simt_stages: the
+ *                        copies qcodegen's SIMT pipeline keeps); with
  *                        stages: stages * (bM * rK + rK * bN) * 2
  *   regs     = N         estimated registers per thread
  *   est_us   = F         model estimate of the kernel time
