@@ -29,34 +29,12 @@ import sys
 import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "bench", "gpu", "ops"))
+from report_ops import spearman  # noqa: E402  (the operator report's rank correlation)
 KEYS = ["dram_gbs", "l2_gbs", "smem_gbs", "peak_f32", "peak_f16", "peak_mma_f16", "load_latency_cycles",
         "barrier_cycles"]
 FACTORS = [0.25, 0.5, 0.7, 0.85, 1.2, 1.4, 2.0, 4.0]
 ABS_WEIGHT = 0.1   # the absolute level counts a tenth: the ranking within an operator comes first
-
-
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2.0
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    if len(a) < 3:
-        return float("nan")
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
-    return num / den if den > 0 else float("nan")
 
 
 def estimates(qopt, module, target_file):
