@@ -12,7 +12,8 @@ GPU).  Steps, each with its own cap, all inside TOTAL_S:
   2. compute-sanitizer memcheck on every program; racecheck and synccheck on
      the persistent (rprogram), device-loop and Welder-fused ones;
   3. Roller's top-10 plans per operator (ops/plan_timer) and the same
-     operators through PyTorch (cuBLAS/cuDNN, TF32 off; f16 too);
+     operators through PyTorch (cuBLAS/cuDNN, TF32 off; f16 too); then
+     per-kernel times (ncu) of a few programs (config "profile");
   4. whole models against PyTorch eager and torch.compile (gen/bench.py), as
      time allows.
 
@@ -35,7 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 T0 = time.time()
 TOTAL_S = 410          # the whole call (the issue's cap is 7 minutes)
-CAPS = {"outputs": 70, "sanitizers": 110, "ops": 100, "models": 150}
+CAPS = {"outputs": 70, "sanitizers": 110, "ops": 100, "profile": 45, "models": 150}
+PROFILE = ["bert_base.roller", "bert_base.full"]   # per-kernel times (ncu), where the passes differ most
 # Each step starts with min(its cap, what is left less what the later steps are
 # promised): the whole-model step (as time allows, says the issue) gets the rest.
 LOG = []
@@ -98,6 +100,23 @@ def compare(got_npy, want_pb, atol, rtol):
     ok = bool(np.all(err <= atol + rtol * np.abs(w)))
     return ok, "max_abs_err=%.3g max|want|=%.3g" % (float(err.max()) if err.size else 0.0,
                                                    float(np.abs(w).max()) if w.size else 0.0)
+
+
+def kernel_times(csv_path):
+    """[(kernel, total us, launches)] from ncu's --csv log, slowest first."""
+    import csv
+    tot = {}
+    with open(csv_path) as f:
+        rows = [l for l in f if l.startswith('"')]   # ncu's own lines (==PROF==) are not CSV
+    for r in csv.DictReader(rows):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        v = float(r["Metric Value"].replace(",", ""))
+        v *= {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(r.get("Metric Unit", "us"), 1.0)
+        name = r["Kernel Name"].split("(")[0]
+        t, n = tot.get(name, (0.0, 0))
+        tot[name] = (t + v, n + 1)
+    return sorted(((k, t, n) for k, (t, n) in tot.items()), key=lambda x: -x[1])
 
 
 def regen(d, p, exe_dir):
@@ -317,6 +336,29 @@ def main():
         log("%s: run_ops.sh exit %d in %.0fs" % (name, rc, secs))
     results["steps"]["ops"] = r3
 
+    # 3b. per-kernel times of a few programs (Nsight Compute's gpu__time_duration per launch):
+    # which kernels a pass made slower, where the whole-program times alone cannot say
+    r3b = {}
+    step_end = time.time() + min(CAPS["profile"], left() - 75)
+    for key in cfg.get("profile", PROFILE):
+        p = next((q for q in progs if "%s.%s" % (q["name"], q["pipeline"]) == key and q["ready"]), None)
+        if p is None:
+            r3b[key] = {"status": "no such program"}
+            continue
+        csv_path = os.path.join(out, "profile_%s.csv" % key)
+        a = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--log-file", csv_path] + argv(p, key)
+        if dry:
+            r3b[key] = {"status": "dry", "cmd": " ".join(a)}
+            continue
+        if time.time() > step_end - 5:
+            r3b[key] = {"status": "skipped (step's time cap)"}
+            continue
+        rc, secs, txt = run(a, max(5, step_end - time.time()))
+        r3b[key] = {"rc": rc, "secs": round(secs, 1), "kernels": guarded(kernel_times, [], csv_path)[:12]}
+        log("profile %s: exit %d in %.0fs; slowest: %s" % (key, rc, secs, "; ".join(
+            "%s %.1f us x%d" % (k, us, n) for k, us, n in r3b[key]["kernels"][:4])))
+    results["steps"]["profile"] = r3b
+
     # 4. whole models against PyTorch
     budget = min(CAPS["models"], left() - 15)
     r4 = {}
@@ -351,6 +393,10 @@ def main():
     for name in sorted(r3):
         if isinstance(r3[name], dict) and r3[name].get("report"):
             lines += ["", "## %s" % name, r3[name]["report"]]
+    for key, r in sorted(r3b.items()):
+        if r.get("kernels"):
+            lines += ["", "profile %s (ncu, per kernel: total us over its launches):" % key]
+            lines += ["  %-40s %9.1f us  x%d" % (k, us, n) for k, us, n in r["kernels"][:6]]
     if os.path.exists(os.path.join(out, "models_table.md")):
         lines += ["", open(os.path.join(out, "models_table.md")).read()]
     lines.append("device call: %.0f s" % (time.time() - T0))
