@@ -79,8 +79,10 @@ def node_oracle(model, ds):
     run(["node", os.path.join(ONNX_TESTS, "oracle", "gen_ref.js"), model, ds], env=env)
 
 
-def sources(work):
-    """(name, model.onnx, data set folder, extra) for every program; generated models go under work."""
+def sources(work, want=None):
+    """(name, model.onnx, data set folder, extra) for every program (those named in want, when
+    given); generated models go under work, made only when wanted."""
+    wanted = lambda name: not want or name in want
     out = []
     mroot = os.path.join(ONNX_TESTS, "models")
     for name in sorted(os.listdir(mroot)) if os.path.isdir(mroot) else []:
@@ -93,6 +95,8 @@ def sources(work):
             out.append((name, d, {"atol": 1e-4, "rtol": 1e-3}))
     # Transformer layers at full size (test/transformers/gen_transformers.py, seeded).
     for kind in ("bert", "vit"):
+        if not wanted(kind + "_base"):
+            continue
         d = os.path.join(work, kind + "_base")
         run([SYS_PY, os.path.join(TOP, "test", "transformers", "gen_transformers.py"),
              "--kind", kind, "--size", "base", "--out", d])
@@ -100,11 +104,12 @@ def sources(work):
         out.append((kind + "_base", d, {"atol": 1e-3, "rtol": 1e-3,
                                          "regen": ["gen_transformers", kind, "base"]}))
     # Grinder's device loops: an LSTM of 100 steps and a greedy decoder.
-    d = os.path.join(work, "lstm100")
-    run([SYS_PY, os.path.join(TOP, "examples", "make_lstm100.py"), d])
-    for f in os.listdir(os.path.join(TOP, "examples", "lstm100_data")):
-        shutil.copy(os.path.join(TOP, "examples", "lstm100_data", f), os.path.join(d, "test_data_set_0", f))
-    out.append(("lstm100", d, {"atol": 1e-4, "rtol": 1e-3}))
+    if wanted("lstm100"):
+        d = os.path.join(work, "lstm100")
+        run([SYS_PY, os.path.join(TOP, "examples", "make_lstm100.py"), d])
+        for f in os.listdir(os.path.join(TOP, "examples", "lstm100_data")):
+            shutil.copy(os.path.join(TOP, "examples", "lstm100_data", f), os.path.join(d, "test_data_set_0", f))
+        out.append(("lstm100", d, {"atol": 1e-4, "rtol": 1e-3}))
     d = os.path.join(work, "greedy_decoder")
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     shutil.copy(os.path.join(TOP, "examples", "greedy_decoder.onnx"), os.path.join(d, "model.onnx"))
@@ -213,10 +218,8 @@ def main():
         shutil.copy(os.path.join(BIN, t), os.path.join(args.dir, "bin", t))
         subprocess.run(["strip", os.path.join(args.dir, "bin", t)])
     log("tools from %s" % BIN)
-    srcs = sources(args.work)
-    if args.only:
-        keep = set(args.only.split(","))
-        srcs = [s for s in srcs if s[0] in keep]
+    keep = set(args.only.split(",")) if args.only else None
+    srcs = [s for s in sources(args.work, keep) if not keep or s[0] in keep]
     jobs = [(s, p) for s in srcs for p in args.pipelines.split(",")]
     progs, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
