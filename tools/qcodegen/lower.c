@@ -695,6 +695,7 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
     steps *= count[a] > 0 ? count[a] : 1;
   }
   int S = simt_pipe_layout(env, p, lo_zero);
+  simt_pipe_occupancy(env, p, S);
   kexpr *kox[MAX_AXES];         /* the computing step's start per reduction axis */
   if (S == 1) {
     for (int a = 0; a < m; a++) {
