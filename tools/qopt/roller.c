@@ -835,9 +835,9 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double t_dram = dram_seconds(p, tr.global_bytes, mem_eff);
   double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
   double t_smem = tr.smem_bytes / (t->smem_gbs * 1e9 * active / units);
-  /* each step waits for its loads; with two copies the next step's are in
-   * flight meanwhile, so half the latency shows */
-  double copies = (double)simt_stages(p, plan_step_smem(p, pl, pl->smem_pad));
+  /* each step waits for its loads; with two copies (a SIMT plan's pipeline)
+   * the next step's are in flight meanwhile, so half the latency shows */
+  double copies = p->mma ? 1.0 : (double)simt_stages(p, plan_step_smem(p, pl, pl->smem_pad));
   double t_lat = per_unit / conc * (double)tr.chunks * (t->load_latency_cycles / copies + 2 * t->barrier_cycles) /
                  (t->clock_ghz * 1e9);
   double tm = t_compute;
