@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -270,7 +271,9 @@ def main():
     # device.py and run-device.sh stay outside it, to unpack it.
     parts = [p for p in sorted(os.listdir(args.dir)) if p in ("bin", "prog", "data", "gen", "programs.json", "config.json")
              or p.startswith("ops")]
-    run(["tar", "-C", args.dir, "-cJf", os.path.join(args.dir, "payload.tar.xz"), *parts], env=dict(os.environ, XZ_OPT="-6 -T2"))
+    with tarfile.open(os.path.join(args.dir, "payload.tar.xz"), "w:xz", preset=6) as tf:   # Python's lzma: no xz tool needed
+        for part in parts:
+            tf.add(os.path.join(args.dir, part), arcname=part)
     for p in parts:
         q = os.path.join(args.dir, p)
         shutil.rmtree(q) if os.path.isdir(q) else os.remove(q)
