@@ -201,7 +201,7 @@ def main():
                 p["ready"] = False
                 log("missing %s" % f)
 
-    def argv(p, tag):
+    def argv(p):
         a = [os.path.join(d, p["exe"])]
         for n, f in p["inputs"]:
             a += ["--in", "%s=%s" % (n, os.path.join(d, f))]
@@ -219,7 +219,7 @@ def main():
         key = "%s.%s" % (p["name"], p["pipeline"])
         if not p["ready"]:
             return key, {"status": "not ready (missing binary, weights or data)"}
-        a = argv(p, key)
+        a = argv(p)
         files = []
         for k, (n, f) in enumerate(p["outputs"]):
             g = os.path.join(odir, "%s.%d.npy" % (key, k))
@@ -269,7 +269,7 @@ def main():
         key = "%s.%s" % (p["name"], p["pipeline"])
         if out1[key]["status"] != "ok" or time.time() > step_end:
             continue
-        rc, secs, txt = run(argv(p, key) + ["--bench", "20"], min(20, max(3, step_end - time.time())))
+        rc, secs, txt = run(argv(p) + ["--bench", "20"], min(20, max(3, step_end - time.time())))
         out1[key]["bench"] = txt.strip().splitlines()[-1][:200] if rc == 0 and txt.strip() else "exit %d" % rc
     results["steps"]["outputs"] = out1
 
@@ -283,7 +283,7 @@ def main():
         a = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "99"]
         if tool == "memcheck":
             a += ["--leak-check", "no"]
-        a += argv(p, key)
+        a += argv(p)
         if dry:
             return key, tool, {"status": "dry", "cmd": " ".join(a)}
         if time.time() > step_end - 3:
@@ -346,7 +346,7 @@ def main():
             r3b[key] = {"status": "no such program"}
             continue
         csv_path = os.path.join(out, "profile_%s.csv" % key)
-        a = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--log-file", csv_path] + argv(p, key)
+        a = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--log-file", csv_path] + argv(p)
         if dry:
             r3b[key] = {"status": "dry", "cmd": " ".join(a)}
             continue

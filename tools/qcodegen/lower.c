@@ -695,7 +695,12 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
     steps *= count[a] > 0 ? count[a] : 1;
   }
   int S = simt_pipe_layout(env, p, lo_zero);
-  simt_pipe_occupancy(env, p, S);
+  /* a pipelined kernel asks for one block per SM, as the sm_80 tensor-core
+   * loop does: with the thread count alone ptxas picked its own register
+   * budget for these kernels and spilled (PP-OCRv4 det's 1x1 convs: 56
+   * registers); its shared memory, which Roller counts with both slots,
+   * bounds the blocks per SM */
+  if (S >= 2 && env->n_staged > 0) env->k->min_blocks = 1;
   kexpr *kox[MAX_AXES];         /* the computing step's start per reduction axis */
   if (S == 1) {
     for (int a = 0; a < m; a++) {

@@ -187,8 +187,6 @@ kexpr *staged_origin(lower_env *env, const staged_access *sa, int j, kexpr *cons
  * a pipeline and its shared memory allows it; returns the stages (1: the
  * staged tiles were laid out as one slot each, the loop is not pipelined). */
 int simt_pipe_layout(lower_env *env, const tile_plan *p, const bool *lo_zero);
-/* The launch bounds' minimum blocks of a pipelined SIMT kernel (S slots): one (see there). */
-void simt_pipe_occupancy(lower_env *env, const tile_plan *p, int S);
 /* What a #tile dictionary's target allows a SIMT main loop: simt_pipe, simt_async, smem_cap. */
 void simt_target_of(lower_env *env, const qir_attr_val *dict, tile_plan *p);
 /* The copies of every staged tile for the step whose variables start at lo

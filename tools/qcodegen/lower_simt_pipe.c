@@ -140,18 +140,6 @@ int simt_pipe_layout(lower_env *env, const tile_plan *p, const bool *lo_zero) {
   return S;
 }
 
-/* A pipelined kernel declares one block per SM as its minimum (as the sm_80
- * tensor-core loop does): with the thread count alone, ptxas picked its
- * own register budget for these kernels and spilled (a 160-thread kernel
- * capped at 56 registers); asked for the occupancy their shared memory
- * allows, it capped others lower and spilled more.  Registers then follow
- * the kernel's need, and its shared memory, which Roller counts with both
- * slots, bounds the blocks per SM. */
-void simt_pipe_occupancy(lower_env *env, const tile_plan *p, int S) {
-  (void)p;
-  if (S >= 2 && env->n_staged > 0) env->k->min_blocks = 1;
-}
-
 /* Element by element: cp.async of 4 bytes, or a load and a shared store
  * (converted, zero where the index leaves the tensor). */
 static kstmt *issue_elements(lower_env *env, const tile_plan *p, const staged_access *sa, kexpr *const *org, kexpr *slot) {

@@ -799,7 +799,9 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   pl->threads = plan_threads(p, pl);
   pl->blocks = plan_blocks(p, pl);
   pl->smem_pad = plan_pad(p, pl);
-  pl->smem = plan_smem(p, pl, pl->smem_pad);
+  int64_t step_smem = plan_step_smem(p, pl, pl->smem_pad);
+  int copies = p->pipelined || p->mma ? 1 : simt_stages(p, step_smem);
+  pl->smem = step_smem * copies;
   pl->regs = plan_regs(p, pl);
   pl->vec = plan_vec(p, pl);
   pl->valid = pl->threads <= t->max_threads_per_block && pl->smem <= t->smem_per_block &&
@@ -837,8 +839,7 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   double t_smem = tr.smem_bytes / (t->smem_gbs * 1e9 * active / units);
   /* each step waits for its loads; with two copies (a SIMT plan's pipeline)
    * the next step's are in flight meanwhile, so half the latency shows */
-  double copies = p->mma ? 1.0 : (double)simt_stages(p, plan_step_smem(p, pl, pl->smem_pad));
-  double t_lat = per_unit / conc * (double)tr.chunks * (t->load_latency_cycles / copies + 2 * t->barrier_cycles) /
+  double t_lat = per_unit / conc * (double)tr.chunks * (t->load_latency_cycles / (double)copies + 2 * t->barrier_cycles) /
                  (t->clock_ghz * 1e9);
   double tm = t_compute;
   if (t_dram > tm) tm = t_dram;
