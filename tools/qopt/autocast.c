@@ -16,13 +16,16 @@
  *     (no round trip through 16 bits);
  *   - otherwise a `cast` right after the value's definition.
  * Model inputs and outputs keep their types (casts at the boundary) unless
- * -autocast-io is given.  Values of other types (integers, a model already in
+ * -autocast-io is given.  With -autocast-calibrate (f16 only) the model runs
+ * first on the given inputs (autocast_range.c) and an op that reads or
+ * writes an f32 value beyond -autocast-range there stays in f32.  Values of other types (integers, a model already in
  * f16) are never touched, so an f16 model passes unchanged.  -welder folds the
  * casts into the kernels around them.
  *
  * -stats prints the precision report: ops per table row, casts inserted,
  * constants converted, weight bytes and the modelled time (each op planned
  * alone by Roller's model, before and after) on stderr. */
+#include "autocast_range.h"
 #include "qopt.h"
 #include "roller.h"
 
@@ -44,7 +47,7 @@ static const ac_row ac_table[] = {
 };
 enum { AC_ROWS = sizeof ac_table / sizeof *ac_table };
 /* Pseudo-rows of the report, after the table's own. */
-enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_COUNT };
+enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_COUNT };
 
 typedef struct {
   qopt_ctx *ctx;
@@ -53,6 +56,11 @@ typedef struct {
   bool io;
   int64_t long_limit;
   const char *keep;             /* -autocast-keep: comma-separated op spellings and %names */
+  /* -autocast-calibrate: the largest |x| of each value (by id) on the
+   * calibration inputs; values above range_limit stay in f32 */
+  const double *magnitude;
+  int n_magnitude;
+  double range_limit;
   /* per value id: its twin in the other type, and whether this pass made it low */
   int cap;
   qir_value **twin;
@@ -192,6 +200,16 @@ static bool pinned(const autocast *a, const qir_op *op) {
   return false;
 }
 
+/* The calibration run saw one of op's f32 values beyond the limit. */
+static bool out_of_range(const autocast *a, const qir_op *op) {
+  if (!a->magnitude) return false;
+  for (int i = 0; i < op->n_operands + op->n_results; i++) {
+    const qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+    if (v->type.dtype == QIR_F32 && v->id < a->n_magnitude && a->magnitude[v->id] > a->range_limit) return true;
+  }
+  return false;
+}
+
 /* Gives every operand this pass made low back in f32. */
 static bool operands_to_f32(autocast *a, qir_op *op) {
   for (int i = 0; i < op->n_operands; i++)
@@ -274,6 +292,7 @@ static bool cast_op(autocast *a, qir_op *op) {
   int row;
   const ac_row *rule = row_of(op->code, &row);
   if (pinned(a, op)) row = AC_ROW_PINNED, rule = NULL;
+  else if (out_of_range(a, op)) row = AC_ROW_RANGE, rule = NULL;
   bool low = false, too_long = false;
   if (rule) {
     switch (rule->rule) {
@@ -367,8 +386,14 @@ static void report(const autocast *a, const measure *before, const measure *afte
     for (int side = 0; side < 3; side++) {
       int n = side == 0 ? a->low_ops[i] : side == 1 ? a->f32_ops[i] - a->f32_long[i] : a->f32_long[i];
       if (!n) continue;
-      const char *op = i < AC_ROWS ? qir_opinfo_get(ac_table[i].code)->name : i == AC_ROW_PINNED ? "(pinned)" : "(no row)";
-      const char *why = i < AC_ROWS ? ac_table[i].why : i == AC_ROW_PINNED ? "named by -autocast-keep" : "not in the table: kept in f32";
+      const char *op = i < AC_ROWS ? qir_opinfo_get(ac_table[i].code)->name
+                       : i == AC_ROW_PINNED ? "(pinned)"
+                       : i == AC_ROW_RANGE ? "(range)"
+                                           : "(no row)";
+      const char *why = i < AC_ROWS ? ac_table[i].why
+                        : i == AC_ROW_PINNED ? "named by -autocast-keep"
+                        : i == AC_ROW_RANGE ? "a value beyond -autocast-range on the calibration inputs"
+                                            : "not in the table: kept in f32";
       const char *how = "";
       if (side == 1 && i < AC_ROWS && (ac_table[i].rule == AC_FOLLOW || ac_table[i].rule == AC_LONG))
         how = " [its operands are f32]";
@@ -403,7 +428,22 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
   bool stats = qopt_option_bool(ctx, "stats");
   measure before = {0}, after = {0};
   if (stats && !measure_module(ctx, m, &before)) return false;
+  /* f16's range ends at 65504; bf16 has f32's */
+  const char *calibration = qopt_option_str(ctx, "autocast-calibrate");
+  double *magnitude = NULL;
+  int measured = 0;
+  if (*calibration && a.low == QIR_F16) {
+    a.n_magnitude = m->next_value_id;
+    a.range_limit = qopt_option_float(ctx, "autocast-range");
+    magnitude = calloc((size_t)a.n_magnitude + 1, sizeof *magnitude);
+    if (!magnitude || !autocast_calibrate(m, calibration, magnitude, a.n_magnitude, &measured, ctx->diag)) {
+      free(magnitude);
+      return false;
+    }
+    a.magnitude = magnitude;
+  }
   bool ok = grow(&a) && cast_region(&a, m->body);
+  free(magnitude);
   free(a.twin);
   free(a.made_low);
   if (!ok) {
@@ -413,6 +453,9 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
   drop_dead_consts(m->body);
   if (stats) {
     if (!measure_module(ctx, m, &after)) return false;
+    if (*calibration && a.low == QIR_F16)
+      fprintf(stderr, "autocast: calibration: %d ops ran on %s; %d kept in f32 for a value beyond %g\n", measured,
+              calibration, a.f32_ops[AC_ROW_RANGE], a.range_limit);
     report(&a, &before, &after, qopt_option_str(ctx, "target"));
   }
   return true;
