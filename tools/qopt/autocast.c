@@ -323,13 +323,23 @@ static bool cast_region(autocast *a, qir_region *r) {
   return true;
 }
 
-/* Constants whose every use now reads their twin. */
-static void drop_dead_consts(qir_region *r) {
-  for (qir_op *op = r->first, *next; op; op = next) {
-    next = op->next;
-    for (int i = 0; i < op->n_regions; i++) drop_dead_consts(op->regions[i]);
-    if (op->code == QIR_OP_CONST && !op->results[0]->uses) qir_op_unlink(op);
+/* The f32 constants this pass converted whose every use now reads the twin. */
+static void drop_converted_consts(autocast *a) {
+  for (int i = 0; i < a->cap; i++) {
+    qir_value *v = a->twin[i];
+    /* twin[low twin's id] is the f32 original */
+    if (v && a->made_low[i] && v->def && v->def->code == QIR_OP_CONST && !v->uses && v->def->parent)
+      qir_op_unlink(v->def);
   }
+}
+
+static bool has_plan(qir_op *op, void *ctx) {
+  const qir_op **found = ctx;
+  if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || qir_op_attr(op, "tile")) {
+    *found = op;
+    return false;
+  }
+  return true;
 }
 
 /* ---------------------------------------------------------------- the report */
@@ -421,6 +431,14 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
     qir_error(ctx->diag, none, "-autocast=%s is not offered: the low types are f16 and bf16", *to ? to : "(empty)");
     return false;
   }
+  /* plans and kernel groups were made for the types they saw */
+  const qir_op *planned = NULL;
+  qir_walk(m->body, has_plan, &planned);
+  if (planned) {
+    qir_error(ctx->diag, planned->loc, "-autocast runs before -roller, -welder and -rammer: this %s has %s",
+              qir_opinfo_get(planned->code)->name, planned->code == QIR_OP_KERNEL ? "a kernel group's types" : "a plan");
+    return false;
+  }
   if (a.long_limit < 1) {
     qir_error(ctx->diag, none, "-autocast-long must be at least 1");
     return false;
@@ -444,13 +462,13 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
   }
   bool ok = grow(&a) && cast_region(&a, m->body);
   free(magnitude);
+  if (ok) drop_converted_consts(&a);
   free(a.twin);
   free(a.made_low);
   if (!ok) {
     if (ctx->diag->n_errors == 0) qir_error(ctx->diag, none, "-autocast: out of memory");
     return false;
   }
-  drop_dead_consts(m->body);
   if (stats) {
     if (!measure_module(ctx, m, &after)) return false;
     if (*calibration && a.low == QIR_F16)
