@@ -19,6 +19,8 @@ typedef struct {
                                  * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   bool mma_sync;                /* mma = [16, 8, 16]: the sm_80 main loop (lower_mma_pipe.c) */
+  bool tf32;                    /* mma_precision = "tf32": mma = [16, 8, 8], f32 operands rounded to
+                                 * TF32, the same loop (requires mma_sync) */
   int stages;                   /* mma_sync: shared-memory stages of the cp.async pipeline; a SIMT
                                  * plan: its `stages` (0: none given, lower_tile_block chooses) */
   bool simt_pipe;               /* SIMT: the plan's target is a GPU: stage 2 steps in flight by default */
