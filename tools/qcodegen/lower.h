@@ -227,7 +227,8 @@ int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const til
 /* Whether the operand's tile rows can be copied 16 bytes at a time. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
 /* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a
- * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16]. */
+ * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16];
+ * with p->tf32 (mma = [16, 8, 8]) f32 tiles and mma.sync.m16n8k8 .tf32. */
 void lower_mma_pipe(lower_env *env, const tile_plan *p);
 
 #endif

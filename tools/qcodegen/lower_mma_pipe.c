@@ -35,8 +35,14 @@
  *     place in shared memory) and every lane stores 16 bytes at once
  *     (epilogue_vector); otherwise each lane stores its accumulators where
  *     the PTX ISA puts them (rows g, g+8 of a fragment, columns 2t, 2t+1).
+ *   - TF32 (mma = [16, 8, 8], mma_precision = "tf32": qopt
+ *     -matmul-precision=high).  The same loop on f32 operands: the tiles hold
+ *     f32 (16-byte chunks of 4), each lane reads its own fragment values
+ *     (tf32_fragments) and rounds them with cvt.rna.tf32.f32, and FM x FN
+ *     mma.sync.m16n8k8 .tf32 run per 8-wide slice of the step.
  * The C printer runs the same code with the instructions emulated per lane
- * (runtime/), copies landing only at the wait that retires them.
+ * (runtime/), copies landing only at the wait that retires them (and TF32
+ * operands rounded by the same q_tf32).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -554,6 +560,8 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
     ks_add(b, outer, uniform_loop(b, sj, FN, inner, true));
     ks_add(b, slice, uniform_loop(b, si, FM, outer, true));
   }
+  /* tf32: the slices stay a loop; unrolled, ptxas (13, sm_90) hoisted every
+   * slice's loads and spilled 32x32 warp tiles at 255 registers */
   ks_add(b, iter, uniform_loop(b, kk, BK / IK, slice, !tf32));
   /* operands without cp.async: their loads were in flight during the
    * compute; the slot they land in was last read before this step's barrier */
