@@ -34,6 +34,9 @@
  *      traffic, issue, latency hidden by S - 1 stages in flight, occupancy
  *      from registers and shared memory, L2 and DRAM); #tile_alternatives
  *      lead with the best variants in stages only and in warp tile only.
+ *      With -matmul-precision=high f32 contractions get the same space with
+ *      mma.sync m16n8k8 .tf32 (detect_mma): K steps from 8, 4-byte staged
+ *      tiles, the TF32 rate, and each lane's fragment loads as issue.
  *
  * The #tile schema (shared with qcodegen, which realises it exactly):
  *   block    = [b0, ..]  block tile per output axis (elements)
@@ -756,7 +759,8 @@ static double tap_union_bytes(const rl_problem *p, const rl_plan *pl) {
 /* The model of a pipelined mma plan (qcodegen's mma.sync.m16n8k16 loop),
  * in SM clock cycles per reduction step of one block:
  *   tensor cores: the step's m16n8k16 instructions at the target's dense
- *     f16/bf16 rate per SM, on as many sub-partitions as resident warps fill;
+ *     f16/bf16 rate per SM (tf32: m16n8k8 at peak_mma_tf32), on as many
+ *     sub-partitions as resident warps fill;
  *   shared memory: ldmatrix reads (every warp its tm x rk and rk x tn
  *     slices) and the cp.async writes of both tiles, at banks x 4 B per clock;
  *   issue: mma, ldmatrix.x4, cp.async (16 B per lane) and the loop's
