@@ -16,7 +16,8 @@
  *     (no round trip through 16 bits);
  *   - otherwise a `cast` right after the value's definition.
  * Model inputs and outputs keep their types (casts at the boundary) unless
- * -autocast-io is given.  With -autocast-calibrate (f16 only) the model runs
+ * -autocast-io is given.  A convolution over a model input stays in f32
+ * (conv_over_input) unless -autocast-input-convs.  With -autocast-calibrate (f16 only) the model runs
  * first on the given inputs (autocast_range.c) and an op that reads or
  * writes an f32 value beyond -autocast-range there stays in f32.  Values of other types (integers, a model already in
  * f16) are never touched, so an f16 model passes unchanged.  -welder folds the
@@ -47,7 +48,7 @@ static const ac_row ac_table[] = {
 };
 enum { AC_ROWS = sizeof ac_table / sizeof *ac_table };
 /* Pseudo-rows of the report, after the table's own. */
-enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_COUNT };
+enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_SIGNAL, AC_ROW_COUNT };
 
 typedef struct {
   qopt_ctx *ctx;
@@ -61,6 +62,7 @@ typedef struct {
   const double *magnitude;
   int n_magnitude;
   double range_limit;
+  bool input_convs_low;         /* -autocast-input-convs: convs reading a model input run low too */
   /* per value id: its twin in the other type, and whether this pass made it low */
   int cap;
   qir_value **twin;
@@ -200,6 +202,27 @@ static bool pinned(const autocast *a, const qir_op *op) {
   return false;
 }
 
+/* A convolution over a model input, reached through data movement only
+ * (the STFT of raw audio, the stem of an image network): it sums long
+ * windows of unnormalised samples, where cancellation leaves small
+ * components (a quiet frequency bin) that 16-bit operands would drown; it is
+ * one layer, a small share of the work. */
+static bool conv_over_input(const qir_op *op) {
+  if (op->code != QIR_OP_CONV && op->code != QIR_OP_CONV_TRANSPOSE) return false;
+  const qir_value *v = op->operands[0];
+  for (int depth = 0; v && depth < 16; depth++) {
+    if (!v->def) return false;
+    switch (v->def->code) {
+    case QIR_OP_INPUT: return true;
+    case QIR_OP_RESHAPE: case QIR_OP_PAD: case QIR_OP_TRANSPOSE: case QIR_OP_SLICE: case QIR_OP_IDENTITY:
+      v = v->def->operands[0];
+      continue;
+    default: return false;
+    }
+  }
+  return false;
+}
+
 /* The calibration run saw one of op's f32 values beyond the limit. */
 static bool out_of_range(const autocast *a, const qir_op *op) {
   if (!a->magnitude) return false;
@@ -293,6 +316,7 @@ static bool cast_op(autocast *a, qir_op *op) {
   const ac_row *rule = row_of(op->code, &row);
   if (pinned(a, op)) row = AC_ROW_PINNED, rule = NULL;
   else if (out_of_range(a, op)) row = AC_ROW_RANGE, rule = NULL;
+  else if (!a->input_convs_low && conv_over_input(op)) row = AC_ROW_SIGNAL, rule = NULL;
   bool low = false, too_long = false;
   if (rule) {
     switch (rule->rule) {
@@ -399,11 +423,13 @@ static void report(const autocast *a, const measure *before, const measure *afte
       const char *op = i < AC_ROWS ? qir_opinfo_get(ac_table[i].code)->name
                        : i == AC_ROW_PINNED ? "(pinned)"
                        : i == AC_ROW_RANGE ? "(range)"
-                                           : "(no row)";
+                       : i == AC_ROW_SIGNAL ? "(input conv)"
+                                            : "(no row)";
       const char *why = i < AC_ROWS ? ac_table[i].why
                         : i == AC_ROW_PINNED ? "named by -autocast-keep"
                         : i == AC_ROW_RANGE ? "a value beyond -autocast-range on the calibration inputs"
-                                            : "not in the table: kept in f32";
+                        : i == AC_ROW_SIGNAL ? "a convolution over the model's raw input (-autocast-input-convs runs it low)"
+                                             : "not in the table: kept in f32";
       const char *how = "";
       if (side == 1 && i < AC_ROWS && (ac_table[i].rule == AC_FOLLOW || ac_table[i].rule == AC_LONG))
         how = " [its operands are f32]";
@@ -424,7 +450,8 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
   const char *to = qopt_option_str(ctx, "autocast");
   qir_loc none = {0};
   autocast a = {.ctx = ctx, .m = m, .io = qopt_option_bool(ctx, "autocast-io"),
-                .long_limit = qopt_option_int(ctx, "autocast-long"), .keep = qopt_option_str(ctx, "autocast-keep")};
+                .long_limit = qopt_option_int(ctx, "autocast-long"), .keep = qopt_option_str(ctx, "autocast-keep"),
+                .input_convs_low = qopt_option_bool(ctx, "autocast-input-convs")};
   if (!strcmp(to, "f16")) a.low = QIR_F16;
   else if (!strcmp(to, "bf16")) a.low = QIR_BF16;
   else {
