@@ -48,7 +48,7 @@ static const ac_row ac_table[] = {
 };
 enum { AC_ROWS = sizeof ac_table / sizeof *ac_table };
 /* Pseudo-rows of the report, after the table's own. */
-enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_SIGNAL, AC_ROW_COUNT };
+enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_SIGNAL, AC_ROW_ELEMENTWISE, AC_ROW_COUNT };
 
 typedef struct {
   qopt_ctx *ctx;
@@ -63,6 +63,7 @@ typedef struct {
   int n_magnitude;
   double range_limit;
   bool input_convs_low;         /* -autocast-input-convs: convs reading a model input run low too */
+  bool elementwise_f32;         /* -autocast-elementwise=f32: elementwise ops and batch_norm stay in f32 */
   /* per value id: its twin in the other type, and whether this pass made it low */
   int cap;
   qir_value **twin;
@@ -317,6 +318,9 @@ static bool cast_op(autocast *a, qir_op *op) {
   if (pinned(a, op)) row = AC_ROW_PINNED, rule = NULL;
   else if (out_of_range(a, op)) row = AC_ROW_RANGE, rule = NULL;
   else if (!a->input_convs_low && conv_over_input(op)) row = AC_ROW_SIGNAL, rule = NULL;
+  else if (a->elementwise_f32 && rule && rule->rule != AC_LOW && rule->rule != AC_KEEP &&
+           ((qir_opinfo_get(op->code)->flags & QIR_OPF_ELEMENTWISE) || op->code == QIR_OP_BATCH_NORM))
+    row = AC_ROW_ELEMENTWISE, rule = NULL;
   bool low = false, too_long = false;
   if (rule) {
     switch (rule->rule) {
@@ -424,11 +428,13 @@ static void report(const autocast *a, const measure *before, const measure *afte
                        : i == AC_ROW_PINNED ? "(pinned)"
                        : i == AC_ROW_RANGE ? "(range)"
                        : i == AC_ROW_SIGNAL ? "(input conv)"
+                       : i == AC_ROW_ELEMENTWISE ? "(elementwise)"
                                             : "(no row)";
       const char *why = i < AC_ROWS ? ac_table[i].why
                         : i == AC_ROW_PINNED ? "named by -autocast-keep"
                         : i == AC_ROW_RANGE ? "a value beyond -autocast-range on the calibration inputs"
                         : i == AC_ROW_SIGNAL ? "a convolution over the model's raw input (-autocast-input-convs runs it low)"
+                        : i == AC_ROW_ELEMENTWISE ? "-autocast-elementwise=f32: one rounding per layer"
                                              : "not in the table: kept in f32";
       const char *how = "";
       if (side == 1 && i < AC_ROWS && (ac_table[i].rule == AC_FOLLOW || ac_table[i].rule == AC_LONG))
@@ -452,6 +458,12 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
   autocast a = {.ctx = ctx, .m = m, .io = qopt_option_bool(ctx, "autocast-io"),
                 .long_limit = qopt_option_int(ctx, "autocast-long"), .keep = qopt_option_str(ctx, "autocast-keep"),
                 .input_convs_low = qopt_option_bool(ctx, "autocast-input-convs")};
+  const char *ew = qopt_option_str(ctx, "autocast-elementwise");
+  if (strcmp(ew, "low") && strcmp(ew, "f32")) {
+    qir_error(ctx->diag, none, "-autocast-elementwise=%s: expected low or f32", ew);
+    return false;
+  }
+  a.elementwise_f32 = !strcmp(ew, "f32");
   if (!strcmp(to, "f16")) a.low = QIR_F16;
   else if (!strcmp(to, "bf16")) a.low = QIR_BF16;
   else {
