@@ -4,10 +4,9 @@
  * Ops are visited in order, nested regions included.  autocast.def decides,
  * per op kind, whether the op runs in the low type (LOW; DATA: its data
  * operand only), follows its operands there (FOLLOW, LONG) or stays in f32
- * (KEEP, and every op without a row).  An
- * op that runs low gets low twins of its f32 operands and low result types; an
- * op that stays in f32 gets f32 twins of the operands this pass made low.  A
- * twin is made once per value:
+ * (KEEP, and every op without a row).  An op that runs low gets low twins of
+ * its f32 operands and low result types; an op that stays in f32 gets f32
+ * twins of the operands this pass made low.  A twin is made once per value:
  *   - of a constant: a new constant, converted here (round to nearest even),
  *     so weights are converted at compile time; when the original lived in
  *     the weights sidecar the new one is marked for the sidecar qopt writes
@@ -15,13 +14,20 @@
  *   - of a low value that is itself a twin of an f32 value: that f32 value
  *     (no round trip through 16 bits);
  *   - otherwise a `cast` right after the value's definition.
+ * Values of other types (integers, a model already in f16) are never
+ * touched, so an f16 model passes unchanged.  -welder folds the casts into
+ * the kernels around them.
+ *
+ * Beyond the table, an op stays in f32 when
+ *   - -autocast-keep names it (pinned);
+ *   - -autocast-calibrate (f16 only) ran the model on the given inputs
+ *     (autocast_range.c) and one of its f32 values went beyond
+ *     -autocast-range there;
+ *   - it is a convolution over a model input (conv_over_input), unless
+ *     -autocast-input-convs;
+ *   - it is elementwise or a batch_norm and -autocast-elementwise=f32.
  * Model inputs and outputs keep their types (casts at the boundary) unless
- * -autocast-io is given.  A convolution over a model input stays in f32
- * (conv_over_input) unless -autocast-input-convs.  With -autocast-calibrate (f16 only) the model runs
- * first on the given inputs (autocast_range.c) and an op that reads or
- * writes an f32 value beyond -autocast-range there stays in f32.  Values of other types (integers, a model already in
- * f16) are never touched, so an f16 model passes unchanged.  -welder folds the
- * casts into the kernels around them.
+ * -autocast-io is given.
  *
  * -stats prints the precision report: ops per table row, casts inserted,
  * constants converted, weight bytes and the modelled time (each op planned

@@ -13,6 +13,24 @@ static inline float q_mma_half(uint32_t reg, int hi, int bf16) {
   return bf16 ? q_bf2f(h) : q_h2f(h);
 }
 
+/* D = A x B + C for both shapes: A 16xK and B Kx8 (row-major), the sum along
+ * k in order, in f32; D back to the lanes' registers (c0..c3 as above). */
+static inline void q_mma_finish(float *d, long stride, float C[16][8], const float *A, const float *B, int K) {
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 8; j++) {
+      float s = C[i][j];
+      for (int k = 0; k < K; k++) s += A[i * K + k] * B[k * 8 + j];
+      C[i][j] = s;
+    }
+  for (int l = 0; l < 32; l++) {
+    int g = l / 4, t = l % 4;
+    for (int e = 0; e < 2; e++) {
+      d[e * stride + l] = C[g][2 * t + e];
+      d[(2 + e) * stride + l] = C[g + 8][2 * t + e];
+    }
+  }
+}
+
 static inline void q_mma16816(float *d, const uint32_t *a, const uint32_t *b, long stride, int bf16) {
   float A[16][16], B[16][8], C[16][8];
   for (int l = 0; l < 32; l++) {
@@ -28,19 +46,7 @@ static inline void q_mma16816(float *d, const uint32_t *a, const uint32_t *b, lo
       C[g + 8][2 * t + e] = d[(2 + e) * stride + l];
     }
   }
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 8; j++) {
-      float s = C[i][j];
-      for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j];
-      C[i][j] = s;
-    }
-  for (int l = 0; l < 32; l++) {
-    int g = l / 4, t = l % 4;
-    for (int e = 0; e < 2; e++) {
-      d[e * stride + l] = C[g][2 * t + e];
-      d[(2 + e) * stride + l] = C[g + 8][2 * t + e];
-    }
-  }
+  q_mma_finish(d, stride, C, &A[0][0], &B[0][0], 16);
 }
 
 /* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, emulated likewise: A
@@ -73,17 +79,5 @@ static inline void q_mma1688_tf32(float *d, const uint32_t *a, const uint32_t *b
       C[g + 8][2 * t + e] = d[(2 + e) * stride + l];
     }
   }
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 8; j++) {
-      float s = C[i][j];
-      for (int k = 0; k < 8; k++) s += A[i][k] * B[k][j];
-      C[i][j] = s;
-    }
-  for (int l = 0; l < 32; l++) {
-    int g = l / 4, t = l % 4;
-    for (int e = 0; e < 2; e++) {
-      d[e * stride + l] = C[g][2 * t + e];
-      d[(2 + e) * stride + l] = C[g + 8][2 * t + e];
-    }
-  }
+  q_mma_finish(d, stride, C, &A[0][0], &B[0][0], 8);
 }
