@@ -545,9 +545,17 @@ def main():
     ap.add_argument("-j", type=int, default=1, help="models at a time (default 1)")
     ap.add_argument("--threads", type=int, default=2, help="OpenMP threads of each program (default 2)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per tool run (cc and the program get 3x)")
+    ap.add_argument("--count", metavar="FILE.qir", help="only print the convert-only kernels and modelled time of an optimised module")
     ap.add_argument("--bin", default=os.environ.get("QIR_BIN", os.path.join(TOP, "build", "bin")))
     ap.add_argument("--tests", default=os.environ.get("ONNX_TESTS", os.path.join(TOP, "..", "shared", "onnx-tests")))
     args = ap.parse_args()
+    if args.count:
+        with open(args.count) as f:
+            text = f.read()
+        us, items = modelled_us(text)
+        print("convert-only kernels %d; modelled %.3f us over %d planned kernels and ops"
+              % (convert_only_kernels(text), us, items))
+        return 0
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in PASSES]
     if bad:
