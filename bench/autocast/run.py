@@ -27,6 +27,9 @@ and the harness reports per model and mode:
 - weights: the bytes of the sidecar the optimised module names (`weights
   "..."`), and its size over the f32 module's (goal <= 55% with f16);
 - convert-only kernels after -welder (convert_only_kernels below; goal <= 2);
+- contractions on matrix units: conv, matmul, gemm, ... whose #tile plan has
+  an `mma` shape, over all contractions (the issue: all of them after
+  -autocast);
 - modelled time (no device involved): the sum of the `est_us` of the planned
   top-level kernels and ops of the optimised module (modelled_us below), and
   the f32 time over the mode's (goal >= 2x with f16 on ResNet-50 and PP-OCR
@@ -73,6 +76,7 @@ TIME_GOAL_MODELS = ("light_resnet50", "ch_PP-OCRv4_det_infer")  # ... on these (
 QUICK = ("light_squeezenet", "light_resnet50")  # with the real models
 EXTRA_CLASSIFIERS = ("ch_ppocr_mobile_v2.0_cls_infer",)  # 2 classes: below the N >= 10 rule
 VIEW_OPS = ("reshape", "identity", "bitcast")  # ops that move no element
+CONTRACTIONS = ("conv", "conv_transpose", "matmul", "gemm", "einsum", "attention")
 
 
 def run(cmd, timeout, cwd=None, env=None):
@@ -297,6 +301,25 @@ def modelled_us(text):
     return total, items
 
 
+def _all_ops(ops):
+    for name, line, body in ops:
+        yield name, line
+        yield from _all_ops(body)
+
+
+def matrix_unit_contractions(text):
+    """(contractions planned on the matrix units, contractions): the conv,
+    conv_transpose, matmul, gemm, einsum and attention ops anywhere in the
+    module, and those whose #tile plan has an `mma` shape."""
+    n = on_mma = 0
+    for name, line in _all_ops(module_ops(text)):
+        if name in CONTRACTIONS:
+            n += 1
+            if re.search(r"#tile\{[^}]*\bmma = \[", line):
+                on_mma += 1
+    return on_mma, n
+
+
 def welder_total_us(stats):
     """-welder's modelled time after the pass (its -stats line: kernels'
     estimates plus one launch each), summed over the module's lines."""
@@ -378,7 +401,10 @@ def static_metrics(qir, stats):
         text = f.read()
     w = weights_file(qir, text)
     us, items = modelled_us(text)
+    mma, contractions = matrix_unit_contractions(text)
     return {
+        "mma": mma,
+        "contractions": contractions,
         "weights": os.path.getsize(w) if w and os.path.exists(w) else None,
         "convert_only": convert_only_kernels(text),
         "modelled_us": us,
@@ -486,15 +512,15 @@ def goals_missed(r, base):
 
 def table(results, modes):
     head = ("| model | mode | rel L2 (max) | error goal | top-1 kept | weights sidecar | vs f32 | "
-            "convert-only kernels | modelled us | modelled speed-up vs f32 | welder modelled us (with launches) | goals |")
-    lines = [head, "|" + "---|" * 12]
+            "convert-only kernels | contractions on matrix units | modelled us | modelled speed-up vs f32 | welder modelled us (with launches) | goals |")
+    lines = [head, "|" + "---|" * 13]
     for rows in results:
         base = rows["f32"]
         for mode in (["f32"] if "f32" in modes else []) + [m for m in modes if m != "f32"]:
             r = rows[mode]
             name = r["model"]
             if r.get("why") and "modelled_us" not in r:
-                lines.append("| %s | %s | %s |  |  |  |  |  |  |  |  |  |" % (name, mode, r["why"]))
+                lines.append("| %s | %s | %s |" % (name, mode, r["why"]) + "  |" * 10)
                 continue
             err = fmt_err(r.get("rel_l2")) if "rel_l2" in r else (r.get("why") or "not run")
             goal = "<= %g" % ERROR_GOAL[mode]
@@ -512,8 +538,8 @@ def table(results, modes):
             verdict = "met" if not missed else "**missed: %s**" % ", ".join(missed)
             if r.get("why"):
                 verdict = "**%s**" % r["why"]
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %.1f (modelled) | %s (modelled) | %s (modelled) | %s |" % (
-                name, mode, err, goal, top1, fmt_bytes(r.get("weights")), ratio, r["convert_only"],
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %d/%d | %.1f (modelled) | %s (modelled) | %s (modelled) | %s |" % (
+                name, mode, err, goal, top1, fmt_bytes(r.get("weights")), ratio, r["convert_only"], r["mma"], r["contractions"],
                 r["modelled_us"], speed, wus, verdict))
     return "\n".join(lines)
 
@@ -553,8 +579,9 @@ def main():
         with open(args.count) as f:
             text = f.read()
         us, items = modelled_us(text)
-        print("convert-only kernels %d; modelled %.3f us over %d planned kernels and ops"
-              % (convert_only_kernels(text), us, items))
+        mma, contractions = matrix_unit_contractions(text)
+        print("convert-only kernels %d; modelled %.3f us over %d planned kernels and ops; contractions on matrix units %d/%d"
+              % (convert_only_kernels(text), us, items, mma, contractions))
         return 0
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in PASSES]
