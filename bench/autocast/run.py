@@ -327,6 +327,12 @@ def welder_total_us(stats):
     return sum(vals) if vals else None
 
 
+def precision_report(stats):
+    """The lines of a qopt -stats output other than -roller's and -welder's
+    (the -autocast precision report, whatever its format)."""
+    return [l for l in stats.splitlines() if l.strip() and not re.match(r"(roller|welder)\b", l)]
+
+
 def weights_file(qir_path, text):
     """The sidecar an optimised module names (`weights "..."`), resolved as
     the generated program does from the module's folder; None when it names
@@ -410,6 +416,7 @@ def static_metrics(qir, stats):
         "modelled_us": us,
         "planned": items,
         "welder_us": welder_total_us(stats),
+        "report": precision_report(stats),
     }
 
 
@@ -544,6 +551,18 @@ def table(results, modes):
     return "\n".join(lines)
 
 
+def reports(results, modes):
+    """Markdown: each model's precision report (qopt -stats) per low-type mode."""
+    out = []
+    for rows in results:
+        for mode in modes:
+            lines = rows.get(mode, {}).get("report")
+            if lines and mode != "f32":
+                out.append("%s, %s (`qopt %s -stats`):\n\n```\n%s\n```\n" % (
+                    rows[mode]["model"], mode, " ".join(PASSES[mode]), "\n".join(lines[:40])))
+    return "\n".join(out)
+
+
 def models(args, tests):
     if args.model:
         return [("extra", os.path.basename(os.path.normpath(d)), os.path.abspath(d)) for d in args.model]
@@ -603,6 +622,9 @@ def main():
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     md = table(results, modes)
+    details = reports(results, modes)
+    if details:
+        print("## Precision reports\n\n" + details)
     note = ("Times are modelled (Roller/Welder's h100 model, no device): the sum of the est_us of the planned "
             "top-level kernels and ops, and -welder's total with one launch per kernel. rel L2 is the C back end "
             "(cc -O2 -fopenmp) against the f32 ONNX reference, max over outputs and data sets. Harness wall time %.0f s."
@@ -613,6 +635,8 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(md + "\n\n" + note + "\n")
+            if details:
+                f.write("\n## Precision reports\n\n" + details)
     failed = any(r.get("why", "").startswith(("qopt failed", "qcodegen failed", "cc failed", "run failed", "onnx2qir failed"))
                  for rows in results for r in rows.values())
     return 1 if failed else 0
