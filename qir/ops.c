@@ -893,7 +893,17 @@ static bool require_shape(rule_ctx *c, int i, int rank, const int64_t *dims) {
 static bool rule_norm(rule_ctx *c) {
   const qir_type *x = operand_type(c, 0);
   int n = c->op->n_operands;
-  if (!require_class(c, 0, DT_FLOAT) || !same_dtype(c, 0, n - 1)) return false;
+  /* batch_norm's scale, bias (T1) and running statistics (T2) may have
+   * another float type than its input (ONNX BatchNormalization-15): an f16
+   * input normalised by f32 statistics (-autocast) */
+  if (c->op->code == QIR_OP_BATCH_NORM) {
+    for (int i = 0; i < n; i++)
+      if (!require_class(c, i, DT_FLOAT)) return false;
+    if (n >= 3 && !same_dtype(c, 1, 2)) return false;
+    if (n >= 5 && !same_dtype(c, 3, 4)) return false;
+  } else if (!require_class(c, 0, DT_FLOAT) || !same_dtype(c, 0, n - 1)) {
+    return false;
+  }
   c->out[0] = *x;
   if (c->op->code != QIR_OP_LAYER_NORM) {
     if (x->rank < 2) return fail(c, "input must be [N,C,...], not %s", tstr(x).s);

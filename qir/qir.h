@@ -270,6 +270,8 @@ typedef struct {
   bool splat;                   /* data holds one element, repeated */
   void *data;                   /* raw little-endian elements, or NULL until loaded */
   size_t nbytes;                /* size of data */
+  bool spill;                   /* made by a pass from a sidecar constant (-autocast's converted
+                                 * weights): belongs in the sidecar the tool writes next */
 } qir_const;
 
 struct qir_op {
@@ -384,6 +386,19 @@ struct qir_diag;
 const void *qir_const_data(qir_module *m, qir_op *cst, struct qir_diag *d);
 /* Element i of a constant as a double (works for splats without expanding). */
 double qir_const_elem(qir_module *m, qir_op *cst, int64_t i, struct qir_diag *d);
+
+/* Writes a new weights sidecar at `path` holding every constant that lives in
+ * one (offset >= 0, read from the current sidecar first), every constant a
+ * pass marked `spill`, and, when inline_max >= 0, every non-splat constant of
+ * more than inline_max elements; each at a 64-byte aligned offset.  Those
+ * constants then refer to the new file, which the module names as `ref`
+ * (relative to base_dir, as weights_path always is).  Writes no file and
+ * changes nothing when no constant qualifies (*written = 0).  Returns false
+ * after reporting into d (a constant that cannot be read, a write error). */
+bool qir_module_write_weights(qir_module *m, const char *path, const char *ref, int64_t inline_max, int64_t *written,
+                              struct qir_diag *d);
+/* Whether the module holds a constant marked `spill` (it needs a new sidecar). */
+bool qir_module_has_spilled_consts(qir_module *m);
 
 /* Expressions (allocated in the module). */
 qir_expr *qir_expr_int(qir_module *m, int64_t v);

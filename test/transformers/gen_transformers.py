@@ -7,8 +7,9 @@
         reads them: node gen_ref.js DIR/model.onnx DIR/test_data_set_0) and the inputs
         as DIR/NAME.npy (the generated C program's --in files)
     gen_transformers.py --pb-to-npy OUT.pb OUT.npy
-    gen_transformers.py --compare GOT.npy WANT.npy [--atol A] [--rtol R]
-        |got - want| <= atol + rtol * |want| everywhere, else exit status 1
+    gen_transformers.py --compare GOT.npy WANT.npy [--atol A] [--rtol R] [--rel-l2 E]
+        |got - want| <= atol + rtol * |want| everywhere (with --rel-l2:
+        ||got - want|| / ||want|| <= E), else exit status 1
 
 Weights and inputs come from numpy's RandomState with a fixed seed (its stream
 is fixed across numpy versions), so the references generated once match the
@@ -115,6 +116,8 @@ def main():
     ap.add_argument("--compare", nargs=2)
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--rel-l2", type=float, default=None,
+                    help="with --compare: pass when ||got - want|| / ||want|| <= this instead")
     a = ap.parse_args()
     if a.pb_to_npy:
         import onnx
@@ -129,6 +132,11 @@ def main():
         if got.shape != want.shape:
             print("shape %s, want %s: FAIL" % (got.shape, want.shape))
             return 1
+        if a.rel_l2 is not None:
+            want64 = want.astype(np.float64)
+            rel = float(np.linalg.norm(got.astype(np.float64) - want64) / max(np.linalg.norm(want64), 1e-300))
+            print("rel_l2=%.3g (at most %g): %s" % (rel, a.rel_l2, "OK" if rel <= a.rel_l2 else "FAIL"))
+            return 0 if rel <= a.rel_l2 else 1
         err = np.abs(got.astype(np.float64) - want)
         bad = int(np.sum(err > a.atol + a.rtol * np.abs(want)))
         print("max_abs_err=%.3g, %d of %d beyond %g + %g*|want|: %s" % (err.max(), bad, err.size, a.atol, a.rtol,

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #define INLINE_MAX_ELEMS 64
-#define WEIGHT_ALIGN 64
 
 static void usage(FILE *f) {
   fputs("usage: onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N]...\n"
@@ -73,34 +72,6 @@ static bool parse_shape(const char *arg, shape_opt *s) {
     if (*p == ',') p++;
     else if (*p) return false;
   }
-  return true;
-}
-
-typedef struct {
-  FILE *f;
-  int64_t size;
-  bool inline_all;
-  bool failed;
-} weights_writer;
-
-static bool spill_visit(qir_op *op, void *ctx) {
-  weights_writer *w = ctx;
-  if (op->code != QIR_OP_CONST || !op->cst || op->cst->splat || op->cst->offset >= 0) return true;
-  const qir_type *t = &op->results[0]->type;
-  int64_t n = qir_type_numel(t);
-  if (w->inline_all || n <= INLINE_MAX_ELEMS) return true;
-  int64_t off = (w->size + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
-  size_t nbytes = (size_t)n * (size_t)qir_dtype_size(t->dtype);
-  if (w->f) {
-    static const char zeros[WEIGHT_ALIGN] = {0};
-    if ((off > w->size && fwrite(zeros, 1, (size_t)(off - w->size), w->f) != (size_t)(off - w->size)) ||
-        fwrite(op->cst->data, 1, nbytes, w->f) != nbytes)
-      w->failed = true;
-    op->cst->offset = off;
-    op->cst->data = NULL;
-    op->cst->nbytes = 0;
-  }
-  w->size = off + (int64_t)nbytes;
   return true;
 }
 
@@ -244,64 +215,52 @@ int main(int argc, char **argv) {
 
   /* weights sidecar */
   {
-    weights_writer w = {.inline_all = inline_weights};
-    qir_walk(imp.m->body, spill_visit, &w); /* sizing pass: nothing written */
-    if (w.size > 0) {
-      char *wp;
-      if (w_path) wp = strdup(w_path);
-      else if (out_path) {
-        size_t n = strlen(out_path);
-        wp = malloc(n + 4);
-        strcpy(wp, out_path);
-        if (n > 4 && strcmp(wp + n - 4, ".qir") == 0) wp[n - 4] = 0;
-        strcat(wp, ".qw");
-      } else {
-        wp = malloc(strlen(stem) + 4);
-        sprintf(wp, "%s.qw", stem);
-      }
-      weights_writer ww = {.inline_all = inline_weights};
-      ww.f = fopen(wp, "wb");
-      if (!ww.f) {
-        fprintf(stderr, "%s: error: cannot write weights file '%s': %s\n", model_path, wp, strerror(errno));
-        free(wp);
-        status = 1;
-        goto done;
-      }
-      qir_walk(imp.m->body, spill_visit, &ww);
-      if (fclose(ww.f) != 0 || ww.failed) {
-        fprintf(stderr, "%s: error: writing weights file '%s' failed\n", model_path, wp);
-        free(wp);
-        status = 1;
-        goto done;
-      }
-      /* the module names the sidecar relative to the .qir (or the cwd) */
-      const char *ref = wp;
-      char *wcopy = strdup(wp), *ocopy = out_path ? strdup(out_path) : NULL;
-      char *absbuf = NULL;
-      if (out_path) {
-        if (strcmp(dirname(wcopy), dirname(ocopy)) == 0) {
-          free(wcopy);
-          wcopy = strdup(wp);
-          ref = basename(wcopy);
-        } else if (wp[0] != '/') {
-          char cwd[4096];
-          if (getcwd(cwd, sizeof cwd)) {
-            absbuf = malloc(strlen(cwd) + strlen(wp) + 2);
-            sprintf(absbuf, "%s/%s", cwd, wp);
-            ref = absbuf;
-          }
+    char *wp;
+    if (w_path) wp = strdup(w_path);
+    else if (out_path) {
+      size_t n = strlen(out_path);
+      wp = malloc(n + 4);
+      strcpy(wp, out_path);
+      if (n > 4 && strcmp(wp + n - 4, ".qir") == 0) wp[n - 4] = 0;
+      strcat(wp, ".qw");
+    } else {
+      wp = malloc(strlen(stem) + 4);
+      sprintf(wp, "%s.qw", stem);
+    }
+    /* the module names the sidecar relative to the .qir (or the cwd) */
+    const char *ref = wp;
+    char *wcopy = strdup(wp), *ocopy = out_path ? strdup(out_path) : NULL;
+    char *absbuf = NULL;
+    if (out_path) {
+      if (strcmp(dirname(wcopy), dirname(ocopy)) == 0) {
+        free(wcopy);
+        wcopy = strdup(wp);
+        ref = basename(wcopy);
+      } else if (wp[0] != '/') {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof cwd)) {
+          absbuf = malloc(strlen(cwd) + strlen(wp) + 2);
+          sprintf(absbuf, "%s/%s", cwd, wp);
+          ref = absbuf;
         }
       }
-      imp.m->weights_path = qir_strdup(imp.m, ref);
-      if (out_path) {
-        char *oc2 = strdup(out_path);
-        imp.m->base_dir = qir_strdup(imp.m, dirname(oc2));
-        free(oc2);
-      }
-      free(absbuf);
-      free(wcopy);
-      free(ocopy);
-      free(wp);
+    }
+    qir_diag wd;
+    qir_diag_init(&wd, stderr, model_path, NULL, 0);
+    int64_t written = 0;
+    bool ok = qir_module_write_weights(imp.m, wp, ref, inline_weights ? -1 : INLINE_MAX_ELEMS, &written, &wd);
+    if (ok && written && out_path) {
+      char *oc2 = strdup(out_path);
+      imp.m->base_dir = qir_strdup(imp.m, dirname(oc2));
+      free(oc2);
+    }
+    free(absbuf);
+    free(wcopy);
+    free(ocopy);
+    free(wp);
+    if (!ok) {
+      status = 1;
+      goto done;
     }
   }
 

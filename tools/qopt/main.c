@@ -160,21 +160,66 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+const qir_target *qopt_target(qopt_ctx *ctx, qir_target *from_file) {
+  const char *file = qopt_option_str(ctx, "target-file");
+  if (file && *file) return qir_target_parse_file(file, from_file, ctx->diag) ? from_file : NULL;
+  const qir_target *t = qir_target_get(qopt_option_str(ctx, "target"));
+  if (!t) qir_error(ctx->diag, (qir_loc){0}, "unknown target '%s' (qopt -help lists them)", qopt_option_str(ctx, "target"));
+  return t;
+}
+
+/* Where qopt writes the weights a pass made (-autocast's converted ones):
+ * -weights-out, else OUT.qw beside -o OUT.qir, else the input sidecar's name
+ * with ".opt" before ".qw" (or MODULE.opt.qw) in the working directory.
+ * malloc'd. */
+static char *new_sidecar_path(qopt_ctx *ctx, const qir_module *m, const char *output) {
+  const char *given = qopt_option_str(ctx, "weights-out");
+  char *p;
+  if (*given) return strdup(given);
+  if (output) {
+    size_t n = strlen(output);
+    if (!(p = malloc(n + 4))) return NULL;
+    strcpy(p, output);
+    if (n > 4 && !strcmp(p + n - 4, ".qir")) p[n - 4] = 0;
+    return strcat(p, ".qw");
+  }
+  const char *from = m->weights_path ? strrchr(m->weights_path, '/') : NULL;
+  from = from ? from + 1 : m->weights_path ? m->weights_path : m->name ? m->name : "module";
+  size_t n = strlen(from);
+  if (!(p = malloc(n + 8))) return NULL;
+  strcpy(p, from);
+  if (n > 3 && !strcmp(p + n - 3, ".qw")) p[n - 3] = 0;
+  return strcat(p, ".opt.qw");
+}
+
+/* Writes the new sidecar and points the module at it: by its file name when
+ * it lies beside the output, else by the path as given (relative to the
+ * working directory, which qir_module_rebase_weights then fixes up). */
+static bool write_new_sidecar(qopt_ctx *ctx, qir_module *m, const char *output) {
+  char *path = new_sidecar_path(ctx, m, output);
+  if (!path) return false;
+  char *out_dir = output ? dir_of(output) : NULL, *w_dir = dir_of(path);
+  bool beside = out_dir && w_dir ? !strcmp(out_dir, w_dir) : !out_dir && !w_dir;
+  const char *slash = strrchr(path, '/');
+  int64_t written = 0;
+  bool ok = qir_module_write_weights(m, path, beside && slash ? slash + 1 : path, -1, &written, ctx->diag);
+  if (ok) m->base_dir = beside && out_dir ? qir_strdup(m, out_dir) : NULL;
+  if (ok && qopt_option_bool(ctx, "stats"))
+    fprintf(stderr, "qopt: wrote %lld bytes of weights to %s\n", (long long)written, path);
+  free(out_dir);
+  free(w_dir);
+  free(path);
+  return ok;
+}
+
 /* -print-target: the model the passes would use, in the target-file format
  * (qir/target.h), so that a calibrated file can start from it. */
 static bool print_target_model(qopt_ctx *ctx) {
   qir_diag diag;
-  qir_diag_init(&diag, stderr, NULL, NULL, 0);
+  qir_diag_init(&diag, stderr, "qopt", NULL, 0);
   ctx->diag = &diag;
   qir_target from_file;
-  const qir_target *t;
-  const char *file = qopt_option_str(ctx, "target-file");
-  if (file && *file) {
-    t = qir_target_parse_file(file, &from_file, &diag) ? &from_file : NULL;
-  } else {
-    t = qir_target_get(qopt_option_str(ctx, "target"));
-    if (!t) fprintf(stderr, "qopt: error: unknown target '%s' (qopt -help lists them)\n", qopt_option_str(ctx, "target"));
-  }
+  const qir_target *t = qopt_target(ctx, &from_file);
   if (!t) return false;
   qir_target_print(stdout, t);
   return fflush(stdout) == 0;
@@ -229,13 +274,13 @@ int main(int argc, char **argv) {
       const char *eq = strchr(name, '=');
       size_t len = eq ? (size_t)(eq - name) : strlen(name);
       int p = -1;
-      for (int k = 0; k < N_PASSES && !eq; k++)
-        if (!strcmp(passes[k].flag, name)) p = k;
-      if (p >= 0) {
-        pipeline[n_pipeline++] = p;
-        continue;
-      }
+      for (int k = 0; k < N_PASSES; k++)
+        if (strlen(passes[k].flag) == len && !memcmp(passes[k].flag, name, len)) p = k;
       int o = option_index(&ctx, name, len);
+      /* -PASS runs a pass; -PASS=VALUE also sets the option of the same name
+       * (-autocast=bf16) */
+      if (p >= 0 && (!eq || o >= 0)) pipeline[n_pipeline++] = p;
+      if (p >= 0 && !eq) continue;
       if (o < 0) {
         fprintf(stderr, "qopt: error: unknown option or pass '%s' (see qopt --help)\n", a);
         goto done;
@@ -252,6 +297,10 @@ int main(int argc, char **argv) {
       if (!option_value_ok(options[o].kind, v)) {
         fprintf(stderr, "qopt: error: bad value '%s' for option '-%s' (expects %s)\n", v, options[o].name,
                 options[o].kind == QOPT_INT ? "an integer" : options[o].kind == QOPT_FLOAT ? "a number" : "0 or 1");
+        goto done;
+      }
+      if (values[o] && strcmp(values[o], v) != 0) {
+        fprintf(stderr, "qopt: error: conflicting values for '-%s': '%s' and '%s'\n", options[o].name, values[o], v);
         goto done;
       }
       values[o] = v;
@@ -298,6 +347,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "qopt: error: the module is invalid after the passes\n");
       ok = false;
     }
+    if (ok && qir_module_has_spilled_consts(m)) ok = write_new_sidecar(&ctx, m, output);
     if (ok) {
       char *out_dir = output ? dir_of(output) : NULL;
       qir_module_rebase_weights(m, out_dir);

@@ -4,6 +4,7 @@
 #define QOPT_H
 
 #include "qir.h"
+#include "target.h"
 
 typedef enum { QOPT_STRING, QOPT_INT, QOPT_FLOAT, QOPT_FLAG } qopt_option_kind;
 
@@ -32,6 +33,10 @@ bool qopt_option_bool(const qopt_ctx *ctx, const char *name);
 /* Whether the command line gave the option (options without a registry
  * default, such as -welder-launch-us, then fall back to the target's value). */
 bool qopt_option_given(const qopt_ctx *ctx, const char *name);
+
+/* The device model -target or -target-file names (from_file holds a parsed
+ * file); NULL after an error into ctx->diag. */
+const qir_target *qopt_target(qopt_ctx *ctx, qir_target *from_file);
 
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"

@@ -309,7 +309,8 @@ static uint64_t vars_mentioned(const qir_expr *e) {
  * a matmul, a Gemm with its bias, a convolution with padding and bias) can use
  * the matrix units: M = an output axis only A indexes, N = one only B indexes,
  * K = a reduction axis both index; each chosen as the innermost such axis (by
- * A's, B's layout) with extent >= the instruction.  A padding mask may not
+ * A's, B's layout) with extent >= the instruction, else the longest one (its
+ * tile then padded with zeros: the model counts the wasted work).  A padding mask may not
  * mention both M and N (qcodegen applies it to one operand's tile). */
 static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   const qir_target *t = p->t;
@@ -332,7 +333,7 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   if (op->operands[ab[0]->operand]->type.dtype != op->operands[ab[1]->operand]->type.dtype) return;
   qir_dtype out_dt = op->results[0]->type.dtype;
   if (out_dt != QIR_F32 && out_dt != QIR_F16 && out_dt != QIR_BF16) return;
-  int best[3] = {-1, -1, -1}, inner[3] = {-1, -1, -1};
+  int best[3] = {-1, -1, -1}, inner[3] = {-1, -1, -1}, short_best[3] = {-1, -1, -1};
   int need[3] = {t->mma_m, t->mma_n, t->mma_k};
   for (int v = 0; v < p->n_vars; v++) {
     int role = -1, at = 0;
@@ -340,9 +341,17 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
     if (!red && pos[0][v] >= 0 && pos[1][v] < 0) role = 0, at = pos[0][v];
     else if (!red && pos[1][v] >= 0 && pos[0][v] < 0) role = 1, at = pos[1][v];
     else if (red && pos[0][v] >= 0 && pos[1][v] >= 0) role = 2, at = pos[0][v];
-    if (role < 0 || p->ext[v] < need[role]) continue;
+    if (role < 0) continue;
+    /* no axis as long as the instruction: the longest one, its tile padded
+     * with zeros (a 7x7 feature map's w, a 3-channel image's c) */
+    if (p->ext[v] < need[role]) {
+      if (p->ext[v] >= 2 && (short_best[role] < 0 || p->ext[v] > p->ext[short_best[role]])) short_best[role] = v;
+      continue;
+    }
     if (at > inner[role]) inner[role] = at, best[role] = v;
   }
+  for (int r = 0; r < 3; r++)
+    if (best[r] < 0) best[r] = short_best[r];
   if (best[0] < 0 || best[1] < 0 || best[2] < 0 || best[0] >= 64 || best[1] >= 64) return;
   if (ct.mask) {
     uint64_t mv = vars_mentioned(ct.mask);

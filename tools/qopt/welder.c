@@ -643,8 +643,10 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
       return NOTE(w, p, reg, "no: inlined it would be computed %.2fx (read across a window or at several points)",
                   reads_total / (double)numel);
     /* an epilogue (p reads a free reduction at its own point) stays with that
-     * reduction rather than joining a group that reads p elsewhere (a transpose) */
-    if (!identity)
+     * reduction rather than joining a group that reads p elsewhere (a
+     * transpose); a type conversion (autocast's) is better read as it is
+     * stored, in the narrower type, by whoever reads it */
+    if (!identity && p->op->code != QIR_OP_CAST)
       for (int k = 0; k < p->op->n_operands; k++) {
         node *q = producer(rc, p->op->operands[k]);
         if (!q || q->group >= 0 || !q->comp || q->comp->n_red == 0) continue;
@@ -1730,14 +1732,82 @@ static double welded_us(const welder *w, qir_module *c) {
   return t.est_us + cw.launch_us * t.n_kernels;
 }
 
+/* The constants whose payload is in memory and not a splat (a pass made
+ * them: -autocast's converted weights), pre-order; NULL list: count only. */
+typedef struct {
+  qir_op **ops;
+  int n;
+} payloads;
+
+static bool collect_payloads(qir_op *op, void *ctx) {
+  payloads *p = ctx;
+  if (op->code == QIR_OP_CONST && op->cst && !op->cst->splat && op->cst->offset < 0 &&
+      qir_type_numel(&op->results[0]->type) > 64) {
+    if (p->ops) p->ops[p->n] = op;
+    p->n++;
+  }
+  return true;
+}
+
+static bool collect_consts(qir_op *op, void *ctx) {
+  payloads *p = ctx;
+  if (op->code == QIR_OP_CONST) {
+    if (p->ops) p->ops[p->n] = op;
+    p->n++;
+  }
+  return true;
+}
+
+/* A copy of the module through its text.  Payloads in memory would be
+ * printed and parsed as decimals (megabytes of them per trial): they travel
+ * as placeholder offsets instead, and the copy then shares the original's
+ * bytes (read-only; the original outlives the copy). */
 static qir_module *clone_module(const welder *w) {
+  payloads big = {0};
+  qir_walk(w->m->body, collect_payloads, &big);
+  big.ops = calloc((size_t)big.n + 1, sizeof *big.ops);
+  if (!big.ops) return NULL;
+  big.n = 0;
+  qir_walk(w->m->body, collect_payloads, &big);
+  for (int i = 0; i < big.n; i++) big.ops[i]->cst->offset = i;
   size_t len = 0;
   char *text = qir_print_to_string(w->m, &len);
-  if (!text) return NULL;
-  qir_diag qd;
-  qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
-  qir_module *c = qir_parse(text, len, "<welder siblings>", w->m->base_dir, &qd);
-  free(text);
+  for (int i = 0; i < big.n; i++) big.ops[i]->cst->offset = -1;
+  qir_module *c = NULL;
+  if (text) {
+    qir_diag qd;
+    qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
+    c = qir_parse(text, len, "<welder siblings>", w->m->base_dir, &qd);
+    free(text);
+  }
+  if (c && big.n) {
+    /* the same constants in the same order: pair them up */
+    payloads mine = {0}, theirs = {0};
+    qir_walk(w->m->body, collect_consts, &mine);
+    qir_walk(c->body, collect_consts, &theirs);
+    mine.ops = calloc((size_t)mine.n + 1, sizeof *mine.ops);
+    theirs.ops = calloc((size_t)theirs.n + 1, sizeof *theirs.ops);
+    bool paired = mine.ops && theirs.ops && mine.n == theirs.n;
+    if (paired) {
+      mine.n = theirs.n = 0;
+      qir_walk(w->m->body, collect_consts, &mine);
+      qir_walk(c->body, collect_consts, &theirs);
+      for (int i = 0; i < mine.n; i++) {
+        qir_const *from = mine.ops[i]->cst, *to = theirs.ops[i]->cst;
+        if (from->offset >= 0 || from->splat || !from->data) continue;
+        to->offset = -1;
+        to->data = from->data;
+        to->nbytes = from->nbytes;
+      }
+    }
+    free(mine.ops);
+    free(theirs.ops);
+    if (!paired) {
+      qir_module_free(c);
+      c = NULL;
+    }
+  }
+  free(big.ops);
   return c;
 }
 
@@ -1828,14 +1898,6 @@ static void merge_siblings(welder *w) {
 
 /* ---------------------------------------------------------------- the pass */
 
-static const qir_target *pick_target(qopt_ctx *ctx, qir_target *from_file) {
-  const char *file = qopt_option_str(ctx, "target-file");
-  if (file && *file) return qir_target_parse_file(file, from_file, ctx->diag) ? from_file : NULL;
-  const qir_target *t = qir_target_get(qopt_option_str(ctx, "target"));
-  if (!t) qir_error(ctx->diag, (qir_loc){0}, "unknown target '%s' (qopt -help lists them)", qopt_option_str(ctx, "target"));
-  return t;
-}
-
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1845,7 +1907,7 @@ static double now_ms(void) {
 bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   double t0 = now_ms();
   qir_target from_file;
-  const qir_target *t = pick_target(ctx, &from_file);
+  const qir_target *t = qopt_target(ctx, &from_file);
   if (!t) return false;
   FILE *quiet = fopen("/dev/null", "w");
   /* a launch costs what the target says unless the command line says otherwise */

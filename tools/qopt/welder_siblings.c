@@ -11,8 +11,10 @@
  * output axis (the bias add), those epilogues merge too, over a concat of the
  * vectors: the merged contraction keeps its epilogue in its group and the
  * slices sit after it, where their readers fold them into their own loads (a
- * slice, like the concats of weights, is a data-movement op -welder inlines
- * into any reader, contractions' operand loads included).  Merging the
+ * slice is a data-movement op -welder inlines into any reader,
+ * contractions' operand loads included).  A concat of constants (the weights
+ * and biases of a layer, from the weights sidecar) is made here, once, as a
+ * constant (fold_concat): qopt writes it to the new weights sidecar.  Merging the
  * epilogues rather than slicing before them keeps the bias in the merged
  * contraction's registers; a slice before each add would cut the add off
  * from its accumulator and cost a kernel per sibling.
@@ -36,8 +38,9 @@
  * merged contraction gets Roller's plan (roller_plan_op, with -roller's
  * options); merging pays when its modelled time, plus a copy kernel (launch
  * and round trip) per unfoldable slice, plus the concat of the B operands as
- * a kernel of its own when the merged plan uses the matrix units (they stage
- * plain tiles: -welder does not fold a concat there), plus the round trip and
+ * a kernel of its own when they are not constants and the merged plan uses
+ * the matrix units (they stage plain tiles: -welder does not fold a concat
+ * there), plus the round trip and
  * launch of each sibling's own elementwise epilogue (which the merge cuts off
  * from its accumulator), is below the siblings' modelled times plus the
  * launches saved.  welder.c then confirms by welding the module both ways.
@@ -307,14 +310,63 @@ static bool epilogue_of(const qir_op *user, const qir_value *v) {
          qir_type_equal(&user->results[0]->type, &v->type) && user->parent == v->def->parent;
 }
 
+/* The concatenation of constants (weights, biases), made here once: the
+ * merged op reads it as each sibling read its own, and no kernel copies the
+ * weights at every run (a matrix-unit plan stages plain tiles; a SIMT plan
+ * would fold the concat into its operand loads, a branch per element).
+ * NULL when a value is not a constant, its bytes cannot be read, or it
+ * would be a large constant in the text (none of the parts is in a sidecar). */
+static qir_op *fold_concat(qir_module *m, qir_value **vals, int n, int axis, const qir_type *t, qir_loc loc) {
+  bool spill = false;
+  for (int i = 0; i < n; i++) {
+    if (!vals[i]->def || vals[i]->def->code != QIR_OP_CONST) return NULL;
+    spill |= vals[i]->def->cst->offset >= 0 || vals[i]->def->cst->spill;
+  }
+  /* constants written in the text (splats, dense lists) stay as they are: a
+   * folded one would be printed there in full */
+  if (!spill && qir_type_numel(t) > 64) return NULL;
+  size_t es = (size_t)qir_dtype_size(t->dtype);
+  int64_t outer = 1;
+  for (int d = 0; d < axis; d++) outer *= t->dims[d];
+  size_t total = (size_t)qir_type_numel(t) * es;
+  char *data = qir_alloc(m, total), *dst = data;
+  for (int i = 0; i < n; i++) {
+    qir_op *c = vals[i]->def;
+    if (!c->cst->splat && !qir_const_data(m, c, NULL)) return NULL;
+  }
+  for (int64_t o = 0; o < outer; o++)
+    for (int i = 0; i < n; i++) {
+      const qir_const *c = vals[i]->def->cst;
+      size_t chunk = (size_t)(qir_type_numel(&vals[i]->type) / outer) * es;
+      if (c->splat)
+        for (size_t b = 0; b < chunk; b += es) memcpy(dst + b, c->data, es);
+      else
+        memcpy(dst, (const char *)c->data + (size_t)o * chunk, chunk);
+      dst += chunk;
+    }
+  qir_op *f = qir_const_new_data(m, *t, data, total, loc);
+  f->cst->spill = spill;
+  return f;
+}
+
 static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, const char *name, qir_loc loc) {
   qir_type t = vals[0]->type;
   t.dims[axis] = 0;
   for (int i = 0; i < n; i++) t.dims[axis] += vals[i]->type.dims[axis];
-  qir_op *c = qir_op_new(m, QIR_OP_CONCAT, n, vals, 1, &t, loc);
-  qir_op_set_attr(m, c, "axis", qir_attr_int(axis), false);
+  qir_op *c = fold_concat(m, vals, n, axis, &t, loc);
+  if (!c) {
+    c = qir_op_new(m, QIR_OP_CONCAT, n, vals, 1, &t, loc);
+    qir_op_set_attr(m, c, "axis", qir_attr_int(axis), false);
+  }
   c->results[0]->name = name;
   return c;
+}
+
+/* Drops the constants only the merged siblings read. */
+static void drop_unread_consts(qir_value **vals, int n) {
+  for (int i = 0; i < n; i++)
+    if (vals[i] && vals[i]->def && vals[i]->def->code == QIR_OP_CONST && !vals[i]->uses && vals[i]->def->parent)
+      qir_op_unlink(vals[i]->def);
 }
 
 /* Merges the n siblings s (A operand shared) if the model says so. */
@@ -384,7 +436,8 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
   double apart = 0, merged = welder_op_us(w->t, merged_con);
   for (int i = 0; i < n; i++) apart += welder_op_us(w->t, s[i].con);
   apart += (double)(n - 1) * w->launch_us;
-  if (has_mma(merged_con)) merged += welder_op_us(w->t, wcat) + w->launch_us;   /* the concat stays a kernel */
+  if (has_mma(merged_con) && wcat->code == QIR_OP_CONCAT)
+    merged += welder_op_us(w->t, wcat) + w->launch_us;   /* the concat stays a kernel */
   for (int i = 0; i < n; i++) {
     double round_trip = 2.0 * (double)qir_type_numel(&s[i].out->type) * qir_dtype_size(s[i].out->type.dtype) /
                         (w->t->dram_gbs * 1e3);
@@ -406,9 +459,9 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
     qir_op_unlink(wcat);
     return merged < apart;
   }
-  roller_plan_op(m, wcat, w->t, ro, NULL, NULL);
-  if (ccat) roller_plan_op(m, ccat, w->t, ro, NULL, NULL);
-  if (bcat) roller_plan_op(m, bcat, w->t, ro, NULL, NULL);
+  if (wcat->code == QIR_OP_CONCAT) roller_plan_op(m, wcat, w->t, ro, NULL, NULL);
+  if (ccat && ccat->code == QIR_OP_CONCAT) roller_plan_op(m, ccat, w->t, ro, NULL, NULL);
+  if (bcat && bcat->code == QIR_OP_CONCAT) roller_plan_op(m, bcat, w->t, ro, NULL, NULL);
   if (epi) roller_plan_op(m, epi, w->t, ro, NULL, NULL);
   qir_value *merged_out = with_epi ? epi->results[0] : merged_con->results[0];
   /* one slice per reader, right before it */
@@ -442,6 +495,9 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
     if (s[i].epi) qir_op_unlink(s[i].epi);
     qir_op_unlink(s[i].con);
   }
+  drop_unread_consts(bs, n);
+  drop_unread_consts(biases, n);
+  drop_unread_consts(conv_biases, n);
   return true;
 }
 
