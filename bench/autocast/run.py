@@ -12,6 +12,8 @@ ONNX test folders named, e.g. a node test) and every mode:
   f16   qopt -canonicalize -autocast=f16 -roller -welder
   bf16  qopt -canonicalize -autocast=bf16 -roller -welder
   tf32  qopt -canonicalize -matmul-precision=high -roller -welder
+  f16cal  f16 with -autocast-calibrate=the data set's own inputs (not by
+        default: ops whose values exceed -autocast-range there stay f32)
 
 the module goes onnx2qir -> qopt (above, `-o MODE.qir`, which writes the
 mode's weights sidecar MODE.qw when the pass converts weights) -> qcodegen -c
@@ -65,10 +67,13 @@ PASSES = {
     "f16": ["-canonicalize", "-autocast=f16", "-roller", "-welder"],
     "bf16": ["-canonicalize", "-autocast=bf16", "-roller", "-welder"],
     "tf32": ["-canonicalize", "-matmul-precision=high", "-roller", "-welder"],
+    # f16 with the range calibration (-autocast-calibrate=INPUTS is added
+    # after -autocast=f16: the data set's own input files, in input order)
+    "f16cal": ["-canonicalize", "-autocast=f16", "-roller", "-welder"],
 }
 # The flag each mode needs from qopt, as its --help names it.
-FLAG = {"f16": "-autocast", "bf16": "-autocast", "tf32": "-matmul-precision"}
-ERROR_GOAL = {"f16": 1e-2, "bf16": 5e-2, "tf32": 2e-3, "f32": 1e-3}
+FLAG = {"f16": "-autocast", "bf16": "-autocast", "tf32": "-matmul-precision", "f16cal": "-autocast-calibrate"}
+ERROR_GOAL = {"f16": 1e-2, "bf16": 5e-2, "tf32": 2e-3, "f32": 1e-3, "f16cal": 1e-2}
 WEIGHTS_GOAL = 0.55          # f16 sidecar over the f32 one
 CONVERT_ONLY_GOAL = 2        # kernels that only convert types, per model
 TIME_GOAL = 2.0              # f32 modelled time over f16's ...
@@ -356,13 +361,22 @@ class Ctx:
         self.help = out + err
 
 
-def optimise(ctx, wd, imp, mode):
-    """qopt MODE's passes over imp -> wd/MODE.qir; returns (qir or None, why, stats)."""
+def mode_passes(mode, calibration):
+    passes = list(PASSES[mode])
+    if mode == "f16cal":
+        passes.insert(passes.index("-autocast=f16") + 1, "-autocast-calibrate=" + ",".join(calibration))
+    return passes
+
+
+def optimise(ctx, wd, imp, mode, calibration=()):
+    """qopt MODE's passes over imp -> wd/MODE.qir; returns (qir or None, why, stats).
+    calibration: the input files f16cal calibrates on."""
     out = os.path.join(wd, mode + ".qir")
     flag = FLAG.get(mode)
     if flag and flag + "=" not in ctx.help and flag + " " not in ctx.help:
         return None, "n/a (qopt has no %s)" % flag, ""
-    rc, so, se = run([os.path.join(ctx.bin, "qopt")] + PASSES[mode] + ["-stats", imp, "-o", out], ctx.timeout, cwd=wd)
+    rc, so, se = run([os.path.join(ctx.bin, "qopt")] + mode_passes(mode, calibration) + ["-stats", imp, "-o", out],
+                     ctx.timeout, cwd=wd)
     with open(os.path.join(wd, mode + ".stats"), "w") as f:
         f.write(se)
     if rc != 0:
@@ -446,7 +460,7 @@ def eval_model(ctx, job):
         for mode, r in rows.items():
             if r.get("why"):
                 continue
-            qir, why, stats = optimise(ctx, dsd, imp, mode)
+            qir, why, stats = optimise(ctx, dsd, imp, mode, [p for n, p in feeds.items() if n not in binds])
             if not qir:
                 r["why"] = why
                 continue
@@ -506,12 +520,12 @@ def goals_missed(r, base):
             missed.append("error")
     if r.get("top1") is False:
         missed.append("top-1")
-    if mode == "f16" and base.get("weights") and r.get("weights") is not None:
+    if mode in ("f16", "f16cal") and base.get("weights") and r.get("weights") is not None:
         if r["weights"] > WEIGHTS_GOAL * base["weights"]:
             missed.append("weights")
     if r.get("convert_only") is not None and r["convert_only"] > CONVERT_ONLY_GOAL:
         missed.append("convert-only kernels")
-    if mode == "f16" and r["model"] in TIME_GOAL_MODELS and r.get("modelled_us") and base.get("modelled_us"):
+    if mode in ("f16", "f16cal") and r["model"] in TIME_GOAL_MODELS and r.get("modelled_us") and base.get("modelled_us"):
         if base["modelled_us"] / r["modelled_us"] < TIME_GOAL:
             missed.append("time")
     return missed
@@ -559,7 +573,7 @@ def reports(results, modes):
             lines = rows.get(mode, {}).get("report")
             if lines and mode != "f32":
                 out.append("%s, %s (`qopt %s -stats`):\n\n```\n%s\n```\n" % (
-                    rows[mode]["model"], mode, " ".join(PASSES[mode]), "\n".join(lines[:40])))
+                    rows[mode]["model"], mode, " ".join(mode_passes(mode, ["INPUTS"])), "\n".join(lines[:40])))
     return "\n".join(out)
 
 
@@ -583,7 +597,7 @@ def main():
     ap = argparse.ArgumentParser(prog="bench/autocast/run.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="only models/ plus light_squeezenet and light_resnet50")
     ap.add_argument("--filter", default="", help="only models whose folder name contains this")
-    ap.add_argument("--modes", default="f16,bf16,tf32", help="modes to run (f32, f16, bf16, tf32); f32 is always optimised")
+    ap.add_argument("--modes", default="f16,bf16,tf32", help="modes to run (f32, f16, bf16, tf32, f16cal); f32 is always optimised")
     ap.add_argument("--model", action="append", default=[], help="an ONNX test folder to run instead of $ONNX_TESTS's")
     ap.add_argument("--out", help="also write the markdown table to this file")
     ap.add_argument("--keep", help="keep the generated files under this folder")
@@ -605,7 +619,7 @@ def main():
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in PASSES]
     if bad:
-        ap.error("unknown mode %s (f32, f16, bf16, tf32)" % ", ".join(bad))
+        ap.error("unknown mode %s (f32, f16, bf16, tf32, f16cal)" % ", ".join(bad))
     for tool in ("onnx2qir", "qopt", "qcodegen"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             sys.exit("run.py: %s not found in %s (build first, or set QIR_BIN)" % (tool, args.bin))
