@@ -566,14 +566,25 @@ def table(results, modes):
 
 
 def reports(results, modes):
-    """Markdown: each model's precision report (qopt -stats) per low-type mode."""
+    """Markdown: each model's precision report (qopt -stats) per low-type
+    mode; a bf16 report that only repeats f16's decisions is left out."""
     out = []
     for rows in results:
+        shown = {}
         for mode in modes:
             lines = rows.get(mode, {}).get("report")
-            if lines and mode != "f32":
-                out.append("%s, %s (`qopt %s -stats`):\n\n```\n%s\n```\n" % (
-                    rows[mode]["model"], mode, " ".join(mode_passes(mode, ["INPUTS"])), "\n".join(lines[:40])))
+            if not lines or mode == "f32":
+                continue
+            # where qopt wrote the sidecar: the file name only (no temporary folder)
+            lines = [re.sub(r"(wrote \d+ bytes of weights to )\S*/", r"\1", l) for l in lines]
+            def norm(ls):
+                return [re.sub(r"\s+", " ", re.sub(r"\bbf16\b", "f16", l)) for l in ls]
+            if mode == "bf16" and "f16" in shown and norm(lines) == norm(shown["f16"]):
+                out.append("%s, bf16: the same decisions as f16.\n" % rows[mode]["model"])
+                continue
+            shown[mode] = lines
+            out.append("%s, %s (`qopt %s -stats`):\n\n```\n%s\n```\n" % (
+                rows[mode]["model"], mode, " ".join(mode_passes(mode, ["INPUTS"])), "\n".join(lines[:40])))
     return "\n".join(out)
 
 
