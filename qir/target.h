@@ -21,7 +21,10 @@
 #include "qir.h"
 
 /* Peak arithmetic rates a target lists.  VEC_* run on the ordinary ALUs,
- * MMA_* on tensor cores / matrix cores (dense, no sparsity). */
+ * MMA_* on tensor cores / matrix cores (dense, no sparsity).  MMA_TF32 is
+ * what -roller rates f32 contractions at under -matmul-precision=high
+ * (mma.sync m16n8k8 .tf32, on CUDA targets with the m16n8k16 shape): about
+ * half of MMA_F16 on A100/H100; 0 (v100, mi250) keeps them on SIMT. */
 #define QIR_PEAKS(X)                                                           \
   X(VEC_F64, "peak_f64") X(VEC_F32, "peak_f32") X(VEC_F16, "peak_f16")        \
   X(VEC_I32, "peak_i32")                                                       \

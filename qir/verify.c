@@ -462,8 +462,9 @@ static void check_tile_span(verifier *v, const qir_op *op) {
 
 /* The matrix-unit and pipeline keys of one plan (a #tile or an entry of
  * #tile_alternatives): `mma` is an instruction shape qcodegen knows (16x16x16:
- * wmma / MFMA; 16x8x16: mma.sync in a cp.async pipeline); `stages` is the
- * pipelined 16x8x16 loop's (2 to 4 shared tiles in flight, swizzled rather
+ * wmma / MFMA; 16x8x16: mma.sync in a cp.async pipeline; 16x8x8 with
+ * mma_precision = "tf32": the same loop on f32 operands in TF32); `stages` is the
+ * pipelined loop's (2 to 4 shared tiles in flight, swizzled rather
  * than padded: smem_pad 0) or a SIMT plan's staging (1 to 4), never the
  * one-stage 16x16x16 loop's. */
 static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, const qir_attr_val *plan) {
@@ -477,9 +478,18 @@ static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, co
     shape_ok = mma->items[i].kind == QIR_ATTR_INT;
     if (shape_ok) sh[i] = mma->items[i].i;
   }
-  bool pipelined = shape_ok && sh[0] == 16 && sh[1] == 8 && sh[2] == 16;
-  if (mma && !(shape_ok && (pipelined || (sh[0] == 16 && sh[1] == 16 && sh[2] == 16)))) {
-    ERR(v, attr_loc(op, at), "'%s' #%s mma must be [16, 16, 16] (wmma, MFMA) or [16, 8, 16] (mma.sync, pipelined)",
+  const qir_attr_val *prec = qir_attr_dict_get(plan, "mma_precision");
+  bool tf32 = prec && prec->kind == QIR_ATTR_STRING && !strcmp(prec->s, "tf32");
+  if (prec && (!tf32 || !mma)) {
+    ERR(v, attr_loc(op, at), "'%s' #%s mma_precision must be \"tf32\", with mma = [16, 8, 8]", op_name(op), what);
+    return;
+  }
+  bool pipelined = shape_ok && sh[0] == 16 && sh[1] == 8 && sh[2] == (tf32 ? 8 : 16);
+  if (mma && !(shape_ok && (pipelined || (!tf32 && sh[0] == 16 && sh[1] == 16 && sh[2] == 16)))) {
+    ERR(v, attr_loc(op, at),
+        tf32 ? "'%s' #%s mma must be [16, 8, 8] with mma_precision = \"tf32\" (mma.sync m16n8k8 .tf32, pipelined)"
+             : "'%s' #%s mma must be [16, 16, 16] (wmma, MFMA) or [16, 8, 16] (mma.sync, pipelined); [16, 8, 8] needs "
+               "mma_precision = \"tf32\"",
         op_name(op), what);
     return;
   }

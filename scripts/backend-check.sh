@@ -3,6 +3,7 @@
 #
 #   scripts/backend-check.sh [-j N] [--filter SUBSTR] [--no-gpu] [--full] [-v]
 #                            [--passes "..."] [--check [--ratio]] [--folders node,models,light]
+#                            [--rel-l2 E]
 #
 # 1. C back end, numerically: every ONNX node test and real model under
 #    $ONNX_TESTS that the reference interpreter passes (not listed in
@@ -10,7 +11,8 @@
 #    (-O0 for node tests, -O1 for models, -O2 with --full) -> run on the test
 #    data -> compare with the expected outputs (|got - want| <= atol +
 #    rtol*|want|, integers exactly; node tests 1e-7 + 1e-3, models 1e-4 +
-#    1e-3).  The comparison reads the .npy the program writes and the .pb
+#    1e-3; with --rel-l2 E floats pass when ||got - want|| / ||want|| <= E,
+#    for lower-precision builds such as -autocast=f16).  The comparison reads the .npy the program writes and the .pb
 #    ONNX ships, with its own code.
 #    With --check the programs are generated with `qcodegen -c -check` (the
 #    race, bounds and barrier checker; serial, no OpenMP): any hazard fails the
@@ -54,6 +56,9 @@ ap.add_argument("--check", action="store_true", help="run the C programs under q
 ap.add_argument("--ratio", action="store_true", help="with --check: time the checked against the plain program (models, light)")
 ap.add_argument("--folders", default="node,models", help="which folders of $ONNX_TESTS: node, models, light")
 ap.add_argument("--light", default="", help="comma-separated light/ networks to run (default: all of them)")
+ap.add_argument("--rel-l2", type=float, default=None,
+                help="compare float outputs by relative L2 error (||got - want|| / ||want|| <= this), "
+                     "for lower-precision builds such as -autocast=f16")
 ap.add_argument("-v", "--verbose", action="store_true")
 args = ap.parse_args(sys.argv[2:])
 BIN = os.path.abspath(os.environ["QIR_BIN"])
@@ -222,7 +227,7 @@ def read_pb(path):
     return dims, vals, code
 
 
-def compare(got_path, want_path, atol, rtol):
+def compare(got_path, want_path, atol, rtol, rel_l2=None):
     gs, gv, gc = read_npy(got_path)
     ws, wv, wc = read_pb(want_path)
     n = 1
@@ -231,6 +236,12 @@ def compare(got_path, want_path, atol, rtol):
     if len(gv) != n:
         return "%d elements, expected %d" % (len(gv), n)
     exact = wc not in "efd"
+    if rel_l2 is not None and not exact:
+        # a lower-precision build (-autocast): ||got - want|| / ||want|| over the tensor
+        diff = sum((float(g) - float(w)) ** 2 for g, w in zip(gv, wv))
+        norm = sum(float(w) ** 2 for w in wv)
+        rel = math.sqrt(diff / norm) if norm > 0 else math.sqrt(diff)
+        return None if rel <= rel_l2 else "relative L2 error %.3g > %g" % (rel, rel_l2)
     worst = 0.0
     for i, (g, w) in enumerate(zip(gv, wv)):
         if exact:
@@ -367,7 +378,7 @@ def c_backend(job):
             return "fail", "%s: run: %s" % (ds, "; ".join(msg.strip().splitlines()[-2:]))
         for g, w in got:
             try:
-                err = compare(g, w, atol, rtol)
+                err = compare(g, w, atol, rtol, args.rel_l2)
             except Exception as e:
                 err = "cannot compare: %s" % e
             if err:

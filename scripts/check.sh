@@ -95,9 +95,19 @@ run_suite lit lit_suite
 # kinds of layers, larger; all 9 run clean, see docs/checks.md): every kernel
 # the passes generate must run clean.
 [ -f scripts/backend-check.sh ] && run_suite racecheck env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller"
-# Welder's kernel groups on the same tests and the same light/ sample, one fused
-# kernel per group, under the checker too.
-[ -f scripts/backend-check.sh ] && run_suite backends-welder env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models,light --light squeezenet,shufflenet,inception_v1,inception_v2,densenet121 --passes "-canonicalize -roller -welder"
+# Welder's kernel groups on the same tests, one fused kernel per group, under
+# the checker too (the light/ sample runs its groups in backends-full below,
+# where -rammer only packs them).
+[ -f scripts/backend-check.sh ] && run_suite backends-welder env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders node,models --passes "-canonicalize -roller -welder"
+# Mixed precision: the real models after -autocast=f16 and bf16 and with TF32
+# contractions, under the checker, against the f32 reference by relative L2
+# (the bounds: 1e-2, 5e-2, 2e-3).  bench/autocast/run.sh makes the
+# whole table (light/ networks, weights, kernels, modelled time).
+[ -f scripts/backend-check.sh ] && run_suite autocast-f16 env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders models --passes "-canonicalize -autocast=f16 -roller -welder" --rel-l2 1e-2
+# bf16 keeps 8 bits of mantissa: rounded after every op, PP-OCR cls drifts to
+# 8.6e-2; rounded once per layer (-autocast-elementwise=f32) it stays at 3e-2.
+[ -f scripts/backend-check.sh ] && run_suite autocast-bf16 env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders models --passes "-canonicalize -autocast=bf16 -autocast-elementwise=f32 -roller -welder" --rel-l2 5e-2
+[ -f scripts/backend-check.sh ] && run_suite tf32 env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --check --folders models --passes "-canonicalize -matmul-precision=high -roller -welder" --rel-l2 2e-3
 # Rammer's rprograms: the persistent programs in C (one kernel per wave); under
 # the checker in the whole pipeline below.
 [ -f scripts/backend-check.sh ] && run_suite backends-rammer env QIR_BIN="$top/build/bin" sh scripts/backend-check.sh --no-gpu --passes "-canonicalize -roller -rammer"

@@ -177,6 +177,12 @@ kexpr *ke_aligned16(kbuilder *b, int param) {
   return e;
 }
 
+kexpr *ke_tf32(kbuilder *b, kexpr *f32) {
+  kexpr *e = ke_new(b, KE_TF32, KT_U32);
+  e->a = f32;
+  return e;
+}
+
 kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
 /* A 64-bit kernel's block index is a cast of the 32-bit one, not a 64-bit
  * KE_BID: an rprogram puts its task counter where KE_BID was (lower_run_tasks),
@@ -668,7 +674,7 @@ static double ib_expr(ibounds *ib, const kexpr *e) {
   if (!e) return 0;
   switch (e->kind) {
   case KE_INT: return fabs((double)e->ival);
-  case KE_FLOAT: case KE_LOAD: case KE_ALIGNED16: case KE_ELEM: return 0;
+  case KE_FLOAT: case KE_LOAD: case KE_ALIGNED16: case KE_ELEM: case KE_TF32: return 0;
   case KE_TID: return ib->k->threads;
   case KE_BID: return (double)ib->k->grid;
   case KE_WARP: return ib->k->threads / (ib->k->warp > 0 ? ib->k->warp : 1);
@@ -966,6 +972,11 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
     fputc(')', o);
     return;
   case KE_CAST: print_cast(o, e, k, st); return;
+  case KE_TF32:
+    fputs("q_tf32(", o);
+    kprint_expr(o, e->a, k, st);
+    fputs(")", o);
+    return;
   }
 }
 
@@ -1364,6 +1375,17 @@ void kprint_helpers(FILE *o) {
       "  }\n"
       "  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;\n"
       "  return (uint16_t)(s | (r >> 13));\n"
+      "}\n"
+      "/* cvt.rna.tf32.f32: f32 rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), the\n"
+      " * low 13 bits zero; what mma.sync .tf32 multiplies.  Infinities stay; NaN stays NaN (quiet). */\n"
+      "QDEV uint32_t q_tf32(float f) {\n"
+      "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+      "  uint32_t r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(f)); return r;\n"
+      "#else\n"
+      "  uint32_t x; memcpy(&x, &f, 4);\n"
+      "  if ((x & 0x7f800000u) == 0x7f800000u) return (x & 0x7fffffu) ? (x | 0x400000u) & 0xffffe000u : x;\n"
+      "  return (x + 0x1000u) & 0xffffe000u;\n"
+      "#endif\n"
       "}\n"
       "QDEV float q_bf2f(uint16_t h) { uint32_t x = (uint32_t)h << 16; float f; memcpy(&f, &x, 4); return f; }\n"
       "QDEV uint16_t q_f2bf(float f) {\n"

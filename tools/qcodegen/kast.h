@@ -80,6 +80,8 @@ typedef enum {
   KE_SELECT,                    /* a ? b : c */
   KE_CAST,                      /* to .type */
   KE_ALIGNED16,                 /* tensor parameter `param` starts at a 16-byte boundary (bool) */
+  KE_TF32,                      /* f32 `a` rounded to TF32 as cvt.rna.tf32.f32 does (10 mantissa bits,
+                                 * ties away from zero), its bits as KT_U32 (q_tf32) */
 } kexpr_kind;
 
 typedef struct kexpr kexpr;
@@ -120,7 +122,9 @@ typedef enum {
                                  * matrix j of raw shared `mem`; lane l gives, in `lo` (an element offset
                                  * computed from tid), row l % 8 of matrix l / 8; `trans`: transposed */
   KS_MMA16816,                  /* mma.sync.m16n8k16: var[index..index+3] (f32 C/D) += fa[ia..ia+3] (A, 16x16)
-                                 * x fb[ib..ib+1] (B, 16x8), 16-bit operands of type `dtype` */
+                                 * x fb[ib..ib+1] (B, 16x8), 16-bit operands of type `dtype`; dtype
+                                 * QIR_F32: mma.sync.m16n8k8 .tf32 (A 16x8, B 8x8, one TF32 value per
+                                 * register, as KE_TF32 gives them) */
   KS_VCOPY16,                   /* 16 bytes: raw shared var[index..] = cond ? param[lo..] : 0 (both
                                  * 16-byte aligned; one vector load and store on a GPU) */
   /* Asynchronous copies global -> shared (cp.async, sm_80+), per thread: a
@@ -162,7 +166,7 @@ struct kstmt {
   kvar *mem, *fa, *fb;          /* MMA: shared tile; operand fragments of SYNC */
   kexpr *ia, *ib;               /* MMA_SYNC, MMA16816: operand fragment indices */
   bool trans;                   /* LDMATRIX: .trans */
-  qir_dtype dtype;              /* MMA16816: QIR_F16 or QIR_BF16 */
+  qir_dtype dtype;              /* MMA16816: QIR_F16 or QIR_BF16; QIR_F32: m16n8k8 .tf32 */
 };
 
 typedef struct {
@@ -274,6 +278,7 @@ kstmt *ks_mma_sync(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kv
 kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc, kexpr *index);
 kstmt *ks_vcopy16(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
 kexpr *ke_aligned16(kbuilder *b, int param);
+kexpr *ke_tf32(kbuilder *b, kexpr *f32);         /* cvt.rna.tf32.f32: the TF32 bits (KT_U32) */
 kstmt *ks_ldmatrix(kbuilder *b, kvar *regs, kexpr *index, int count, bool trans, kvar *mem, kexpr *lane_offset);
 kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib, qir_dtype dt);
 kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);

@@ -936,13 +936,22 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   if (!shape && !axes) return true;
   int64_t sh[3], ax[3];
   if (!read_list(env, dict, "mma", 3, sh, true)) return false;
-  bool sync = sh[0] == Q_MMA && sh[1] == Q_MMA / 2 && sh[2] == Q_MMA;
-  if (!sync && (sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA)) {
+  /* mma_precision = "tf32": f32 operands rounded to TF32, mma.sync m16n8k8 */
+  const qir_attr_val *prec = qir_attr_dict_get(dict, "mma_precision");
+  bool tf32 = prec && prec->kind == QIR_ATTR_STRING && !strcmp(prec->s, "tf32");
+  if (prec && !tf32) {
+    qir_error(env->cg->d, env->loc, "#tile mma_precision must be \"tf32\"");
+    return false;
+  }
+  bool sync = sh[0] == Q_MMA && sh[1] == Q_MMA / 2 && sh[2] == (tf32 ? Q_MMA / 2 : Q_MMA);
+  if (!sync && (tf32 || sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA)) {
     qir_error(env->cg->d, env->loc,
-              "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits [16, 16, 16] (wmma, MFMA) and [16, 8, 16] (mma.sync) only",
+              tf32 ? "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: with mma_precision = \"tf32\" qcodegen emits [16, 8, 8] (mma.sync .tf32) only"
+                   : "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits [16, 16, 16] (wmma, MFMA) and [16, 8, 16] (mma.sync) only",
               sh[0], sh[1], sh[2]);
     return false;
   }
+  p->tf32 = tf32;
   /* the pipelined loop stages its tiles; 16x16x16 fragments load once per step */
   const qir_attr_val *sv = qir_attr_dict_get(dict, "stages");
   int64_t lo_stages = sync ? 2 : 1, hi_stages = sync ? QIR_MAX_STAGES : 1;
@@ -1071,8 +1080,10 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   }
   for (int a = 0; a < m; a++)
     if (p->rstep[a] > c->axis_extents[n + a]) p->rstep[a] = c->axis_extents[n + a] ? c->axis_extents[n + a] : 1;
-  if (p->mma) /* whole instructions along K: the staged tail is zero */
-    p->rstep[p->mma_k] = (p->rstep[p->mma_k] + Q_MMA - 1) / Q_MMA * Q_MMA;
+  if (p->mma) { /* whole instructions along K: the staged tail is zero */
+    int64_t ik = p->tf32 ? Q_MMA / 2 : Q_MMA;
+    p->rstep[p->mma_k] = (p->rstep[p->mma_k] + ik - 1) / ik * ik;
+  }
   const qir_attr_val *v;
   /* mma plans count warps: the plan's target may have 32- or 64-lane warps */
   if ((v = qir_attr_dict_get(dict, "threads")) &&
@@ -1275,6 +1286,11 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     if (!plan_from_attr(&env, tile, &p)) return NULL;
     /* mma.sync exists on CUDA only: HIP (and C checking HIP's 64-lane plans)
      * runs an m16n8k16 plan's tiles with its 16x16x16 MFMA loop */
+    if (p.tf32 && (cg->warp != 32 || cg->backend == CG_HIP)) {
+      qir_error(cg->d, env.loc, "#tile mma_precision = \"tf32\" needs mma.sync (CUDA, or C with 32-lane warps): "
+                                "qcodegen has no xf32 MFMA lowering");
+      return NULL;
+    }
     if (p.mma && p.mma_sync && cg->warp == 32 && cg->backend != CG_HIP) lower_mma_pipe(&env, &p);
     else if (p.mma) lower_mma(&env, &p);
     else if (p.rsplit > 1) lower_rsplit(&env, &p);

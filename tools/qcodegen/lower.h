@@ -19,6 +19,8 @@ typedef struct {
                                  * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   bool mma_sync;                /* mma = [16, 8, 16]: the sm_80 main loop (lower_mma_pipe.c) */
+  bool tf32;                    /* mma_precision = "tf32": mma = [16, 8, 8], f32 operands rounded to
+                                 * TF32, the same loop (requires mma_sync) */
   int stages;                   /* mma_sync: shared-memory stages of the cp.async pipeline; a SIMT
                                  * plan: its `stages` (0: none given, lower_tile_block chooses) */
   bool simt_pipe;               /* SIMT: the plan's target is a GPU: stage 2 steps in flight by default */
@@ -225,7 +227,8 @@ int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const til
 /* Whether the operand's tile rows can be copied 16 bytes at a time. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
 /* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a
- * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16]. */
+ * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16];
+ * with p->tf32 (mma = [16, 8, 8]) f32 tiles and mma.sync.m16n8k8 .tf32. */
 void lower_mma_pipe(lower_env *env, const tile_plan *p);
 
 #endif

@@ -68,7 +68,8 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
   if (!mentions(x, vm) || mentions(x, vn) || !mentions(y, vn) || mentions(y, vm) || !mentions(x, vk) || !mentions(y, vk))
     return fail(env, "mma_axes do not split the operands into A (M, K) and B (K, N)");
   qir_dtype da = env->args[x->operand]->type.dtype, db = env->args[y->operand]->type.dtype;
-  if (da != db || (da != QIR_F16 && da != QIR_BF16)) return fail(env, "operands must both be f16 or both bf16");
+  if (p->tf32 ? da != QIR_F32 || db != QIR_F32 : da != db || (da != QIR_F16 && da != QIR_BF16))
+    return fail(env, p->tf32 ? "mma_precision = \"tf32\" needs both operands f32" : "operands must both be f16 or both bf16");
   for (int s = 0; s < 2; s++) {
     const qir_expr *acc = s ? y : x;
     for (int j = 0; j < acc->n_args; j++) {
@@ -98,12 +99,12 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
   return true;
 }
 
-/* Loads of 16 bytes (8 values) need every vector whole: the operand's
- * innermost index is the tile's inner variable plus a multiple of 8, its rows
- * are multiples of 8 long, the inner extent and the guard's bound are
- * multiples of 8 (tile origins are, being multiples of 16), and no padding
- * mask applies.  The caller also checks at run time that the tensor starts
- * at a 16-byte boundary. */
+/* Loads of 16 bytes (V = 8 16-bit values, 4 f32) need every vector whole: the
+ * operand's innermost index is the tile's inner variable plus a multiple of
+ * V, its rows are multiples of V long, the inner extent and the guard's bound
+ * are multiples of V (tile origins are, being multiples of 8 or 16), and no
+ * padding mask applies.  The caller also checks at run time that the tensor
+ * starts at a 16-byte boundary. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op) {
   const qir_compute *c = env->comp;
   const qir_type *t = &env->args[op->access->operand]->type;
@@ -112,8 +113,9 @@ bool mma_vector_loads_fit(lower_env *env, const mma_operand *op) {
   int64_t coef[MAX_AXES], k0;
   if (op->mask || t->rank == 0) return false;
   int last = innermost_dim(env, op->access);
-  if (t->dims[last] % 8 || inner % 8 || inner_ext % 8) return false;
-  if (!qir_expr_affine(op->access->args[last], nv, coef, &k0) || k0 % 8) return false;
+  int64_t V = 16 / qir_dtype_size(op->dtype);
+  if (t->dims[last] % V || inner % V || inner_ext % V) return false;
+  if (!qir_expr_affine(op->access->args[last], nv, coef, &k0) || k0 % V) return false;
   for (int v = 0; v < nv; v++)
     if (coef[v] != (v == inner_var)) return false;
   return true;

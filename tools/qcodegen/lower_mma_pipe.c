@@ -35,8 +35,14 @@
  *     place in shared memory) and every lane stores 16 bytes at once
  *     (epilogue_vector); otherwise each lane stores its accumulators where
  *     the PTX ISA puts them (rows g, g+8 of a fragment, columns 2t, 2t+1).
+ *   - TF32 (mma = [16, 8, 8], mma_precision = "tf32": qopt
+ *     -matmul-precision=high).  The same loop on f32 operands: the tiles hold
+ *     f32 (16-byte chunks of 4), each lane reads its own fragment values
+ *     (tf32_fragments) and rounds them with cvt.rna.tf32.f32, and FM x FN
+ *     mma.sync.m16n8k8 .tf32 run per 8-wide slice of the step.
  * The C printer runs the same code with the instructions emulated per lane
- * (runtime/), copies landing only at the wait that retires them.
+ * (runtime/), copies landing only at the wait that retires them (and TF32
+ * operands rounded by the same q_tf32).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -52,7 +58,8 @@
 typedef struct {
   const mma_operand *op;
   int64_t outer, inner;         /* stored [outer][inner]; inner is contiguous in memory */
-  int64_t chunks;               /* 16-byte chunks per row: inner / 8 */
+  int64_t epc;                  /* elements per 16-byte chunk: 8 (16-bit), 4 (f32, tf32 plans) */
+  int64_t chunks;               /* 16-byte chunks per row: inner / epc */
   int64_t xor_span;             /* chunks the swizzle permutes: a power of two dividing chunks, at most 8 */
   int64_t rows_per_line;        /* rows that share one 128-byte line of banks: 8 / xor_span */
   int64_t slot;                 /* elements per stage */
@@ -62,7 +69,8 @@ static pipe_tile tile_of(const mma_operand *op) {
   pipe_tile t = {.op = op};
   t.inner = op->col_major ? op->rows : op->cols;
   t.outer = op->col_major ? op->cols : op->rows;
-  t.chunks = t.inner / 8;
+  t.epc = 16 / qir_dtype_size(op->dtype);
+  t.chunks = t.inner / t.epc;
   t.xor_span = 1;
   while (t.xor_span < 8 && t.chunks % (2 * t.xor_span) == 0) t.xor_span *= 2;
   t.rows_per_line = 8 / t.xor_span;
@@ -70,7 +78,7 @@ static pipe_tile tile_of(const mma_operand *op) {
   return t;
 }
 
-/* Element offset of (row o, inner position i) in stage `slot`; i % 8 is the
+/* Element offset of (row o, inner position i) in stage `slot`; i % epc is the
  * position inside its chunk (0 for ldmatrix rows and 16-byte copies). */
 static kexpr *tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within) {
   kexpr *c = chunk;
@@ -78,7 +86,7 @@ static kexpr *tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, ke
     kexpr *sw = ke_mod(b, ke_div(b, o, ke_int(b, t->rows_per_line)), ke_int(b, t->xor_span));
     c = ke_bin(b, QIR_FN_BITXOR, chunk, sw, KT_I32);
   }
-  kexpr *at = ke_add(b, ke_mul(b, o, ke_int(b, t->inner)), ke_mul(b, c, ke_int(b, 8)));
+  kexpr *at = ke_add(b, ke_mul(b, o, ke_int(b, t->inner)), ke_mul(b, c, ke_int(b, t->epc)));
   return ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, t->slot)), at), within);
 }
 
@@ -99,7 +107,8 @@ static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *re
   kbuilder *b = env->b;
   kkernel *k = env->k;
   const mma_operand *op = t->op;
-  int width = mode == COPY_ASYNC ? 8 : 1;
+  int width = mode == COPY_ASYNC ? (int)t->epc : 1;
+  bool f32 = op->dtype == QIR_F32;   /* tf32 plans stage f32 values; else raw 16-bit bits */
   int64_t per_row = t->inner / width, total = t->outer * per_row;
   kvar *f = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL), *q = NULL;
   kstmt *body = ks_seq(b), *loop;
@@ -117,7 +126,8 @@ static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *re
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, per_row))));
   ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, per_row)), ke_int(b, width))));
   kexpr *i = ke_var(b, iv);
-  kexpr *at = tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, 8)), width == 8 ? ke_int(b, 0) : ke_mod(b, i, ke_int(b, 8)));
+  kexpr *at = tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, t->epc)),
+                      width == t->epc ? ke_int(b, 0) : ke_mod(b, i, ke_int(b, t->epc)));
   if (mode == COPY_FROM_REGS) {
     ks_add(b, body, ks_assign(b, smem, at, ke_elem(b, regs, ke_var(b, q))));
     return loop;
@@ -128,7 +138,8 @@ static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *re
     ks_add(b, body, ks_cp_async(b, smem, at, 1 + op->access->operand, src, inb));
     return loop;
   }
-  kexpr *val = ke_select(b, inb, ke_load_raw(b, 1 + op->access->operand, src), ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
+  kexpr *val = f32 ? ke_select(b, inb, ke_load(b, k, 1 + op->access->operand, src), ke_float(b, 0, KT_F32), KT_F32)
+                   : ke_select(b, inb, ke_load_raw(b, 1 + op->access->operand, src), ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
   ks_add(b, body, mode == COPY_TO_REGS ? ks_assign(b, regs, ke_var(b, q), val) : ks_assign(b, smem, at, val));
   return loop;
 }
@@ -154,6 +165,46 @@ typedef struct {
   kexpr *lane, *wm, *wn;        /* the thread's lane, its warp's first row and column in the block */
   kvar *acc;                    /* the accumulators: fragment (fi, fj) register r at (fi * FN + fj) * 4 + r */
 } pipe;
+
+/* The value at (row, col) of an operand's tile (row, col in A's M x K or B's
+ * K x N terms), rounded to TF32. */
+static kexpr *tf32_at(kbuilder *b, const pipe_tile *t, kvar *smem, kexpr *slot, kexpr *row, kexpr *col) {
+  kexpr *o = t->op->col_major ? col : row, *in = t->op->col_major ? row : col;
+  kexpr *at = tile_at(b, t, slot, o, ke_div(b, in, ke_int(b, t->epc)), ke_mod(b, in, ke_int(b, t->epc)));
+  return ke_tf32(b, ke_elem(b, smem, at));
+}
+
+/* The tf32 fragments of one 8-wide K slice at k8 of stage `slot`, each lane
+ * loading its own values from the f32 tiles and rounding them (cvt.rna.tf32.f32):
+ * per the PTX ISA's m16n8k8 .tf32 layout, lane (g, t) = (lane / 4, lane % 4)
+ * holds A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4] of each 16-row A fragment
+ * (fa[4 fi + r]) and B[t][g], B[t+4][g] of each 8-column B fragment
+ * (fb[2 fj + r]).  ldmatrix moves 16-bit halves, so 32-bit values are read
+ * singly: a warp's A reads fall in 32 distinct banks (8 rows whose chunks
+ * the swizzle spreads). */
+static void tf32_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k8, kvar *fa, kvar *fb) {
+  kbuilder *b = pp->env->b;
+  kkernel *k = pp->env->k;
+  kexpr *g = ke_div(b, pp->lane, ke_int(b, 4)), *tq = ke_mod(b, pp->lane, ke_int(b, 4));
+  kvar *fi = kvar_new(b, k, "fi", KT_I32, 0, KV_LOCAL), *fj = kvar_new(b, k, "fj", KT_I32, 0, KV_LOCAL);
+  kstmt *a_body = ks_seq(b), *b_body = ks_seq(b);
+  for (int r = 0; r < 4; r++) {   /* a0..a3: rows g, g+8; columns t, t+4 */
+    kexpr *row = ke_add(b, ke_add(b, pp->wm, ke_mul(b, ke_var(b, fi), ke_int(b, 16))), ke_add(b, g, ke_int(b, (r & 1) * 8)));
+    kexpr *col = ke_add(b, k8, ke_add(b, tq, ke_int(b, (r >> 1) * 4)));
+    ks_add(b, a_body, ks_assign(b, fa, ke_add(b, ke_mul(b, ke_var(b, fi), ke_int(b, 4)), ke_int(b, r)),
+                                tf32_at(b, &pp->ta, pp->sa, slot, row, col)));
+  }
+  for (int r = 0; r < 2; r++) {   /* b0, b1: k rows t, t+4; column g */
+    kexpr *krow = ke_add(b, k8, ke_add(b, tq, ke_int(b, r * 4)));
+    kexpr *ncol = ke_add(b, ke_add(b, pp->wn, ke_mul(b, ke_var(b, fj), ke_int(b, 8))), g);
+    ks_add(b, b_body, ks_assign(b, fb, ke_add(b, ke_mul(b, ke_var(b, fj), ke_int(b, 2)), ke_int(b, r)),
+                                tf32_at(b, &pp->tb, pp->sb, slot, krow, ncol)));
+  }
+  kstmt *la = ks_for(b, fi, ke_int(b, 0), ke_int(b, pp->FM), 1, a_body), *lb = ks_for(b, fj, ke_int(b, 0), ke_int(b, pp->FN), 1, b_body);
+  la->unroll = lb->unroll = true;   /* constant register indices */
+  ks_add(b, slice, la);
+  ks_add(b, slice, lb);
+}
 
 /* Sets env->vars to the origin of flat step `step` (the other reduction axes
  * outermost, K innermost) and returns K's. */
@@ -343,6 +394,57 @@ static void epilogue_vector(pipe *pp, int vw) {
   ks_add(b, k->body, l);
 }
 
+/* The fragments of one 16-wide K slice (k16) of stage `slot` by ldmatrix.x4:
+ * each A fragment fi (.trans when A is stored K-major) into fa[4 fi ..], each
+ * pair of B fragments 2fj, 2fj+1 (.trans when B is stored N-major) into fb[4 fj ..]. */
+static void ldmatrix_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k16, kvar *fa, kvar *fb) {
+  kbuilder *b = pp->env->b;
+  kkernel *k = pp->env->k;
+  const mma_operand *A = pp->ta.op, *B = pp->tb.op;
+  kexpr *lane = pp->lane, *wm = pp->wm, *wn = pp->wn;
+  int64_t FM = pp->FM, FN = pp->FN;
+  kexpr *j = ke_div(b, lane, ke_int(b, 8)), *r = ke_mod(b, lane, ke_int(b, 8));
+  kexpr *j_lo = ke_mod(b, j, ke_int(b, 2)), *j_hi = ke_div(b, j, ke_int(b, 2));   /* matrix j = 2 * j_hi + j_lo */
+  {
+    /* A fragment fi: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) */
+    kvar *fi = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK);
+    kexpr *row = ke_add(b, ke_add(b, wm, ke_mul(b, ke_var(b, fi), ke_int(b, 16))), ke_mul(b, j_lo, ke_int(b, 8)));
+    kexpr *col = ke_add(b, k16, ke_mul(b, j_hi, ke_int(b, 8)));
+    kexpr *o, *ch;
+    if (A->col_major) {       /* stored [K][M]: lane r gives k row col + r, chunk (row / 8) */
+      o = ke_add(b, col, r);
+      ch = ke_div(b, row, ke_int(b, 8));
+    } else {
+      o = ke_add(b, row, r);
+      ch = ke_div(b, col, ke_int(b, 8));
+    }
+    kstmt *l = ks_ldmatrix(b, fa, ke_mul(b, ke_var(b, fi), ke_int(b, 4)), 4, A->col_major, pp->sa,
+                           tile_at(b, &pp->ta, slot, o, ch, ke_int(b, 0)));
+    kstmt *body = ks_seq(b);
+    ks_add(b, body, l);
+    ks_add(b, slice, uniform_loop(b, fi, FM, body, true));
+  }
+  {
+    /* B fragments 2fj, 2fj+1 (16 columns): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) */
+    kvar *fj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
+    kexpr *ncol = ke_add(b, ke_add(b, wn, ke_mul(b, ke_var(b, fj), ke_int(b, 16))), ke_mul(b, j_hi, ke_int(b, 8)));
+    kexpr *krow = ke_add(b, k16, ke_mul(b, j_lo, ke_int(b, 8)));
+    kexpr *o, *ch;
+    if (B->col_major) {       /* stored [N][K] */
+      o = ke_add(b, ncol, r);
+      ch = ke_div(b, krow, ke_int(b, 8));
+    } else {                 /* stored [K][N]: transposed loads */
+      o = ke_add(b, krow, r);
+      ch = ke_div(b, ncol, ke_int(b, 8));
+    }
+    kstmt *l = ks_ldmatrix(b, fb, ke_mul(b, ke_var(b, fj), ke_int(b, 4)), 4, !B->col_major, pp->sb,
+                           tile_at(b, &pp->tb, slot, o, ch, ke_int(b, 0)));
+    kstmt *body = ks_seq(b);
+    ks_add(b, body, l);
+    ks_add(b, slice, uniform_loop(b, fj, FN / 2, body, true));
+  }
+}
+
 void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   kbuilder *b = env->b;
   kkernel *k = env->k;
@@ -381,15 +483,21 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   pp.wm = wm;
   pp.wn = wn;
 
-  pp.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * pp.ta.slot);
-  pp.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * pp.tb.slot);
+  bool tf32 = p->tf32;
+  if (tf32) {   /* f32 values, rounded to TF32 as the fragments load them */
+    pp.sa = kvar_new(b, k, "sa", KT_F32, S * pp.ta.slot, KV_SHARED);
+    pp.sb = kvar_new(b, k, "sb", KT_F32, S * pp.tb.slot, KV_SHARED);
+  } else {
+    pp.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * pp.ta.slot);
+    pp.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * pp.tb.slot);
+  }
   int64_t reg_budget = PIPE_PREFETCH_REGS;
   for (int o = 0; o < 2; o++) {
     const pipe_tile *t = o ? &pp.tb : &pp.ta;
     int64_t per_thread = ceil_div(t->slot, k->threads);
     pp.async[o] = mma_vector_loads_fit(env, t->op);
     if (!pp.async[o] && per_thread <= reg_budget) {
-      pp.regs[o] = kvar_new(b, k, o ? "pb" : "pa", KT_U32, per_thread, KV_THREAD);
+      pp.regs[o] = kvar_new(b, k, o ? "pb" : "pa", tf32 ? KT_F32 : KT_U32, per_thread, KV_THREAD);
       reg_budget -= per_thread;
     }
   }
@@ -433,61 +541,28 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   ks_add(b, iter, ks_if(b, refill, issue, NULL));
   ks_add(b, iter, ks_cp_commit(b));
 
-  /* compute step t from slot t % S, 16 of K at a time */
+  /* compute step t from slot t % S, 16 of K at a time (tf32: 8) */
+  int64_t IK = tf32 ? 8 : 16;
   kexpr *slot = ke_mod(b, ke_var(b, t), ke_int(b, S));
   kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
   kstmt *slice = ks_seq(b);
-  kexpr *j = ke_div(b, lane, ke_int(b, 8)), *r = ke_mod(b, lane, ke_int(b, 8));
-  kexpr *j_lo = ke_mod(b, j, ke_int(b, 2)), *j_hi = ke_div(b, j, ke_int(b, 2));   /* matrix j = 2 * j_hi + j_lo */
-  kexpr *k16 = ke_mul(b, ke_var(b, kk), ke_int(b, 16));
-  {
-    /* A fragment fi: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) */
-    kvar *fi = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK);
-    kexpr *row = ke_add(b, ke_add(b, wm, ke_mul(b, ke_var(b, fi), ke_int(b, 16))), ke_mul(b, j_lo, ke_int(b, 8)));
-    kexpr *col = ke_add(b, k16, ke_mul(b, j_hi, ke_int(b, 8)));
-    kexpr *o, *ch;
-    if (A.col_major) {       /* stored [K][M]: lane r gives k row col + r, chunk (row / 8) */
-      o = ke_add(b, col, r);
-      ch = ke_div(b, row, ke_int(b, 8));
-    } else {
-      o = ke_add(b, row, r);
-      ch = ke_div(b, col, ke_int(b, 8));
-    }
-    kstmt *l = ks_ldmatrix(b, fa, ke_mul(b, ke_var(b, fi), ke_int(b, 4)), 4, A.col_major, pp.sa,
-                           tile_at(b, &pp.ta, slot, o, ch, ke_int(b, 0)));
-    kstmt *body = ks_seq(b);
-    ks_add(b, body, l);
-    ks_add(b, slice, uniform_loop(b, fi, FM, body, true));
-  }
-  {
-    /* B fragments 2fj, 2fj+1 (16 columns): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) */
-    kvar *fj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
-    kexpr *ncol = ke_add(b, ke_add(b, wn, ke_mul(b, ke_var(b, fj), ke_int(b, 16))), ke_mul(b, j_hi, ke_int(b, 8)));
-    kexpr *krow = ke_add(b, k16, ke_mul(b, j_lo, ke_int(b, 8)));
-    kexpr *o, *ch;
-    if (B.col_major) {       /* stored [N][K] */
-      o = ke_add(b, ncol, r);
-      ch = ke_div(b, krow, ke_int(b, 8));
-    } else {                 /* stored [K][N]: transposed loads */
-      o = ke_add(b, krow, r);
-      ch = ke_div(b, ncol, ke_int(b, 8));
-    }
-    kstmt *l = ks_ldmatrix(b, fb, ke_mul(b, ke_var(b, fj), ke_int(b, 4)), 4, !B.col_major, pp.sb,
-                           tile_at(b, &pp.tb, slot, o, ch, ke_int(b, 0)));
-    kstmt *body = ks_seq(b);
-    ks_add(b, body, l);
-    ks_add(b, slice, uniform_loop(b, fj, FN / 2, body, true));
-  }
+  if (tf32) tf32_fragments(&pp, slice, slot, ke_mul(b, ke_var(b, kk), ke_int(b, 8)), fa, fb);
+  else ldmatrix_fragments(&pp, slice, slot, ke_mul(b, ke_var(b, kk), ke_int(b, 16)), fa, fb);
   {
     kvar *si = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK), *sj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
     kexpr *ai = ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, si), ke_int(b, FN)), ke_var(b, sj)), ke_int(b, 4));
-    kexpr *bi = ke_add(b, ke_mul(b, ke_div(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 4)), ke_mul(b, ke_mod(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 2)));
+    /* B fragment fj's two registers: tf32 loads them in order; ldmatrix.x4 gave fj pairs */
+    kexpr *bi = tf32 ? ke_mul(b, ke_var(b, sj), ke_int(b, 2))
+                     : ke_add(b, ke_mul(b, ke_div(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 4)),
+                              ke_mul(b, ke_mod(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 2)));
     kstmt *inner = ks_seq(b), *outer = ks_seq(b);
-    ks_add(b, inner, ks_mma16816(b, acc, ai, fa, ke_mul(b, ke_var(b, si), ke_int(b, 4)), fb, bi, A.dtype));
+    ks_add(b, inner, ks_mma16816(b, acc, ai, fa, ke_mul(b, ke_var(b, si), ke_int(b, 4)), fb, bi, A.dtype));   /* F32: tf32 */
     ks_add(b, outer, uniform_loop(b, sj, FN, inner, true));
     ks_add(b, slice, uniform_loop(b, si, FM, outer, true));
   }
-  ks_add(b, iter, uniform_loop(b, kk, BK / 16, slice, true));
+  /* tf32: the slices stay a loop; unrolled, ptxas (13, sm_90) hoisted every
+   * slice's loads and spilled 32x32 warp tiles at 255 registers */
+  ks_add(b, iter, uniform_loop(b, kk, BK / IK, slice, !tf32));
   /* operands without cp.async: their loads were in flight during the
    * compute; the slot they land in was last read before this step's barrier */
   if (land->n_items) ks_add(b, iter, ks_if(b, refill, land, NULL));
@@ -503,7 +578,8 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   }
 
   char buf[512];
-  int len = mma_summary_tiles(buf, sizeof buf, A.dtype == QIR_BF16 ? "mma.sync m16n8k16 bf16" : "mma.sync m16n8k16 f16", n, p);
+  int len = mma_summary_tiles(buf, sizeof buf,
+                              tf32 ? "mma.sync m16n8k8 tf32" : A.dtype == QIR_BF16 ? "mma.sync m16n8k16 bf16" : "mma.sync m16n8k16 f16", n, p);
   snprintf(buf + len, sizeof buf - (size_t)len,
            "] rstep %" PRId64 " stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64 " warps x %" PRId64 "x%" PRId64
            " m16n8 tiles) A %s %s B %s %s smem %" PRId64 "B",

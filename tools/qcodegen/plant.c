@@ -284,7 +284,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
             : p.kind == PLANT_DROP_GRID_BARRIER ? "grid barrier of a device loop"
             : p.kind == PLANT_NC_WRITTEN ? "rprogram run as waves"
             : p.kind == PLANT_DROP_STORE ? "kernel"
-            : p.kind >= PLANT_WAIT_SHORT ? "cp.async pipeline (a #tile mma = [16, 8, 16] kernel's main loop)"
+            : p.kind >= PLANT_WAIT_SHORT ? "cp.async pipeline (the main loop of a #tile mma = [16, 8, 16] or TF32 [16, 8, 8] kernel)"
             : p.kind >= PLANT_DROP_WAIT ? "wait of an rprogram" : "kernel");
     cg->d->n_errors++;
     return false;

@@ -1,6 +1,7 @@
 /* print_sm80.c: the statements of the sm_80 main loop (lower_mma_pipe.c)
  * printed.  CUDA gets inline PTX: cp.async.cg with a zero-fill source size,
- * commit_group / wait_group, ldmatrix and mma.sync.m16n8k16; and the
+ * commit_group / wait_group, ldmatrix and mma.sync.m16n8k16 (m16n8k8 .tf32
+ * for f32 operands, whose fragments KE_TF32 rounds: cvt.rna.tf32.f32); and the
  * epilogue's 16-byte stores (uint4 / float4).  C gets calls of
  * the emulation in runtime/ (cp_async.h, ldmatrix.h, mma_sync.h: one file
  * per instruction family, in every C program's prelude), which reproduce the
@@ -119,10 +120,11 @@ static void print_ldmatrix_gpu(FILE *o, const kstmt *s, const kkernel *k, const 
   fputs(" : \"r\"(q_s) : \"memory\"); }\n", o);
 }
 
+/* mma.sync m16n8k16 f16/bf16, or m16n8k8 .tf32 (dtype QIR_F32): the same registers (A 4, B 2, C/D 4). */
 static void print_mma16816_gpu(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
-  const char *t = s->dtype == QIR_BF16 ? "bf16" : "f16";
-  fprintf(o, "asm(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-             "{%%0, %%1, %%2, %%3};\\n\" : ", t, t);
+  const char *t = s->dtype == QIR_F32 ? "tf32" : s->dtype == QIR_BF16 ? "bf16" : "f16";
+  fprintf(o, "asm(\"mma.sync.aligned.m16n8k%d.row.col.f32.%s.%s.f32 {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+             "{%%0, %%1, %%2, %%3};\\n\" : ", s->dtype == QIR_F32 ? 8 : 16, t, t);
   for (int j = 0; j < 4; j++) {
     fputs(j ? ", \"+f\"(" : "\"+f\"(", o);
     print_reg(o, s->var, s->index, j, k, st);
@@ -232,13 +234,14 @@ void kprint_sm80_collective_c(FILE *o, const kstmt *s, const kkernel *k, const k
     fprintf(o, "][q_w * %d], %d, %d, %d, %s, q_row);\n", W, T, (int)s->step, s->trans, s->mem->name);
   } else {
     indent_to(o, ind + 1);
-    fprintf(o, "q_mma16816(&%s[", s->var->name);
+    fprintf(o, "%s(&%s[", s->dtype == QIR_F32 ? "q_mma1688_tf32" : "q_mma16816", s->var->name);
     kprint_expr(o, s->index, k, st);
     fprintf(o, "][q_w * %d], &%s[", W, s->fa->name);
     kprint_expr(o, s->ia, k, st);
     fprintf(o, "][q_w * %d], &%s[", W, s->fb->name);
     kprint_expr(o, s->ib, k, st);
-    fprintf(o, "][q_w * %d], %d, %d);\n", W, T, s->dtype == QIR_BF16);
+    if (s->dtype == QIR_F32) fprintf(o, "][q_w * %d], %d);\n", W, T);
+    else fprintf(o, "][q_w * %d], %d, %d);\n", W, T, s->dtype == QIR_BF16);
   }
   indent_to(o, ind);
   fputs("}\n", o);

@@ -4,10 +4,9 @@
  * Ops are visited in order, nested regions included.  autocast.def decides,
  * per op kind, whether the op runs in the low type (LOW; DATA: its data
  * operand only), follows its operands there (FOLLOW, LONG) or stays in f32
- * (KEEP, and every op without a row).  An
- * op that runs low gets low twins of its f32 operands and low result types; an
- * op that stays in f32 gets f32 twins of the operands this pass made low.  A
- * twin is made once per value:
+ * (KEEP, and every op without a row).  An op that runs low gets low twins of
+ * its f32 operands and low result types; an op that stays in f32 gets f32
+ * twins of the operands this pass made low.  A twin is made once per value:
  *   - of a constant: a new constant, converted here (round to nearest even),
  *     so weights are converted at compile time; when the original lived in
  *     the weights sidecar the new one is marked for the sidecar qopt writes
@@ -15,12 +14,20 @@
  *   - of a low value that is itself a twin of an f32 value: that f32 value
  *     (no round trip through 16 bits);
  *   - otherwise a `cast` right after the value's definition.
+ * Values of other types (integers, a model already in f16) are never
+ * touched, so an f16 model passes unchanged.  -welder folds the casts into
+ * the kernels around them.
+ *
+ * Beyond the table, an op stays in f32 when
+ *   - -autocast-keep names it (pinned);
+ *   - -autocast-calibrate (f16 only) ran the model on the given inputs
+ *     (autocast_range.c) and one of its f32 values went beyond
+ *     -autocast-range there;
+ *   - it is a convolution over a model input (conv_over_input), unless
+ *     -autocast-input-convs;
+ *   - it is elementwise or a batch_norm and -autocast-elementwise=f32.
  * Model inputs and outputs keep their types (casts at the boundary) unless
- * -autocast-io is given.  With -autocast-calibrate (f16 only) the model runs
- * first on the given inputs (autocast_range.c) and an op that reads or
- * writes an f32 value beyond -autocast-range there stays in f32.  Values of other types (integers, a model already in
- * f16) are never touched, so an f16 model passes unchanged.  -welder folds the
- * casts into the kernels around them.
+ * -autocast-io is given.
  *
  * -stats prints the precision report: ops per table row, casts inserted,
  * constants converted, weight bytes and the modelled time (each op planned
@@ -47,7 +54,7 @@ static const ac_row ac_table[] = {
 };
 enum { AC_ROWS = sizeof ac_table / sizeof *ac_table };
 /* Pseudo-rows of the report, after the table's own. */
-enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_COUNT };
+enum { AC_ROW_NONE = AC_ROWS, AC_ROW_PINNED, AC_ROW_RANGE, AC_ROW_SIGNAL, AC_ROW_ELEMENTWISE, AC_ROW_COUNT };
 
 typedef struct {
   qopt_ctx *ctx;
@@ -61,6 +68,8 @@ typedef struct {
   const double *magnitude;
   int n_magnitude;
   double range_limit;
+  bool input_convs_low;         /* -autocast-input-convs: convs reading a model input run low too */
+  bool elementwise_f32;         /* -autocast-elementwise=f32: elementwise ops and batch_norm stay in f32 */
   /* per value id: its twin in the other type, and whether this pass made it low */
   int cap;
   qir_value **twin;
@@ -200,6 +209,27 @@ static bool pinned(const autocast *a, const qir_op *op) {
   return false;
 }
 
+/* A convolution over a model input, reached through data movement only
+ * (the STFT of raw audio, the stem of an image network): it sums long
+ * windows of unnormalised samples, where cancellation leaves small
+ * components (a quiet frequency bin) that 16-bit operands would drown; it is
+ * one layer, a small share of the work. */
+static bool conv_over_input(const qir_op *op) {
+  if (op->code != QIR_OP_CONV && op->code != QIR_OP_CONV_TRANSPOSE) return false;
+  const qir_value *v = op->operands[0];
+  for (int depth = 0; v && depth < 16; depth++) {
+    if (!v->def) return false;
+    switch (v->def->code) {
+    case QIR_OP_INPUT: return true;
+    case QIR_OP_RESHAPE: case QIR_OP_PAD: case QIR_OP_TRANSPOSE: case QIR_OP_SLICE: case QIR_OP_IDENTITY:
+      v = v->def->operands[0];
+      continue;
+    default: return false;
+    }
+  }
+  return false;
+}
+
 /* The calibration run saw one of op's f32 values beyond the limit. */
 static bool out_of_range(const autocast *a, const qir_op *op) {
   if (!a->magnitude) return false;
@@ -293,6 +323,10 @@ static bool cast_op(autocast *a, qir_op *op) {
   const ac_row *rule = row_of(op->code, &row);
   if (pinned(a, op)) row = AC_ROW_PINNED, rule = NULL;
   else if (out_of_range(a, op)) row = AC_ROW_RANGE, rule = NULL;
+  else if (!a->input_convs_low && conv_over_input(op)) row = AC_ROW_SIGNAL, rule = NULL;
+  else if (a->elementwise_f32 && rule && rule->rule != AC_LOW && rule->rule != AC_KEEP &&
+           ((qir_opinfo_get(op->code)->flags & QIR_OPF_ELEMENTWISE) || op->code == QIR_OP_BATCH_NORM))
+    row = AC_ROW_ELEMENTWISE, rule = NULL;
   bool low = false, too_long = false;
   if (rule) {
     switch (rule->rule) {
@@ -399,11 +433,15 @@ static void report(const autocast *a, const measure *before, const measure *afte
       const char *op = i < AC_ROWS ? qir_opinfo_get(ac_table[i].code)->name
                        : i == AC_ROW_PINNED ? "(pinned)"
                        : i == AC_ROW_RANGE ? "(range)"
-                                           : "(no row)";
+                       : i == AC_ROW_SIGNAL ? "(input conv)"
+                       : i == AC_ROW_ELEMENTWISE ? "(elementwise)"
+                                            : "(no row)";
       const char *why = i < AC_ROWS ? ac_table[i].why
                         : i == AC_ROW_PINNED ? "named by -autocast-keep"
                         : i == AC_ROW_RANGE ? "a value beyond -autocast-range on the calibration inputs"
-                                            : "not in the table: kept in f32";
+                        : i == AC_ROW_SIGNAL ? "a convolution over the model's raw input (-autocast-input-convs runs it low)"
+                        : i == AC_ROW_ELEMENTWISE ? "-autocast-elementwise=f32: one rounding per layer"
+                                             : "not in the table: kept in f32";
       const char *how = "";
       if (side == 1 && i < AC_ROWS && (ac_table[i].rule == AC_FOLLOW || ac_table[i].rule == AC_LONG))
         how = " [its operands are f32]";
@@ -424,7 +462,14 @@ bool qopt_autocast(qopt_ctx *ctx, qir_module *m) {
   const char *to = qopt_option_str(ctx, "autocast");
   qir_loc none = {0};
   autocast a = {.ctx = ctx, .m = m, .io = qopt_option_bool(ctx, "autocast-io"),
-                .long_limit = qopt_option_int(ctx, "autocast-long"), .keep = qopt_option_str(ctx, "autocast-keep")};
+                .long_limit = qopt_option_int(ctx, "autocast-long"), .keep = qopt_option_str(ctx, "autocast-keep"),
+                .input_convs_low = qopt_option_bool(ctx, "autocast-input-convs")};
+  const char *ew = qopt_option_str(ctx, "autocast-elementwise");
+  if (strcmp(ew, "low") && strcmp(ew, "f32")) {
+    qir_error(ctx->diag, none, "-autocast-elementwise=%s: expected low or f32", ew);
+    return false;
+  }
+  a.elementwise_f32 = !strcmp(ew, "f32");
   if (!strcmp(to, "f16")) a.low = QIR_F16;
   else if (!strcmp(to, "bf16")) a.low = QIR_BF16;
   else {

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef bool (*pass_fn)(qopt_ctx *ctx, qir_module *m);
 
@@ -347,7 +348,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "qopt: error: the module is invalid after the passes\n");
       ok = false;
     }
-    if (ok && qir_module_has_spilled_consts(m)) ok = write_new_sidecar(&ctx, m, output);
+    /* an output that is no regular file (-o /dev/null, a pipe) gets no
+     * sidecar beside it: the weights stay in the text */
+    struct stat st;
+    bool special = output && stat(output, &st) == 0 && !S_ISREG(st.st_mode);
+    if (ok && !special && qir_module_has_spilled_consts(m)) ok = write_new_sidecar(&ctx, m, output);
     if (ok) {
       char *out_dir = output ? dir_of(output) : NULL;
       qir_module_rebase_weights(m, out_dir);

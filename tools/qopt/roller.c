@@ -34,6 +34,9 @@
  *      traffic, issue, latency hidden by S - 1 stages in flight, occupancy
  *      from registers and shared memory, L2 and DRAM); #tile_alternatives
  *      lead with the best variants in stages only and in warp tile only.
+ *      With -matmul-precision=high f32 contractions get the same space with
+ *      mma.sync m16n8k8 .tf32 (detect_mma): K steps from 8, 4-byte staged
+ *      tiles, the TF32 rate, and each lane's fragment loads as issue.
  *
  * The #tile schema (shared with qcodegen, which realises it exactly):
  *   block    = [b0, ..]  block tile per output axis (elements)
@@ -53,12 +56,13 @@
  *                        that depends on a reduction axis, padded rows, on a
  *                        GPU target twice where two fit (simt_stages: the
  *                        copies qcodegen's SIMT pipeline keeps); with
- *                        stages: stages * (bM * rK + rK * bN) * 2
+ *                        stages: stages * (bM * rK + rK * bN) * 2 (tf32: * 4)
  *   regs     = N         estimated registers per thread
  *   est_us   = F         model estimate of the kernel time
  *   target   = "h100"
  *   mma      = [m, n, k] (f16/bf16 contractions on targets with matrix
- *                        units) instruction shape; the block and warp tiles
+ *                        units; f32 ones too with -matmul-precision=high,
+ *                        see mma_precision) instruction shape; the block and warp tiles
  *                        along the M axis / N axis and the rstep along the K
  *                        axis are multiples of it (mma_axes = [iM, iN, iK]:
  *                        output axis of M, output axis of N, reduce axis of K);
@@ -68,10 +72,21 @@
  *                        The target's shape: [16, 8, 16] (mma.sync, sm_80+:
  *                        the pipelined loop, with stages) or [16, 16, 16]
  *                        (wmma on sm_70, MFMA on HIP: no stages)
- *   stages   = S         (mma = [16, 8, 16] only) 2 <= S <= 4 cp.async
- *                        stages of the A and B tiles, S - 1 in flight; the
- *                        warp tile along M and N and rstep along K are
- *                        multiples of 16, the block a multiple of the warp tile
+ *   mma_precision = "tf32"  (f32 operands, -matmul-precision=high, CUDA
+ *                        targets with mma.sync and a peak_mma_tf32) the
+ *                        operands are rounded to TF32 (cvt.rna.tf32.f32: 10
+ *                        mantissa bits, ties away from zero) and multiplied
+ *                        by mma.sync m16n8k8 .tf32 with f32 accumulators:
+ *                        mma = [16, 8, 8], pipelined with stages, the tiles
+ *                        staged as 4-byte f32; rated at the target's
+ *                        peak_mma_tf32.  Absent: 16-bit operands as they are.
+ *                        Targets without TF32 (MI250, V100; MI300X's xf32
+ *                        has no lowering) keep f32 contractions on SIMT.
+ *   stages   = S         (mma = [16, 8, 16] or tf32's [16, 8, 8] only) 2 <= S
+ *                        <= 4 cp.async stages of the A and B tiles, S - 1 in
+ *                        flight; the warp tile along M and N is a multiple
+ *                        of 16 and rstep along K of the instruction's k, the
+ *                        block a multiple of the warp tile
  *   bound    = "..."     (with stages) the model's limiting term: tensor cores,
  *                        shared memory, issue, latency, L2 bandwidth or DRAM
  *                        bandwidth (", partial last wave" where the tail wave
@@ -105,6 +120,8 @@
 #define RL_MAX_WASTE 0.15       /* padding waste allowed relative to the real extent */
 #define RL_SUBPARTITIONS 4      /* warp schedulers (and tensor-core slices) per SM, sm_80 and up */
 #define RL_MMA_ADDR_REGS 40     /* pipelined mma kernel: stage offsets, global pointers, loop state */
+#define RL_TF32_ADDR_REGS 32    /* tf32: each lane loads its fragment values singly, from addresses of their
+                                 * own (ptxas 13, sm_90: a padded convolution's 64x64 warp tiles spilled; 32x64 fit) */
 #define RL_MMA_BLOCK_MAX 256    /* block tile along M or N */
 #define RL_MMA_BLOCK_AREA (256 * 128)
 #define RL_MMA_WARPS_MAX 8
@@ -131,6 +148,7 @@ typedef struct {
 
 typedef struct {
   const qir_target *t;
+  bool tf32_ok;                 /* -matmul-precision=high: f32 contractions may take TF32 plans */
   int n_out, n_red, n_vars;
   int64_t ext[RL_MAX_VARS];
   int n_groups;
@@ -141,6 +159,10 @@ typedef struct {
   double simt_gflops;           /* without the matrix units */
   bool mma;
   bool pipelined;               /* mma.sync 16x8x16 in a cp.async pipeline (`stages`); else wmma / MFMA */
+  bool tf32;                    /* f32 operands on the matrix units in TF32 (-matmul-precision=high):
+                                 * mma.sync m16n8k8, pipelined, operands staged as 4-byte f32 */
+  int mma_m, mma_n, mma_k;      /* the instruction shape (the target's, or m16n8k8 with tf32) */
+  int op_bytes;                 /* bytes per staged A / B element (2: f16/bf16; 4: tf32) */
   bool simt_pipe;               /* GPU target: qcodegen stages a SIMT plan's tiles twice (simt_stages) */
   int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
   double unique_in_bytes, out_bytes;
@@ -310,17 +332,23 @@ static uint64_t vars_mentioned(const qir_expr *e) {
  * the matrix units: M = an output axis only A indexes, N = one only B indexes,
  * K = a reduction axis both index; each chosen as the innermost such axis (by
  * A's, B's layout) with extent >= the instruction, else the longest one (its
- * tile then padded with zeros: the model counts the wasted work).  A padding mask may not
- * mention both M and N (qcodegen applies it to one operand's tile). */
+ * tile then padded with zeros: the model counts the wasted work).  A padding
+ * mask may not mention both M and N (qcodegen applies it to one operand's tile).
+ * With -matmul-precision=high (p->tf32_ok) f32 reads qualify too, on targets
+ * that have TF32 and the pipelined mma.sync loop (CUDA sm_80 and up): the
+ * instruction is m16n8k8 .tf32 at the target's peak_mma_tf32.  HIP targets
+ * (MI300X's xf32 MFMA) are not offered it: qcodegen has no xf32 lowering. */
 static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   const qir_target *t = p->t;
   qir_contraction ct;
   if (t->mma_m <= 0 || !qir_compute_contraction(c, &ct)) return;
+  bool sync_target = t->mma_m == 16 && t->mma_n == 8 && t->mma_k == 16 && !strcmp(t->backend, "cuda");
+  bool tf32 = p->tf32_ok && sync_target && op->operands[ct.a->operand]->type.dtype == QIR_F32;
   const qir_expr *ab[2] = {ct.a, ct.b};
   int pos[2][RL_MAX_VARS];                      /* innermost index position of each var in A, B; -1 */
   for (int s = 0; s < 2; s++) {
     qir_dtype dt = op->operands[ab[s]->operand]->type.dtype;
-    if ((dt != QIR_F16 && dt != QIR_BF16) || qir_target_peak(t, dt, true) <= 0) return;
+    if ((tf32 ? dt != QIR_F32 : dt != QIR_F16 && dt != QIR_BF16) || qir_target_peak(t, dt, true) <= 0) return;
     for (int v = 0; v < RL_MAX_VARS; v++) pos[s][v] = -1;
     for (int i = 0; i < ab[s]->n_args; i++) {
       double coef[RL_MAX_VARS], cst;
@@ -334,7 +362,7 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   qir_dtype out_dt = op->results[0]->type.dtype;
   if (out_dt != QIR_F32 && out_dt != QIR_F16 && out_dt != QIR_BF16) return;
   int best[3] = {-1, -1, -1}, inner[3] = {-1, -1, -1}, short_best[3] = {-1, -1, -1};
-  int need[3] = {t->mma_m, t->mma_n, t->mma_k};
+  int need[3] = {t->mma_m, t->mma_n, tf32 ? 8 : t->mma_k};
   for (int v = 0; v < p->n_vars; v++) {
     int role = -1, at = 0;
     bool red = v >= p->n_out;
@@ -360,15 +388,21 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   p->mma = true;
   /* mma.sync.m16n8k16 (sm_80 and up): the lowering pipelines it (cp.async
    * stages, ldmatrix, swizzled tiles, accumulators in registers) */
-  p->pipelined = t->mma_m == 16 && t->mma_n == 8 && t->mma_k == 16 && !strcmp(t->backend, "cuda");
+  p->pipelined = sync_target;
+  p->tf32 = tf32;
+  p->mma_m = t->mma_m;
+  p->mma_n = t->mma_n;
+  p->mma_k = tf32 ? 8 : t->mma_k;
+  p->op_bytes = tf32 ? 4 : 2;
   memcpy(p->mma_axis, best, sizeof best);
   p->peak_gflops = qir_target_peak(t, op->operands[ab[0]->operand]->type.dtype, true);
 }
 
-static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t) {
+static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t, bool tf32_ok) {
   const qir_compute *c = op->comp;
   memset(p, 0, sizeof *p);
   p->t = t;
+  p->tf32_ok = tf32_ok;
   if (!c || !c->body || op->n_results != 1) return false;
   p->n_out = c->n_axes;
   p->n_red = c->n_red;
@@ -581,7 +615,7 @@ static int64_t plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
     /* stages x (A: block M x rstep K, B: rstep K x block N) of 16-bit values,
      * XOR-swizzled (no padding) */
     int64_t bm = pl->tile[p->mma_axis[0]], bn = pl->tile[p->mma_axis[1]], rk = pl->tile[p->mma_axis[2]];
-    int64_t stages = (int64_t)pl->stages * (bm * rk + rk * bn) * 2;
+    int64_t stages = (int64_t)pl->stages * (bm * rk + rk * bn) * p->op_bytes;
     /* the epilogue's per-warp f32 tiles (8 rows of the warp tile, padded by
      * 4) reuse those bytes: the larger of the two */
     int64_t warps = bm / pl->thr[p->mma_axis[0]] * (bn / pl->thr[p->mma_axis[1]]);
@@ -662,14 +696,15 @@ static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
      * k16n8: 2 per 8 columns) twice over (the next slice's ldmatrix overlaps
      * this slice's mma), and the stage offsets, pointers and loop state */
     double mt = (double)pl->thr[p->mma_axis[0]], nt = (double)pl->thr[p->mma_axis[1]];
-    return (int64_t)ceil(mt * nt / p->t->warp_size + 2 * (mt / 16 * 4 + nt / 8 * 2)) + RL_MMA_ADDR_REGS;
+    return (int64_t)ceil(mt * nt / p->t->warp_size + 2 * (mt / 16 * 4 + nt / 8 * 2)) + RL_MMA_ADDR_REGS +
+           (p->tf32 ? RL_TF32_ADDR_REGS : 0);
   }
   if (p->mma) {
     /* fp32 accumulators of the warp tile spread over the warp, plus one
      * k-slice of A and B fragments */
     int w = p->t->warp_size;
     double mt = (double)pl->thr[p->mma_axis[0]], nt = (double)pl->thr[p->mma_axis[1]];
-    words = pts / w + (mt + nt) * p->t->mma_k * 2.0 / 4.0 / w;
+    words = pts / w + (mt + nt) * p->mma_k * 2.0 / 4.0 / w;
   } else {
     words = pts * (p->out.elem_bytes > 4 ? 2 : 1);
     for (int i = 0; i < p->n_groups; i++) {
@@ -733,7 +768,8 @@ static double tap_union_bytes(const rl_problem *p, const rl_plan *pl) {
 /* The model of a pipelined mma plan (qcodegen's mma.sync.m16n8k16 loop),
  * in SM clock cycles per reduction step of one block:
  *   tensor cores: the step's m16n8k16 instructions at the target's dense
- *     f16/bf16 rate per SM, on as many sub-partitions as resident warps fill;
+ *     f16/bf16 rate per SM (tf32: m16n8k8 at peak_mma_tf32), on as many
+ *     sub-partitions as resident warps fill;
  *   shared memory: ldmatrix reads (every warp its tm x rk and rk x tn
  *     slices) and the cp.async writes of both tiles, at banks x 4 B per clock;
  *   issue: mma, ldmatrix.x4, cp.async (16 B per lane) and the loop's
@@ -754,15 +790,19 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   double rk = (double)pl->tile[p->mma_axis[2]];
   double tm = (double)pl->thr[p->mma_axis[0]], tn = (double)pl->thr[p->mma_axis[1]];
   double warps = (double)pl->threads / ws, resident = conc * warps;
-  double mma_flops = 2.0 * t->mma_m * t->mma_n * t->mma_k;
+  double mma_flops = 2.0 * p->mma_m * p->mma_n * p->mma_k, eb = p->op_bytes;
   double tc_per_clk = p->peak_gflops * 1e9 / (units * clk);   /* flops per clock per SM */
-  double n_mma = bm / t->mma_m * (bn / t->mma_n) * (rk / t->mma_k);
+  double n_mma = bm / p->mma_m * (bn / p->mma_n) * (rk / p->mma_k);
   double r_tc = n_mma * mma_flops / tc_per_clk;
   double smem_per_clk = t->smem_gbs * 1e9 / (units * clk);
-  double r_smem = (warps * (tm + tn) * rk * 2 + (bm + bn) * rk * 2) / smem_per_clk;
-  double cp_async = ceil((bm + bn) * rk * 2 / 16 / (double)pl->threads);
-  double slices = rk / t->mma_k;
-  double warp_instr = slices * (tm / t->mma_m * (tn / t->mma_n) + tm / 16 + tn / 16) + 3 * cp_async + 8;
+  double r_smem = (warps * (tm + tn) * rk * eb + (bm + bn) * rk * eb) / smem_per_clk;
+  double cp_async = ceil((bm + bn) * rk * eb / 16 / (double)pl->threads);
+  double slices = rk / p->mma_k;
+  /* per slice: the mma, and the fragment loads: one ldmatrix.x4 per 16 rows
+   * of A and per 16 columns of B; tf32 loads each lane's 4 + 2 values per
+   * fragment singly and rounds each (cvt.rna) */
+  double frag_loads = p->tf32 ? 2 * (tm / 16 * 4 + tn / 8 * 2) : tm / 16 + tn / 16;
+  double warp_instr = slices * (tm / p->mma_m * (tn / p->mma_n) + frag_loads) + 3 * cp_async + 8;
   double sub = RL_SUBPARTITIONS;
   double busy_sm = resident < sub ? resident : sub, busy_block = warps < sub ? warps : sub;
   double sm_step = fmax(r_tc * sub / busy_sm, fmax(r_smem, warps * warp_instr / busy_sm));
@@ -916,12 +956,12 @@ static bool mma_pinned(const rl_problem *p, int v) {
 }
 
 static int64_t red_mult(const rl_problem *p, int v) {
-  return p->mma && v == p->mma_axis[2] ? p->t->mma_k : 1;
+  return p->mma && v == p->mma_axis[2] ? p->mma_k : 1;
 }
 
 static int64_t out_mult(const rl_problem *p, int v) {
-  if (p->mma && v == p->mma_axis[0]) return p->t->mma_m;
-  if (p->mma && v == p->mma_axis[1]) return p->t->mma_n;
+  if (p->mma && v == p->mma_axis[0]) return p->mma_m;
+  if (p->mma && v == p->mma_axis[1]) return p->mma_n;
   return 1;
 }
 
@@ -1409,7 +1449,7 @@ static bool mma_block_fits(const rl_problem *p, int v, int64_t b, int64_t w) {
  * limit; every other axis at block / rstep 1. */
 static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
   const qir_target *t = p->t;
-  static const int64_t warp_tiles[] = {16, 32, 64, 128}, ksteps[] = {16, 32, 64};
+  static const int64_t warp_tiles[] = {16, 32, 64, 128}, ksteps[] = {8, 16, 32, 64};
   int vm = p->mma_axis[0], vn = p->mma_axis[1], vk = p->mma_axis[2];
   rl_plan pl;
   memset(&pl, 0, sizeof pl);
@@ -1429,9 +1469,10 @@ static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
           if (bn > RL_MMA_BLOCK_MAX || bm * bn > RL_MMA_BLOCK_AREA || wm * wn * t->warp_size > t->max_threads_per_block ||
               !mma_block_fits(p, vn, bn, tn))
             continue;
-          for (int k = 0; k < 3; k++) {
+          for (int k = 0; k < 4; k++) {
             int64_t rk = ksteps[k];
-            if (rk > 16 && (rk > round_up(p->ext[vk], 16) || axis_waste(p->ext[vk], rk) > RL_MAX_WASTE)) break;
+            if (rk < p->mma_k) continue;    /* 8: tf32's k8 only */
+            if (rk > p->mma_k && (rk > round_up(p->ext[vk], p->mma_k) || axis_waste(p->ext[vk], rk) > RL_MAX_WASTE)) break;
             /* S - 1 tiles in flight: no more than the block has steps */
             int64_t steps = ceil_div(p->ext[vk], rk);
             for (int64_t st = 2; st <= QIR_MAX_STAGES && (st == 2 || st - 1 <= steps); st++) {
@@ -1562,10 +1603,11 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
   if (full) {
     e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
     if (p->mma) {
-      int64_t shape[3] = {p->t->mma_m, p->t->mma_n, p->t->mma_k};
+      int64_t shape[3] = {p->mma_m, p->mma_n, p->mma_k};
       int64_t axes[3] = {p->mma_axis[0], p->mma_axis[1], p->mma_axis[2] - p->n_out};
       e[n++] = (qir_attr){.key = "mma", .val = qir_attr_ints(m, 3, shape)};
       e[n++] = (qir_attr){.key = "mma_axes", .val = qir_attr_ints(m, 3, axes)};
+      if (p->tf32) e[n++] = (qir_attr){.key = "mma_precision", .val = qir_attr_string(m, "tf32")};
     }
   }
   for (int i = 0; i < n; i++) e[i].sched = false;
@@ -1630,10 +1672,14 @@ static void estimate_plan(qir_module *m, const rl_problem *p0, qir_attr_val *dic
   memset(&pl, 0, sizeof pl);
   const qir_attr_val *rsplit = qir_attr_dict_get(dict, "rsplit"), *stages = qir_attr_dict_get(dict, "stages");
   if (!qir_attr_dict_get(dict, "mma")) {
-    p.mma = p.pipelined = false;
+    p.mma = p.pipelined = p.tf32 = false;
     p.peak_gflops = p.simt_gflops;
   } else if (!p.mma || p.pipelined != (stages != NULL)) {
     return;
+  } else {
+    const qir_attr_val *prec = qir_attr_dict_get(dict, "mma_precision");
+    bool plan_tf32 = prec && prec->kind == QIR_ATTR_STRING && !strcmp(prec->s, "tf32");
+    if (plan_tf32 != p.tf32) return;          /* an f32 op's plan without tf32: not one the target runs */
   }
   if (plan_ints(dict, "block", pl.tile, p.n_out) != p.n_out || plan_ints(dict, "thread", pl.thr, p.n_out) != p.n_out ||
       plan_ints(dict, "rstep", pl.tile + p.n_out, p.n_red) != p.n_red)
@@ -1678,7 +1724,8 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
     if (!form) return true;
   }
   rl_problem p;
-  bool ok = analyse(&p, form, t);
+  /* -roller-estimate re-rates tf32 plans written before whatever the option says */
+  bool ok = analyse(&p, form, t, o->tf32 || o->estimate);
   if (form != op) qir_op_unlink(form);
   if (!ok) {
     if (st) st->skipped++;
@@ -1691,7 +1738,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   rl_path path;
   path.n = 0;
   if (p.mma && o->mma == ROLLER_NEVER) {
-    p.mma = p.pipelined = false;
+    p.mma = p.pipelined = p.tf32 = false;
     p.peak_gflops = p.simt_gflops;
   }
   if (p.pipelined) mma_pipeline_plans(&p, &path);
@@ -1703,7 +1750,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
      * thin contraction (few blocks, many short steps) can be faster on the
      * SIMT cores */
     rl_problem simt = p;
-    simt.mma = simt.pipelined = false;
+    simt.mma = simt.pipelined = simt.tf32 = false;
     simt.peak_gflops = p.simt_gflops;
     rl_path alt;
     alt.n = 0;
@@ -1817,5 +1864,12 @@ bool roller_options_of(qopt_ctx *ctx, roller_options *o) {
     return false;
   }
   *o = (roller_options){.topk = (int)topk, .estimate = qopt_option_bool(ctx, "roller-estimate")};
+  const char *prec = qopt_option_str(ctx, "matmul-precision");
+  if (!strcmp(prec, "high")) o->tf32 = true;
+  else if (strcmp(prec, "highest")) {
+    qir_loc none = {0};
+    qir_error(ctx->diag, none, "-matmul-precision must be highest (f32 contractions in f32) or high (TF32 on the matrix units), not '%s'", prec);
+    return false;
+  }
   return choice_option(ctx, "roller-mma", true, &o->mma) && choice_option(ctx, "roller-split", false, &o->split);
 }

@@ -18,6 +18,8 @@ typedef struct {
   roller_choice mma;            /* matrix units for f16/bf16 contractions */
   roller_choice split;          /* split reductions (rsplit); ALWAYS is not offered */
   bool estimate;                /* keep the plans on each op, re-rate them (est_us, bound) */
+  bool tf32;                    /* -matmul-precision=high: f32 contractions may run in TF32 on the
+                                 * matrix units (mma.sync m16n8k8 .tf32, CUDA sm_80 and up) */
 } roller_options;
 
 /* Writes #tile{...} (and #tile_alternatives when topk > 1) on every op of m
@@ -29,7 +31,7 @@ bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, rol
 bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d);
 
-/* The options -roller-topk, -roller-mma and -roller-split give (what -roller
+/* The options -roller-topk, -roller-mma, -roller-split and -matmul-precision give (what -roller
  * plans with; -welder plans the ops it creates the same way).  False after an
  * error into ctx->diag. */
 struct qopt_ctx;

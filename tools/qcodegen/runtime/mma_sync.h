@@ -13,6 +13,24 @@ static inline float q_mma_half(uint32_t reg, int hi, int bf16) {
   return bf16 ? q_bf2f(h) : q_h2f(h);
 }
 
+/* D = A x B + C for both shapes: A 16xK and B Kx8 (row-major), the sum along
+ * k in order, in f32; D back to the lanes' registers (c0..c3 as above). */
+static inline void q_mma_finish(float *d, long stride, float C[16][8], const float *A, const float *B, int K) {
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 8; j++) {
+      float s = C[i][j];
+      for (int k = 0; k < K; k++) s += A[i * K + k] * B[k * 8 + j];
+      C[i][j] = s;
+    }
+  for (int l = 0; l < 32; l++) {
+    int g = l / 4, t = l % 4;
+    for (int e = 0; e < 2; e++) {
+      d[e * stride + l] = C[g][2 * t + e];
+      d[(2 + e) * stride + l] = C[g + 8][2 * t + e];
+    }
+  }
+}
+
 static inline void q_mma16816(float *d, const uint32_t *a, const uint32_t *b, long stride, int bf16) {
   float A[16][16], B[16][8], C[16][8];
   for (int l = 0; l < 32; l++) {
@@ -28,17 +46,38 @@ static inline void q_mma16816(float *d, const uint32_t *a, const uint32_t *b, lo
       C[g + 8][2 * t + e] = d[(2 + e) * stride + l];
     }
   }
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 8; j++) {
-      float s = C[i][j];
-      for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j];
-      C[i][j] = s;
-    }
+  q_mma_finish(d, stride, C, &A[0][0], &B[0][0], 16);
+}
+
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, emulated likewise: A
+ * 16x8, B 8x8, C and D 16x8 f32, one TF32 value (f32 bits, the low 13 zero:
+ * q_tf32) per register, for lane l with g = l / 4 and t = l % 4:
+ *   A: a0 = A[g][t]  a1 = A[g+8][t]  a2 = A[g][t+4]  a3 = A[g+8][t+4]
+ *   B: b0 = B[t][g]  b1 = B[t+4][g]
+ *   C, D: as m16n8k16's.
+ * TF32 products are exact in f32 (11-bit significands); the sum runs along
+ * k in order, in f32. */
+static inline float q_tf32_value(uint32_t reg) {
+  uint32_t x = reg & 0xffffe000u;   /* the unit reads the TF32 bits only */
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static inline void q_mma1688_tf32(float *d, const uint32_t *a, const uint32_t *b, long stride) {
+  float A[16][8], B[8][8], C[16][8];
   for (int l = 0; l < 32; l++) {
     int g = l / 4, t = l % 4;
+    A[g][t] = q_tf32_value(a[0 * stride + l]);
+    A[g + 8][t] = q_tf32_value(a[1 * stride + l]);
+    A[g][t + 4] = q_tf32_value(a[2 * stride + l]);
+    A[g + 8][t + 4] = q_tf32_value(a[3 * stride + l]);
+    B[t][g] = q_tf32_value(b[0 * stride + l]);
+    B[t + 4][g] = q_tf32_value(b[1 * stride + l]);
     for (int e = 0; e < 2; e++) {
-      d[e * stride + l] = C[g][2 * t + e];
-      d[(2 + e) * stride + l] = C[g + 8][2 * t + e];
+      C[g][2 * t + e] = d[e * stride + l];
+      C[g + 8][2 * t + e] = d[(2 + e) * stride + l];
     }
   }
+  q_mma_finish(d, stride, C, &A[0][0], &B[0][0], 8);
 }
