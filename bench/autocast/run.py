@@ -14,6 +14,8 @@ ONNX test folders named, e.g. a node test) and every mode:
   tf32  qopt -canonicalize -matmul-precision=high -roller -welder
   f16cal  f16 with -autocast-calibrate=the data set's own inputs (not by
         default: ops whose values exceed -autocast-range there stay f32)
+  bf16ew  bf16 with -autocast-elementwise=f32 (not by default; make check's
+        bf16 suite: elementwise ops and batch_norm stay f32)
 
 the module goes onnx2qir -> qopt (above, `-o MODE.qir`, which writes the
 mode's weights sidecar MODE.qw when the pass converts weights) -> qcodegen -c
@@ -70,10 +72,13 @@ PASSES = {
     # f16 with the range calibration (-autocast-calibrate=INPUTS is added
     # after -autocast=f16: the data set's own input files, in input order)
     "f16cal": ["-canonicalize", "-autocast=f16", "-roller", "-welder"],
+    # bf16 rounded once per layer: elementwise ops and batch_norm in f32 (make check's bf16 suite)
+    "bf16ew": ["-canonicalize", "-autocast=bf16", "-autocast-elementwise=f32", "-roller", "-welder"],
 }
 # The flag each mode needs from qopt, as its --help names it.
-FLAG = {"f16": "-autocast", "bf16": "-autocast", "tf32": "-matmul-precision", "f16cal": "-autocast-calibrate"}
-ERROR_GOAL = {"f16": 1e-2, "bf16": 5e-2, "tf32": 2e-3, "f32": 1e-3, "f16cal": 1e-2}
+FLAG = {"f16": "-autocast", "bf16": "-autocast", "tf32": "-matmul-precision", "f16cal": "-autocast-calibrate",
+        "bf16ew": "-autocast-elementwise"}
+ERROR_GOAL = {"f16": 1e-2, "bf16": 5e-2, "tf32": 2e-3, "f32": 1e-3, "f16cal": 1e-2, "bf16ew": 5e-2}
 WEIGHTS_GOAL = 0.55          # f16 sidecar over the f32 one
 CONVERT_ONLY_GOAL = 2        # kernels that only convert types, per model
 TIME_GOAL = 2.0              # f32 modelled time over f16's ...
@@ -608,7 +613,7 @@ def main():
     ap = argparse.ArgumentParser(prog="bench/autocast/run.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="only models/ plus light_squeezenet and light_resnet50")
     ap.add_argument("--filter", default="", help="only models whose folder name contains this")
-    ap.add_argument("--modes", default="f16,bf16,tf32", help="modes to run (f32, f16, bf16, tf32, f16cal); f32 is always optimised")
+    ap.add_argument("--modes", default="f16,bf16,tf32", help="modes to run (%s); f32 is always optimised" % ", ".join(PASSES))
     ap.add_argument("--model", action="append", default=[], help="an ONNX test folder to run instead of $ONNX_TESTS's")
     ap.add_argument("--out", help="also write the markdown table to this file")
     ap.add_argument("--keep", help="keep the generated files under this folder")
@@ -630,7 +635,7 @@ def main():
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in PASSES]
     if bad:
-        ap.error("unknown mode %s (f32, f16, bf16, tf32, f16cal)" % ", ".join(bad))
+        ap.error("unknown mode %s (%s)" % (", ".join(bad), ", ".join(PASSES)))
     for tool in ("onnx2qir", "qopt", "qcodegen"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             sys.exit("run.py: %s not found in %s (build first, or set QIR_BIN)" % (tool, args.bin))
