@@ -570,7 +570,7 @@ def table(results, modes):
     return "\n".join(lines)
 
 
-def reports(results, modes):
+def reports(results, modes, tests=None):
     """Markdown: each model's precision report (qopt -stats) per low-type
     mode; a bf16 report that only repeats f16's decisions is left out."""
     out = []
@@ -582,6 +582,8 @@ def reports(results, modes):
                 continue
             # where qopt wrote the sidecar: the file name only (no temporary folder)
             lines = [re.sub(r"(wrote \d+ bytes of weights to )\S*/", r"\1", l) for l in lines]
+            if tests:
+                lines = [l.replace(os.path.abspath(tests) + "/", "$ONNX_TESTS/") for l in lines]
             def norm(ls):
                 return [re.sub(r"\s+", " ", re.sub(r"\bbf16\b", "f16", l)) for l in ls]
             if mode == "bf16" and "f16" in shown and norm(lines) == norm(shown["f16"]):
@@ -652,7 +654,7 @@ def main():
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     md = table(results, modes)
-    details = reports(results, modes)
+    details = reports(results, modes, args.tests)
     if details:
         print("## Precision reports\n\n" + details)
     note = ("Times are modelled (Roller/Welder's h100 model, no device): the sum of the est_us of the planned "
