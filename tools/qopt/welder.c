@@ -63,8 +63,9 @@
  *
  * With -stats the pass prints operators, kernels, modelled global bytes and
  * modelled time (kernels' estimates plus one launch each: -welder-launch-us,
- * by default the target's launch_us) before
- * and after, and its own time, on stderr.  With -welder-stats, a line per
+ * by default the target's launch_us) before and after, and its own time, on
+ * stderr; where the module has casts (-autocast's), how many it folded into
+ * kernel groups and how many run as kernels of their own.  With -welder-stats, a line per
  * producer -> consumer edge it considered (print_edges): the level it got and
  * what each level's try found (the node's notes: the reason a rule refused
  * it, or the modelled times joint and apart it compared), nothing else. */
@@ -1898,6 +1899,21 @@ static void merge_siblings(welder *w) {
 
 /* ---------------------------------------------------------------- the pass */
 
+/* -stats: the type conversions (-autocast's casts) inside kernel groups and
+ * those left to run as kernels of their own. */
+typedef struct {
+  int folded, alone;
+} cast_counts;
+
+static bool count_casts(qir_op *op, void *ctx) {
+  cast_counts *c = ctx;
+  if (op->code == QIR_OP_CAST) {
+    if (op->parent && op->parent->parent_op && op->parent->parent_op->code == QIR_OP_KERNEL) c->folded++;
+    else if (qir_op_attr(op, "tile")) c->alone++;
+  }
+  return true;
+}
+
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1940,6 +1956,10 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
             "modelled time %.1f -> %.1f us; pass %.1f ms\n",
             m->name ? m->name : "main", t->name, before.n_ops, before.n_kernels, after.n_kernels, before.bytes,
             after.bytes, pct_b, before.est_us, after.est_us, now_ms() - t0);
+    cast_counts casts = {0, 0};
+    qir_walk(m->body, count_casts, &casts);
+    if (casts.folded + casts.alone)
+      fprintf(stderr, "welder: casts folded into kernels %d, kernels of their own %d\n", casts.folded, casts.alone);
   }
   return true;
 }
