@@ -45,16 +45,15 @@ unless `f32` is among --modes.  A mode whose qopt flag does not exist yet
 gives the row "n/a (qopt has no -autocast)"; any failing step gives its
 first message in the row.  Progress goes to stderr, the markdown table last
 to stdout (and to --out FILE).  Standard library only; the protobuf and
-test-data reading is scripts/conformance.py's (imported).
+test-data reading is scripts/conformance.py's and the tensor files' are
+scripts/tensor_files.py's (both imported, as backend-check.sh does).
 """
 import argparse
-import array
 import concurrent.futures
 import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -62,7 +61,8 @@ import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
-import conformance as conf  # noqa: E402  model_io, read_data_set, import_model, _fields
+import conformance as conf  # noqa: E402  model_io, read_data_set, import_model
+from tensor_files import read_npy, read_pb  # noqa: E402  the tensor readers backend-check.sh uses
 
 PASSES = {
     "f32": ["-canonicalize", "-roller", "-welder"],
@@ -105,82 +105,6 @@ def first_line(text, default=""):
 
 
 # ---------------------------------------------------------------- tensors
-
-ONNX_FLOAT = {1: "f", 10: "e", 11: "d", 16: "bf16"}  # ONNX data type -> element code
-
-
-def read_pb(path):
-    """(dims, list of floats) of a floating-point TensorProto file."""
-    with open(path, "rb") as f:
-        b = f.read()
-    _name, dims, dtype, raw = conf.tensor_header(b)
-    code = ONNX_FLOAT.get(dtype)
-    if code is None:
-        raise ValueError("%s: ONNX type %d is not floating-point" % (path, dtype))
-    if raw is not None:
-        if code == "bf16":
-            return dims, [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in array.array("H", bytes(raw))]
-        if code == "e":
-            return dims, list(struct.unpack("<%de" % (len(raw) // 2), raw))
-        vals = array.array(code, bytes(raw))
-        if sys.byteorder != "little":
-            vals.byteswap()
-        return dims, list(vals)
-    vals = []
-    for f, w, v in conf._fields(b):
-        if f == 4 and code == "f":      # float_data
-            vals += struct.unpack("<%df" % (len(v) // 4), v) if w == 2 else struct.unpack("<f", v)
-        elif f == 10 and code == "d":   # double_data
-            vals += struct.unpack("<%dd" % (len(v) // 8), v) if w == 2 else struct.unpack("<d", v)
-        elif f == 5 and code in ("e", "bf16"):  # int32_data holds the 16-bit patterns
-            bits = []
-            if w == 2:
-                i = 0
-                while i < len(v):
-                    x, i = conf._varint(v, i)
-                    bits.append(x)
-            else:
-                bits.append(v)
-            for x in bits:
-                x &= 0xFFFF
-                vals.append(struct.unpack("<e", struct.pack("<H", x))[0] if code == "e"
-                            else struct.unpack("<f", struct.pack("<I", x << 16))[0])
-    return dims, vals
-
-
-NPY_CODE = {"f4": "f", "f8": "d", "f2": "e", "V2": "bf16"}  # .npy descr -> element code
-
-
-def read_npy(path):
-    """(shape, list of floats) of a .npy file a qcodegen program wrote."""
-    with open(path, "rb") as f:
-        b = f.read()
-    if b[:6] != b"\x93NUMPY":
-        raise ValueError("%s: not a .npy file" % path)
-    if b[6] == 1:
-        hl, start = struct.unpack("<H", b[8:10])[0], 10
-    else:
-        hl, start = struct.unpack("<I", b[8:12])[0], 12
-    hdr = b[start:start + hl].decode("latin1")
-    data = b[start + hl:]
-    m = re.search(r"'descr':\s*'[<|=]?(\w+)'", hdr)
-    if not m or m.group(1) not in NPY_CODE:
-        raise ValueError("%s: element type %s is not floating-point" % (path, hdr.strip()))
-    shape = [int(x) for x in re.search(r"'shape':\s*\(([^)]*)\)", hdr).group(1).replace(",", " ").split()]
-    n = 1
-    for d in shape:
-        n *= d
-    code = NPY_CODE[m.group(1)]
-    if code == "bf16":
-        bits = array.array("H", data[:2 * n])
-        return shape, [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in bits]
-    if code == "e":
-        return shape, list(struct.unpack("<%de" % n, data[:2 * n]))
-    vals = array.array(code, data[:n * array.array(code).itemsize])
-    if sys.byteorder != "little":
-        vals.byteswap()
-    return shape, list(vals)
-
 
 def rel_l2(got, want):
     """||got - want|| / ||want|| (the absolute norm when want is all zeros);
@@ -289,10 +213,15 @@ def convert_only_kernels(text):
     return n
 
 
+# ops qcodegen runs as views of their operand's bytes, no kernel (as -welder's
+# totals count them): their plans' est_us is never spent
+VIEWS = ("reshape", "identity", "bitcast")
+
+
 def modelled_us(text):
     """Modelled time of an optimised module: the sum of the est_us of its
     planned top-level work, each kernel's `#est_us` and each planned op's
-    (not in a kernel) `#tile{est_us}`; a loop or if body counts once, an op
+    (not in a kernel, not a view) `#tile{est_us}`; a loop or if body counts once, an op
     without a plan counts 0 (docs/perf.md's rammer and welder tables count
     the same way, without launches).  Returns (us, planned items)."""
     total, items = 0.0, 0
@@ -303,7 +232,7 @@ def modelled_us(text):
             if m:
                 total += float(m.group(1))
                 items += 1
-        else:
+        elif name not in VIEWS:
             us = planned(line)
             if us is not None:
                 total += us
@@ -479,8 +408,8 @@ def eval_model(ctx, job):
                 continue
             for oname, gpath, wpath in got:
                 try:
-                    wdims, want = read_pb(wpath)
-                    _gdims, g = read_npy(gpath)
+                    wdims, want, _ = read_pb(wpath)
+                    _gdims, g, _ = read_npy(gpath)
                 except (OSError, ValueError) as e:
                     r["why"] = "cannot compare %s: %s" % (oname, e)
                     break

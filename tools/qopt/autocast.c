@@ -179,13 +179,8 @@ static qir_value *f32_twin(autocast *a, qir_value *v, qir_loc loc) {
   return t;
 }
 
-/* Elements an op reduces into each result element (1 when it reduces nothing). */
+/* Elements a reduction (a LONG row) reduces into each result element. */
 static int64_t reduced_length(const qir_op *op) {
-  if (op->code == QIR_OP_AVG_POOL) {
-    int64_t k[QIR_MAX_RANK], n = qir_op_attr_ints(op, "kernel_shape", k, QIR_MAX_RANK), len = 1;
-    for (int i = 0; i < n; i++) len *= k[i];
-    return len;
-  }
   int64_t out = qir_type_numel(&op->results[0]->type);
   return out > 0 ? qir_type_numel(&op->operands[0]->type) / out : 1;
 }

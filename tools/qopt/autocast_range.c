@@ -58,6 +58,7 @@ bool autocast_calibrate(qir_module *m, const char *files, double *magnitude, int
       ok = false;
       break;
     }
+    magnitude[op->results[0]->id] = max_magnitude(&t);
     vals[op->results[0]->id] = t;
     given++;
     file = strtok_r(NULL, ",", &save);
@@ -94,9 +95,6 @@ bool autocast_calibrate(qir_module *m, const char *files, double *magnitude, int
     }
     ++*measured_ops;
   }
-  for (qir_op *op = m->body->first; op && ok; op = op->next)
-    if (op->code == QIR_OP_INPUT && op->results[0]->id < n_values)
-      magnitude[op->results[0]->id] = max_magnitude(&vals[op->results[0]->id]);
   if (vals)
     for (int i = 0; i < n_values; i++) qir_tensor_free(&vals[i]);
   free(vals);

@@ -315,8 +315,11 @@ static bool epilogue_of(const qir_op *user, const qir_value *v) {
  * weights at every run (a matrix-unit plan stages plain tiles; a SIMT plan
  * would fold the concat into its operand loads, a branch per element).
  * NULL when a value is not a constant, its bytes cannot be read, or it
- * would be a large constant in the text (none of the parts is in a sidecar). */
-static qir_op *fold_concat(qir_module *m, qir_value **vals, int n, int axis, const qir_type *t, qir_loc loc) {
+ * would be a large constant in the text (none of the parts is in a sidecar).
+ * Without `bytes` (the step's estimate, which only plans around it) the
+ * constant is a placeholder of the right type: nothing is copied. */
+static qir_op *fold_concat(qir_module *m, qir_value **vals, int n, int axis, const qir_type *t, qir_loc loc,
+                           bool bytes) {
   bool spill = false;
   for (int i = 0; i < n; i++) {
     if (!vals[i]->def || vals[i]->def->code != QIR_OP_CONST) return NULL;
@@ -325,6 +328,7 @@ static qir_op *fold_concat(qir_module *m, qir_value **vals, int n, int axis, con
   /* constants written in the text (splats, dense lists) stay as they are: a
    * folded one would be printed there in full */
   if (!spill && qir_type_numel(t) > 64) return NULL;
+  if (!bytes) return qir_const_new_splat(m, *t, 0.0, loc);
   size_t es = (size_t)qir_dtype_size(t->dtype);
   int64_t outer = 1;
   for (int d = 0; d < axis; d++) outer *= t->dims[d];
@@ -349,11 +353,12 @@ static qir_op *fold_concat(qir_module *m, qir_value **vals, int n, int axis, con
   return f;
 }
 
-static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, const char *name, qir_loc loc) {
+static qir_op *new_concat(qir_module *m, qir_value **vals, int n, int axis, const char *name, qir_loc loc,
+                          bool bytes) {
   qir_type t = vals[0]->type;
   t.dims[axis] = 0;
   for (int i = 0; i < n; i++) t.dims[axis] += vals[i]->type.dims[axis];
-  qir_op *c = fold_concat(m, vals, n, axis, &t, loc);
+  qir_op *c = fold_concat(m, vals, n, axis, &t, loc, bytes);
   if (!c) {
     c = qir_op_new(m, QIR_OP_CONCAT, n, vals, 1, &t, loc);
     qir_op_set_attr(m, c, "axis", qir_attr_int(axis), false);
@@ -398,12 +403,12 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
     conv_biases[i] = conv ? s[i].con->operands[2] : NULL;
   }
   const char *base = first->results[0]->name ? first->results[0]->name : conv ? "conv" : "mm";
-  qir_op *wcat = new_concat(m, bs, n, b_axis, qir_sprintf(m, "%s_siblings_b", base), first->loc);
+  qir_op *wcat = new_concat(m, bs, n, b_axis, qir_sprintf(m, "%s_siblings_b", base), first->loc, apply);
   qir_type mt = first->results[0]->type;
   mt.dims[out_axis] = wcat->results[0]->type.dims[b_axis];
   qir_op *ccat = NULL, *merged_con;
   if (conv) {
-    ccat = new_concat(m, conv_biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), first->loc);
+    ccat = new_concat(m, conv_biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), first->loc, apply);
     qir_value *cops[3] = {first->operands[0], wcat->results[0], ccat->results[0]};
     merged_con = qir_op_new(m, QIR_OP_CONV, 3, cops, 1, &mt, first->loc);
     copy_attrs(m, merged_con, first);
@@ -418,7 +423,7 @@ static bool merge(const welder_siblings_ctx *w, qir_region *r, sibling *s, int n
     copy_attrs(m, epi, s[0].epi);
     epi->results[0]->name = qir_sprintf(m, "%s_siblings_%s", base, qir_opinfo_get(epi->code)->name);
   } else if (with_epi) {
-    bcat = new_concat(m, biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), s[0].epi->loc);
+    bcat = new_concat(m, biases, n, 0, qir_sprintf(m, "%s_siblings_bias", base), s[0].epi->loc, apply);
     qir_value *eops[2];
     eops[epi_k] = merged_con->results[0];
     eops[1 - epi_k] = bcat->results[0];
