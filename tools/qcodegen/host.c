@@ -194,6 +194,14 @@ static bool plan_op(host *h, opinfo *oi) {
     return true;
   }
   case QIR_OP_SPLIT: return plan_split(h, oi);
+  case QIR_OP_ATTENTION:
+    if (cg_flash_planned(op)) {
+      kkernel *k = cg_lower_attention(&h->cg, op);
+      if (!k) return false;
+      add_kernel(h, oi, k);
+      return true;
+    }
+    break;
   default: break;
   }
   bool empty = true;
@@ -322,6 +330,9 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     switch (op->code) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
     case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: case QIR_OP_BITCAST: continue;
+    case QIR_OP_ATTENTION:
+      if (cg_flash_planned(op)) continue;   /* one kernel of its own (lower_attention.c) */
+      break;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))

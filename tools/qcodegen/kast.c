@@ -183,6 +183,14 @@ kexpr *ke_tf32(kbuilder *b, kexpr *f32) {
   return e;
 }
 
+kexpr *ke_pack16(kbuilder *b, kexpr *lo, kexpr *hi, qir_dtype dt) {
+  kexpr *e = ke_new(b, KE_PACK16, KT_U32);
+  e->a = lo;
+  e->b = hi;
+  e->dtype = dt;
+  return e;
+}
+
 kexpr *ke_tid(kbuilder *b) { return ke_new(b, KE_TID, KT_I32); }
 /* A 64-bit kernel's block index is a cast of the 32-bit one, not a 64-bit
  * KE_BID: an rprogram puts its task counter where KE_BID was (lower_run_tasks),
@@ -674,7 +682,7 @@ static double ib_expr(ibounds *ib, const kexpr *e) {
   if (!e) return 0;
   switch (e->kind) {
   case KE_INT: return fabs((double)e->ival);
-  case KE_FLOAT: case KE_LOAD: case KE_ALIGNED16: case KE_ELEM: case KE_TF32: return 0;
+  case KE_FLOAT: case KE_LOAD: case KE_ALIGNED16: case KE_ELEM: case KE_TF32: case KE_PACK16: return 0;
   case KE_TID: return ib->k->threads;
   case KE_BID: return (double)ib->k->grid;
   case KE_WARP: return ib->k->threads / (ib->k->warp > 0 ? ib->k->warp : 1);
@@ -975,6 +983,13 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
   case KE_TF32:
     fputs("q_tf32(", o);
     kprint_expr(o, e->a, k, st);
+    fputs(")", o);
+    return;
+  case KE_PACK16:
+    fputs(e->dtype == QIR_BF16 ? "q_pack_bf2(" : "q_pack_h2(", o);
+    kprint_expr(o, e->a, k, st);
+    fputs(", ", o);
+    kprint_expr(o, e->b, k, st);
     fputs(")", o);
     return;
   }
@@ -1392,6 +1407,21 @@ void kprint_helpers(FILE *o) {
       "  uint32_t x; memcpy(&x, &f, 4);\n"
       "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
       "  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+      "}\n"
+      "/* Two f32 values as a 16-bit register pair, lo in the low half (cvt.rn.f16x2.f32 takes the high one first). */\n"
+      "QDEV uint32_t q_pack_h2(float lo, float hi) {\n"
+      "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+      "  uint32_t r; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r;\n"
+      "#else\n"
+      "  return (uint32_t)q_f2h(lo) | (uint32_t)q_f2h(hi) << 16;\n"
+      "#endif\n"
+      "}\n"
+      "QDEV uint32_t q_pack_bf2(float lo, float hi) {\n"
+      "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+      "  uint32_t r; asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r;\n"
+      "#else\n"
+      "  return (uint32_t)q_f2bf(lo) | (uint32_t)q_f2bf(hi) << 16;\n"
+      "#endif\n"
       "}\n"
       "/* The narrow types (one per byte, qir.h), computed in f32 as qrun does.  Float codes: width, mantissa\n"
       " * bits, bias, kind (0: e4m3fn, NaN S.1111.111; 1: fnuz, NaN 0x80 and no -0; 2: e5m2, IEEE-like;\n"

@@ -82,6 +82,9 @@ typedef enum {
   KE_ALIGNED16,                 /* tensor parameter `param` starts at a 16-byte boundary (bool) */
   KE_TF32,                      /* f32 `a` rounded to TF32 as cvt.rna.tf32.f32 does (10 mantissa bits,
                                  * ties away from zero), its bits as KT_U32 (q_tf32) */
+  KE_PACK16,                    /* f32 `a` and `b` rounded to `dtype` (QIR_F16 or QIR_BF16, to nearest even),
+                                 * packed as KT_U32 with `a` in the low half: a 16-bit register pair of
+                                 * mma.sync (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32) */
 } kexpr_kind;
 
 typedef struct kexpr kexpr;
@@ -279,6 +282,7 @@ kstmt *ks_mma_store(kbuilder *b, kvar *mem, kexpr *offset, int64_t ld, kvar *acc
 kstmt *ks_vcopy16(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
 kexpr *ke_aligned16(kbuilder *b, int param);
 kexpr *ke_tf32(kbuilder *b, kexpr *f32);         /* cvt.rna.tf32.f32: the TF32 bits (KT_U32) */
+kexpr *ke_pack16(kbuilder *b, kexpr *lo, kexpr *hi, qir_dtype dt);   /* KE_PACK16 */
 kstmt *ks_ldmatrix(kbuilder *b, kvar *regs, kexpr *index, int count, bool trans, kvar *mem, kexpr *lane_offset);
 kstmt *ks_mma16816(kbuilder *b, kvar *acc, kexpr *index, kvar *fa, kexpr *ia, kvar *fb, kexpr *ib, qir_dtype dt);
 kstmt *ks_cp_async(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src, kexpr *cond);
@@ -342,6 +346,15 @@ typedef struct {
  * exactly.  Reports and returns NULL if the plan is invalid. */
 kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *comp, int n_args,
                           qir_value *const *args, qir_value *out, const char *what);
+/* The checks and bookkeeping every lowered kernel k (computing `out`) ends
+ * with: unused locals pruned, 32-bit indexes proven in range, the summary
+ * prefixed by `what`, the kernel registered in cg.  NULL after an error. */
+kkernel *cg_finish_kernel(cg_ctx *cg, kkernel *k, const qir_value *out, const qir_op *plan_op, const char *what,
+                          qir_loc loc);
+/* lower_attention.c: an `attention` op with a flash plan (#tile{flash = ..}) as
+ * one kernel; whether op has such a plan. */
+kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op);
+bool cg_flash_planned(const qir_op *op);
 
 /* ---- kernel groups (lower_group.c) */
 /* Replaces every `kernel` op under r by one compute op (the composed group,

@@ -1231,6 +1231,34 @@ static bool body_ok(cg_ctx *cg, const qir_compute *c, const qir_expr *e, int n_a
   return true;
 }
 
+kkernel *cg_finish_kernel(cg_ctx *cg, kkernel *k, const qir_value *out, const qir_op *plan_op, const char *what,
+                          qir_loc loc) {
+  kkernel_prune(k);
+  double reach = 0;
+  if (kkernel_index_overflow(k, &reach)) {
+    /* a lowering typed some index arithmetic 32-bit that can pass 2^31: refuse rather than emit it */
+    qir_error(cg->d, loc, "internal error: %s: 32-bit index arithmetic that can reach %.0f, past 2^31 - 1", what, reach);
+    return NULL;
+  }
+  if (k->index_type == KT_I64) k->summary = qir_sprintf(cg->m, "%s, 64-bit indexes", k->summary ? k->summary : "");
+  k->summary = qir_sprintf(cg->m, "%s: %s", what, k->summary ? k->summary : "");
+  /* where the checker's reports point: the op in the module that computes `out` */
+  const qir_op *src = out->def ? out->def : plan_op;
+  k->id = cg->n_kernels;
+  k->loc = src ? src->loc : (qir_loc){0};
+  k->op_text = !src ? "?" : out->name ? qir_sprintf(cg->m, "%%%s = %s", out->name, qir_opinfo_get(src->code)->name)
+                                       : qir_opinfo_get(src->code)->name;
+  if (cg->n_kernels == cg->cap_kernels) {
+    int cap = cg->cap_kernels ? cg->cap_kernels * 2 : 16;
+    kkernel **ks = qir_alloc(cg->m, sizeof *ks * (size_t)cap);
+    if (cg->n_kernels) memcpy(ks, cg->kernels, sizeof *ks * (size_t)cg->n_kernels);
+    cg->kernels = ks;
+    cg->cap_kernels = cap;
+  }
+  cg->kernels[cg->n_kernels++] = k;
+  return k;
+}
+
 kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *comp, int n_args,
                           qir_value *const *args, qir_value *out, const char *what) {
   kbuilder *b = &cg->kb;
@@ -1315,28 +1343,5 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
   }
   b->index_type = KT_I32;
   if (env.failed) return NULL;
-  kkernel_prune(k);
-  double reach = 0;
-  if (kkernel_index_overflow(k, &reach)) {
-    /* a lowering typed some index arithmetic 32-bit that can pass 2^31: refuse rather than emit it */
-    qir_error(cg->d, env.loc, "internal error: %s: 32-bit index arithmetic that can reach %.0f, past 2^31 - 1", what, reach);
-    return NULL;
-  }
-  if (k->index_type == KT_I64) k->summary = qir_sprintf(cg->m, "%s, 64-bit indexes", k->summary ? k->summary : "");
-  k->summary = qir_sprintf(cg->m, "%s: %s", what, k->summary ? k->summary : "");
-  /* where the checker's reports point: the op in the module that computes `out` */
-  const qir_op *src = out->def ? out->def : plan_op;
-  k->id = cg->n_kernels;
-  k->loc = src ? src->loc : (qir_loc){0};
-  k->op_text = !src ? "?" : out->name ? qir_sprintf(cg->m, "%%%s = %s", out->name, qir_opinfo_get(src->code)->name)
-                                       : qir_opinfo_get(src->code)->name;
-  if (cg->n_kernels == cg->cap_kernels) {
-    int cap = cg->cap_kernels ? cg->cap_kernels * 2 : 16;
-    kkernel **ks = qir_alloc(cg->m, sizeof *ks * (size_t)cap);
-    if (cg->n_kernels) memcpy(ks, cg->kernels, sizeof *ks * (size_t)cg->n_kernels);
-    cg->kernels = ks;
-    cg->cap_kernels = cap;
-  }
-  cg->kernels[cg->n_kernels++] = k;
-  return k;
+  return cg_finish_kernel(cg, k, out, plan_op, what, env.loc);
 }

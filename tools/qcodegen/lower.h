@@ -230,5 +230,22 @@ bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
  * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16];
  * with p->tf32 (mma = [16, 8, 8]) f32 tiles and mma.sync.m16n8k8 .tf32. */
 void lower_mma_pipe(lower_env *env, const tile_plan *p);
+/* How a tile is laid out in its shared slots: stored [outer][inner] with
+ * inner contiguous, its 16-byte chunks XOR-swizzled so that the eight rows
+ * one ldmatrix phase reads fall in eight distinct bank groups: chunk c of
+ * row o lives at chunk c ^ ((o / rows_per_line) % xor_span). */
+typedef struct {
+  const mma_operand *op;        /* the operand it stages, or NULL */
+  int64_t outer, inner;         /* stored [outer][inner]; inner is contiguous in memory */
+  int64_t epc;                  /* elements per 16-byte chunk: 8 (16-bit), 4 (f32, tf32 plans) */
+  int64_t chunks;               /* 16-byte chunks per row: inner / epc */
+  int64_t xor_span;             /* chunks the swizzle permutes: a power of two dividing chunks, at most 8 */
+  int64_t rows_per_line;        /* rows that share one 128-byte line of banks: 8 / xor_span */
+  int64_t slot;                 /* elements per stage */
+} pipe_tile;
+pipe_tile pipe_tile_make(int64_t outer, int64_t inner, int elem_bytes);
+/* Element offset of (row o, inner position i) in stage `slot`, chunk = i / epc,
+ * within = i % epc (0 for ldmatrix rows and 16-byte copies). */
+kexpr *pipe_tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within);
 
 #endif

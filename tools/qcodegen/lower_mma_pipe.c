@@ -54,22 +54,15 @@
  * (ptxas spilled a 3x3 convolution's 64x64x64 tiles: 32 + 32 per thread). */
 #define PIPE_PREFETCH_REGS 32
 
-/* How one operand's tile is laid out in its shared slots. */
-typedef struct {
-  const mma_operand *op;
-  int64_t outer, inner;         /* stored [outer][inner]; inner is contiguous in memory */
-  int64_t epc;                  /* elements per 16-byte chunk: 8 (16-bit), 4 (f32, tf32 plans) */
-  int64_t chunks;               /* 16-byte chunks per row: inner / epc */
-  int64_t xor_span;             /* chunks the swizzle permutes: a power of two dividing chunks, at most 8 */
-  int64_t rows_per_line;        /* rows that share one 128-byte line of banks: 8 / xor_span */
-  int64_t slot;                 /* elements per stage */
-} pipe_tile;
-
 static pipe_tile tile_of(const mma_operand *op) {
-  pipe_tile t = {.op = op};
-  t.inner = op->col_major ? op->rows : op->cols;
-  t.outer = op->col_major ? op->cols : op->rows;
-  t.epc = 16 / qir_dtype_size(op->dtype);
+  pipe_tile t = pipe_tile_make(op->col_major ? op->cols : op->rows, op->col_major ? op->rows : op->cols, qir_dtype_size(op->dtype));
+  t.op = op;
+  return t;
+}
+
+pipe_tile pipe_tile_make(int64_t outer, int64_t inner, int elem_bytes) {
+  pipe_tile t = {.outer = outer, .inner = inner};
+  t.epc = 16 / elem_bytes;
   t.chunks = t.inner / t.epc;
   t.xor_span = 1;
   while (t.xor_span < 8 && t.chunks % (2 * t.xor_span) == 0) t.xor_span *= 2;
@@ -78,9 +71,7 @@ static pipe_tile tile_of(const mma_operand *op) {
   return t;
 }
 
-/* Element offset of (row o, inner position i) in stage `slot`; i % epc is the
- * position inside its chunk (0 for ldmatrix rows and 16-byte copies). */
-static kexpr *tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within) {
+kexpr *pipe_tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within) {
   kexpr *c = chunk;
   if (t->xor_span > 1) {
     kexpr *sw = ke_mod(b, ke_div(b, o, ke_int(b, t->rows_per_line)), ke_int(b, t->xor_span));
@@ -126,7 +117,7 @@ static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *re
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, f), ke_int(b, per_row))));
   ks_add(b, body, ks_decl(b, iv, ke_mul(b, ke_mod(b, ke_var(b, f), ke_int(b, per_row)), ke_int(b, width))));
   kexpr *i = ke_var(b, iv);
-  kexpr *at = tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, t->epc)),
+  kexpr *at = pipe_tile_at(b, t, slot, ke_var(b, ov), ke_div(b, i, ke_int(b, t->epc)),
                       width == t->epc ? ke_int(b, 0) : ke_mod(b, i, ke_int(b, t->epc)));
   if (mode == COPY_FROM_REGS) {
     ks_add(b, body, ks_assign(b, smem, at, ke_elem(b, regs, ke_var(b, q))));
@@ -170,7 +161,7 @@ typedef struct {
  * K x N terms), rounded to TF32. */
 static kexpr *tf32_at(kbuilder *b, const pipe_tile *t, kvar *smem, kexpr *slot, kexpr *row, kexpr *col) {
   kexpr *o = t->op->col_major ? col : row, *in = t->op->col_major ? row : col;
-  kexpr *at = tile_at(b, t, slot, o, ke_div(b, in, ke_int(b, t->epc)), ke_mod(b, in, ke_int(b, t->epc)));
+  kexpr *at = pipe_tile_at(b, t, slot, o, ke_div(b, in, ke_int(b, t->epc)), ke_mod(b, in, ke_int(b, t->epc)));
   return ke_tf32(b, ke_elem(b, smem, at));
 }
 
@@ -419,7 +410,7 @@ static void ldmatrix_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k16, 
       ch = ke_div(b, col, ke_int(b, 8));
     }
     kstmt *l = ks_ldmatrix(b, fa, ke_mul(b, ke_var(b, fi), ke_int(b, 4)), 4, A->col_major, pp->sa,
-                           tile_at(b, &pp->ta, slot, o, ch, ke_int(b, 0)));
+                           pipe_tile_at(b, &pp->ta, slot, o, ch, ke_int(b, 0)));
     kstmt *body = ks_seq(b);
     ks_add(b, body, l);
     ks_add(b, slice, uniform_loop(b, fi, FM, body, true));
@@ -438,7 +429,7 @@ static void ldmatrix_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k16, 
       ch = ke_div(b, ncol, ke_int(b, 8));
     }
     kstmt *l = ks_ldmatrix(b, fb, ke_mul(b, ke_var(b, fj), ke_int(b, 4)), 4, !B->col_major, pp->sb,
-                           tile_at(b, &pp->tb, slot, o, ch, ke_int(b, 0)));
+                           pipe_tile_at(b, &pp->tb, slot, o, ch, ke_int(b, 0)));
     kstmt *body = ks_seq(b);
     ks_add(b, body, l);
     ks_add(b, slice, uniform_loop(b, fj, FN / 2, body, true));

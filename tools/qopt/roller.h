@@ -31,6 +31,11 @@ bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, rol
 bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d);
 
+/* roller_flash.c: a flash-attention plan (#tile{flash = [..], ...}) for an
+ * `attention` op where the target and the op's types allow one; false (the
+ * op untouched) otherwise. */
+bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, roller_stats *st);
+
 /* The options -roller-topk, -roller-mma, -roller-split and -matmul-precision give (what -roller
  * plans with; -welder plans the ops it creates the same way).  False after an
  * error into ctx->diag. */

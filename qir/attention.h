@@ -1,0 +1,33 @@
+/* attention.h: the shape of an `attention` op as its planners and its kernel
+ * see it (qopt -roller's flash plan, qcodegen's lower_attention.c).
+ *
+ * Query rows are packed by kv head: a kv head's G = Hq / Hkv query heads and
+ * their S positions form G * S rows (row r: query head kvh * G + r / S,
+ * position r % S), so one block's tile of rows reads each key/value tile once
+ * for the whole group (GQA, MQA; G = 1 is plain multi-head attention). */
+#ifndef QIR_ATTENTION_H
+#define QIR_ATTENTION_H
+
+#include "qir.h"
+
+typedef struct {
+  int64_t B, Hq, Hkv, G;        /* batch, query heads, kv heads, G = Hq / Hkv */
+  int64_t S, T;                 /* query positions, keys */
+  int64_t D, DV;                /* head sizes of q/k and of v */
+  bool bshd;                    /* layout = "bshd": q [B,S,Hq,D], k [B,T,Hkv,D], v [B,T,Hkv,DV], y [B,S,Hq,DV] */
+  bool causal;                  /* key j visible from position i iff j <= i + (T - S) */
+  bool has_bias;                /* the bias operand is not a zero splat */
+  double scale, softcap;
+  qir_dtype dtype;              /* q's element type */
+} qir_attention_shape;
+
+/* Reads op's shape; false when op is no well-formed 4-D attention. */
+bool qir_attention_shape_of(const qir_op *op, qir_attention_shape *s);
+
+/* Rows of one kv head (G * S) and the last key tile of BKV keys that rows
+ * [r0, r0 + rows) of a kv head need: all ceil(T / BKV) tiles, or with a
+ * causal mask only those up to the diagonal of the row with the largest
+ * position. */
+int64_t qir_attention_tiles_needed(const qir_attention_shape *s, int64_t r0, int64_t rows, int64_t bkv);
+
+#endif /* QIR_ATTENTION_H */

@@ -1,0 +1,464 @@
+/* lower_attention.c: an `attention` op as one kernel, FlashAttention-2 style,
+ * from the plan qopt -roller writes (roller_flash.c):
+ *   #tile{flash = [BQ, BKV], flash_mma = [16, 8, 16], stages = S, threads, grid, ...}
+ *
+ *   - Rows.  A kv head's G query heads and S positions are G * S packed rows
+ *     (qir/attention.h); a block owns BQ of them (a warp per 16), so each key
+ *     and value tile is read once per group of query heads (GQA, MQA).
+ *     Blocks run the last row tiles first: under a causal mask those walk
+ *     the most keys.
+ *   - Q.  The block's Q tile goes to shared memory once (cp.async), and each
+ *     warp keeps its 16 rows as A fragments in registers (ldmatrix.x4).
+ *   - Keys.  The block walks its key tiles (BKV keys; under a causal mask
+ *     only those up to its last row's diagonal: the rest are never loaded),
+ *     K and V tiles in a ring of S shared slots filled by cp.async S - 1
+ *     tiles ahead; the tiles are XOR-swizzled (pipe_tile) for ldmatrix.
+ *   - Scores.  S = Q K^T by mma.sync.m16n8k16 (K stored [key][d]: B in
+ *     column-major order, plain ldmatrix), f32 accumulators in registers,
+ *     then scaled (softcap), biased, and masked (-inf) past the last key or
+ *     the causal diagonal.
+ *   - Online softmax.  Lane (g, t) holds rows g and g + 8 of its warp's 16;
+ *     the row max is reduced over the 4 lanes of a quad (shuffles); the old
+ *     sum and output are rescaled by exp(m_old - m_new); P = exp(S - m_new)
+ *     is added to the lane's share of the row sum (reduced once, at the end).
+ *   - P V.  The score accumulators of two n8 tiles are exactly the A
+ *     fragment of one k16 slice (rows g, g+8; columns 2t, 2t+1 and + 8), so P
+ *     goes to the matrix units from registers, rounded to the input type
+ *     (cvt.rn.f16x2.f32); V tiles load with ldmatrix.trans.
+ *   - Epilogue.  y = O / l per lane, stored where the fragment layout puts it.
+ * The C printer runs the same kernel with the instructions emulated per lane
+ * and the copies landing at the wait that retires them. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "attention.h"
+#include "lower.h"
+
+#define W 32                    /* lanes per warp: mma.sync */
+
+bool cg_flash_planned(const qir_op *op) {
+  const qir_attr *t = op->code == QIR_OP_ATTENTION ? qir_op_attr(op, "tile") : NULL;
+  return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "flash");
+}
+
+typedef struct {
+  lower_env *env;
+  kbuilder *b;
+  kkernel *k;
+  qir_attention_shape s;
+  int64_t BQ, BKV, warps, stages, R;      /* R = G * S packed rows per kv head */
+  pipe_tile tq, tk, tv;
+  kvar *sq, *sk, *sv;
+  kexpr *bb, *kvh, *r0;                   /* block: batch, kv head, first packed row */
+  kexpr *lane, *warp, *g, *t4;
+  kexpr *head[2], *pos[2], *valid[2];     /* the lane's two rows (g, g + 8): query head, position, r < R */
+  bool aligned_copies;
+} flash;
+
+static kstmt *unrolled(kbuilder *b, kvar *v, int64_t trips, kstmt *body, bool uniform) {
+  if (body->kind != KS_SEQ) {   /* the C printer walks a block-level loop's body as a sequence */
+    kstmt *seq = ks_seq(b);
+    ks_add(b, seq, body);
+    body = seq;
+  }
+  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, trips), 1, body);
+  l->unroll = true;
+  l->uniform = uniform;
+  return l;
+}
+
+static kexpr *idx_t(flash *f, kexpr *e) { return ke_cast(f->b, e, f->b->index_type); }
+
+
+/* Flat element of q or y (head h, position i, column c) and of k or v (kv head, key j, column c). */
+static kexpr *rows_index(flash *f, kexpr *h, kexpr *i, kexpr *c, int64_t heads, int64_t len, int64_t width) {
+  kbuilder *b = f->b;
+  kexpr *bh = f->s.bshd ? ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, f->bb, ke_int(b, len)), idx_t(f, i)), ke_int(b, heads)), idx_t(f, h))
+                        : ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, f->bb, ke_int(b, heads)), idx_t(f, h)), ke_int(b, len)), idx_t(f, i));
+  return ke_add(b, ke_mul(b, bh, ke_int(b, width)), idx_t(f, c));
+}
+
+/* Packed row r (block-relative o) as query head and position. */
+static void row_coords(flash *f, kexpr *o, kexpr **h, kexpr **i) {
+  kbuilder *b = f->b;
+  kexpr *r = ke_add(b, f->r0, idx_t(f, o));
+  *h = ke_add(b, ke_mul(b, f->kvh, ke_int(b, f->s.G)), ke_div(b, r, ke_int(b, f->s.S)));
+  *i = ke_mod(b, r, ke_int(b, f->s.S));
+}
+
+
+/* Which tile a copy moves: the block's Q rows, or the K or V rows of the key tile from key0. */
+typedef enum { TILE_Q, TILE_K, TILE_V } tile_kind;
+
+/* The flat index of column 0 of tile row o, and whether the row exists. */
+static kexpr *tile_row(flash *f, tile_kind kind, kexpr *key0, kexpr *o, kexpr **inside) {
+  kbuilder *b = f->b;
+  if (kind == TILE_Q) {
+    kexpr *h, *i;
+    row_coords(f, o, &h, &i);
+    *inside = ke_lt(b, ke_add(b, f->r0, idx_t(f, o)), ke_int(b, f->R));
+    return rows_index(f, h, i, ke_int(b, 0), f->s.Hq, f->s.S, f->s.D);
+  }
+  kexpr *j = ke_add(b, key0, idx_t(f, o));
+  *inside = ke_lt(b, j, ke_int(b, f->s.T));
+  return rows_index(f, f->kvh, j, ke_int(b, 0), f->s.Hkv, f->s.T, kind == TILE_K ? f->s.D : f->s.DV);
+}
+
+/* The copy of one tile into stage `slot` of its shared ring: 16-byte
+ * cp.async chunks (async), else 16-bit loads stored at once.  Rows past the
+ * data are zeros. */
+static kstmt *copy_rows(flash *f, tile_kind kind, kexpr *key0, kexpr *slot, bool async) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  const pipe_tile *t = kind == TILE_Q ? &f->tq : kind == TILE_K ? &f->tk : &f->tv;
+  kvar *smem = kind == TILE_Q ? f->sq : kind == TILE_K ? f->sk : f->sv;
+  int param = kind == TILE_Q ? 1 : kind == TILE_K ? 2 : 3;
+  int64_t per_row = async ? t->chunks : t->inner, total = t->outer * per_row;
+  kvar *fv = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+  kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *cv = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, fv), ke_int(b, per_row))));
+  ks_add(b, body, ks_decl(b, cv, ke_mod(b, ke_var(b, fv), ke_int(b, per_row))));
+  kexpr *o = ke_var(b, ov), *c = ke_var(b, cv), *inside = NULL;
+  kexpr *base = tile_row(f, kind, key0, o, &inside);
+  if (async) {
+    kexpr *at = pipe_tile_at(b, t, slot, o, c, ke_int(b, 0));
+    ks_add(b, body, ks_cp_async(b, smem, at, param, ke_add(b, base, idx_t(f, ke_mul(b, c, ke_int(b, t->epc)))), inside));
+  } else {
+    kexpr *at = pipe_tile_at(b, t, slot, o, ke_div(b, c, ke_int(b, t->epc)), ke_mod(b, c, ke_int(b, t->epc)));
+    kexpr *val = ke_select(b, inside, ke_load_raw(b, param, ke_add(b, base, idx_t(f, c))), ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
+    ks_add(b, body, ks_assign(b, smem, at, val));
+  }
+  return ks_for(b, fv, ke_tid(b), ke_int(b, total), k->threads, body);
+}
+
+/* cp.async where q, k and v all start 16-byte aligned (every row then is:
+ * head sizes are multiples of 16), else the direct copy. */
+static kstmt *copy_tile(flash *f, tile_kind kind, kexpr *key0, kexpr *slot) {
+  kbuilder *b = f->b;
+  kexpr *aligned = ke_and(b, ke_aligned16(b, 1), ke_and(b, ke_aligned16(b, 2), ke_aligned16(b, 3)));
+  return ks_if(b, aligned, copy_rows(f, kind, key0, slot, true), copy_rows(f, kind, key0, slot, false));
+}
+
+/* ldmatrix.x4 of the 16 x 16 block at (row0, col0) of a stored tile into
+ * regs[index ..]: matrices (rows 0-7, cols 0-7), (rows 8-15, cols 0-7),
+ * (rows 0-7, cols 8-15), (rows 8-15, cols 8-15) when `rows_first`, else the
+ * two middle ones swapped; lane l gives row l % 8 of matrix l / 8. */
+static kstmt *ldmatrix16(flash *f, kvar *regs, kexpr *index, const pipe_tile *t, kvar *mem, kexpr *slot, kexpr *row0,
+                         kexpr *col0, bool rows_first, bool trans) {
+  kbuilder *b = f->b;
+  kexpr *j = ke_div(b, f->lane, ke_int(b, 8)), *r = ke_mod(b, f->lane, ke_int(b, 8));
+  kexpr *j_lo = ke_mod(b, j, ke_int(b, 2)), *j_hi = ke_div(b, j, ke_int(b, 2));
+  kexpr *dr = rows_first ? j_lo : j_hi, *dc = rows_first ? j_hi : j_lo;
+  kexpr *row = ke_add(b, ke_add(b, row0, ke_mul(b, dr, ke_int(b, 8))), r);
+  kexpr *chunk = ke_div(b, ke_add(b, col0, ke_mul(b, dc, ke_int(b, 8))), ke_int(b, 8));
+  return ks_ldmatrix(b, regs, index, 4, trans, mem, pipe_tile_at(b, t, slot, row, chunk, ke_int(b, 0)));
+}
+
+static bool plan_int(const qir_attr_val *dict, const char *key, int at, int64_t *out) {
+  const qir_attr_val *v = qir_attr_dict_get(dict, key);
+  if (v && v->kind == QIR_ATTR_LIST) v = at < v->n ? &v->items[at] : NULL;
+  else if (at > 0) v = NULL;
+  if (!v || v->kind != QIR_ATTR_INT) return false;
+  *out = v->i;
+  return true;
+}
+
+static kkernel *fail(cg_ctx *cg, const qir_op *op, const char *why) {
+  qir_error(cg->d, op->loc, "attention #tile flash plan: %s", why);
+  return NULL;
+}
+
+kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  flash fl = {0}, *f = &fl;
+  if (!qir_attention_shape_of(op, &f->s)) return fail(cg, op, "the op is no 4-D attention of matching shapes");
+  const qir_attention_shape *s = &f->s;
+  int64_t threads = 0, mma[3] = {0, 0, 0};
+  if (!plan_int(&tile->val, "flash", 0, &f->BQ) || !plan_int(&tile->val, "flash", 1, &f->BKV) ||
+      !plan_int(&tile->val, "stages", 0, &f->stages) || !plan_int(&tile->val, "threads", 0, &threads))
+    return fail(cg, op, "it needs flash = [rows, keys], stages and threads");
+  for (int i = 0; i < 3; i++)
+    if (!plan_int(&tile->val, "flash_mma", i, &mma[i])) return fail(cg, op, "it needs flash_mma = [16, 8, 16]");
+  if (mma[0] != 16 || mma[1] != 8 || mma[2] != 16) return fail(cg, op, "flash_mma must be [16, 8, 16] (mma.sync.m16n8k16)");
+  if (f->BQ < 16 || f->BQ % 16 || f->BQ > 256 || threads != f->BQ / 16 * W)
+    return fail(cg, op, "rows must be a multiple of 16 up to 256, a warp (32 threads) per 16");
+  if (f->BKV < 16 || f->BKV % 16 || f->BKV > 256) return fail(cg, op, "keys per step must be a multiple of 16 up to 256");
+  if (f->stages < 2 || f->stages > 4) return fail(cg, op, "stages must be 2 to 4");
+  if ((s->dtype != QIR_F16 && s->dtype != QIR_BF16) || op->operands[1]->type.dtype != s->dtype ||
+      op->operands[2]->type.dtype != s->dtype || op->results[0]->type.dtype != s->dtype)
+    return fail(cg, op, "q, k, v and the result must all be f16 or all bf16");
+  if (s->D % 16 || s->DV % 16 || s->D > 256 || s->DV > 256) return fail(cg, op, "head sizes must be multiples of 16 up to 256");
+  if (cg->warp != W || cg->backend == CG_HIP)
+    return fail(cg, op, "it needs mma.sync (CUDA, or C with 32-lane warps); plan HIP targets without it");
+  kbuilder *b = &cg->kb;
+  kkernel *k = kkernel_new(b, qir_sprintf(cg->m, "k%d", cg->n_kernels), 5);
+  f->b = b;
+  f->k = k;
+  k->warp = W;
+  k->threads = (int)threads;
+  k->min_blocks = 1;   /* as the mma pipeline: without the bound ptxas may cap registers and spill */
+  static const char *const names[5] = {"out", "q", "k", "v", "bias"};
+  for (int i = 0; i < 5; i++) {
+    qir_value *v = i ? op->operands[i - 1] : op->results[0];
+    k->params[i] = (kparam){.name = names[i], .dtype = v->type.dtype, .numel = qir_type_numel(&v->type), .written = i == 0};
+    k->args[i] = v;
+  }
+  kkernel_choose_index(b, k, s->T);
+  lower_env env = {.cg = cg, .b = b, .k = k, .loc = op->loc};
+  f->env = &env;
+  f->warps = f->BQ / 16;
+  f->R = s->G * s->S;
+  int64_t nqt = ceil_div(f->R, f->BQ), all_tiles = ceil_div(s->T, f->BKV);
+  k->grid = s->B * s->Hkv * nqt;
+  int64_t D = s->D, DV = s->DV, S = f->stages, BKV = f->BKV;
+  f->tq = pipe_tile_make(f->BQ, D, 2);
+  f->tk = pipe_tile_make(BKV, D, 2);
+  f->tv = pipe_tile_make(BKV, DV, 2);
+  f->sq = kvar_new_raw_shared(b, k, "sq", s->dtype, f->tq.slot);
+  f->sk = kvar_new_raw_shared(b, k, "sk", s->dtype, S * f->tk.slot);
+  f->sv = kvar_new_raw_shared(b, k, "sv", s->dtype, S * f->tv.slot);
+  k->smem_bytes = kvar_bytes(f->sq) + kvar_bytes(f->sk) + kvar_bytes(f->sv);
+
+  /* the block: the last row tiles first (the longest walks under a causal mask) */
+  kexpr *bid = ke_bid(b);
+  kexpr *qt = ke_sub(b, ke_int(b, nqt - 1), ke_mod(b, bid, ke_int(b, nqt)));
+  kexpr *rest = ke_div(b, bid, ke_int(b, nqt));
+  f->kvh = ke_var(b, let(&env, "kvh", ke_mod(b, rest, ke_int(b, s->Hkv))));
+  f->bb = ke_var(b, let(&env, "bb", ke_div(b, rest, ke_int(b, s->Hkv))));
+  kexpr *r0 = ke_mul(b, qt, ke_int(b, f->BQ));   /* the block's first row: uniform, so loop bounds may use it */
+  f->r0 = ke_var(b, let(&env, "r0", r0));
+  f->lane = ke_var(b, let(&env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W))));
+  f->warp = ke_var(b, let(&env, "warp", ke_div(b, ke_tid(b), ke_int(b, W))));
+  f->g = ke_div(b, f->lane, ke_int(b, 4));
+  f->t4 = ke_mod(b, f->lane, ke_int(b, 4));
+  for (int hr = 0; hr < 2; hr++) {
+    kexpr *o = ke_add(b, ke_add(b, ke_mul(b, f->warp, ke_int(b, 16)), f->g), ke_int(b, 8 * hr)), *h, *i;
+    row_coords(f, o, &h, &i);
+    f->head[hr] = ke_var(b, let(&env, hr ? "h1" : "h0", h));
+    f->pos[hr] = ke_var(b, let(&env, hr ? "i1" : "i0", i));
+    f->valid[hr] = ke_lt(b, ke_add(b, f->r0, idx_t(f, o)), ke_int(b, f->R));
+  }
+  /* key tiles this block visits: all, or up to its last row's diagonal (an
+   * expression of the block index alone: the C printer sees it uniform) */
+  kexpr *tiles = ke_int(b, all_tiles);
+  if (s->causal) {
+    kexpr *last = ke_sub(b, ke_min(b, ke_add(b, r0, ke_int(b, f->BQ)), ke_int(b, f->R)), ke_int(b, 1));
+    kexpr *spans = ke_lt(b, ke_div(b, r0, ke_int(b, s->S)), ke_div(b, last, ke_int(b, s->S)));
+    kexpr *imax = ke_pick(b, spans, ke_int(b, s->S - 1), ke_mod(b, last, ke_int(b, s->S)));
+    kexpr *keys = ke_add(b, imax, ke_int(b, s->T - s->S + 1));
+    kexpr *need = ke_div(b, ke_add(b, keys, ke_int(b, BKV - 1)), ke_int(b, BKV));
+    tiles = ke_max(b, ke_int(b, 0), ke_min(b, need, tiles));
+  }
+  kexpr *n_tiles = ke_cast(b, tiles, KT_I32);
+
+  int64_t NS = BKV / 8, NO = DV / 8, KQ = D / 16, KP = BKV / 16;
+  kvar *qa = kvar_new(b, k, "qa", KT_U32, KQ * 4, KV_THREAD);
+  kvar *kb = kvar_new(b, k, "kb", KT_U32, 4, KV_THREAD);
+  kvar *pa = kvar_new(b, k, "pa", KT_U32, KP * 4, KV_THREAD);
+  kvar *sacc = kvar_new(b, k, "sc", KT_F32, NS * 4, KV_THREAD);
+  kvar *oacc = kvar_new(b, k, "oc", KT_F32, NO * 4, KV_THREAD);
+  kvar *m[2], *l[2], *mx[2], *corr[2];
+  for (int hr = 0; hr < 2; hr++) {
+    m[hr] = kvar_new(b, k, hr ? "m1" : "m0", KT_F32, 0, KV_THREAD);
+    l[hr] = kvar_new(b, k, hr ? "l1" : "l0", KT_F32, 0, KV_THREAD);
+    mx[hr] = kvar_new(b, k, hr ? "mx1" : "mx0", KT_F32, 0, KV_THREAD);
+    corr[hr] = kvar_new(b, k, hr ? "cr1" : "cr0", KT_F32, 0, KV_THREAD);
+  }
+  kstmt *body = k->body;
+  kexpr *ninf = ke_float(b, -INFINITY, KT_F32), *zero = ke_float(b, 0, KT_F32);
+
+  /* state; Q in shared memory, then in registers */
+  {
+    kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    kstmt *init = ks_seq(b);
+    for (int hr = 0; hr < 2; hr++) {
+      ks_add(b, init, ks_assign(b, m[hr], NULL, ninf));
+      ks_add(b, init, ks_assign(b, l[hr], NULL, zero));
+    }
+    ks_add(b, init, unrolled(b, i, NO * 4, ks_assign(b, oacc, ke_var(b, i), zero), false));
+    ks_add_flat(b, body, init);
+    ks_add(b, body, copy_tile(f, TILE_Q, NULL, ke_int(b, 0)));
+    ks_add(b, body, ks_cp_commit(b));
+    ks_add(b, body, ks_cp_wait(b, 0));
+    ks_add(b, body, ks_barrier(b));
+    kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
+    kstmt *one = ldmatrix16(f, qa, ke_mul(b, ke_var(b, kk), ke_int(b, 4)), &f->tq, f->sq, ke_int(b, 0),
+                            ke_mul(b, f->warp, ke_int(b, 16)), ke_mul(b, ke_var(b, kk), ke_int(b, 16)), true, false);
+    ks_add(b, body, unrolled(b, kk, KQ, one, true));
+  }
+
+  /* prologue: key tiles 0 .. S-2, a group each (empty past the last tile) */
+  for (int64_t p = 0; p < S - 1; p++) {
+    kstmt *issue = ks_seq(b);
+    for (int kind = TILE_K; kind <= TILE_V; kind++)
+      ks_add(b, issue, copy_tile(f, (tile_kind)kind, idx_t(f, ke_int(b, p * BKV)), ke_int(b, p)));
+    ks_add(b, body, ks_if(b, ke_lt(b, ke_int(b, p), n_tiles), issue, NULL));
+    ks_add(b, body, ks_cp_commit(b));
+  }
+
+  kvar *tv = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
+  kexpr *t = ke_var(b, tv);
+  kstmt *iter = ks_seq(b);
+  ks_add(b, iter, ks_cp_wait(b, (int)S - 2));
+  ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
+  {
+    kexpr *next = ke_add(b, t, ke_int(b, S - 1));
+    kstmt *issue = ks_seq(b);
+    for (int kind = TILE_K; kind <= TILE_V; kind++)
+      ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, BKV)), ke_mod(b, next, ke_int(b, S))));
+    ks_add(b, iter, ks_if(b, ke_lt(b, next, n_tiles), issue, NULL));
+    ks_add(b, iter, ks_cp_commit(b));
+  }
+  kexpr *slot = ke_mod(b, t, ke_int(b, S));
+
+  /* scores: S = Q K^T */
+  {
+    kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    ks_add(b, iter, unrolled(b, i, NS * 4, ks_assign(b, sacc, ke_var(b, i), zero), false));
+    kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK), *nj = kvar_new(b, k, "nj", KT_I32, 0, KV_BLOCK);
+    kstmt *one = ks_seq(b);
+    /* K stored [key][d] is B (d x key) column-major: matrices (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, ..) */
+    ks_add(b, one, ldmatrix16(f, kb, ke_int(b, 0), &f->tk, f->sk, slot, ke_mul(b, ke_var(b, nj), ke_int(b, 16)),
+                              ke_mul(b, ke_var(b, kk), ke_int(b, 16)), false, false));
+    for (int half = 0; half < 2; half++)
+      ks_add(b, one, ks_mma16816(b, sacc, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, nj), ke_int(b, 2)), ke_int(b, half)), ke_int(b, 4)), qa,
+                                 ke_mul(b, ke_var(b, kk), ke_int(b, 4)), kb, ke_int(b, 2 * half), s->dtype));
+    ks_add(b, iter, unrolled(b, kk, KQ, unrolled(b, nj, KP, one, true), true));
+  }
+
+  /* scale, softcap, bias, mask; each row's new max over the quad */
+  {
+    kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+    kstmt *one = ks_seq(b);
+    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
+    kexpr *hr = ke_div(b, ke_var(b, e), ke_int(b, 2));
+    kexpr *key = ke_add(b, ke_add(b, ke_mul(b, t, ke_int(b, BKV)), ke_mul(b, ke_var(b, jn), ke_int(b, 8))),
+                        ke_add(b, ke_mul(b, f->t4, ke_int(b, 2)), ke_mod(b, ke_var(b, e), ke_int(b, 2))));
+    kvar *keyv = kvar_new(b, k, "key", KT_I32, 0, KV_LOCAL);
+    ks_add(b, one, ks_decl(b, keyv, key));
+    kexpr *kj = ke_var(b, keyv);
+    kexpr *x = ke_bin(b, QIR_FN_MUL, ke_elem(b, sacc, at), ke_float(b, s->scale, KT_F32), KT_F32);
+    if (s->softcap > 0)
+      x = ke_bin(b, QIR_FN_MUL, ke_float(b, s->softcap, KT_F32),
+                 ke_un(b, QIR_FN_TANH, ke_bin(b, QIR_FN_DIV, x, ke_float(b, s->softcap, KT_F32), KT_F32), KT_F32), KT_F32);
+    kexpr *pos = ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), f->pos[0], f->pos[1]);
+    if (s->has_bias) {
+      const qir_type *bt = &op->operands[3]->type;
+      kexpr *head = ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), f->head[0], f->head[1]);
+      kexpr *coord[4] = {f->bb, idx_t(f, head), idx_t(f, pos), idx_t(f, kj)};
+      kexpr *flat = ke_int(b, 0);
+      for (int a = 0, off = 4 - bt->rank; a < bt->rank; a++) {
+        kexpr *c = bt->dims[a] == 1 ? ke_int(b, 0) : coord[a + off];
+        flat = ke_add(b, ke_mul(b, flat, ke_int(b, bt->dims[a])), c);
+      }
+      kexpr *ok = ke_and(b, ke_lt(b, kj, ke_int(b, s->T)), ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), f->valid[0], f->valid[1]));
+      x = ke_bin(b, QIR_FN_ADD, x, ke_select(b, ok, ke_load(b, k, 4, flat), zero, KT_F32), KT_F32);
+    }
+    kexpr *masked = s->T % BKV ? ke_lt(b, ke_int(b, s->T - 1), kj) : NULL;
+    if (s->causal) {
+      kexpr *past = ke_lt(b, ke_add(b, pos, ke_int(b, s->T - s->S)), kj);
+      masked = masked ? ke_bin(b, QIR_FN_OR, masked, past, KT_BOOL) : past;
+    }
+    if (masked) x = ke_select(b, masked, ninf, x, KT_F32);
+    ks_add(b, one, ks_assign(b, sacc, at, x));
+    ks_add(b, one, ks_assign(b, mx[0], NULL, ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)),
+                                                     ke_bin(b, QIR_FN_MAX, ke_var(b, mx[0]), ke_elem(b, sacc, at), KT_F32), ke_var(b, mx[0]))));
+    ks_add(b, one, ks_assign(b, mx[1], NULL, ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), ke_var(b, mx[1]),
+                                                     ke_bin(b, QIR_FN_MAX, ke_var(b, mx[1]), ke_elem(b, sacc, at), KT_F32))));
+    (void)hr;
+    kstmt *pass = ks_seq(b);
+    for (int r = 0; r < 2; r++) ks_add(b, pass, ks_assign(b, mx[r], NULL, ke_var(b, m[r])));
+    ks_add(b, pass, unrolled(b, jn, NS, unrolled(b, e, 4, one, false), false));
+    ks_add_flat(b, iter, pass);
+    for (int r = 0; r < 2; r++) ks_add(b, iter, ks_warp_reduce(b, mx[r], QIR_FN_MAX, 4));
+  }
+
+  /* the online softmax: rescale, P = exp(S - m), the lane's share of the row sum, P as A fragments */
+  {
+    kstmt *pass = ks_seq(b);
+    kexpr *base[2];
+    for (int r = 0; r < 2; r++) {
+      /* a row with nothing visible yet keeps m = -inf: subtract 0 (exp(-inf) = 0, no NaN) */
+      kvar *bv = kvar_new(b, k, r ? "base1" : "base0", KT_F32, 0, KV_LOCAL);
+      ks_add(b, pass, ks_decl(b, bv, ke_select(b, ke_bin(b, QIR_FN_EQ, ke_var(b, mx[r]), ninf, KT_BOOL), zero, ke_var(b, mx[r]), KT_F32)));
+      base[r] = ke_var(b, bv);
+      ks_add(b, pass, ks_assign(b, corr[r], NULL, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_var(b, m[r]), base[r], KT_F32), KT_F32)));
+      ks_add(b, pass, ks_assign(b, m[r], NULL, ke_var(b, mx[r])));
+      ks_add(b, pass, ks_assign(b, l[r], NULL, ke_bin(b, QIR_FN_MUL, ke_var(b, l[r]), ke_var(b, corr[r]), KT_F32)));
+    }
+    kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
+    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
+    kstmt *one = ks_seq(b);
+    kexpr *p = ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_elem(b, sacc, at), ke_select(b, lo, base[0], base[1], KT_F32), KT_F32), KT_F32);
+    ks_add(b, one, ks_assign(b, sacc, at, p));
+    for (int r = 0; r < 2; r++)
+      ks_add(b, one, ks_assign(b, l[r], NULL, ke_bin(b, QIR_FN_ADD, ke_var(b, l[r]),
+                                                     ke_select(b, r ? lo : ke_lt(b, ke_int(b, 1), ke_var(b, e)), zero, ke_elem(b, sacc, at), KT_F32), KT_F32)));
+    ks_add(b, pass, unrolled(b, jn, NS, unrolled(b, e, 4, one, false), false));
+    /* O *= corr */
+    kvar *jd = kvar_new(b, k, "jd", KT_I32, 0, KV_LOCAL), *e2 = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+    kexpr *oat = ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 4)), ke_var(b, e2));
+    kexpr *c = ke_select(b, ke_lt(b, ke_var(b, e2), ke_int(b, 2)), ke_var(b, corr[0]), ke_var(b, corr[1]), KT_F32);
+    ks_add(b, pass, unrolled(b, jd, NO, unrolled(b, e2, 4, ks_assign(b, oacc, oat, ke_bin(b, QIR_FN_MUL, ke_elem(b, oacc, oat), c, KT_F32)), false), false));
+    /* n8 tiles 2 kp and 2 kp + 1 of the scores are the A fragment of key slice kp */
+    kvar *kp = kvar_new(b, k, "kp", KT_I32, 0, KV_LOCAL);
+    kstmt *frag = ks_seq(b);
+    for (int r = 0; r < 4; r++) {
+      kexpr *src = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, kp), ke_int(b, 2)), ke_int(b, r / 2)), ke_int(b, 4)), ke_int(b, (r % 2) * 2));
+      ks_add(b, frag, ks_assign(b, pa, ke_add(b, ke_mul(b, ke_var(b, kp), ke_int(b, 4)), ke_int(b, r)),
+                                ke_pack16(b, ke_elem(b, sacc, src), ke_elem(b, sacc, ke_add(b, src, ke_int(b, 1))), s->dtype)));
+    }
+    ks_add(b, pass, unrolled(b, kp, KP, frag, false));
+    ks_add_flat(b, iter, pass);
+  }
+
+  /* O += P V (V stored [key][dv] is B row-major: ldmatrix.trans) */
+  {
+    kvar *kp = kvar_new(b, k, "kp", KT_I32, 0, KV_BLOCK), *nd = kvar_new(b, k, "nd", KT_I32, 0, KV_BLOCK);
+    kstmt *one = ks_seq(b);
+    ks_add(b, one, ldmatrix16(f, kb, ke_int(b, 0), &f->tv, f->sv, slot, ke_mul(b, ke_var(b, kp), ke_int(b, 16)),
+                              ke_mul(b, ke_var(b, nd), ke_int(b, 16)), true, true));
+    for (int half = 0; half < 2; half++)
+      ks_add(b, one, ks_mma16816(b, oacc, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, nd), ke_int(b, 2)), ke_int(b, half)), ke_int(b, 4)), pa,
+                                 ke_mul(b, ke_var(b, kp), ke_int(b, 4)), kb, ke_int(b, 2 * half), s->dtype));
+    ks_add(b, iter, unrolled(b, kp, KP, unrolled(b, nd, DV / 16, one, true), true));
+  }
+  kstmt *loop = ks_for(b, tv, ke_int(b, 0), n_tiles, 1, iter);
+  loop->uniform = true;
+  ks_add(b, body, loop);
+  ks_add(b, body, ks_cp_wait(b, 0));
+
+  /* y = O / l: the row sums over the quad, then each lane's values */
+  for (int r = 0; r < 2; r++) ks_add(b, body, ks_warp_reduce(b, l[r], QIR_FN_ADD, 4));
+  {
+    kvar *jd = kvar_new(b, k, "jd", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
+    kexpr *col = ke_add(b, ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 8)), ke_mul(b, f->t4, ke_int(b, 2))), ke_mod(b, ke_var(b, e), ke_int(b, 2)));
+    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 4)), ke_var(b, e));
+    kexpr *val = ke_bin(b, QIR_FN_DIV, ke_elem(b, oacc, at), ke_select(b, lo, ke_var(b, l[0]), ke_var(b, l[1]), KT_F32), KT_F32);
+    kexpr *where = rows_index(f, ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]), col, s->Hq, s->S, DV);
+    kstmt *st = ks_if(b, ke_pick(b, lo, f->valid[0], f->valid[1]), ks_store(b, 0, where, val), NULL);
+    kstmt *pass = ks_seq(b);
+    ks_add(b, pass, unrolled(b, jd, NO, unrolled(b, e, 4, st, false), false));
+    ks_add_flat(b, body, pass);
+  }
+
+  int64_t skipped = 0;
+  for (int64_t q0 = 0; q0 < f->R; q0 += f->BQ)
+    skipped += all_tiles - qir_attention_tiles_needed(s, q0, f->R - q0 < f->BQ ? f->R - q0 : f->BQ, BKV);
+  skipped *= s->B * s->Hkv;
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "flash attention, mma.sync m16n8k16 %s: %" PRId64 " rows x %" PRId64 " keys per step (%" PRId64 " warps), %" PRId64
+           " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
+           " threads %d smem %" PRId64 "B",
+           s->dtype == QIR_BF16 ? "bf16" : "f16", f->BQ, BKV, f->warps, S, all_tiles, s->causal ? ", causal:" : "",
+           s->causal ? "" : ",", skipped, k->grid * all_tiles, s->Hq, s->Hkv, s->G > 1 ? " (grouped: each kv tile read once per group)" : "",
+           s->bshd ? "layout bshd" : "layout bhsd", k->grid, k->threads, k->smem_bytes);
+  k->summary = qir_strdup(b->m, buf);
+  b->index_type = KT_I32;
+  return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
+}

@@ -1,0 +1,151 @@
+/* roller_flash.c: -roller's plan for an `attention` op, one fused kernel in the
+ * manner of FlashAttention-2 (qcodegen's lower_attention.c realises it).
+ *
+ * A block owns `bq` query rows of one kv head (the head's G query heads'
+ * positions packed as rows: GQA/MQA read each key/value tile once per
+ * group) and walks the keys `bkv` at a time: both contractions on the
+ * matrix units (mma.sync m16n8k16, a warp per 16 rows), the softmax online
+ * (a running max and sum per row in registers), key/value tiles in a ring of
+ * `stages` shared slots filled by cp.async.  Scores never reach memory; with
+ * a causal mask the tiles past a block's diagonal are not visited at all.
+ *
+ * The plan: #tile{flash = [bq, bkv], flash_mma = [16, 8, 16], stages, threads,
+ * grid = [blocks], smem, regs, skipped_tiles (key tiles the causal mask
+ * skips, over all blocks), est_us, bound, target}.  Offered for f16/bf16 on
+ * CUDA targets with mma.sync (sm_80 and up) where both head sizes are
+ * multiples of 16 up to 256; any other attention keeps its compute chain.
+ *
+ * The model, per plan (bq = 16 x warps in 16..128, bkv in 32..128): the
+ * matrix units at FLASH_MMA_EFF of peak over the tiles visited; the softmax's
+ * exponentials on the special-function units (16 per SM per cycle) and about
+ * FLASH_ALU_OPS f32 operations per score; ldmatrix reads and cp.async writes
+ * of shared memory; each key/value tile through L2 once per block; q, k, v,
+ * y (and a bias) once through DRAM; a device less than full (few blocks)
+ * scales the compute terms; a block's own walk (its tiles one after the
+ * other, a barrier each) bounds the time from below. */
+#include "roller.h"
+#include "attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define FLASH_MMA_EFF 0.6       /* mma.sync attention kernels reach about this of peak (FlashAttention-2 on A100) */
+#define FLASH_ALU_OPS 8.0       /* f32 operations per score: scale, mask, max, subtract, sum, correction, pack */
+#define FLASH_SFU_PER_CYCLE 16.0  /* ex2 per SM per cycle (sm_80, sm_90) */
+#define FLASH_ADDR_REGS 48      /* row state (max, sum), addresses, loop counters */
+
+typedef struct {
+  int64_t bq, bkv, warps, stages;
+  int64_t smem, regs, blocks, steps, skipped, max_steps;
+  double est_us;
+  const char *bound;
+} flash_plan;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Key tiles visited, over all blocks and by the busiest block. */
+static void walk(const qir_attention_shape *s, flash_plan *f) {
+  int64_t rows = s->G * s->S, nqt = cdiv(rows, f->bq), per_head = 0, most = 0;
+  for (int64_t qt = 0; qt < nqt; qt++) {
+    int64_t r0 = qt * f->bq, n = rows - r0 < f->bq ? rows - r0 : f->bq;
+    int64_t t = qir_attention_tiles_needed(s, r0, n, f->bkv);
+    per_head += t;
+    if (t > most) most = t;
+  }
+  f->blocks = s->B * s->Hkv * nqt;
+  f->steps = per_head * s->B * s->Hkv;
+  f->skipped = f->blocks * cdiv(s->T, f->bkv) - f->steps;
+  f->max_steps = most;
+}
+
+static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_plan *f) {
+  int64_t D = s->D, DV = s->DV, threads = 32 * f->warps;
+  f->smem = (f->bq * D + f->stages * f->bkv * (D + DV)) * 2;
+  /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4, P fragments bkv/16 x 4 */
+  f->regs = f->bkv / 2 + DV / 2 + D / 4 + f->bkv / 4 + FLASH_ADDR_REGS;
+  if (f->smem > t->smem_per_block || f->regs > t->max_regs_per_thread || threads > t->max_threads_per_block) return false;
+  walk(s, f);
+  int64_t per_unit = t->max_blocks_per_unit;
+  if (t->smem_per_unit / f->smem < per_unit) per_unit = t->smem_per_unit / f->smem;
+  if (t->max_threads_per_unit / threads < per_unit) per_unit = t->max_threads_per_unit / threads;
+  int64_t regs_block = (f->regs + 7) / 8 * 8 * threads;
+  if (t->regs_per_unit / regs_block < per_unit) per_unit = t->regs_per_unit / regs_block;
+  if (per_unit < 1) return false;
+  double cu = t->compute_units, clock = t->clock_ghz * 1e3;   /* cycles per us */
+  double scores = (double)f->steps * (double)(f->bq * f->bkv);
+  double flops = scores * 2.0 * (double)(D + DV);
+  double peak = qir_target_peak(t, s->dtype, true), vec = qir_target_peak(t, QIR_F32, false);
+  double t_mma = flops / (peak * 1e3 * FLASH_MMA_EFF);
+  double t_soft = scores / (cu * FLASH_SFU_PER_CYCLE * clock) + scores * FLASH_ALU_OPS / (vec * 1e3);
+  double kv_bytes = (double)f->steps * (double)(f->bkv * (D + DV) * 2);
+  double t_smem = (kv_bytes * (double)f->warps + kv_bytes + (double)f->blocks * (double)(f->bq * D * 2)) / (t->smem_gbs * 1e3);
+  double t_l2 = (kv_bytes + (double)f->blocks * (double)(f->bq * (D + DV) * 2)) / (t->l2_gbs * 1e3);
+  double io = (double)(s->B * s->Hq * s->S * (D + DV) + s->B * s->Hkv * s->T * (D + DV)) * 2;
+  double t_dram = io / (t->dram_gbs * 1e3);
+  /* fewer blocks than units: the idle units' share of the compute is lost */
+  double fill = (double)f->blocks / cu;
+  double under = fill < 1 ? 1 / fill : 1;
+  double compute = (t_mma > t_soft ? t_mma + 0.25 * t_soft : t_soft + 0.25 * t_mma) * under;
+  /* the busiest block alone on its unit: its steps back to back, a barrier and a load latency each
+   * (stages - 1 of which the ring hides) */
+  double step_alone = (double)(f->bq * f->bkv) * 2.0 * (double)(D + DV) / (peak / cu * 1e3 * FLASH_MMA_EFF) +
+                      (double)(f->bq * f->bkv) * FLASH_ALU_OPS / (vec / cu * 1e3) +
+                      (t->barrier_cycles + t->load_latency_cycles / (double)(f->stages > 1 ? f->stages - 1 : 1) / 4) / clock;
+  double crit = (double)f->max_steps * step_alone;
+  struct { double us; const char *what; } terms[] = {
+      {compute, t_mma >= t_soft ? "tensor cores" : "softmax (exp, f32 ALU)"}, {t_smem, "shared memory"},
+      {t_l2, "L2 bandwidth"}, {t_dram, "DRAM bandwidth"}, {crit, "one block's walk (latency)"}};
+  f->est_us = 0;
+  for (size_t i = 0; i < sizeof terms / sizeof *terms; i++)
+    if (terms[i].us > f->est_us) f->est_us = terms[i].us, f->bound = terms[i].what;
+  return true;
+}
+
+static double round_sig(double x) {
+  if (x <= 0) return 0;
+  double p = pow(10, 3 - ceil(log10(x)));
+  return round(x * p) / p;
+}
+
+bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, roller_stats *st) {
+  qir_attention_shape s;
+  if (!qir_attention_shape_of(op, &s)) return false;
+  bool sync_target = t->mma_m == 16 && t->mma_n == 8 && t->mma_k == 16 && !strcmp(t->backend, "cuda");
+  if (!sync_target || (s.dtype != QIR_F16 && s.dtype != QIR_BF16) || qir_target_peak(t, s.dtype, true) <= 0 ||
+      op->operands[1]->type.dtype != s.dtype || op->operands[2]->type.dtype != s.dtype ||
+      op->results[0]->type.dtype != s.dtype || s.D % 16 || s.DV % 16 || s.D > 256 || s.DV > 256 || s.B * s.Hq * s.S == 0 ||
+      s.T == 0)
+    return false;
+  flash_plan best = {0};
+  int64_t rows = s.G * s.S;
+  for (int64_t warps = 1; warps <= 8; warps *= 2) {
+    if (warps > 1 && 16 * (warps / 2) >= rows) break;   /* no more rows to give the extra warps */
+    for (int64_t bkv = 32; bkv <= 128; bkv *= 2)
+      for (int64_t stages = 2; stages <= 3; stages++) {
+        flash_plan f = {.bq = 16 * warps, .bkv = bkv, .warps = warps, .stages = stages};
+        if (!flash_eval(&s, t, &f)) continue;
+        /* ties (within 1%): fewer shared bytes, then the larger block */
+        if (!best.bq || f.est_us < best.est_us * 0.99 || (f.est_us <= best.est_us * 1.01 && f.smem < best.smem)) best = f;
+      }
+  }
+  if (!best.bq) return false;
+  int64_t flash[2] = {best.bq, best.bkv}, shape[3] = {16, 8, 16};
+  qir_attr e[12];
+  int n = 0;
+  e[n++] = (qir_attr){.key = "flash", .val = qir_attr_ints(m, 2, flash)};
+  e[n++] = (qir_attr){.key = "flash_mma", .val = qir_attr_ints(m, 3, shape)};
+  e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(best.stages)};
+  e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(32 * best.warps)};
+  e[n++] = (qir_attr){.key = "grid", .val = qir_attr_ints(m, 1, &best.blocks)};
+  e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(best.smem)};
+  e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(best.regs)};
+  e[n++] = (qir_attr){.key = "skipped_tiles", .val = qir_attr_int(best.skipped)};
+  e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(best.est_us))};
+  e[n++] = (qir_attr){.key = "bound", .val = qir_attr_string(m, best.bound)};
+  e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, t->name)};
+  qir_op_set_attr(m, op, "tile", qir_attr_dict(m, n, e), true);
+  qir_op_remove_attr(op, "tile_alternatives");
+  if (st) st->planned++;
+  return true;
+}
