@@ -43,3 +43,14 @@ int64_t qir_attention_tiles_needed(const qir_attention_shape *s, int64_t r0, int
   int64_t need = (keys + bkv - 1) / bkv;
   return need < all ? need : all;
 }
+
+bool qir_attention_flash_planned(const qir_op *op) {
+  const qir_attr *t = op->code == QIR_OP_ATTENTION ? qir_op_attr(op, "tile") : NULL;
+  return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "flash");
+}
+
+int64_t qir_attention_flash_splits(const qir_op *op) {
+  if (!qir_attention_flash_planned(op)) return 1;
+  const qir_attr_val *v = qir_attr_dict_get(&qir_op_attr(op, "tile")->val, "splits");
+  return v && v->kind == QIR_ATTR_INT && v->i > 1 ? v->i : 1;
+}

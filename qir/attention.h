@@ -30,4 +30,11 @@ bool qir_attention_shape_of(const qir_op *op, qir_attention_shape *s);
  * position. */
 int64_t qir_attention_tiles_needed(const qir_attention_shape *s, int64_t r0, int64_t rows, int64_t bkv);
 
+/* Whether op is an attention op with a flash plan (#tile{flash = ..}, qopt
+ * -roller's roller_flash.c): one kernel, not its compute chain. */
+bool qir_attention_flash_planned(const qir_op *op);
+/* The plan's `splits` (flash-decoding: the keys split over that many blocks,
+ * a second kernel combining them); 1 without a split plan. */
+int64_t qir_attention_flash_splits(const qir_op *op);
+
 #endif /* QIR_ATTENTION_H */

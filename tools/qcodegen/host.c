@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "kast.h"
 #include "target.h"
 #include "rprogram.h"
@@ -35,6 +36,7 @@ typedef struct {
   int *tmp;                     /* loop: a buffer per carried value */
   qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
   qir_op *absorbed_by;          /* a kernel next to this device-resident loop/if: one of its phases */
+  qir_value *partial;           /* a split flash-attention plan: its partial results (lower_attention.c) */
 } opinfo;
 
 typedef struct {
@@ -101,6 +103,12 @@ static void number_ops(host *h, qir_region *r, int *pos) {
     int idx = h->n_ops++;
     h->ops[idx] = (opinfo){.op = op, .start = (*pos)++};
     op_register(h, op, idx);
+    qir_attention_shape as;
+    int64_t splits = qir_attention_flash_splits(op);
+    if (splits > 1 && qir_attention_shape_of(op, &as)) {   /* numbered before the values' storage is sized */
+      int64_t dims[4] = {splits, as.B * as.Hkv, as.G * as.S, as.DV + 2};
+      h->ops[idx].partial = qir_value_new(h->m, qir_type_make(QIR_F32, 4, dims), qir_sprintf(h->m, "attention%d_partial", idx));
+    }
     for (int i = 0; i < op->n_regions; i++) number_ops(h, op->regions[i], pos);
     h->ops[idx].end = op->n_regions ? (*pos)++ : h->ops[idx].start;
   }
@@ -195,10 +203,15 @@ static bool plan_op(host *h, opinfo *oi) {
   }
   case QIR_OP_SPLIT: return plan_split(h, oi);
   case QIR_OP_ATTENTION:
-    if (cg_flash_planned(op)) {
-      kkernel *k = cg_lower_attention(&h->cg, op);
+    if (qir_attention_flash_planned(op)) {
+      kkernel *k = cg_lower_attention(&h->cg, op, oi->partial);
       if (!k) return false;
       add_kernel(h, oi, k);
+      if (oi->partial) {
+        k = cg_lower_attention_combine(&h->cg, op, oi->partial);
+        if (!k) return false;
+        add_kernel(h, oi, k);
+      }
       return true;
     }
     break;
@@ -331,7 +344,7 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_COMPUTE: case QIR_OP_YIELD:
     case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: case QIR_OP_BITCAST: continue;
     case QIR_OP_ATTENTION:
-      if (cg_flash_planned(op)) continue;   /* one kernel of its own (lower_attention.c) */
+      if (qir_attention_flash_planned(op)) continue;   /* one kernel of its own (lower_attention.c) */
       break;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
@@ -1493,6 +1506,13 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
     h.vals[h.rp_sync[r]->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
     h.const_bytes += value_bytes(h.rp_sync[r]);
+  }
+  for (int i = 0; i < h.n_ops; i++) {   /* split attentions' partial results: written whole before they are read */
+    qir_value *p = h.ops[i].partial;
+    if (!p) continue;
+    h.const_bytes = (h.const_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    h.vals[p->id] = (vstore){.kind = VS_CONST, .offset = h.const_bytes};
+    h.const_bytes += value_bytes(p);
   }
   lifetimes(&h, m->body);
   allocate(&h);

@@ -351,10 +351,13 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
  * prefixed by `what`, the kernel registered in cg.  NULL after an error. */
 kkernel *cg_finish_kernel(cg_ctx *cg, kkernel *k, const qir_value *out, const qir_op *plan_op, const char *what,
                           qir_loc loc);
-/* lower_attention.c: an `attention` op with a flash plan (#tile{flash = ..}) as
- * one kernel; whether op has such a plan. */
-kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op);
-bool cg_flash_planned(const qir_op *op);
+/* lower_attention.c: an `attention` op with a flash plan (#tile{flash = ..},
+ * qir_attention_flash_planned) as one kernel; with splits = P > 1 in the
+ * plan (flash-decoding), two: the first writes each split's partial result
+ * into `partial` (f32 [P][B * Hkv][G * S][DV + 2]: O, max, sum per row), the
+ * second (_combine) reduces them into the op's result. */
+kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial);
+kkernel *cg_lower_attention_combine(cg_ctx *cg, const qir_op *op, qir_value *partial);
 
 /* ---- kernel groups (lower_group.c) */
 /* Replaces every `kernel` op under r by one compute op (the composed group,

@@ -37,10 +37,6 @@
 
 #define W 32                    /* lanes per warp: mma.sync */
 
-bool cg_flash_planned(const qir_op *op) {
-  const qir_attr *t = op->code == QIR_OP_ATTENTION ? qir_op_attr(op, "tile") : NULL;
-  return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "flash");
-}
 
 typedef struct {
   lower_env *env;
@@ -48,9 +44,11 @@ typedef struct {
   kkernel *k;
   qir_attention_shape s;
   int64_t BQ, BKV, warps, stages, R;      /* R = G * S packed rows per kv head */
+  int64_t splits, per_split;              /* the keys' tiles split over `splits` blocks, per_split tiles each */
   pipe_tile tq, tk, tv;
   kvar *sq, *sk, *sv;
   kexpr *bb, *kvh, *r0;                   /* block: batch, kv head, first packed row */
+  kexpr *split;                           /* block: its split of the keys (0 without splits) */
   kexpr *lane, *warp, *g, *t4;
   kexpr *head[2], *pos[2], *valid[2];     /* the lane's two rows (g, g + 8): query head, position, r < R */
   bool aligned_copies;
@@ -72,11 +70,15 @@ static kexpr *idx_t(flash *f, kexpr *e) { return ke_cast(f->b, e, f->b->index_ty
 
 
 /* Flat element of q or y (head h, position i, column c) and of k or v (kv head, key j, column c). */
-static kexpr *rows_index(flash *f, kexpr *h, kexpr *i, kexpr *c, int64_t heads, int64_t len, int64_t width) {
+static kexpr *index_of(flash *f, kexpr *bb, kexpr *h, kexpr *i, kexpr *c, int64_t heads, int64_t len, int64_t width) {
   kbuilder *b = f->b;
-  kexpr *bh = f->s.bshd ? ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, f->bb, ke_int(b, len)), idx_t(f, i)), ke_int(b, heads)), idx_t(f, h))
-                        : ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, f->bb, ke_int(b, heads)), idx_t(f, h)), ke_int(b, len)), idx_t(f, i));
+  kexpr *bh = f->s.bshd ? ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, bb, ke_int(b, len)), idx_t(f, i)), ke_int(b, heads)), idx_t(f, h))
+                        : ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, bb, ke_int(b, heads)), idx_t(f, h)), ke_int(b, len)), idx_t(f, i));
   return ke_add(b, ke_mul(b, bh, ke_int(b, width)), idx_t(f, c));
+}
+
+static kexpr *rows_index(flash *f, kexpr *h, kexpr *i, kexpr *c, int64_t heads, int64_t len, int64_t width) {
+  return index_of(f, f->bb, h, i, c, heads, len, width);
 }
 
 /* Packed row r (block-relative o) as query head and position. */
@@ -87,6 +89,17 @@ static void row_coords(flash *f, kexpr *o, kexpr **h, kexpr **i) {
   *i = ke_mod(b, r, ke_int(b, f->s.S));
 }
 
+
+/* Split p's partial result for packed row `row` of the block's kv head: f32
+ * [splits][B * Hkv][R][DV + 2], O unnormalised, then the row's max and sum. */
+static kexpr *partial_at(flash *f, kexpr *bb, kexpr *kvh, kexpr *p, kexpr *row) {
+  kbuilder *b = f->b;
+  kexpr *head = ke_add(b, ke_mul(b, idx_t(f, bb), ke_int(b, f->s.Hkv)), idx_t(f, kvh));
+  kexpr *line = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, idx_t(f, p), ke_int(b, f->s.B * f->s.Hkv)), head), ke_int(b, f->R)), idx_t(f, row));
+  return ke_mul(b, line, ke_int(b, f->s.DV + 2));
+}
+
+static kexpr *partial_row(flash *f, kexpr *p, kexpr *row) { return partial_at(f, f->bb, f->kvh, p, row); }
 
 /* Which tile a copy moves: the block's Q rows, or the K or V rows of the key tile from key0. */
 typedef enum { TILE_Q, TILE_K, TILE_V } tile_kind;
@@ -170,7 +183,7 @@ static kkernel *fail(cg_ctx *cg, const qir_op *op, const char *why) {
   return NULL;
 }
 
-kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
+kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   const qir_attr *tile = qir_op_attr(op, "tile");
   flash fl = {0}, *f = &fl;
   if (!qir_attention_shape_of(op, &f->s)) return fail(cg, op, "the op is no 4-D attention of matching shapes");
@@ -186,6 +199,10 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
     return fail(cg, op, "rows must be a multiple of 16 up to 256, a warp (32 threads) per 16");
   if (f->BKV < 16 || f->BKV % 16 || f->BKV > 256) return fail(cg, op, "keys per step must be a multiple of 16 up to 256");
   if (f->stages < 2 || f->stages > 4) return fail(cg, op, "stages must be 2 to 4");
+  f->splits = 1;
+  if (qir_attr_dict_get(&tile->val, "splits") && (!plan_int(&tile->val, "splits", 0, &f->splits) || f->splits < 1))
+    return fail(cg, op, "splits must be a positive integer");
+  if ((f->splits > 1) != (partial != NULL)) return fail(cg, op, "internal: a split plan needs its partial results' buffer");
   if ((s->dtype != QIR_F16 && s->dtype != QIR_BF16) || op->operands[1]->type.dtype != s->dtype ||
       op->operands[2]->type.dtype != s->dtype || op->results[0]->type.dtype != s->dtype)
     return fail(cg, op, "q, k, v and the result must all be f16 or all bf16");
@@ -201,7 +218,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
   k->min_blocks = 1;   /* as the mma pipeline: without the bound ptxas may cap registers and spill */
   static const char *const names[5] = {"out", "q", "k", "v", "bias"};
   for (int i = 0; i < 5; i++) {
-    qir_value *v = i ? op->operands[i - 1] : op->results[0];
+    qir_value *v = i ? op->operands[i - 1] : partial ? partial : op->results[0];
     k->params[i] = (kparam){.name = names[i], .dtype = v->type.dtype, .numel = qir_type_numel(&v->type), .written = i == 0};
     k->args[i] = v;
   }
@@ -211,7 +228,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
   f->warps = f->BQ / 16;
   f->R = s->G * s->S;
   int64_t nqt = ceil_div(f->R, f->BQ), all_tiles = ceil_div(s->T, f->BKV);
-  k->grid = s->B * s->Hkv * nqt;
+  f->per_split = ceil_div(all_tiles, f->splits);
+  k->grid = s->B * s->Hkv * nqt * f->splits;
   int64_t D = s->D, DV = s->DV, S = f->stages, BKV = f->BKV;
   f->tq = pipe_tile_make(f->BQ, D, 2);
   f->tk = pipe_tile_make(BKV, D, 2);
@@ -222,7 +240,12 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
   k->smem_bytes = kvar_bytes(f->sq) + kvar_bytes(f->sk) + kvar_bytes(f->sv);
 
   /* the block: the last row tiles first (the longest walks under a causal mask) */
-  kexpr *bid = ke_bid(b);
+  kexpr *bid = ke_bid(b), *split = ke_int(b, 0);
+  if (f->splits > 1) {   /* split p of the keys: the fastest-moving coordinate */
+    split = ke_mod(b, bid, ke_int(b, f->splits));
+    bid = ke_div(b, bid, ke_int(b, f->splits));
+  }
+  f->split = split->kind == KE_INT ? split : ke_var(b, let(&env, "split", split));
   kexpr *qt = ke_sub(b, ke_int(b, nqt - 1), ke_mod(b, bid, ke_int(b, nqt)));
   kexpr *rest = ke_div(b, bid, ke_int(b, nqt));
   f->kvh = ke_var(b, let(&env, "kvh", ke_mod(b, rest, ke_int(b, s->Hkv))));
@@ -251,7 +274,9 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
     kexpr *need = ke_div(b, ke_add(b, keys, ke_int(b, BKV - 1)), ke_int(b, BKV));
     tiles = ke_max(b, ke_int(b, 0), ke_min(b, need, tiles));
   }
-  kexpr *n_tiles = ke_cast(b, tiles, KT_I32);
+  /* this block's tiles: [t_lo, t_hi) of them (all, or one split's share) */
+  kexpr *t_lo = ke_cast(b, ke_mul(b, split, ke_int(b, f->per_split)), KT_I32);
+  kexpr *t_hi = ke_cast(b, f->splits > 1 ? ke_min(b, tiles, ke_add(b, ke_mul(b, split, ke_int(b, f->per_split)), ke_int(b, f->per_split))) : tiles, KT_I32);
 
   int64_t NS = BKV / 8, NO = DV / 8, KQ = D / 16, KP = BKV / 16;
   kvar *qa = kvar_new(b, k, "qa", KT_U32, KQ * 4, KV_THREAD);
@@ -289,17 +314,19 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
     ks_add(b, body, unrolled(b, kk, KQ, one, true));
   }
 
-  /* prologue: key tiles 0 .. S-2, a group each (empty past the last tile) */
+  /* prologue: key tiles t_lo .. t_lo + S-2, a group each (empty past the last tile) */
   for (int64_t p = 0; p < S - 1; p++) {
     kstmt *issue = ks_seq(b);
+    kexpr *tile_p = ke_add(b, t_lo, ke_int(b, p));
     for (int kind = TILE_K; kind <= TILE_V; kind++)
-      ks_add(b, issue, copy_tile(f, (tile_kind)kind, idx_t(f, ke_int(b, p * BKV)), ke_int(b, p)));
-    ks_add(b, body, ks_if(b, ke_lt(b, ke_int(b, p), n_tiles), issue, NULL));
+      ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, tile_p), ke_int(b, BKV)), ke_int(b, p)));
+    ks_add(b, body, ks_if(b, ke_lt(b, tile_p, t_hi), issue, NULL));
     ks_add(b, body, ks_cp_commit(b));
   }
 
-  kvar *tv = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
-  kexpr *t = ke_var(b, tv);
+  /* step u walks tile t = t_lo + u from slot u % S */
+  kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
+  kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
   kstmt *iter = ks_seq(b);
   ks_add(b, iter, ks_cp_wait(b, (int)S - 2));
   ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
@@ -307,11 +334,12 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
     kexpr *next = ke_add(b, t, ke_int(b, S - 1));
     kstmt *issue = ks_seq(b);
     for (int kind = TILE_K; kind <= TILE_V; kind++)
-      ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, BKV)), ke_mod(b, next, ke_int(b, S))));
-    ks_add(b, iter, ks_if(b, ke_lt(b, next, n_tiles), issue, NULL));
+      ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, BKV)),
+                                 ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))));
+    ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
     ks_add(b, iter, ks_cp_commit(b));
   }
-  kexpr *slot = ke_mod(b, t, ke_int(b, S));
+  kexpr *slot = ke_mod(b, u, ke_int(b, S));
 
   /* scores: S = Q K^T */
   {
@@ -426,7 +454,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
                                  ke_mul(b, ke_var(b, kp), ke_int(b, 4)), kb, ke_int(b, 2 * half), s->dtype));
     ks_add(b, iter, unrolled(b, kp, KP, unrolled(b, nd, DV / 16, one, true), true));
   }
-  kstmt *loop = ks_for(b, tv, ke_int(b, 0), n_tiles, 1, iter);
+  kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
   ks_add(b, body, ks_cp_wait(b, 0));
@@ -438,11 +466,28 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
     kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
     kexpr *col = ke_add(b, ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 8)), ke_mul(b, f->t4, ke_int(b, 2))), ke_mod(b, ke_var(b, e), ke_int(b, 2)));
     kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 4)), ke_var(b, e));
-    kexpr *val = ke_bin(b, QIR_FN_DIV, ke_elem(b, oacc, at), ke_select(b, lo, ke_var(b, l[0]), ke_var(b, l[1]), KT_F32), KT_F32);
-    kexpr *where = rows_index(f, ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]), col, s->Hq, s->S, DV);
-    kstmt *st = ks_if(b, ke_pick(b, lo, f->valid[0], f->valid[1]), ks_store(b, 0, where, val), NULL);
+    kexpr *valid = ke_pick(b, lo, f->valid[0], f->valid[1]);
     kstmt *pass = ks_seq(b);
-    ks_add(b, pass, unrolled(b, jd, NO, unrolled(b, e, 4, st, false), false));
+    if (partial) {
+      /* a split's partial result per row: O unnormalised, then its max and sum (combined by the second kernel) */
+      kexpr *row = ke_add(b, f->r0, idx_t(f, ke_add(b, ke_add(b, ke_mul(b, f->warp, ke_int(b, 16)), f->g), ke_select(b, lo, ke_int(b, 0), ke_int(b, 8), KT_I32))));
+      kexpr *at_row = partial_row(f, f->split, row);
+      kstmt *st = ks_if(b, valid, ks_store(b, 0, ke_add(b, at_row, idx_t(f, col)), ke_elem(b, oacc, at)), NULL);
+      ks_add(b, pass, unrolled(b, jd, NO, unrolled(b, e, 4, st, false), false));
+      for (int r = 0; r < 2; r++) {
+        kexpr *rr = ke_add(b, f->r0, idx_t(f, ke_add(b, ke_add(b, ke_mul(b, f->warp, ke_int(b, 16)), f->g), ke_int(b, 8 * r))));
+        kexpr *base = partial_row(f, f->split, rr);
+        kstmt *two = ks_seq(b);
+        ks_add(b, two, ks_store(b, 0, ke_add(b, base, ke_int(b, DV)), ke_var(b, m[r])));
+        ks_add(b, two, ks_store(b, 0, ke_add(b, base, ke_int(b, DV + 1)), ke_var(b, l[r])));
+        ks_add(b, pass, ks_if(b, ke_and(b, f->valid[r], ke_lt(b, f->t4, ke_int(b, 1))), two, NULL));
+      }
+    } else {
+      kexpr *val = ke_bin(b, QIR_FN_DIV, ke_elem(b, oacc, at), ke_select(b, lo, ke_var(b, l[0]), ke_var(b, l[1]), KT_F32), KT_F32);
+      kexpr *where = rows_index(f, ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]), col, s->Hq, s->S, DV);
+      kstmt *st = ks_if(b, valid, ks_store(b, 0, where, val), NULL);
+      ks_add(b, pass, unrolled(b, jd, NO, unrolled(b, e, 4, st, false), false));
+    }
     ks_add_flat(b, body, pass);
   }
 
@@ -453,12 +498,80 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op) {
   char buf[512];
   snprintf(buf, sizeof buf,
            "flash attention, mma.sync m16n8k16 %s: %" PRId64 " rows x %" PRId64 " keys per step (%" PRId64 " warps), %" PRId64
-           " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
+           " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
            " threads %d smem %" PRId64 "B",
            s->dtype == QIR_BF16 ? "bf16" : "f16", f->BQ, BKV, f->warps, S, all_tiles, s->causal ? ", causal:" : "",
-           s->causal ? "" : ",", skipped, k->grid * all_tiles, s->Hq, s->Hkv, s->G > 1 ? " (grouped: each kv tile read once per group)" : "",
+           s->causal ? "" : ",", skipped, s->B * s->Hkv * nqt * all_tiles,
+           f->splits > 1 ? qir_sprintf(cg->m, "; keys split %" PRId64 " ways (%" PRId64 " tiles each), partial results combined by the next kernel",
+                                       f->splits, f->per_split) : "",
+           s->Hq, s->Hkv, s->G > 1 ? " (grouped: each kv tile read once per group)" : "",
            s->bshd ? "layout bshd" : "layout bhsd", k->grid, k->threads, k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
+  b->index_type = KT_I32;
+  return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
+}
+
+/* The second kernel of a split plan (flash-decoding): per output element,
+ * the splits' partial results combined, each weighted by exp(m_p - M) with
+ * M the largest of their maxima: y = sum_p w_p O_p / sum_p w_p l_p. */
+kkernel *cg_lower_attention_combine(cg_ctx *cg, const qir_op *op, qir_value *partial) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  flash fl = {0}, *f = &fl;
+  if (!qir_attention_shape_of(op, &f->s)) return fail(cg, op, "the op is no 4-D attention of matching shapes");
+  const qir_attention_shape *s = &f->s;
+  if (!plan_int(&tile->val, "splits", 0, &f->splits) || f->splits < 2) return fail(cg, op, "internal: no splits to combine");
+  f->R = s->G * s->S;
+  kbuilder *b = &cg->kb;
+  kkernel *k = kkernel_new(b, qir_sprintf(cg->m, "k%d", cg->n_kernels), 2);
+  f->b = b;
+  f->k = k;
+  k->params[0] = (kparam){.name = "out", .dtype = op->results[0]->type.dtype, .numel = qir_type_numel(&op->results[0]->type), .written = true};
+  k->args[0] = op->results[0];
+  k->params[1] = (kparam){.name = "part", .dtype = partial->type.dtype, .numel = qir_type_numel(&partial->type)};
+  k->args[1] = partial;
+  kkernel_choose_index(b, k, 0);
+  lower_env env = {.cg = cg, .b = b, .k = k, .loc = op->loc};
+  f->env = &env;
+  int64_t N = k->params[0].numel, DV = s->DV;
+  k->threads = 256;
+  k->grid = ceil_div(N, 256);
+  kexpr *e = ke_var(b, let(&env, "e", ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, 256)), idx_t(f, ke_tid(b)))));
+  /* y's coordinates from its flat index, in its layout */
+  kexpr *c = ke_mod(b, e, ke_int(b, DV)), *rest = ke_div(b, e, ke_int(b, DV)), *h, *i;
+  if (s->bshd) {
+    h = ke_mod(b, rest, ke_int(b, s->Hq));
+    rest = ke_div(b, rest, ke_int(b, s->Hq));
+    i = ke_mod(b, rest, ke_int(b, s->S));
+  } else {
+    i = ke_mod(b, rest, ke_int(b, s->S));
+    rest = ke_div(b, rest, ke_int(b, s->S));
+    h = ke_mod(b, rest, ke_int(b, s->Hq));
+  }
+  kexpr *bb = ke_div(b, rest, ke_int(b, s->bshd ? s->S : s->Hq));
+  kexpr *kvh = ke_div(b, h, ke_int(b, s->G));
+  kexpr *row = ke_add(b, ke_mul(b, ke_mod(b, h, ke_int(b, s->G)), ke_int(b, s->S)), i);
+  kstmt *work = ks_seq(b);
+  kvar *M = kvar_new(b, k, "mx", KT_F32, 0, KV_LOCAL), *L = kvar_new(b, k, "sum", KT_F32, 0, KV_LOCAL);
+  kvar *acc = kvar_new(b, k, "acc", KT_F32, 0, KV_LOCAL), *pv = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+  kvar *base = kvar_new(b, k, "base", KT_F32, 0, KV_LOCAL), *w = kvar_new(b, k, "w", KT_F32, 0, KV_LOCAL);
+  kexpr *at = partial_at(f, bb, kvh, ke_var(b, pv), row);
+  ks_add(b, work, ks_decl(b, M, ke_float(b, -INFINITY, KT_F32)));
+  ks_add(b, work, ks_for(b, pv, ke_int(b, 0), ke_int(b, f->splits), 1,
+                         ks_assign(b, M, NULL, ke_bin(b, QIR_FN_MAX, ke_var(b, M), ke_load(b, k, 1, ke_add(b, at, ke_int(b, DV))), KT_F32))));
+  /* every split empty (no key visible): the weights are 0, y is 0 / 0 as the softmax of nothing */
+  ks_add(b, work, ks_decl(b, base, ke_select(b, ke_bin(b, QIR_FN_EQ, ke_var(b, M), ke_float(b, -INFINITY, KT_F32), KT_BOOL),
+                                             ke_float(b, 0, KT_F32), ke_var(b, M), KT_F32)));
+  ks_add(b, work, ks_decl(b, L, ke_float(b, 0, KT_F32)));
+  ks_add(b, work, ks_decl(b, acc, ke_float(b, 0, KT_F32)));
+  kstmt *one = ks_seq(b);
+  ks_add(b, one, ks_decl(b, w, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_load(b, k, 1, ke_add(b, at, ke_int(b, DV))), ke_var(b, base), KT_F32), KT_F32)));
+  ks_add(b, one, ks_assign(b, L, NULL, ke_bin(b, QIR_FN_ADD, ke_var(b, L), ke_bin(b, QIR_FN_MUL, ke_var(b, w), ke_load(b, k, 1, ke_add(b, at, ke_int(b, DV + 1))), KT_F32), KT_F32)));
+  ks_add(b, one, ks_assign(b, acc, NULL, ke_bin(b, QIR_FN_ADD, ke_var(b, acc), ke_bin(b, QIR_FN_MUL, ke_var(b, w), ke_load(b, k, 1, ke_add(b, at, idx_t(f, c))), KT_F32), KT_F32)));
+  ks_add(b, work, ks_for(b, pv, ke_int(b, 0), ke_int(b, f->splits), 1, one));
+  ks_add(b, work, ks_store(b, 0, e, ke_bin(b, QIR_FN_DIV, ke_var(b, acc), ke_var(b, L), KT_F32)));
+  ks_add(b, k->body, N % 256 ? ks_if(b, ke_lt(b, e, ke_int(b, N)), work, NULL) : work);
+  k->summary = qir_sprintf(cg->m, "flash-decoding combine: %" PRId64 " splits of the keys per output, weighted by exp(max_p - max); grid %" PRId64 " threads 256",
+                           f->splits, k->grid);
   b->index_type = KT_I32;
   return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
 }

@@ -9,7 +9,9 @@
  * `stages` shared slots filled by cp.async.  Scores never reach memory; with
  * a causal mask the tiles past a block's diagonal are not visited at all.
  *
- * The plan: #tile{flash = [bq, bkv], flash_mma = [16, 8, 16], stages, threads,
+ * The plan: #tile{flash = [bq, bkv], flash_mma = [16, 8, 16], stages, splits (flash-decoding:
+ * the keys split over that many blocks per row tile, a second kernel combining
+ * their partial results; absent: 1), threads,
  * grid = [blocks], smem, regs, skipped_tiles (key tiles the causal mask
  * skips, over all blocks), est_us, bound, target}.  Offered for f16/bf16 on
  * CUDA targets with mma.sync (sm_80 and up) where both head sizes are
@@ -34,29 +36,33 @@
 #define FLASH_ALU_OPS 8.0       /* f32 operations per score: scale, mask, max, subtract, sum, correction, pack */
 #define FLASH_SFU_PER_CYCLE 16.0  /* ex2 per SM per cycle (sm_80, sm_90) */
 #define FLASH_ADDR_REGS 48      /* row state (max, sum), addresses, loop counters */
+#define FLASH_MAX_SPLITS 64     /* flash-decoding: blocks sharing one row tile's keys */
 
 typedef struct {
-  int64_t bq, bkv, warps, stages;
+  int64_t bq, bkv, warps, stages, splits;
   int64_t smem, regs, blocks, steps, skipped, max_steps;
   double est_us;
   const char *bound;
 } flash_plan;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t rows_of(const qir_attention_shape *s) { return s->G * s->S; }
 
-/* Key tiles visited, over all blocks and by the busiest block. */
+/* Key tiles visited, over all blocks and by the busiest block (a split
+ * visits its share: per_split tiles of the row tile's, at most). */
 static void walk(const qir_attention_shape *s, flash_plan *f) {
   int64_t rows = s->G * s->S, nqt = cdiv(rows, f->bq), per_head = 0, most = 0;
+  int64_t all = cdiv(s->T, f->bkv), per_split = cdiv(all, f->splits);
   for (int64_t qt = 0; qt < nqt; qt++) {
     int64_t r0 = qt * f->bq, n = rows - r0 < f->bq ? rows - r0 : f->bq;
     int64_t t = qir_attention_tiles_needed(s, r0, n, f->bkv);
     per_head += t;
     if (t > most) most = t;
   }
-  f->blocks = s->B * s->Hkv * nqt;
+  f->blocks = s->B * s->Hkv * nqt * f->splits;
   f->steps = per_head * s->B * s->Hkv;
-  f->skipped = f->blocks * cdiv(s->T, f->bkv) - f->steps;
-  f->max_steps = most;
+  f->skipped = s->B * s->Hkv * nqt * all - f->steps;
+  f->max_steps = most < per_split ? most : per_split;
 }
 
 static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_plan *f) {
@@ -83,16 +89,24 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
   double t_l2 = (kv_bytes + (double)f->blocks * (double)(f->bq * (D + DV) * 2)) / (t->l2_gbs * 1e3);
   double io = (double)(s->B * s->Hq * s->S * (D + DV) + s->B * s->Hkv * s->T * (D + DV)) * 2;
   double t_dram = io / (t->dram_gbs * 1e3);
-  /* fewer blocks than units: the idle units' share of the compute is lost */
+  /* fewer blocks than units: the idle units' share of the compute is lost,
+   * and of the bandwidth too (a unit's loads in flight bound what it pulls) */
   double fill = (double)f->blocks / cu;
   double under = fill < 1 ? 1 / fill : 1;
   double compute = (t_mma > t_soft ? t_mma + 0.25 * t_soft : t_soft + 0.25 * t_mma) * under;
+  t_l2 *= under;
+  t_dram *= under;
   /* the busiest block alone on its unit: its steps back to back, a barrier and a load latency each
    * (stages - 1 of which the ring hides) */
   double step_alone = (double)(f->bq * f->bkv) * 2.0 * (double)(D + DV) / (peak / cu * 1e3 * FLASH_MMA_EFF) +
                       (double)(f->bq * f->bkv) * FLASH_ALU_OPS / (vec / cu * 1e3) +
                       (t->barrier_cycles + t->load_latency_cycles / (double)(f->stages > 1 ? f->stages - 1 : 1) / 4) / clock;
   double crit = (double)f->max_steps * step_alone;
+  if (f->splits > 1) {   /* the partial results out and back in, and the combining kernel */
+    double part = (double)(f->splits * s->B * s->Hkv * rows_of(s) * (DV + 2)) * 4;
+    t_dram += 2 * part / (t->dram_gbs * 1e3);
+    crit += t->launch_us;
+  }
   struct { double us; const char *what; } terms[] = {
       {compute, t_mma >= t_soft ? "tensor cores" : "softmax (exp, f32 ALU)"}, {t_smem, "shared memory"},
       {t_l2, "L2 bandwidth"}, {t_dram, "DRAM bandwidth"}, {crit, "one block's walk (latency)"}};
@@ -122,20 +136,24 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
   for (int64_t warps = 1; warps <= 8; warps *= 2) {
     if (warps > 1 && 16 * (warps / 2) >= rows) break;   /* no more rows to give the extra warps */
     for (int64_t bkv = 32; bkv <= 128; bkv *= 2)
-      for (int64_t stages = 2; stages <= 3; stages++) {
-        flash_plan f = {.bq = 16 * warps, .bkv = bkv, .warps = warps, .stages = stages};
-        if (!flash_eval(&s, t, &f)) continue;
-        /* ties (within 1%): fewer shared bytes, then the larger block */
-        if (!best.bq || f.est_us < best.est_us * 0.99 || (f.est_us <= best.est_us * 1.01 && f.smem < best.smem)) best = f;
-      }
+      for (int64_t stages = 2; stages <= 3; stages++)
+        for (int64_t splits = 1; splits <= FLASH_MAX_SPLITS && splits <= cdiv(s.T, bkv); splits *= 2) {
+          flash_plan f = {.bq = 16 * warps, .bkv = bkv, .warps = warps, .stages = stages, .splits = splits};
+          if (!flash_eval(&s, t, &f)) continue;
+          /* ties (within 1%): fewer splits, then fewer shared bytes */
+          if (!best.bq || f.est_us < best.est_us * 0.99 ||
+              (f.est_us <= best.est_us * 1.01 && (f.splits < best.splits || (f.splits == best.splits && f.smem < best.smem))))
+            best = f;
+        }
   }
   if (!best.bq) return false;
   int64_t flash[2] = {best.bq, best.bkv}, shape[3] = {16, 8, 16};
-  qir_attr e[12];
+  qir_attr e[13];
   int n = 0;
   e[n++] = (qir_attr){.key = "flash", .val = qir_attr_ints(m, 2, flash)};
   e[n++] = (qir_attr){.key = "flash_mma", .val = qir_attr_ints(m, 3, shape)};
   e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(best.stages)};
+  if (best.splits > 1) e[n++] = (qir_attr){.key = "splits", .val = qir_attr_int(best.splits)};
   e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(32 * best.warps)};
   e[n++] = (qir_attr){.key = "grid", .val = qir_attr_ints(m, 1, &best.blocks)};
   e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(best.smem)};

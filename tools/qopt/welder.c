@@ -72,6 +72,7 @@
 #include "qopt.h"
 #include "rprogram.h"
 #include "welder_siblings.h"
+#include "attention.h"
 #include "target.h"
 
 #include <math.h>
@@ -174,6 +175,7 @@ static bool is_operator(const qir_op *op) {
  * definition (softmax: 3, layer norm: 3, LRN: 2), else one. */
 static int op_kernels(const welder *w, qir_op *op) {
   if (op->code == QIR_OP_COMPUTE || op->n_results != 1) return 1;
+  if (qir_attention_flash_planned(op)) return qir_attention_flash_splits(op) > 1 ? 2 : 1;   /* partial results, combine */
   qir_diag qd;
   qir_diag_init(&qd, w->quiet, NULL, NULL, 0);
   qir_op *chain[16];
