@@ -183,53 +183,138 @@ static kkernel *fail(cg_ctx *cg, const qir_op *op, const char *why) {
   return NULL;
 }
 
-kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
+/* The plan's common part (flash, stages, threads, splits) into f; *mma: it
+ * names flash_mma (the matrix units), else the SIMT kernel. */
+static bool read_plan(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t *threads, bool *mma) {
   const qir_attr *tile = qir_op_attr(op, "tile");
-  flash fl = {0}, *f = &fl;
   if (!qir_attention_shape_of(op, &f->s)) return fail(cg, op, "the op is no 4-D attention of matching shapes");
-  const qir_attention_shape *s = &f->s;
-  int64_t threads = 0, mma[3] = {0, 0, 0};
   if (!plan_int(&tile->val, "flash", 0, &f->BQ) || !plan_int(&tile->val, "flash", 1, &f->BKV) ||
-      !plan_int(&tile->val, "stages", 0, &f->stages) || !plan_int(&tile->val, "threads", 0, &threads))
+      !plan_int(&tile->val, "stages", 0, &f->stages) || !plan_int(&tile->val, "threads", 0, threads))
     return fail(cg, op, "it needs flash = [rows, keys], stages and threads");
-  for (int i = 0; i < 3; i++)
-    if (!plan_int(&tile->val, "flash_mma", i, &mma[i])) return fail(cg, op, "it needs flash_mma = [16, 8, 16]");
-  if (mma[0] != 16 || mma[1] != 8 || mma[2] != 16) return fail(cg, op, "flash_mma must be [16, 8, 16] (mma.sync.m16n8k16)");
-  if (f->BQ < 16 || f->BQ % 16 || f->BQ > 256 || threads != f->BQ / 16 * W)
-    return fail(cg, op, "rows must be a multiple of 16 up to 256, a warp (32 threads) per 16");
+  *mma = qir_attr_dict_get(&tile->val, "flash_mma") != NULL;
+  if (*mma) {
+    int64_t shape[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++)
+      if (!plan_int(&tile->val, "flash_mma", i, &shape[i])) return fail(cg, op, "flash_mma must be [16, 8, 16]");
+    if (shape[0] != 16 || shape[1] != 8 || shape[2] != 16) return fail(cg, op, "flash_mma must be [16, 8, 16] (mma.sync.m16n8k16)");
+  }
   if (f->BKV < 16 || f->BKV % 16 || f->BKV > 256) return fail(cg, op, "keys per step must be a multiple of 16 up to 256");
   if (f->stages < 2 || f->stages > 4) return fail(cg, op, "stages must be 2 to 4");
   f->splits = 1;
   if (qir_attr_dict_get(&tile->val, "splits") && (!plan_int(&tile->val, "splits", 0, &f->splits) || f->splits < 1))
     return fail(cg, op, "splits must be a positive integer");
   if ((f->splits > 1) != (partial != NULL)) return fail(cg, op, "internal: a split plan needs its partial results' buffer");
-  if ((s->dtype != QIR_F16 && s->dtype != QIR_BF16) || op->operands[1]->type.dtype != s->dtype ||
-      op->operands[2]->type.dtype != s->dtype || op->results[0]->type.dtype != s->dtype)
-    return fail(cg, op, "q, k, v and the result must all be f16 or all bf16");
-  if (s->D % 16 || s->DV % 16 || s->D > 256 || s->DV > 256) return fail(cg, op, "head sizes must be multiples of 16 up to 256");
-  if (cg->warp != W || cg->backend == CG_HIP)
-    return fail(cg, op, "it needs mma.sync (CUDA, or C with 32-lane warps); plan HIP targets without it");
+  return true;
+}
+
+/* The kernel: parameters out (the result, or a split plan's partial
+ * results), q, k, v, bias; f->R, f->per_split, the grid. */
+static kkernel *new_kernel(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t threads, lower_env *env) {
   kbuilder *b = &cg->kb;
   kkernel *k = kkernel_new(b, qir_sprintf(cg->m, "k%d", cg->n_kernels), 5);
   f->b = b;
   f->k = k;
-  k->warp = W;
+  k->warp = cg->warp;
   k->threads = (int)threads;
-  k->min_blocks = 1;   /* as the mma pipeline: without the bound ptxas may cap registers and spill */
   static const char *const names[5] = {"out", "q", "k", "v", "bias"};
   for (int i = 0; i < 5; i++) {
     qir_value *v = i ? op->operands[i - 1] : partial ? partial : op->results[0];
     k->params[i] = (kparam){.name = names[i], .dtype = v->type.dtype, .numel = qir_type_numel(&v->type), .written = i == 0};
     k->args[i] = v;
   }
-  kkernel_choose_index(b, k, s->T);
-  lower_env env = {.cg = cg, .b = b, .k = k, .loc = op->loc};
-  f->env = &env;
+  kkernel_choose_index(b, k, f->s.T);
+  *env = (lower_env){.cg = cg, .b = b, .k = k, .loc = op->loc};
+  f->env = env;
+  f->R = f->s.G * f->s.S;
+  f->per_split = ceil_div(ceil_div(f->s.T, f->BKV), f->splits);
+  k->grid = f->s.B * f->s.Hkv * ceil_div(f->R, f->BQ) * f->splits;
+  return k;
+}
+
+/* The block's coordinates (f->split, kvh, bb, r0: lets) and its key tiles
+ * [t_lo, t_hi): all, or up to its last row's diagonal under a causal mask,
+ * or one split's share (expressions of the block index alone: the C printer
+ * sees them uniform).  The last row tiles run first: under a causal mask
+ * they walk the most keys. */
+static void block_coords(flash *f, kexpr **t_lo, kexpr **t_hi) {
+  kbuilder *b = f->b;
+  const qir_attention_shape *s = &f->s;
+  int64_t nqt = ceil_div(f->R, f->BQ), BKV = f->BKV;
+  kexpr *bid = ke_bid(b), *split = ke_int(b, 0);
+  if (f->splits > 1) {   /* split p of the keys: the fastest-moving coordinate */
+    split = ke_mod(b, bid, ke_int(b, f->splits));
+    bid = ke_div(b, bid, ke_int(b, f->splits));
+  }
+  f->split = split->kind == KE_INT ? split : ke_var(b, let(f->env, "split", split));
+  kexpr *qt = ke_sub(b, ke_int(b, nqt - 1), ke_mod(b, bid, ke_int(b, nqt)));
+  kexpr *rest = ke_div(b, bid, ke_int(b, nqt));
+  f->kvh = ke_var(b, let(f->env, "kvh", ke_mod(b, rest, ke_int(b, s->Hkv))));
+  f->bb = ke_var(b, let(f->env, "bb", ke_div(b, rest, ke_int(b, s->Hkv))));
+  kexpr *r0 = ke_mul(b, qt, ke_int(b, f->BQ));
+  f->r0 = ke_var(b, let(f->env, "r0", r0));
+  kexpr *tiles = ke_int(b, ceil_div(s->T, BKV));
+  if (s->causal) {
+    kexpr *last = ke_sub(b, ke_min(b, ke_add(b, r0, ke_int(b, f->BQ)), ke_int(b, f->R)), ke_int(b, 1));
+    kexpr *spans = ke_lt(b, ke_div(b, r0, ke_int(b, s->S)), ke_div(b, last, ke_int(b, s->S)));
+    kexpr *imax = ke_pick(b, spans, ke_int(b, s->S - 1), ke_mod(b, last, ke_int(b, s->S)));
+    kexpr *keys = ke_add(b, imax, ke_int(b, s->T - s->S + 1));
+    kexpr *need = ke_div(b, ke_add(b, keys, ke_int(b, BKV - 1)), ke_int(b, BKV));
+    tiles = ke_max(b, ke_int(b, 0), ke_min(b, need, tiles));
+  }
+  *t_lo = ke_cast(b, ke_mul(b, split, ke_int(b, f->per_split)), KT_I32);
+  *t_hi = ke_cast(b, f->splits > 1 ? ke_min(b, tiles, ke_add(b, ke_mul(b, split, ke_int(b, f->per_split)), ke_int(b, f->per_split))) : tiles, KT_I32);
+}
+
+/* Score of a row (query head, position; valid: the row exists) and key from
+ * its raw dot product x: scaled, softcapped, biased, and -inf past the last
+ * key or the causal diagonal. */
+static kexpr *score_of(flash *f, kexpr *x, kexpr *head, kexpr *pos, kexpr *valid, kexpr *key) {
+  kbuilder *b = f->b;
+  const qir_attention_shape *s = &f->s;
+  x = ke_bin(b, QIR_FN_MUL, x, ke_float(b, s->scale, KT_F32), KT_F32);
+  if (s->softcap > 0)
+    x = ke_bin(b, QIR_FN_MUL, ke_float(b, s->softcap, KT_F32),
+               ke_un(b, QIR_FN_TANH, ke_bin(b, QIR_FN_DIV, x, ke_float(b, s->softcap, KT_F32), KT_F32), KT_F32), KT_F32);
+  if (s->has_bias) {
+    const qir_type *bt = &f->k->args[4]->type;
+    kexpr *coord[4] = {f->bb, idx_t(f, head), idx_t(f, pos), idx_t(f, key)};
+    kexpr *flat = ke_int(b, 0);
+    for (int a = 0, off = 4 - bt->rank; a < bt->rank; a++)
+      flat = ke_add(b, ke_mul(b, flat, ke_int(b, bt->dims[a])), bt->dims[a] == 1 ? ke_int(b, 0) : coord[a + off]);
+    kexpr *ok = ke_and(b, ke_lt(b, key, ke_int(b, s->T)), valid);
+    x = ke_bin(b, QIR_FN_ADD, x, ke_select(b, ok, ke_load(b, f->k, 4, flat), ke_float(b, 0, KT_F32), KT_F32), KT_F32);
+  }
+  kexpr *masked = s->T % f->BKV ? ke_lt(b, ke_int(b, s->T - 1), key) : NULL;
+  if (s->causal) {
+    kexpr *past = ke_lt(b, ke_add(b, pos, ke_int(b, s->T - s->S)), key);
+    masked = masked ? ke_bin(b, QIR_FN_OR, masked, past, KT_BOOL) : past;
+  }
+  return masked ? ke_select(b, masked, ke_float(b, -INFINITY, KT_F32), x, KT_F32) : x;
+}
+
+static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t threads);
+
+kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
+  flash fl = {0}, *f = &fl;
+  int64_t threads = 0;
+  bool mma = false;
+  if (!read_plan(cg, op, partial, f, &threads, &mma)) return NULL;
+  if (!mma) return lower_attention_simt(cg, op, partial, f, threads);
+  const qir_attention_shape *s = &f->s;
+  if (f->BQ < 16 || f->BQ % 16 || f->BQ > 256 || threads != f->BQ / 16 * W)
+    return fail(cg, op, "rows must be a multiple of 16 up to 256, a warp (32 threads) per 16");
+  if ((s->dtype != QIR_F16 && s->dtype != QIR_BF16) || op->operands[1]->type.dtype != s->dtype ||
+      op->operands[2]->type.dtype != s->dtype || op->results[0]->type.dtype != s->dtype)
+    return fail(cg, op, "q, k, v and the result must all be f16 or all bf16");
+  if (s->D % 16 || s->DV % 16 || s->D > 256 || s->DV > 256) return fail(cg, op, "head sizes must be multiples of 16 up to 256");
+  if (cg->warp != W || cg->backend == CG_HIP)
+    return fail(cg, op, "it needs mma.sync (CUDA, or C with 32-lane warps); plan HIP targets without it");
+  lower_env env;
+  kkernel *k = new_kernel(cg, op, partial, f, threads, &env);
+  kbuilder *b = f->b;
+  k->min_blocks = 1;   /* as the mma pipeline: without the bound ptxas may cap registers and spill */
   f->warps = f->BQ / 16;
-  f->R = s->G * s->S;
   int64_t nqt = ceil_div(f->R, f->BQ), all_tiles = ceil_div(s->T, f->BKV);
-  f->per_split = ceil_div(all_tiles, f->splits);
-  k->grid = s->B * s->Hkv * nqt * f->splits;
   int64_t D = s->D, DV = s->DV, S = f->stages, BKV = f->BKV;
   f->tq = pipe_tile_make(f->BQ, D, 2);
   f->tk = pipe_tile_make(BKV, D, 2);
@@ -237,21 +322,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   f->sq = kvar_new_raw_shared(b, k, "sq", s->dtype, f->tq.slot);
   f->sk = kvar_new_raw_shared(b, k, "sk", s->dtype, S * f->tk.slot);
   f->sv = kvar_new_raw_shared(b, k, "sv", s->dtype, S * f->tv.slot);
-  k->smem_bytes = kvar_bytes(f->sq) + kvar_bytes(f->sk) + kvar_bytes(f->sv);
-
-  /* the block: the last row tiles first (the longest walks under a causal mask) */
-  kexpr *bid = ke_bid(b), *split = ke_int(b, 0);
-  if (f->splits > 1) {   /* split p of the keys: the fastest-moving coordinate */
-    split = ke_mod(b, bid, ke_int(b, f->splits));
-    bid = ke_div(b, bid, ke_int(b, f->splits));
-  }
-  f->split = split->kind == KE_INT ? split : ke_var(b, let(&env, "split", split));
-  kexpr *qt = ke_sub(b, ke_int(b, nqt - 1), ke_mod(b, bid, ke_int(b, nqt)));
-  kexpr *rest = ke_div(b, bid, ke_int(b, nqt));
-  f->kvh = ke_var(b, let(&env, "kvh", ke_mod(b, rest, ke_int(b, s->Hkv))));
-  f->bb = ke_var(b, let(&env, "bb", ke_div(b, rest, ke_int(b, s->Hkv))));
-  kexpr *r0 = ke_mul(b, qt, ke_int(b, f->BQ));   /* the block's first row: uniform, so loop bounds may use it */
-  f->r0 = ke_var(b, let(&env, "r0", r0));
+  kexpr *t_lo, *t_hi;
+  block_coords(f, &t_lo, &t_hi);
   f->lane = ke_var(b, let(&env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W))));
   f->warp = ke_var(b, let(&env, "warp", ke_div(b, ke_tid(b), ke_int(b, W))));
   f->g = ke_div(b, f->lane, ke_int(b, 4));
@@ -263,20 +335,6 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     f->pos[hr] = ke_var(b, let(&env, hr ? "i1" : "i0", i));
     f->valid[hr] = ke_lt(b, ke_add(b, f->r0, idx_t(f, o)), ke_int(b, f->R));
   }
-  /* key tiles this block visits: all, or up to its last row's diagonal (an
-   * expression of the block index alone: the C printer sees it uniform) */
-  kexpr *tiles = ke_int(b, all_tiles);
-  if (s->causal) {
-    kexpr *last = ke_sub(b, ke_min(b, ke_add(b, r0, ke_int(b, f->BQ)), ke_int(b, f->R)), ke_int(b, 1));
-    kexpr *spans = ke_lt(b, ke_div(b, r0, ke_int(b, s->S)), ke_div(b, last, ke_int(b, s->S)));
-    kexpr *imax = ke_pick(b, spans, ke_int(b, s->S - 1), ke_mod(b, last, ke_int(b, s->S)));
-    kexpr *keys = ke_add(b, imax, ke_int(b, s->T - s->S + 1));
-    kexpr *need = ke_div(b, ke_add(b, keys, ke_int(b, BKV - 1)), ke_int(b, BKV));
-    tiles = ke_max(b, ke_int(b, 0), ke_min(b, need, tiles));
-  }
-  /* this block's tiles: [t_lo, t_hi) of them (all, or one split's share) */
-  kexpr *t_lo = ke_cast(b, ke_mul(b, split, ke_int(b, f->per_split)), KT_I32);
-  kexpr *t_hi = ke_cast(b, f->splits > 1 ? ke_min(b, tiles, ke_add(b, ke_mul(b, split, ke_int(b, f->per_split)), ke_int(b, f->per_split))) : tiles, KT_I32);
 
   int64_t NS = BKV / 8, NO = DV / 8, KQ = D / 16, KP = BKV / 16;
   kvar *qa = kvar_new(b, k, "qa", KT_U32, KQ * 4, KV_THREAD);
@@ -361,41 +419,19 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
     kstmt *one = ks_seq(b);
     kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
-    kexpr *hr = ke_div(b, ke_var(b, e), ke_int(b, 2));
     kexpr *key = ke_add(b, ke_add(b, ke_mul(b, t, ke_int(b, BKV)), ke_mul(b, ke_var(b, jn), ke_int(b, 8))),
                         ke_add(b, ke_mul(b, f->t4, ke_int(b, 2)), ke_mod(b, ke_var(b, e), ke_int(b, 2))));
     kvar *keyv = kvar_new(b, k, "key", KT_I32, 0, KV_LOCAL);
     ks_add(b, one, ks_decl(b, keyv, key));
     kexpr *kj = ke_var(b, keyv);
-    kexpr *x = ke_bin(b, QIR_FN_MUL, ke_elem(b, sacc, at), ke_float(b, s->scale, KT_F32), KT_F32);
-    if (s->softcap > 0)
-      x = ke_bin(b, QIR_FN_MUL, ke_float(b, s->softcap, KT_F32),
-                 ke_un(b, QIR_FN_TANH, ke_bin(b, QIR_FN_DIV, x, ke_float(b, s->softcap, KT_F32), KT_F32), KT_F32), KT_F32);
-    kexpr *pos = ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), f->pos[0], f->pos[1]);
-    if (s->has_bias) {
-      const qir_type *bt = &op->operands[3]->type;
-      kexpr *head = ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), f->head[0], f->head[1]);
-      kexpr *coord[4] = {f->bb, idx_t(f, head), idx_t(f, pos), idx_t(f, kj)};
-      kexpr *flat = ke_int(b, 0);
-      for (int a = 0, off = 4 - bt->rank; a < bt->rank; a++) {
-        kexpr *c = bt->dims[a] == 1 ? ke_int(b, 0) : coord[a + off];
-        flat = ke_add(b, ke_mul(b, flat, ke_int(b, bt->dims[a])), c);
-      }
-      kexpr *ok = ke_and(b, ke_lt(b, kj, ke_int(b, s->T)), ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), f->valid[0], f->valid[1]));
-      x = ke_bin(b, QIR_FN_ADD, x, ke_select(b, ok, ke_load(b, k, 4, flat), zero, KT_F32), KT_F32);
-    }
-    kexpr *masked = s->T % BKV ? ke_lt(b, ke_int(b, s->T - 1), kj) : NULL;
-    if (s->causal) {
-      kexpr *past = ke_lt(b, ke_add(b, pos, ke_int(b, s->T - s->S)), kj);
-      masked = masked ? ke_bin(b, QIR_FN_OR, masked, past, KT_BOOL) : past;
-    }
-    if (masked) x = ke_select(b, masked, ninf, x, KT_F32);
+    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
+    kexpr *x = score_of(f, ke_elem(b, sacc, at), ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]),
+                        ke_pick(b, lo, f->valid[0], f->valid[1]), kj);
     ks_add(b, one, ks_assign(b, sacc, at, x));
     ks_add(b, one, ks_assign(b, mx[0], NULL, ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)),
                                                      ke_bin(b, QIR_FN_MAX, ke_var(b, mx[0]), ke_elem(b, sacc, at), KT_F32), ke_var(b, mx[0]))));
     ks_add(b, one, ks_assign(b, mx[1], NULL, ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), ke_var(b, mx[1]),
                                                      ke_bin(b, QIR_FN_MAX, ke_var(b, mx[1]), ke_elem(b, sacc, at), KT_F32))));
-    (void)hr;
     kstmt *pass = ks_seq(b);
     for (int r = 0; r < 2; r++) ks_add(b, pass, ks_assign(b, mx[r], NULL, ke_var(b, m[r])));
     ks_add(b, pass, unrolled(b, jn, NS, unrolled(b, e, 4, one, false), false));
@@ -507,6 +543,250 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
            s->Hq, s->Hkv, s->G > 1 ? " (grouped: each kv tile read once per group)" : "",
            s->bshd ? "layout bshd" : "layout bhsd", k->grid, k->threads, k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
+  b->index_type = KT_I32;
+  return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
+}
+
+/* ---------------------------------------------------------------- SIMT
+ *
+ * Without the matrix units (f32 inputs; targets without mma.sync) the same
+ * walk runs on the ordinary cores.  16 lanes share each group of TR rows:
+ * lane c of the group computes the scores of keys c, c + 16, ... (TC of
+ * them) and the output columns c, c + 16, ... (TO), so a row's max and sum
+ * are reductions over 16 aligned lanes.  Q, K and V tiles live in shared
+ * memory as f32 (copied 16 bytes at a time by cp.async where the input is
+ * f32 and its rows whole chunks, converted element by element otherwise),
+ * rows padded by 4 values; P goes through shared memory between the two
+ * contractions. */
+#define SIMT_GROUP 16
+#define SIMT_MAX_ROWS 16
+
+/* A copy of rows [0, outer) of a tile into a padded f32 slot: cp.async
+ * chunks, or converted loads. */
+static kstmt *copy_rows_f32(flash *f, tile_kind kind, kexpr *key0, kvar *smem, kexpr *slot, int64_t outer, int64_t inner,
+                            int64_t ld, bool async) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  int param = kind == TILE_Q ? 1 : kind == TILE_K ? 2 : 3;
+  int64_t width = async ? 4 : 1, per_row = inner / width, total = outer * per_row;
+  kvar *fv = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
+  kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *cv = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, fv), ke_int(b, per_row))));
+  ks_add(b, body, ks_decl(b, cv, ke_mul(b, ke_mod(b, ke_var(b, fv), ke_int(b, per_row)), ke_int(b, width))));
+  kexpr *o = ke_var(b, ov), *c = ke_var(b, cv), *inside = NULL;
+  kexpr *src = ke_add(b, tile_row(f, kind, key0, o, &inside), idx_t(f, c));
+  kexpr *at = ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, outer * ld)), ke_mul(b, o, ke_int(b, ld))), c);
+  if (async) ks_add(b, body, ks_cp_async(b, smem, at, param, src, inside));
+  else ks_add(b, body, ks_assign(b, smem, at, ke_select(b, inside, ke_load(b, k, param, src), ke_float(b, 0, KT_F32), KT_F32)));
+  return ks_for(b, fv, ke_tid(b), ke_int(b, total), k->threads, body);
+}
+
+static kstmt *copy_tile_f32(flash *f, tile_kind kind, kexpr *key0, kvar *smem, kexpr *slot, int64_t outer, int64_t inner, int64_t ld) {
+  kbuilder *b = f->b;
+  kstmt *direct = copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, false);
+  if (f->s.dtype != QIR_F32 || inner % 4) return direct;
+  kexpr *aligned = ke_and(b, ke_aligned16(b, 1), ke_and(b, ke_aligned16(b, 2), ke_aligned16(b, 3)));
+  return ks_if(b, aligned, copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, true), direct);
+}
+
+static kstmt *simt_loop(kbuilder *b, kvar *v, int64_t trips, kstmt *body) {
+  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, trips), 1, body);
+  l->unroll = trips <= 16;
+  return l;
+}
+
+static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t threads) {
+  const qir_attention_shape *s = &f->s;
+  int64_t groups = threads / SIMT_GROUP;
+  if (threads < SIMT_GROUP || threads % cg->warp || threads > 1024 || f->BQ % groups || f->BQ / groups > SIMT_MAX_ROWS)
+    return fail(cg, op, "SIMT: threads must be whole warps, rows a multiple of threads / 16, at most 16 rows a lane");
+  if (s->DV % SIMT_GROUP) return fail(cg, op, "SIMT: the value head size must be a multiple of 16");
+  if (op->operands[1]->type.dtype != s->dtype || op->operands[2]->type.dtype != s->dtype || !qir_dtype_is_float(s->dtype))
+    return fail(cg, op, "q, k and v must be floats of one type");
+  lower_env env;
+  kkernel *k = new_kernel(cg, op, partial, f, threads, &env);
+  kbuilder *b = f->b;
+  int64_t D = s->D, DV = s->DV, S = f->stages, BKV = f->BKV, BQ = f->BQ;
+  int64_t TR = BQ / groups, TC = BKV / SIMT_GROUP, TO = DV / SIMT_GROUP;
+  int64_t ldq = (D + 3) / 4 * 4 + 4, ldv = (DV + 3) / 4 * 4 + 4, ldp = BKV + 4;
+  kvar *sq = kvar_new(b, k, "sq", KT_F32, BQ * ldq, KV_SHARED);
+  kvar *sk = kvar_new(b, k, "sk", KT_F32, S * BKV * ldq, KV_SHARED);
+  kvar *sv = kvar_new(b, k, "sv", KT_F32, S * BKV * ldv, KV_SHARED);
+  kvar *sp = kvar_new(b, k, "sp", KT_F32, BQ * ldp, KV_SHARED);
+  kexpr *t_lo, *t_hi;
+  block_coords(f, &t_lo, &t_hi);
+  kexpr *grp = ke_var(b, let(&env, "grp", ke_div(b, ke_tid(b), ke_int(b, SIMT_GROUP))));
+  kexpr *lane = ke_var(b, let(&env, "gl", ke_mod(b, ke_tid(b), ke_int(b, SIMT_GROUP))));
+  kexpr *head[SIMT_MAX_ROWS], *pos[SIMT_MAX_ROWS], *valid[SIMT_MAX_ROWS], *rowo[SIMT_MAX_ROWS];
+  kvar *m[SIMT_MAX_ROWS], *l[SIMT_MAX_ROWS], *mx[SIMT_MAX_ROWS], *corr[SIMT_MAX_ROWS];
+  for (int64_t r = 0; r < TR; r++) {
+    kexpr *h, *i;
+    rowo[r] = ke_add(b, ke_mul(b, grp, ke_int(b, TR)), ke_int(b, r));   /* the block's row */
+    row_coords(f, rowo[r], &h, &i);
+    head[r] = ke_var(b, let(&env, "h", h));
+    pos[r] = ke_var(b, let(&env, "i", i));
+    valid[r] = ke_lt(b, ke_add(b, f->r0, idx_t(f, rowo[r])), ke_int(b, f->R));
+    m[r] = kvar_new(b, k, "m", KT_F32, 0, KV_THREAD);
+    l[r] = kvar_new(b, k, "l", KT_F32, 0, KV_THREAD);
+    mx[r] = kvar_new(b, k, "mx", KT_F32, 0, KV_THREAD);
+    corr[r] = kvar_new(b, k, "cr", KT_F32, 0, KV_THREAD);
+  }
+  kvar *sc = kvar_new(b, k, "sc", KT_F32, TR * TC, KV_THREAD);
+  kvar *oc = kvar_new(b, k, "oc", KT_F32, TR * TO, KV_THREAD);
+  kstmt *body = k->body;
+  kexpr *ninf = ke_float(b, -INFINITY, KT_F32), *zero = ke_float(b, 0, KT_F32);
+  {
+    kstmt *init = ks_seq(b);
+    for (int64_t r = 0; r < TR; r++) {
+      ks_add(b, init, ks_assign(b, m[r], NULL, ninf));
+      ks_add(b, init, ks_assign(b, l[r], NULL, zero));
+    }
+    kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+    ks_add(b, init, simt_loop(b, i, TR * TO, ks_assign(b, oc, ke_var(b, i), zero)));
+    ks_add_flat(b, body, init);
+  }
+  /* Q's tile with the first key tiles' group */
+  ks_add(b, body, copy_tile_f32(f, TILE_Q, NULL, sq, ke_int(b, 0), BQ, D, ldq));
+  for (int64_t p = 0; p < S - 1; p++) {
+    kstmt *issue = ks_seq(b);
+    kexpr *tile_p = ke_add(b, t_lo, ke_int(b, p)), *key0 = ke_mul(b, idx_t(f, tile_p), ke_int(b, BKV));
+    ks_add(b, issue, copy_tile_f32(f, TILE_K, key0, sk, ke_int(b, p), BKV, D, ldq));
+    ks_add(b, issue, copy_tile_f32(f, TILE_V, key0, sv, ke_int(b, p), BKV, DV, ldv));
+    ks_add(b, body, ks_if(b, ke_lt(b, tile_p, t_hi), issue, NULL));
+    ks_add(b, body, ks_cp_commit(b));
+  }
+  kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
+  kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u), *slot = ke_mod(b, u, ke_int(b, S));
+  kstmt *iter = ks_seq(b);
+  ks_add(b, iter, ks_cp_wait(b, (int)S - 2));
+  ks_add(b, iter, ks_barrier(b));   /* tile t landed (and Q); every thread is done with the slot refilled next and with P */
+  {
+    kexpr *next = ke_add(b, t, ke_int(b, S - 1)), *key0 = ke_mul(b, idx_t(f, next), ke_int(b, BKV));
+    kexpr *nslot = ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S));
+    kstmt *issue = ks_seq(b);
+    ks_add(b, issue, copy_tile_f32(f, TILE_K, key0, sk, nslot, BKV, D, ldq));
+    ks_add(b, issue, copy_tile_f32(f, TILE_V, key0, sv, nslot, BKV, DV, ldv));
+    ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
+    ks_add(b, iter, ks_cp_commit(b));
+  }
+  /* scores of the lane's rows and keys, scaled, biased, masked; the rows' new maxima */
+  {
+    kstmt *pass = ks_seq(b);
+    kvar *qv = kvar_new(b, k, "qv", KT_F32, TR, KV_LOCAL), *kv = kvar_new(b, k, "kv", KT_F32, TC, KV_LOCAL);
+    kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL), *d = kvar_new(b, k, "d", KT_I32, 0, KV_LOCAL);
+    kvar *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *c = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
+    ks_add(b, pass, simt_loop(b, i, TR * TC, ks_assign(b, sc, ke_var(b, i), zero)));
+    ks_add(b, pass, ks_decl(b, qv, NULL));
+    ks_add(b, pass, ks_decl(b, kv, NULL));
+    kstmt *step = ks_seq(b);
+    kexpr *qrow = ke_add(b, ke_mul(b, grp, ke_int(b, TR)), ke_var(b, r));
+    ks_add(b, step, simt_loop(b, r, TR, ks_assign(b, qv, ke_var(b, r), ke_elem(b, sq, ke_add(b, ke_mul(b, qrow, ke_int(b, ldq)), ke_var(b, d))))));
+    kexpr *kloc = ke_add(b, ke_mul(b, ke_var(b, c), ke_int(b, SIMT_GROUP)), lane);
+    kexpr *kat = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, slot, ke_int(b, BKV)), kloc), ke_int(b, ldq)), ke_var(b, d));
+    ks_add(b, step, simt_loop(b, c, TC, ks_assign(b, kv, ke_var(b, c), ke_elem(b, sk, kat))));
+    kvar *r2 = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *c2 = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
+    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, r2), ke_int(b, TC)), ke_var(b, c2));
+    kstmt *fma = ks_assign(b, sc, at, ke_bin(b, QIR_FN_ADD, ke_elem(b, sc, at),
+                                              ke_bin(b, QIR_FN_MUL, ke_elem(b, qv, ke_var(b, r2)), ke_elem(b, kv, ke_var(b, c2)), KT_F32), KT_F32));
+    ks_add(b, step, simt_loop(b, r2, TR, simt_loop(b, c2, TC, fma)));
+    ks_add(b, pass, ks_for(b, d, ke_int(b, 0), ke_int(b, D), 1, step));
+    for (int64_t rr = 0; rr < TR; rr++) {
+      ks_add(b, pass, ks_assign(b, mx[rr], NULL, ke_var(b, m[rr])));
+      kvar *c3 = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
+      kexpr *key = ke_add(b, ke_mul(b, t, ke_int(b, BKV)), ke_add(b, ke_mul(b, ke_var(b, c3), ke_int(b, SIMT_GROUP)), lane));
+      kexpr *at3 = ke_add(b, ke_int(b, rr * TC), ke_var(b, c3));
+      kstmt *one = ks_seq(b);
+      ks_add(b, one, ks_assign(b, sc, at3, score_of(f, ke_elem(b, sc, at3), head[rr], pos[rr], valid[rr], key)));
+      ks_add(b, one, ks_assign(b, mx[rr], NULL, ke_bin(b, QIR_FN_MAX, ke_var(b, mx[rr]), ke_elem(b, sc, at3), KT_F32)));
+      ks_add(b, pass, simt_loop(b, c3, TC, one));
+    }
+    ks_add_flat(b, iter, pass);
+    for (int64_t rr = 0; rr < TR; rr++) ks_add(b, iter, ks_warp_reduce(b, mx[rr], QIR_FN_MAX, SIMT_GROUP));
+  }
+  /* the online softmax: rescale; P = exp(S - m) into shared memory; the lane's share of the row sums */
+  {
+    kstmt *pass = ks_seq(b);
+    for (int64_t rr = 0; rr < TR; rr++) {
+      kvar *bv = kvar_new(b, k, "base", KT_F32, 0, KV_LOCAL);
+      ks_add(b, pass, ks_decl(b, bv, ke_select(b, ke_bin(b, QIR_FN_EQ, ke_var(b, mx[rr]), ninf, KT_BOOL), zero, ke_var(b, mx[rr]), KT_F32)));
+      ks_add(b, pass, ks_assign(b, corr[rr], NULL, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_var(b, m[rr]), ke_var(b, bv), KT_F32), KT_F32)));
+      ks_add(b, pass, ks_assign(b, m[rr], NULL, ke_var(b, mx[rr])));
+      ks_add(b, pass, ks_assign(b, l[rr], NULL, ke_bin(b, QIR_FN_MUL, ke_var(b, l[rr]), ke_var(b, corr[rr]), KT_F32)));
+      kvar *c = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL), *pv = kvar_new(b, k, "p", KT_F32, 0, KV_LOCAL);
+      kstmt *one = ks_seq(b);
+      ks_add(b, one, ks_decl(b, pv, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_elem(b, sc, ke_add(b, ke_int(b, rr * TC), ke_var(b, c))),
+                                                                  ke_var(b, bv), KT_F32), KT_F32)));
+      ks_add(b, one, ks_assign(b, l[rr], NULL, ke_bin(b, QIR_FN_ADD, ke_var(b, l[rr]), ke_var(b, pv), KT_F32)));
+      kexpr *pat = ke_add(b, ke_mul(b, rowo[rr], ke_int(b, ldp)), ke_add(b, ke_mul(b, ke_var(b, c), ke_int(b, SIMT_GROUP)), lane));
+      ks_add(b, one, ks_assign(b, sp, pat, ke_var(b, pv)));
+      ks_add(b, pass, simt_loop(b, c, TC, one));
+      kvar *o = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
+      kexpr *oat = ke_add(b, ke_int(b, rr * TO), ke_var(b, o));
+      ks_add(b, pass, simt_loop(b, o, TO, ks_assign(b, oc, oat, ke_bin(b, QIR_FN_MUL, ke_elem(b, oc, oat), ke_var(b, corr[rr]), KT_F32))));
+    }
+    ks_add_flat(b, iter, pass);
+    ks_add(b, iter, ks_barrier(b));   /* P complete */
+  }
+  /* O += P V: the lane's rows, its columns */
+  {
+    kstmt *pass = ks_seq(b);
+    kvar *pv = kvar_new(b, k, "pv", KT_F32, TR, KV_LOCAL), *vv = kvar_new(b, k, "vv", KT_F32, TO, KV_LOCAL);
+    kvar *j = kvar_new(b, k, "j", KT_I32, 0, KV_LOCAL), *r = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *o = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
+    ks_add(b, pass, ks_decl(b, pv, NULL));
+    ks_add(b, pass, ks_decl(b, vv, NULL));
+    kstmt *step = ks_seq(b);
+    kexpr *prow = ke_add(b, ke_mul(b, grp, ke_int(b, TR)), ke_var(b, r));
+    ks_add(b, step, simt_loop(b, r, TR, ks_assign(b, pv, ke_var(b, r), ke_elem(b, sp, ke_add(b, ke_mul(b, prow, ke_int(b, ldp)), ke_var(b, j))))));
+    kexpr *vat = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, slot, ke_int(b, BKV)), ke_var(b, j)), ke_int(b, ldv)),
+                        ke_add(b, ke_mul(b, ke_var(b, o), ke_int(b, SIMT_GROUP)), lane));
+    ks_add(b, step, simt_loop(b, o, TO, ks_assign(b, vv, ke_var(b, o), ke_elem(b, sv, vat))));
+    kvar *r2 = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *o2 = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
+    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, r2), ke_int(b, TO)), ke_var(b, o2));
+    kstmt *fma = ks_assign(b, oc, at, ke_bin(b, QIR_FN_ADD, ke_elem(b, oc, at),
+                                              ke_bin(b, QIR_FN_MUL, ke_elem(b, pv, ke_var(b, r2)), ke_elem(b, vv, ke_var(b, o2)), KT_F32), KT_F32));
+    ks_add(b, step, simt_loop(b, r2, TR, simt_loop(b, o2, TO, fma)));
+    ks_add(b, pass, ks_for(b, j, ke_int(b, 0), ke_int(b, BKV), 1, step));
+    ks_add_flat(b, iter, pass);
+  }
+  kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
+  loop->uniform = true;
+  ks_add(b, body, loop);
+  ks_add(b, body, ks_cp_wait(b, 0));
+  for (int64_t rr = 0; rr < TR; rr++) ks_add(b, body, ks_warp_reduce(b, l[rr], QIR_FN_ADD, SIMT_GROUP));
+  {
+    kstmt *pass = ks_seq(b);
+    for (int64_t rr = 0; rr < TR; rr++) {
+      kvar *o = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
+      kexpr *col = ke_add(b, ke_mul(b, ke_var(b, o), ke_int(b, SIMT_GROUP)), lane);
+      kexpr *oat = ke_add(b, ke_int(b, rr * TO), ke_var(b, o));
+      kstmt *st;
+      if (partial) {
+        kexpr *base = partial_row(f, f->split, ke_add(b, f->r0, idx_t(f, rowo[rr])));
+        st = ks_store(b, 0, ke_add(b, base, idx_t(f, col)), ke_elem(b, oc, oat));
+        kstmt *two = ks_seq(b);
+        ks_add(b, two, ks_store(b, 0, ke_add(b, base, ke_int(b, DV)), ke_var(b, m[rr])));
+        ks_add(b, two, ks_store(b, 0, ke_add(b, base, ke_int(b, DV + 1)), ke_var(b, l[rr])));
+        ks_add(b, pass, ks_if(b, ke_and(b, valid[rr], ke_lt(b, lane, ke_int(b, 1))), two, NULL));
+      } else {
+        kexpr *where = rows_index(f, head[rr], pos[rr], col, s->Hq, s->S, DV);
+        st = ks_store(b, 0, where, ke_bin(b, QIR_FN_DIV, ke_elem(b, oc, oat), ke_var(b, l[rr]), KT_F32));
+      }
+      ks_add(b, pass, ks_if(b, valid[rr], simt_loop(b, o, TO, st), NULL));
+    }
+    ks_add_flat(b, body, pass);
+  }
+  int64_t all_tiles = ceil_div(s->T, BKV), nqt = ceil_div(f->R, BQ), skipped = 0;
+  for (int64_t q0 = 0; q0 < f->R; q0 += BQ)
+    skipped += all_tiles - qir_attention_tiles_needed(s, q0, f->R - q0 < BQ ? f->R - q0 : BQ, BKV);
+  k->summary = qir_sprintf(cg->m,
+                           "flash attention, SIMT %s: %" PRId64 " rows x %" PRId64 " keys per step, %" PRId64 " stages, 16 lanes per %" PRId64
+                           " rows (%" PRId64 " scores, %" PRId64 " outputs each), %" PRId64 " key tiles%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64
+                           " on %" PRId64 " kv heads, %s; grid %" PRId64 " threads %d smem %" PRId64 "B",
+                           qir_dtype_name(s->dtype), BQ, BKV, S, TR, TR * TC, TR * TO, all_tiles, s->causal ? ", causal:" : ",",
+                           skipped * s->B * s->Hkv, s->B * s->Hkv * nqt * all_tiles,
+                           f->splits > 1 ? qir_sprintf(cg->m, "; keys split %" PRId64 " ways", f->splits) : "", s->Hq, s->Hkv,
+                           s->bshd ? "layout bshd" : "layout bhsd", k->grid, k->threads, k->smem_bytes);
   b->index_type = KT_I32;
   return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
 }

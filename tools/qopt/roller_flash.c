@@ -37,8 +37,11 @@
 #define FLASH_SFU_PER_CYCLE 16.0  /* ex2 per SM per cycle (sm_80, sm_90) */
 #define FLASH_ADDR_REGS 48      /* row state (max, sum), addresses, loop counters */
 #define FLASH_MAX_SPLITS 64     /* flash-decoding: blocks sharing one row tile's keys */
+#define FLASH_SIMT_THREADS 128  /* SIMT kernel: 8 groups of 16 lanes, each group some rows */
+#define FLASH_SIMT_EFF 0.5      /* of the f32 FMA peak: operands from shared memory each step */
 
 typedef struct {
+  bool mma;                     /* both contractions on mma.sync; else the SIMT kernel */
   int64_t bq, bkv, warps, stages, splits;
   int64_t smem, regs, blocks, steps, skipped, max_steps;
   double est_us;
@@ -66,10 +69,17 @@ static void walk(const qir_attention_shape *s, flash_plan *f) {
 }
 
 static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_plan *f) {
-  int64_t D = s->D, DV = s->DV, threads = 32 * f->warps;
-  f->smem = (f->bq * D + f->stages * f->bkv * (D + DV)) * 2;
-  /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4, P fragments bkv/16 x 4 */
-  f->regs = f->bkv / 2 + DV / 2 + D / 4 + f->bkv / 4 + FLASH_ADDR_REGS;
+  int64_t D = s->D, DV = s->DV, threads = f->mma ? 32 * f->warps : FLASH_SIMT_THREADS;
+  int64_t tr = f->bq / (FLASH_SIMT_THREADS / 16), tc = f->bkv / 16, to = DV / 16;   /* SIMT: a lane's rows, keys, columns */
+  if (f->mma) {
+    f->smem = (f->bq * D + f->stages * f->bkv * (D + DV)) * 2;
+    /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4, P fragments bkv/16 x 4 */
+    f->regs = f->bkv / 2 + DV / 2 + D / 4 + f->bkv / 4 + FLASH_ADDR_REGS;
+  } else {
+    int64_t ldq = (D + 3) / 4 * 4 + 4, ldv = (DV + 3) / 4 * 4 + 4;   /* lower_attention.c's padded f32 rows */
+    f->smem = (f->bq * ldq + f->stages * f->bkv * (ldq + ldv) + f->bq * (f->bkv + 4)) * 4;
+    f->regs = tr * tc + tr * to + 5 * tr + tc + to + FLASH_ADDR_REGS;
+  }
   if (f->smem > t->smem_per_block || f->regs > t->max_regs_per_thread || threads > t->max_threads_per_block) return false;
   walk(s, f);
   int64_t per_unit = t->max_blocks_per_unit;
@@ -81,13 +91,19 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
   double cu = t->compute_units, clock = t->clock_ghz * 1e3;   /* cycles per us */
   double scores = (double)f->steps * (double)(f->bq * f->bkv);
   double flops = scores * 2.0 * (double)(D + DV);
-  double peak = qir_target_peak(t, s->dtype, true), vec = qir_target_peak(t, QIR_F32, false);
-  double t_mma = flops / (peak * 1e3 * FLASH_MMA_EFF);
+  double vec = qir_target_peak(t, QIR_F32, false);
+  double peak = f->mma ? qir_target_peak(t, s->dtype, true) * FLASH_MMA_EFF : vec * FLASH_SIMT_EFF;
+  double t_mma = flops / (peak * 1e3);
+  int bytes = qir_dtype_size(s->dtype);
   double t_soft = scores / (cu * FLASH_SFU_PER_CYCLE * clock) + scores * FLASH_ALU_OPS / (vec * 1e3);
-  double kv_bytes = (double)f->steps * (double)(f->bkv * (D + DV) * 2);
-  double t_smem = (kv_bytes * (double)f->warps + kv_bytes + (double)f->blocks * (double)(f->bq * D * 2)) / (t->smem_gbs * 1e3);
-  double t_l2 = (kv_bytes + (double)f->blocks * (double)(f->bq * (D + DV) * 2)) / (t->l2_gbs * 1e3);
-  double io = (double)(s->B * s->Hq * s->S * (D + DV) + s->B * s->Hkv * s->T * (D + DV)) * 2;
+  double kv_bytes = (double)f->steps * (double)(f->bkv * (D + DV) * bytes);
+  /* shared reads: mma: each warp's ldmatrix of K and V; SIMT: each lane's operands per step (Q and K
+   * rows, P rows and V columns), f32 */
+  double smem_reads = f->mma ? kv_bytes * (double)f->warps
+                             : (double)f->steps * (double)threads * (double)(D * (tr + tc) + f->bkv * (tr + to)) * 4;
+  double t_smem = (smem_reads + kv_bytes + (double)f->blocks * (double)(f->bq * D * bytes)) / (t->smem_gbs * 1e3);
+  double t_l2 = (kv_bytes + (double)f->blocks * (double)(f->bq * (D + DV) * bytes)) / (t->l2_gbs * 1e3);
+  double io = (double)(s->B * s->Hq * s->S * (D + DV) + s->B * s->Hkv * s->T * (D + DV)) * bytes;
   double t_dram = io / (t->dram_gbs * 1e3);
   /* fewer blocks than units: the idle units' share of the compute is lost,
    * and of the bandwidth too (a unit's loads in flight bound what it pulls) */
@@ -98,7 +114,7 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
   t_dram *= under;
   /* the busiest block alone on its unit: its steps back to back, a barrier and a load latency each
    * (stages - 1 of which the ring hides) */
-  double step_alone = (double)(f->bq * f->bkv) * 2.0 * (double)(D + DV) / (peak / cu * 1e3 * FLASH_MMA_EFF) +
+  double step_alone = (double)(f->bq * f->bkv) * 2.0 * (double)(D + DV) / (peak / cu * 1e3) +
                       (double)(f->bq * f->bkv) * FLASH_ALU_OPS / (vec / cu * 1e3) +
                       (t->barrier_cycles + t->load_latency_cycles / (double)(f->stages > 1 ? f->stages - 1 : 1) / 4) / clock;
   double crit = (double)f->max_steps * step_alone;
@@ -108,7 +124,7 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
     crit += t->launch_us;
   }
   struct { double us; const char *what; } terms[] = {
-      {compute, t_mma >= t_soft ? "tensor cores" : "softmax (exp, f32 ALU)"}, {t_smem, "shared memory"},
+      {compute, t_mma < t_soft ? "softmax (exp, f32 ALU)" : f->mma ? "tensor cores" : "f32 ALU"}, {t_smem, "shared memory"},
       {t_l2, "L2 bandwidth"}, {t_dram, "DRAM bandwidth"}, {crit, "one block's walk (latency)"}};
   f->est_us = 0;
   for (size_t i = 0; i < sizeof terms / sizeof *terms; i++)
@@ -126,19 +142,24 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
   qir_attention_shape s;
   if (!qir_attention_shape_of(op, &s)) return false;
   bool sync_target = t->mma_m == 16 && t->mma_n == 8 && t->mma_k == 16 && !strcmp(t->backend, "cuda");
-  if (!sync_target || (s.dtype != QIR_F16 && s.dtype != QIR_BF16) || qir_target_peak(t, s.dtype, true) <= 0 ||
-      op->operands[1]->type.dtype != s.dtype || op->operands[2]->type.dtype != s.dtype ||
-      op->results[0]->type.dtype != s.dtype || s.D % 16 || s.DV % 16 || s.D > 256 || s.DV > 256 || s.B * s.Hq * s.S == 0 ||
-      s.T == 0)
+  if (op->operands[1]->type.dtype != s.dtype || op->operands[2]->type.dtype != s.dtype || op->results[0]->type.dtype != s.dtype ||
+      !qir_dtype_is_float(s.dtype) || s.dtype == QIR_F64 || qir_dtype_size(s.dtype) < 2 || s.B * s.Hq * s.S == 0 || s.T == 0 ||
+      !t->smem_banks)
     return false;
+  bool mma = sync_target && (s.dtype == QIR_F16 || s.dtype == QIR_BF16) && qir_target_peak(t, s.dtype, true) > 0 && s.D % 16 == 0 &&
+             s.DV % 16 == 0 && s.D <= 256 && s.DV <= 256;
+  if (!mma && s.DV % 16) return false;   /* the SIMT kernel gives each of 16 lanes DV / 16 columns */
   flash_plan best = {0};
   int64_t rows = s.G * s.S;
   for (int64_t warps = 1; warps <= 8; warps *= 2) {
-    if (warps > 1 && 16 * (warps / 2) >= rows) break;   /* no more rows to give the extra warps */
+    /* mma: a warp per 16 rows; SIMT: 8 groups of 16 lanes, 2 .. 8 rows each */
+    int64_t bq = mma ? 16 * warps : FLASH_SIMT_THREADS / 16 * 2 * warps;
+    if (warps > 1 && bq / 2 >= rows) break;   /* no more rows to give the extra warps */
     for (int64_t bkv = 32; bkv <= 128; bkv *= 2)
       for (int64_t stages = 2; stages <= 3; stages++)
         for (int64_t splits = 1; splits <= FLASH_MAX_SPLITS && splits <= cdiv(s.T, bkv); splits *= 2) {
-          flash_plan f = {.bq = 16 * warps, .bkv = bkv, .warps = warps, .stages = stages, .splits = splits};
+          flash_plan f = {.mma = mma, .bq = bq, .bkv = bkv, .warps = warps, .stages = stages, .splits = splits};
+          if (!mma && (warps > 4 || bkv > 64)) continue;   /* SIMT: at most 8 rows and 4 keys a lane */
           if (!flash_eval(&s, t, &f)) continue;
           /* ties (within 1%): fewer splits, then fewer shared bytes */
           if (!best.bq || f.est_us < best.est_us * 0.99 ||
@@ -151,10 +172,10 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
   qir_attr e[13];
   int n = 0;
   e[n++] = (qir_attr){.key = "flash", .val = qir_attr_ints(m, 2, flash)};
-  e[n++] = (qir_attr){.key = "flash_mma", .val = qir_attr_ints(m, 3, shape)};
+  if (best.mma) e[n++] = (qir_attr){.key = "flash_mma", .val = qir_attr_ints(m, 3, shape)};
   e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(best.stages)};
   if (best.splits > 1) e[n++] = (qir_attr){.key = "splits", .val = qir_attr_int(best.splits)};
-  e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(32 * best.warps)};
+  e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(best.mma ? 32 * best.warps : FLASH_SIMT_THREADS)};
   e[n++] = (qir_attr){.key = "grid", .val = qir_attr_ints(m, 1, &best.blocks)};
   e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(best.smem)};
   e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(best.regs)};
