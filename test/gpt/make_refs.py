@@ -13,8 +13,8 @@ run `npm install` there once).  It writes, each as ONNX's test layout
                        prefill_s8's present tensors as the past -> logits, present_*
     refs/decode_p13/   a token and past tensors drawn from the seed -> logits, present_*
     refs/greedy/prompt.txt, tokens.txt
-                       a 5-token prompt and the 8 tokens ONNX Runtime generates
-                       from it greedily (prefill at 5, then decode at past 5..11,
+                       a 5-token prompt and the 16 tokens ONNX Runtime generates
+                       from it greedily (prefill at 5, then decode at past 5..19,
                        each step's present tensors fed back as the next past)
 
 About 60 KB in all.  Inputs come from a fixed RandomState seed, so rerunning
@@ -39,7 +39,7 @@ import gen_gpt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFS = os.path.join(HERE, "refs")
-PROMPT_LEN, NEW_TOKENS = 5, 8
+PROMPT_LEN, NEW_TOKENS = 5, 16
 PAST_NAMES = ["past_%s_%d" % (kv, l) for l in range(gen_gpt.LAYERS) for kv in ("key", "value")]
 
 
