@@ -45,6 +45,7 @@ typedef struct {
   qir_attention_shape s;
   int64_t BQ, BKV, warps, stages, R;      /* R = G * S packed rows per kv head */
   int64_t splits, per_split;              /* the keys' tiles split over `splits` blocks, per_split tiles each */
+  bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
   pipe_tile tq, tk, tv;
   kvar *sq, *sk, *sv;
   kexpr *bb, *kvh, *r0;                   /* block: batch, kv head, first packed row */
@@ -363,8 +364,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add(b, init, unrolled(b, i, NO * 4, ks_assign(b, oacc, ke_var(b, i), zero), false));
     ks_add_flat(b, body, init);
     ks_add(b, body, copy_tile(f, TILE_Q, NULL, ke_int(b, 0)));
-    ks_add(b, body, ks_cp_commit(b));
-    ks_add(b, body, ks_cp_wait(b, 0));
+    if (f->async) ks_add(b, body, ks_cp_commit(b));
+    if (f->async) ks_add(b, body, ks_cp_wait(b, 0));
     ks_add(b, body, ks_barrier(b));
     kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
     kstmt *one = ldmatrix16(f, qa, ke_mul(b, ke_var(b, kk), ke_int(b, 4)), &f->tq, f->sq, ke_int(b, 0),
@@ -379,14 +380,14 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     for (int kind = TILE_K; kind <= TILE_V; kind++)
       ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, tile_p), ke_int(b, BKV)), ke_int(b, p)));
     ks_add(b, body, ks_if(b, ke_lt(b, tile_p, t_hi), issue, NULL));
-    ks_add(b, body, ks_cp_commit(b));
+    if (f->async) ks_add(b, body, ks_cp_commit(b));
   }
 
   /* step u walks tile t = t_lo + u from slot u % S */
   kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
   kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
   kstmt *iter = ks_seq(b);
-  ks_add(b, iter, ks_cp_wait(b, (int)S - 2));
+  if (f->async) ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
   ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
   {
     kexpr *next = ke_add(b, t, ke_int(b, S - 1));
@@ -395,7 +396,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
       ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, BKV)),
                                  ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))));
     ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
-    ks_add(b, iter, ks_cp_commit(b));
+    if (f->async) ks_add(b, iter, ks_cp_commit(b));
   }
   kexpr *slot = ke_mod(b, u, ke_int(b, S));
 
@@ -493,7 +494,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
-  ks_add(b, body, ks_cp_wait(b, 0));
+  if (f->async) ks_add(b, body, ks_cp_wait(b, 0));
 
   /* y = O / l: the row sums over the quad, then each lane's values */
   for (int r = 0; r < 2; r++) ks_add(b, body, ks_warp_reduce(b, l[r], QIR_FN_ADD, 4));
@@ -585,7 +586,7 @@ static kstmt *copy_rows_f32(flash *f, tile_kind kind, kexpr *key0, kvar *smem, k
 static kstmt *copy_tile_f32(flash *f, tile_kind kind, kexpr *key0, kvar *smem, kexpr *slot, int64_t outer, int64_t inner, int64_t ld) {
   kbuilder *b = f->b;
   kstmt *direct = copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, false);
-  if (f->s.dtype != QIR_F32 || inner % 4) return direct;
+  if (!f->async || f->s.dtype != QIR_F32 || inner % 4) return direct;
   kexpr *aligned = ke_and(b, ke_aligned16(b, 1), ke_and(b, ke_aligned16(b, 2), ke_aligned16(b, 3)));
   return ks_if(b, aligned, copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, true), direct);
 }
@@ -601,14 +602,17 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
   int64_t groups = threads / SIMT_GROUP;
   if (threads < SIMT_GROUP || threads % cg->warp || threads > 1024 || f->BQ % groups || f->BQ / groups > SIMT_MAX_ROWS)
     return fail(cg, op, "SIMT: threads must be whole warps, rows a multiple of threads / 16, at most 16 rows a lane");
-  if (s->DV % SIMT_GROUP) return fail(cg, op, "SIMT: the value head size must be a multiple of 16");
   if (op->operands[1]->type.dtype != s->dtype || op->operands[2]->type.dtype != s->dtype || !qir_dtype_is_float(s->dtype))
     return fail(cg, op, "q, k and v must be floats of one type");
   lower_env env;
   kkernel *k = new_kernel(cg, op, partial, f, threads, &env);
   kbuilder *b = f->b;
+  tile_plan tp = {0};
+  simt_target_of(&env, &qir_op_attr(op, "tile")->val, &tp);
+  f->async = tp.simt_async;
   int64_t D = s->D, DV = s->DV, S = f->stages, BKV = f->BKV, BQ = f->BQ;
-  int64_t TR = BQ / groups, TC = BKV / SIMT_GROUP, TO = DV / SIMT_GROUP;
+  int64_t TR = BQ / groups, TC = BKV / SIMT_GROUP, TO = ceil_div(DV, SIMT_GROUP);
+  /* a lane's last column may pass DV (DV not a multiple of 16): it reads 0 and stores nothing */
   int64_t ldq = (D + 3) / 4 * 4 + 4, ldv = (DV + 3) / 4 * 4 + 4, ldp = BKV + 4;
   kvar *sq = kvar_new(b, k, "sq", KT_F32, BQ * ldq, KV_SHARED);
   kvar *sk = kvar_new(b, k, "sk", KT_F32, S * BKV * ldq, KV_SHARED);
@@ -654,12 +658,12 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
     ks_add(b, issue, copy_tile_f32(f, TILE_K, key0, sk, ke_int(b, p), BKV, D, ldq));
     ks_add(b, issue, copy_tile_f32(f, TILE_V, key0, sv, ke_int(b, p), BKV, DV, ldv));
     ks_add(b, body, ks_if(b, ke_lt(b, tile_p, t_hi), issue, NULL));
-    ks_add(b, body, ks_cp_commit(b));
+    if (f->async) ks_add(b, body, ks_cp_commit(b));
   }
   kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
   kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u), *slot = ke_mod(b, u, ke_int(b, S));
   kstmt *iter = ks_seq(b);
-  ks_add(b, iter, ks_cp_wait(b, (int)S - 2));
+  if (f->async) ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
   ks_add(b, iter, ks_barrier(b));   /* tile t landed (and Q); every thread is done with the slot refilled next and with P */
   {
     kexpr *next = ke_add(b, t, ke_int(b, S - 1)), *key0 = ke_mul(b, idx_t(f, next), ke_int(b, BKV));
@@ -668,7 +672,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
     ks_add(b, issue, copy_tile_f32(f, TILE_K, key0, sk, nslot, BKV, D, ldq));
     ks_add(b, issue, copy_tile_f32(f, TILE_V, key0, sv, nslot, BKV, DV, ldv));
     ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
-    ks_add(b, iter, ks_cp_commit(b));
+    if (f->async) ks_add(b, iter, ks_cp_commit(b));
   }
   /* scores of the lane's rows and keys, scaled, biased, masked; the rows' new maxima */
   {
@@ -740,7 +744,10 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
     ks_add(b, step, simt_loop(b, r, TR, ks_assign(b, pv, ke_var(b, r), ke_elem(b, sp, ke_add(b, ke_mul(b, prow, ke_int(b, ldp)), ke_var(b, j))))));
     kexpr *vat = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, slot, ke_int(b, BKV)), ke_var(b, j)), ke_int(b, ldv)),
                         ke_add(b, ke_mul(b, ke_var(b, o), ke_int(b, SIMT_GROUP)), lane));
-    ks_add(b, step, simt_loop(b, o, TO, ks_assign(b, vv, ke_var(b, o), ke_elem(b, sv, vat))));
+    kexpr *vval = ke_elem(b, sv, vat);
+    if (DV % SIMT_GROUP)
+      vval = ke_select(b, ke_lt(b, ke_add(b, ke_mul(b, ke_var(b, o), ke_int(b, SIMT_GROUP)), lane), ke_int(b, DV)), vval, zero, KT_F32);
+    ks_add(b, step, simt_loop(b, o, TO, ks_assign(b, vv, ke_var(b, o), vval)));
     kvar *r2 = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *o2 = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
     kexpr *at = ke_add(b, ke_mul(b, ke_var(b, r2), ke_int(b, TO)), ke_var(b, o2));
     kstmt *fma = ks_assign(b, oc, at, ke_bin(b, QIR_FN_ADD, ke_elem(b, oc, at),
@@ -752,7 +759,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
   kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
-  ks_add(b, body, ks_cp_wait(b, 0));
+  if (f->async) ks_add(b, body, ks_cp_wait(b, 0));
   for (int64_t rr = 0; rr < TR; rr++) ks_add(b, body, ks_warp_reduce(b, l[rr], QIR_FN_ADD, SIMT_GROUP));
   {
     kstmt *pass = ks_seq(b);
@@ -772,6 +779,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
         kexpr *where = rows_index(f, head[rr], pos[rr], col, s->Hq, s->S, DV);
         st = ks_store(b, 0, where, ke_bin(b, QIR_FN_DIV, ke_elem(b, oc, oat), ke_var(b, l[rr]), KT_F32));
       }
+      if (DV % SIMT_GROUP) st = ks_if(b, ke_lt(b, col, ke_int(b, DV)), st, NULL);
       ks_add(b, pass, ks_if(b, valid[rr], simt_loop(b, o, TO, st), NULL));
     }
     ks_add_flat(b, body, pass);

@@ -70,7 +70,7 @@ static void walk(const qir_attention_shape *s, flash_plan *f) {
 
 static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_plan *f) {
   int64_t D = s->D, DV = s->DV, threads = f->mma ? 32 * f->warps : FLASH_SIMT_THREADS;
-  int64_t tr = f->bq / (FLASH_SIMT_THREADS / 16), tc = f->bkv / 16, to = DV / 16;   /* SIMT: a lane's rows, keys, columns */
+  int64_t tr = f->bq / (FLASH_SIMT_THREADS / 16), tc = f->bkv / 16, to = cdiv(DV, 16);   /* SIMT: a lane's rows, keys, columns */
   if (f->mma) {
     f->smem = (f->bq * D + f->stages * f->bkv * (D + DV)) * 2;
     /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4, P fragments bkv/16 x 4 */
@@ -148,7 +148,6 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
     return false;
   bool mma = sync_target && (s.dtype == QIR_F16 || s.dtype == QIR_BF16) && qir_target_peak(t, s.dtype, true) > 0 && s.D % 16 == 0 &&
              s.DV % 16 == 0 && s.D <= 256 && s.DV <= 256;
-  if (!mma && s.DV % 16) return false;   /* the SIMT kernel gives each of 16 lanes DV / 16 columns */
   flash_plan best = {0};
   int64_t rows = s.G * s.S;
   for (int64_t warps = 1; warps <= 8; warps *= 2) {
