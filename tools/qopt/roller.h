@@ -2,6 +2,8 @@
 #ifndef QOPT_ROLLER_H
 #define QOPT_ROLLER_H
 
+#include <stdio.h>
+
 #include "qir.h"
 #include "target.h"
 
@@ -35,6 +37,10 @@ bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
  * `attention` op where the target and the op's types allow one; false (the
  * op untouched) otherwise. */
 bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, roller_stats *st);
+/* One line on `out` saying what an attention op became (the -stats report):
+ * its flash plan (tiles, stages, grouped heads, causal skip, key splits,
+ * modelled time) or that it has none.  Nothing for other ops. */
+void roller_flash_report(FILE *out, const qir_op *op);
 
 /* The options -roller-topk, -roller-mma, -roller-split and -matmul-precision give (what -roller
  * plans with; -welder plans the ops it creates the same way).  False after an

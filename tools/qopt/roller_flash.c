@@ -187,3 +187,26 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
   if (st) st->planned++;
   return true;
 }
+
+void roller_flash_report(FILE *out, const qir_op *op) {
+  qir_attention_shape s;
+  if (!qir_attention_shape_of(op, &s)) return;
+  const char *name = op->results[0]->name ? op->results[0]->name : "?";
+  if (!qir_attention_flash_planned(op)) {
+    fprintf(out, "attention %%%s: no flash plan (-roller offers one for f16/bf16 on mma.sync targets, for other floats on "
+                 "SIMT): its compute chain, a kernel per stage\n", name);
+    return;
+  }
+  const qir_attr_val *d = &qir_op_attr(op, "tile")->val, *fl = qir_attr_dict_get(d, "flash");
+  const qir_attr_val *skip = qir_attr_dict_get(d, "skipped_tiles"), *est = qir_attr_dict_get(d, "est_us");
+  const qir_attr_val *stages = qir_attr_dict_get(d, "stages");
+  int64_t splits = qir_attention_flash_splits(op);
+  fprintf(out, "attention %%%s: one flash kernel%s, %lld query rows x %lld keys per step on %s, %lld stages",
+          name, splits > 1 ? " and a combining one" : "", (long long)fl->items[0].i, (long long)fl->items[1].i,
+          qir_attr_dict_get(d, "flash_mma") ? "mma.sync" : "the SIMT cores", stages ? (long long)stages->i : 0LL);
+  if (s.G > 1) fprintf(out, ", %lld query heads per kv head", (long long)s.G);
+  if (s.causal && skip) fprintf(out, ", causal: %lld key tiles skipped", (long long)skip->i);
+  if (splits > 1) fprintf(out, ", keys split %lld ways", (long long)splits);
+  if (est && est->kind == QIR_ATTR_FLOAT) fprintf(out, ", modelled %.3g us", est->f);
+  fputc('\n', out);
+}

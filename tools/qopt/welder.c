@@ -1922,6 +1922,14 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static bool report_attention(qir_op *op, void *out) {
+  if (op->code == QIR_OP_ATTENTION) {
+    fputs("welder: ", out);
+    roller_flash_report(out, op);
+  }
+  return true;
+}
+
 bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   double t0 = now_ms();
   qir_target from_file;
@@ -1962,6 +1970,7 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
     qir_walk(m->body, count_casts, &casts);
     if (casts.folded + casts.alone)
       fprintf(stderr, "welder: casts folded into kernels %d, kernels of their own %d\n", casts.folded, casts.alone);
+    qir_walk(m->body, report_attention, stderr);
   }
   return true;
 }

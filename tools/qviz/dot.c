@@ -212,7 +212,8 @@ static const qir_attr_val *dict_list(const qir_attr_val *d, const char *key) {
 }
 
 qviz_tile tile_of(const qir_op *op) {
-  qviz_tile t = {.threads = -1, .smem_pad = -1, .vec = -1, .smem = -1, .regs = -1, .rsplit = -1, .est_us = -1};
+  qviz_tile t = {.threads = -1, .smem_pad = -1, .vec = -1, .smem = -1, .regs = -1, .rsplit = -1, .est_us = -1,
+                 .stages = -1, .splits = -1, .skipped_tiles = -1};
   qir_attr *a = qir_op_attr(op, "tile");
   if (!a || a->val.kind != QIR_ATTR_DICT) return t;
   const qir_attr_val *d = &a->val;
@@ -229,6 +230,11 @@ qviz_tile tile_of(const qir_op *op) {
   t.rsplit = dict_int(d, "rsplit");
   t.mma = dict_list(d, "mma");
   t.mma_axes = dict_list(d, "mma_axes");
+  t.flash = dict_list(d, "flash");
+  t.flash_mma = dict_list(d, "flash_mma");
+  t.stages = dict_int(d, "stages");
+  t.splits = dict_int(d, "splits");
+  t.skipped_tiles = dict_int(d, "skipped_tiles");
   const qir_attr_val *e = qir_attr_dict_get(d, "est_us");
   if (e && e->kind == QIR_ATTR_FLOAT) t.est_us = e->f;
   else if (e && e->kind == QIR_ATTR_INT) t.est_us = (double)e->i;
@@ -241,9 +247,13 @@ void fmt_tile_summary(qviz_buf *b, const qviz_tile *t) {
   if (!t->present) return;
   const char *sep = "";
   if (t->block) { buf_puts(b, "blk "); fmt_dims(b, t->block); sep = " "; }
+  if (t->flash) {
+    buf_puts(b, "flash "); fmt_dims(b, t->flash); sep = " ";
+    if (t->splits > 1) buf_printf(b, " split %lld", (long long)t->splits);
+  }
   if (t->thread) { buf_printf(b, "%sthr ", sep); fmt_dims(b, t->thread); sep = " "; }
   if (t->grid) { buf_printf(b, "%sgrid ", sep); fmt_dims(b, t->grid); sep = " "; }
-  if (t->mma) { buf_printf(b, "%smma", sep); sep = " "; }
+  if (t->mma || t->flash_mma) { buf_printf(b, "%smma", sep); sep = " "; }
   if (t->rsplit > 1) { buf_printf(b, "%srsplit %lld", sep, (long long)t->rsplit); sep = " "; }
   if (t->est_us >= 0) buf_printf(b, "%s%.3gus", sep, t->est_us);
 }

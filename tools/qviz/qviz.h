@@ -41,6 +41,9 @@ typedef struct {
   bool present;
   const qir_attr_val *block, *thread, *rstep, *grid;   /* lists, or NULL */
   const qir_attr_val *mma, *mma_axes;                  /* matrix-unit shape and axes, or NULL */
+  const qir_attr_val *flash, *flash_mma;               /* a flash-attention plan: [rows, keys per step];
+                                                        * its mma.sync shape (NULL: SIMT) */
+  int64_t stages, splits, skipped_tiles;               /* -1 when absent */
   int64_t threads, smem_pad, vec, smem, regs, rsplit;  /* -1 when absent */
   double est_us;                                       /* < 0 when absent */
   const char *target;

@@ -128,6 +128,15 @@ static void emit_table(FILE *out, int index, const tile_entry *e, double total, 
   if (!t->present) {
     fputs("<TR><TD COLSPAN=\"2\"><I>no tile plan (qopt -roller writes one)</I></TD></TR>", out);
   } else {
+    if (t->flash) {               /* one fused attention kernel: rows x keys per step, causal skip, key splits */
+      buf_clear(&b);
+      fmt_dims(&b, t->flash);
+      buf_printf(&b, " (query rows x keys per step)%s", t->flash_mma ? ", mma.sync" : ", SIMT");
+      row(out, "flash attention", b.s);
+      row_int(out, &b, "stages", t->stages, "");
+      row_int(out, &b, "key splits", t->splits > 0 ? t->splits : 1, "");
+      row_int(out, &b, "key tiles skipped", t->skipped_tiles, "");
+    }
     row_dims(out, &b, "block (smem)", t->block);
     row_dims(out, &b, "thread (regs)", t->thread);
     row_dims(out, &b, "rstep", t->rstep);
