@@ -310,6 +310,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   if (s->D % 16 || s->DV % 16 || s->D > 256 || s->DV > 256) return fail(cg, op, "head sizes must be multiples of 16 up to 256");
   if (cg->warp != W || cg->backend == CG_HIP)
     return fail(cg, op, "it needs mma.sync (CUDA, or C with 32-lane warps); plan HIP targets without it");
+  f->async = true;   /* mma.sync targets have cp.async */
   lower_env env;
   kkernel *k = new_kernel(cg, op, partial, f, threads, &env);
   kbuilder *b = f->b;
