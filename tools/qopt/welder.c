@@ -1922,6 +1922,7 @@ static double now_ms(void) {
 
 bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   double t0 = now_ms();
+  if (!qopt_match_attention(ctx, m, "welder")) return false;
   qir_target from_file;
   const qir_target *t = qopt_target(ctx, &from_file);
   if (!t) return false;
