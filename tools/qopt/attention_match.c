@@ -489,6 +489,7 @@ static void match_region(matcher *mt, qir_region *r) {
 }
 
 bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who) {
+  if (qopt_option_bool(ctx, "keep-attention-chains")) return true;
   qopt_attention_stats st = {0, 0, 0};
   matcher mt = {m, {0}, &st};
   qir_diag_init_quiet(&mt.quiet);
