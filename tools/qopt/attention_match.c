@@ -377,6 +377,8 @@ static qir_op *rewrite(matcher *mt, chain *ch) {
               is_perm(pq.perm, 4, TO_BSHD) && is_perm(pk.perm, 4, KT_FROM_BSHD) && is_perm(pv.perm, 4, TO_BSHD) &&
               pv.scale == 1;
   if (!bshd) pv.src = ch->vx, pv.scale = 1; /* v keeps what the chain reads */
+  double scale = ch->scale * pq.scale * pk.scale;
+  if (!isfinite(scale)) return NULL; /* (a division by zero): nothing changed yet */
   /* the causal mask and the bias */
   bool causal = false;
   qir_value *bias = NULL;
@@ -417,7 +419,7 @@ static qir_op *rewrite(matcher *mt, chain *ch) {
   qir_type rt = *yt;
   if (bshd) rt.dims[1] = yt->dims[2], rt.dims[2] = yt->dims[1];
   qir_op *att = qir_op_new(mt->m, QIR_OP_ATTENTION, 4, ops, 1, &rt, ch->pv_mm->loc);
-  qir_op_set_attr(mt->m, att, "scale", qir_attr_float(ch->scale * pq.scale * pk.scale), false);
+  qir_op_set_attr(mt->m, att, "scale", qir_attr_float(scale), false);
   if (causal) qir_op_set_attr(mt->m, att, "causal", qir_attr_int(1), false);
   if (bshd) qir_op_set_attr(mt->m, att, "layout", qir_attr_word(mt->m, "bshd"), false);
   qir_op_insert_before(at, att);
