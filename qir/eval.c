@@ -855,11 +855,17 @@ static bool eval_softmax(ev *e, const qir_tensor *x, qir_tensor *r) {
 }
 
 /* attention: per (batch, query head, query), the scores over the keys, their
- * softmax and the weighted sum of values, in double. */
+ * softmax and the weighted sum of values, in double.  Layout bshd swaps the
+ * head and sequence axes of q, k, v and y; causal hides key j from query i
+ * unless j <= i + (T - S). */
 static bool eval_attention(ev *e, const qir_tensor *q, const qir_tensor *k, const qir_tensor *v, const qir_tensor *b,
                            qir_tensor *r) {
   const int64_t *qd = q->type.dims, *kd = k->type.dims, *vd = v->type.dims;
-  int64_t B = qd[0], H = qd[1], S = qd[2], D = qd[3], Hkv = kd[1], T = kd[2], Dv = vd[3], G = H / Hkv;
+  bool bshd = qir_attention_bshd(e->op), causal = attr_int(e, "causal", 0) != 0;
+  int h_ax = bshd ? 2 : 1, s_ax = bshd ? 1 : 2;
+  int64_t B = qd[0], H = qd[h_ax], S = qd[s_ax], D = qd[3], Hkv = kd[h_ax], T = kd[s_ax], Dv = vd[3], G = H / Hkv;
+  /* element strides of the head and sequence axes of q/y (per D or Dv) and k/v */
+  int64_t qh = bshd ? 1 : S, qs = bshd ? H : 1, kh = bshd ? 1 : T, ks = bshd ? Hkv : 1;
   double scale = attr_f(e, "scale", 1), cap = attr_f(e, "softcap", 0), root = sqrt(fabs(scale));
   /* the bias's strides over [B, H, S, T] (0 where it broadcasts) */
   int64_t bs[4] = {0, 0, 0, 0}, st = 1;
@@ -874,23 +880,25 @@ static bool eval_attention(ev *e, const qir_tensor *q, const qir_tensor *k, cons
     for (int64_t bb = 0; bb < B; bb++)
       for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < S; i++) {
-          const double *qr = qv + ((bb * H + h) * S + i) * D;
+          int64_t qrow = bb * H * S + h * qh + i * qs;
+          const double *qr = qv + qrow * D;
           double mx = -INFINITY, sum = 0;
           for (int64_t j = 0; j < T; j++) {
-            const double *kr = kv + ((bb * Hkv + h / G) * T + j) * D;
+            const double *kr = kv + (bb * Hkv * T + (h / G) * kh + j * ks) * D;
             double dot = 0;
             for (int64_t d = 0; d < D; d++) dot += qr[d] * root * (kr[d] * root); /* as ONNX: Q·√scale times K·√scale */
             if (scale < 0) dot = -dot;
             if (cap > 0) dot = cap * tanh(dot / cap);
+            if (causal && j > i + (T - S)) dot = -INFINITY;
             s[j] = dot + bv[bb * bs[0] + h * bs[1] + i * bs[2] + j * bs[3]];
             mx = fmax(mx, s[j]);
           }
           for (int64_t j = 0; j < T; j++) sum += exp(s[j] - mx);
-          double *yr = y + ((bb * H + h) * S + i) * Dv;
+          double *yr = y + qrow * Dv;
           for (int64_t d = 0; d < Dv; d++) yr[d] = 0;
           for (int64_t j = 0; j < T; j++) {
             double p = exp(s[j] - mx) / sum;
-            const double *vr = vv + ((bb * Hkv + h / G) * T + j) * Dv;
+            const double *vr = vv + (bb * Hkv * T + (h / G) * kh + j * ks) * Dv;
             for (int64_t d = 0; d < Dv; d++) yr[d] += p * vr[d];
           }
         }

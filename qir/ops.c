@@ -687,14 +687,35 @@ static bool rule_bitcast(rule_ctx *c) {
   return true;
 }
 
+bool qir_attention_bshd(const qir_op *op) { return strcmp(qir_op_attr_str(op, "layout", "bhsd"), "bshd") == 0; }
+
+/* q, k, v and the result are [B,H,S,D] (layout bhsd) or [B,S,H,D] (bshd); the
+ * checks read them as bhsd, the result is written back in the layout. */
+static qir_type attention_bhsd(const qir_type *t, bool bshd) {
+  qir_type r = *t;
+  if (bshd && t->rank == 4) r.dims[1] = t->dims[2], r.dims[2] = t->dims[1];
+  return r;
+}
+
 static bool rule_attention(rule_ctx *c) {
-  const qir_type *q = operand_type(c, 0), *k = operand_type(c, 1), *v = operand_type(c, 2), *b = operand_type(c, 3);
+  const char *layout = qir_op_attr_str(c->op, "layout", "bhsd");
+  if (strcmp(layout, "bhsd") && strcmp(layout, "bshd")) return fail(c, "layout must be bhsd or bshd, not '%s'", layout);
+  bool bshd = !strcmp(layout, "bshd");
+  int64_t causal = qir_op_attr_int(c->op, "causal", 0);
+  if (causal != 0 && causal != 1) return fail(c, "causal must be 0 or 1, not %lld", (long long)causal);
+  const qir_type *b = operand_type(c, 3);
+  qir_type qt = attention_bhsd(operand_type(c, 0), bshd), kt = attention_bhsd(operand_type(c, 1), bshd),
+           vt = attention_bhsd(operand_type(c, 2), bshd);
+  const qir_type *q = &qt, *k = &kt, *v = &vt;
   if (!require_class(c, 0, DT_FLOAT) || !same_dtype(c, 0, 1) || !same_dtype(c, 0, 2) || !same_dtype(c, 0, 3)) return false;
   if (q->rank != 4 || k->rank != 4 || v->rank != 4)
-    return fail(c, "q, k and v must be 4-D [batch, heads, seq, head_size], not %s, %s and %s", tstr(q).s, tstr(k).s, tstr(v).s);
-  if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0]) return fail(c, "batch sizes differ: %s, %s and %s", tstr(q).s, tstr(k).s, tstr(v).s);
-  if (k->dims[3] != q->dims[3]) return fail(c, "q and k head sizes differ: %s and %s", tstr(q).s, tstr(k).s);
-  if (v->dims[1] != k->dims[1] || v->dims[2] != k->dims[2]) return fail(c, "k and v heads or lengths differ: %s and %s", tstr(k).s, tstr(v).s);
+    return fail(c, "q, k and v must be 4-D [batch, %s], not %s, %s and %s", bshd ? "seq, heads, head_size" : "heads, seq, head_size",
+                tstr(operand_type(c, 0)).s, tstr(operand_type(c, 1)).s, tstr(operand_type(c, 2)).s);
+  if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0]) return fail(c, "batch sizes differ: %s, %s and %s", tstr(operand_type(c, 0)).s, tstr(operand_type(c, 1)).s,
+                tstr(operand_type(c, 2)).s);
+  if (k->dims[3] != q->dims[3]) return fail(c, "q and k head sizes differ: %s and %s", tstr(operand_type(c, 0)).s, tstr(operand_type(c, 1)).s);
+  if (v->dims[1] != k->dims[1] || v->dims[2] != k->dims[2])
+    return fail(c, "k and v heads or lengths differ: %s and %s", tstr(operand_type(c, 1)).s, tstr(operand_type(c, 2)).s);
   if (k->dims[1] <= 0 || q->dims[1] % k->dims[1])
     return fail(c, "q heads (%lld) must be a multiple of kv heads (%lld)", (long long)q->dims[1], (long long)k->dims[1]);
   qir_type scores = *q;
@@ -710,7 +731,7 @@ static bool rule_attention(rule_ctx *c) {
   if (!(softcap >= 0)) return fail(c, "softcap must be >= 0 (0: none), not %g", softcap);
   qir_type t = *q;
   t.dims[3] = v->dims[3];
-  c->out[0] = t;
+  c->out[0] = attention_bhsd(&t, bshd);
   return true;
 }
 

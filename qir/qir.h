@@ -478,6 +478,11 @@ bool qir_opcode_from_name(const char *s, size_t len, qir_opcode *out);
  * already set instead.  out has room for op->n_results types. */
 bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d);
 
+/* An attention op's layout attribute: false for "bhsd" (the default; q
+ * [B,H,S,D]), true for "bshd" (q [B,S,H,D], as k, v and the result).  The
+ * verifier rejects other words; they read as bhsd here. */
+bool qir_attention_bshd(const qir_op *op);
+
 /* Builds the tensor-expression definition of a named op as a new `compute` op
  * computing the same results (not inserted).  NULL if the op has no single
  * compute form (control flow, multi-result ops, data-dependent ops). */

@@ -1355,19 +1355,27 @@ static int expand_grid_sample(chain *c) {
   return push(c, make_compute(t, 2, ops2, result_type(t), val, taps1 == 1 ? QIR_REDUCE_NONE : QIR_REDUCE_SUM)) ? c->n : 0;
 }
 
-/* attention: scores (a contraction over the head size), logits (softcap and
- * bias; skipped when neither), their max and sum of exp over the keys, and the
- * output (the normalised exp weighting the values, a contraction over the
- * keys).  Query head h reads kv head h / G. */
+/* attention: scores (a contraction over the head size), logits (softcap,
+ * causal mask and bias; skipped when none), their max and sum of exp over the
+ * keys, and the output (the normalised exp weighting the values, a
+ * contraction over the keys).  Query head h reads kv head h / G.  The stages
+ * are [B,H,S,T] in either layout; q, k, v and y are read and written in the
+ * op's (bshd swaps the head and sequence axes). */
 static qir_expr *at4(te *t, int operand, qir_expr *a, qir_expr *b, qir_expr *c_, qir_expr *d) {
   qir_expr *idx[4] = {a, b, c_, d};
   return access(t, operand, 4, idx);
 }
+/* operand (batch, head, seq, last) in the op's layout */
+static qir_expr *at_bhsd(te *t, int operand, bool bshd, qir_expr *b, qir_expr *h, qir_expr *s, qir_expr *d) {
+  return bshd ? at4(t, operand, b, s, h, d) : at4(t, operand, b, h, s, d);
+}
 static int expand_attention(chain *c) {
   te *t = &c->t;
   const qir_op *op = t->op;
+  bool bshd = qir_attention_bshd(op), causal = qir_op_attr_int(op, "causal", 0) != 0;
+  int h_ax = bshd ? 2 : 1, s_ax = bshd ? 1 : 2;
   const qir_type *q = operand_type(t, 0), *k = operand_type(t, 1), *bias = operand_type(t, 3);
-  int64_t B = q->dims[0], H = q->dims[1], S = q->dims[2], D = q->dims[3], T = k->dims[2], G = H / k->dims[1];
+  int64_t B = q->dims[0], H = q->dims[h_ax], S = q->dims[s_ax], D = q->dims[3], T = k->dims[s_ax], G = H / k->dims[h_ax];
   double scale = attr_f(t, "scale", 1), cap = attr_f(t, "softcap", 0), root = sqrt(fabs(scale));
   qir_dtype sd = stage_dtype(q->dtype);
   qir_type st = qir_type_make(sd, 4, (int64_t[4]){B, H, S, T}), row = qir_type_make(sd, 4, (int64_t[4]){B, H, S, 1});
@@ -1375,22 +1383,27 @@ static int expand_attention(chain *c) {
   /* scores: sum_r (q·√scale)(k·√scale), as ONNX scales both */
   set_axes(t, &st);
   int r = add_red(t, D);
-  qir_expr *dot = mul(t, mul(t, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), flit(t, root)),
-                      mul(t, at4(t, 1, var(t, 0), kvh, var(t, 3), var(t, r)), flit(t, root)));
+  qir_expr *dot = mul(t, mul(t, at_bhsd(t, 0, bshd, var(t, 0), var(t, 1), var(t, 2), var(t, r)), flit(t, root)),
+                      mul(t, at_bhsd(t, 1, bshd, var(t, 0), kvh, var(t, 3), var(t, r)), flit(t, root)));
   if (scale < 0) dot = un(t, QIR_FN_NEG, dot);
   qir_value *qk_ops[2] = {op->operands[0], op->operands[1]};
   qir_value *logits = push(c, make_compute(t, 2, qk_ops, &st, dot, QIR_REDUCE_SUM));
   if (!logits) return 0;
-  if (cap > 0 || !is_zero_const(t, op->operands[3])) {
+  bool has_bias = !is_zero_const(t, op->operands[3]);
+  if (cap > 0 || causal || has_bias) {
     set_axes(t, &st);
     qir_expr *l = at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, 3));
     if (cap > 0) l = mul(t, flit(t, cap), un(t, QIR_FN_TANH, dv(t, l, flit(t, cap))));
-    qir_expr *bi[4];
-    for (int a = 0, off = 4 - bias->rank; a < bias->rank; a++)
-      bi[a] = bias->dims[a] == 1 && st.dims[a + off] != 1 ? lit(t, 0) : var(t, a + off);
-    l = add(t, l, access(t, 1, bias->rank, bi));
+    /* key j hidden from query i when j > i + (T - S) */
+    if (causal) l = sel(t, bin(t, QIR_FN_LE, var(t, 3), iadd(t, var(t, 2), T - S)), l, flit(t, -INFINITY));
+    if (has_bias) {
+      qir_expr *bi[4];
+      for (int a = 0, off = 4 - bias->rank; a < bias->rank; a++)
+        bi[a] = bias->dims[a] == 1 && st.dims[a + off] != 1 ? lit(t, 0) : var(t, a + off);
+      l = add(t, l, access(t, 1, bias->rank, bi));
+    }
     qir_value *l_ops[2] = {logits, op->operands[3]};
-    logits = push(c, make_compute(t, 2, l_ops, &st, l, QIR_REDUCE_NONE));
+    logits = push(c, make_compute(t, has_bias ? 2 : 1, l_ops, &st, l, QIR_REDUCE_NONE));
     if (!logits) return 0;
   }
   /* the row max and the sum of exp over the keys */
@@ -1404,14 +1417,15 @@ static int expand_attention(chain *c) {
   qir_expr *e = un(t, QIR_FN_EXP, sub(t, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), at4(t, 1, var(t, 0), var(t, 1), var(t, 2), lit(t, 0))));
   qir_value *z = push(c, make_compute(t, 2, z_ops, &row, e, QIR_REDUCE_SUM));
   if (!z) return 0;
-  /* y = sum_r exp(l - max) / sum · v[.., kv head, r, i3] */
+  /* y = sum_r exp(l - max) / sum · v[.., kv head, r, i3]; y's axes are in the op's layout */
   set_axes(t, result_type(t));
   r = add_red(t, T);
   qir_value *y_ops[4] = {logits, mx, z, op->operands[2]};
-  qir_expr *p = dv(t, un(t, QIR_FN_EXP, sub(t, at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, r)), at4(t, 1, var(t, 0), var(t, 1), var(t, 2), lit(t, 0)))),
-                   at4(t, 2, var(t, 0), var(t, 1), var(t, 2), lit(t, 0)));
-  qir_expr *kvh2 = G == 1 ? var(t, 1) : dv(t, var(t, 1), lit(t, G));
-  qir_expr *y = mul(t, p, at4(t, 3, var(t, 0), kvh2, var(t, r), var(t, 3)));
+  qir_expr *p = dv(t, un(t, QIR_FN_EXP, sub(t, at4(t, 0, var(t, 0), var(t, h_ax), var(t, s_ax), var(t, r)),
+                                           at4(t, 1, var(t, 0), var(t, h_ax), var(t, s_ax), lit(t, 0)))),
+                   at4(t, 2, var(t, 0), var(t, h_ax), var(t, s_ax), lit(t, 0)));
+  qir_expr *kvh2 = G == 1 ? var(t, h_ax) : dv(t, var(t, h_ax), lit(t, G));
+  qir_expr *y = mul(t, p, at_bhsd(t, 3, bshd, var(t, 0), kvh2, var(t, r), var(t, 3)));
   return push(c, make_compute(t, 4, y_ops, result_type(t), y, QIR_REDUCE_SUM)) ? c->n : 0;
 }
 

@@ -154,6 +154,7 @@ static const attr_spec attr_specs[] = {
   {QIR_OP_LRN, "beta", A_FLOAT, false, NULL}, {QIR_OP_LRN, "bias", A_FLOAT, false, NULL},
   {QIR_OP_SOFTMAX, "axis", A_INT, false, NULL}, {QIR_OP_LOG_SOFTMAX, "axis", A_INT, false, NULL},
   {QIR_OP_ATTENTION, "scale", A_FLOAT, true, NULL}, {QIR_OP_ATTENTION, "softcap", A_FLOAT, false, NULL},
+  {QIR_OP_ATTENTION, "causal", A_FLAG, false, NULL}, {QIR_OP_ATTENTION, "layout", A_WORD, false, "bhsd|bshd"},
   RNN_ATTRS(QIR_OP_LSTM), RNN_ATTRS(QIR_OP_GRU), RNN_ATTRS(QIR_OP_RNN),
 };
 

@@ -1440,7 +1440,11 @@ static bool cv_attention(node_ctx *nc) {
     }
     bias = is_bool ? where(imp, mask, const_scalar(imp, dt, 0), const_scalar(imp, dt, -INFINITY)) : emit_cast(imp, mask, dt);
   }
-  if (attr_int(nc, "is_causal", 0)) {
+  /* is_causal on the one op is its causal attribute, not a materialised mask,
+   * where the two agree: ONNX aligns the mask to the past length P (key j
+   * visible from query i when j <= i + P), the op bottom-right (j <= i + T - S) */
+  bool causal_attr = one_op && !nonpad && attr_int(nc, "is_causal", 0) && T - Sq == P;
+  if (attr_int(nc, "is_causal", 0) && !causal_attr) {
     qir_value *causal;
     if (!past_k && nonpad) {
       /* per batch: key j is visible from query i when j <= i + nonpad[b] - Sq */
@@ -1485,6 +1489,7 @@ static bool cv_attention(node_ctx *nc) {
     qir_op *op = op_begin(imp, QIR_OP_ATTENTION, 4, ops);
     set_f(imp, op, "scale", scale);
     if (softcap > 0) set_f(imp, op, "softcap", softcap);
+    if (causal_attr) set_i(imp, op, "causal", 1);
     y = op_end(imp, op, NULL);
     if (!y) return false;
     return attention_outputs(nc, y, r, B, Hq, Sq, dv, k, v);

@@ -6,7 +6,9 @@
  *   2. constant folding: a pure op whose operands are all constants becomes a
  *      constant, evaluated by the reference semantics (qir_eval_op), when the
  *      result is small enough to live inline (-fold-limit elements);
- *   3. dead-code elimination: pure ops whose results have no uses.
+ *   3. attention recognition (attention_match.c): the chain exporters write
+ *      becomes one `attention` op;
+ *   4. dead-code elimination: pure ops whose results have no uses.
  * Nested regions are canonicalized too. */
 #include "qopt.h"
 
@@ -184,8 +186,10 @@ bool qopt_canonicalize(qopt_ctx *ctx, qir_module *m) {
   qir_diag_init(&c.quiet, sink, ctx->diag->file, NULL, 0);
   c.quiet.max_errors = 1000000;
   canon_region(&c, m->body);
+  /* after folding: the importer's masks are constants by now */
+  bool ok = qopt_match_attention(ctx, m, "canonicalize");
   dce_region(&c, m->body);
   fclose(sink);
   free(sink_buf);
-  return true;
+  return ok;
 }

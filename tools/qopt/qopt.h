@@ -38,6 +38,15 @@ bool qopt_option_given(const qopt_ctx *ctx, const char *name);
  * file); NULL after an error into ctx->diag. */
 const qir_target *qopt_target(qopt_ctx *ctx, qir_target *from_file);
 
+/* attention_match.c: the attention chain exporters write (matmul, scale,
+ * mask, softmax, matmul) becomes one `attention` op; -canonicalize runs it,
+ * and -welder first.  With -stats, `WHO: attention chains recognised N
+ * (causal masks C, layout bshd L)` on stderr when N > 0. */
+typedef struct {
+  int chains, causal, bshd;
+} qopt_attention_stats;
+bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
+
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"
 #undef QIR_PASS

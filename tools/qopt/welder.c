@@ -1932,6 +1932,7 @@ static bool report_attention(qir_op *op, void *out) {
 
 bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   double t0 = now_ms();
+  if (!qopt_match_attention(ctx, m, "welder")) return false;
   qir_target from_file;
   const qir_target *t = qopt_target(ctx, &from_file);
   if (!t) return false;
