@@ -712,12 +712,16 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
 }
 
 /* Whether group k's forms (named ops expanded) are what qcodegen's row
- * composer takes without a row op: an elementwise result over reductions of
- * its shape's rank that all reduce the same axes (extent 1 where the result's
- * is larger: *reduced), besides at most one reduction at the row's points.
- * *staged_size: bytes of an element of the value of the result's shape the
- * first reduction reads (the row it stages), 0 when none. */
-static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t *staged_size) {
+ * composer (compose_rows) takes without a row op: an elementwise result over
+ * reductions of its shape's rank that all reduce the same axes (extent 1
+ * where the result's is larger: *reduced) over the result's whole rows (each
+ * reduction's kept extents the result's, its reduced ones the result's row:
+ * a layer norm's 64-wide rows under a 192-wide matmul result are no rows of
+ * that result, the staged composer takes such a group), besides at most one
+ * reduction at the row's points (*point).  *staged_size: bytes of an element
+ * of the value of the result's shape the first reduction reads (the row it
+ * stages), 0 when none. */
+static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t *staged_size, bool *point) {
   const qir_value *y = k->regions[0]->last && k->regions[0]->last->code == QIR_OP_YIELD ? k->regions[0]->last->operands[0] : NULL;
   if (!y) return false;
   const qir_type *E = &y->type;
@@ -745,7 +749,7 @@ static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t
         ok = false;
         break;
       }
-      if (qir_type_equal(ft, E) && !last) {
+      if (!memcmp(ft->dims, E->dims, sizeof(int64_t) * (size_t)E->rank) && !last) {
         n_point++;               /* one value per point of the row */
         continue;
       }
@@ -754,6 +758,9 @@ static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t
         bool red = fc->axis_extents[d] == 1 && E->dims[d] > 1;
         if (n_stages == 0) reduced[d] = red;
         else if (reduced[d] != red) ok = false;
+        /* a kept axis the result's extent, a reduced one walking its whole row */
+        if (reduced[d] ? r >= fc->n_red || fc->axis_extents[E->rank + r] != E->dims[d] : fc->axis_extents[d] != E->dims[d])
+          ok = false;
         r += red;
       }
       if (n_stages == 0) {
@@ -766,6 +773,7 @@ static bool rows_of_forms(qir_module *m, const qir_op *k, bool *reduced, int64_t
       n_stages++;
     }
   }
+  *point = n_point > 0;
   return ok && root_elementwise && n_stages > 0 && n_point <= 1;
 }
 
@@ -791,7 +799,7 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
   /* or reductions over the same axes as plain ops (a softmax written out:
    * reduce_max, sub, exp, reduce_sum, div), which qcodegen's row composer
    * takes before its staged one */
-  bool reduced[QIR_MAX_RANK] = {false}, rows = row != NULL;
+  bool reduced[QIR_MAX_RANK] = {false}, rows = row != NULL, point = false;
   const int64_t *row_dims = ot->dims;
   int64_t staged_size = 0, tail_size = 0;
   if (row) {
@@ -800,17 +808,22 @@ bool qir_group_whole_plan(qir_module *m, const qir_op *k, const qir_target *t, d
     staged_size = qir_dtype_size(row->n_operands ? row->operands[0]->type.dtype : row->results[0]->type.dtype);
     tail_size = row == root ? 0 : qir_dtype_size(row->results[0]->type.dtype);
   } else {
-    rows = !qir_group_composes_fused(m, k) && rows_of_forms(m, k, reduced, &staged_size);
+    rows = !qir_group_composes_fused(m, k) && rows_of_forms(m, k, reduced, &staged_size, &point);
   }
+  /* qcodegen's lower_rows: a warp per row, the block's box of rows
+   * (qir_row_blocking_of), the rows staged in shared memory */
+  int64_t gb[QIR_MAX_RANK];
+  bool have_gb = qir_group_block(k, gb);
+  qir_row_blocking rb;
   if (rows) {
-    /* qcodegen's lower_rows: a warp per row, the block's box of rows
-     * (qir_row_blocking_of), the rows staged in shared memory */
-    int64_t gb[QIR_MAX_RANK];
-    bool have_gb = qir_group_block(k, gb);
-    qir_row_blocking rb;
     int warp = t->warp_size > 0 ? t->warp_size : 32;
     if (!qir_row_blocking_of(rank, row_dims, reduced, have_gb ? gb : NULL, staged_size, tail_size, warp, &rb))
       return false;
+    /* a point reduction runs while the row is staged: without a staged row
+     * the row composer declines, and the staged one takes the group */
+    rows = !point || rb.staged;
+  }
+  if (rows) {
     /* the block stays the group's (its inner tiles are derived from it; the
      * composer reads its box of rows from it as the rule above does) */
     for (int d = 0; d < rank; d++) {
