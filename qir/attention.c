@@ -54,3 +54,51 @@ int64_t qir_attention_flash_splits(const qir_op *op) {
   const qir_attr_val *v = qir_attr_dict_get(&qir_op_attr(op, "tile")->val, "splits");
   return v && v->kind == QIR_ATTR_INT && v->i > 1 ? v->i : 1;
 }
+
+static const qir_use *only_use(const qir_value *v) { return v->uses && !v->uses->next ? v->uses : NULL; }
+
+bool qir_attention_operand_view(const qir_op *att, int operand, qir_attention_view *v) {
+  qir_attention_shape s;
+  if (operand < 0 || operand > 2 || !qir_attention_flash_planned(att) || !qir_attention_shape_of(att, &s) || !s.bshd) return false;
+  const qir_value *x = att->operands[operand];
+  const qir_type *at = &x->type;
+  if (qir_value_use_count(x) != 1) return false;
+  while (x->def && (x->def->code == QIR_OP_RESHAPE || x->def->code == QIR_OP_IDENTITY) && x->def->n_operands == 1 &&
+         x->def->operands[0]->type.dtype == x->type.dtype && only_use(x->def->operands[0]))
+    x = x->def->operands[0];
+  const qir_op *sl = x->def;
+  if (!sl || sl->code != QIR_OP_SLICE || sl->n_operands != 1 || !only_use(x)) return false;
+  const qir_value *src = sl->operands[0];
+  const qir_type *st = &src->type, *rt = &x->type;
+  int r = st->rank;
+  int64_t starts[QIR_MAX_RANK], ends[QIR_MAX_RANK], steps[QIR_MAX_RANK];
+  if (r < 1 || rt->rank != r || src->type.dtype != at->dtype || qir_op_attr_ints(sl, "starts", starts, QIR_MAX_RANK) != r ||
+      qir_op_attr_ints(sl, "ends", ends, QIR_MAX_RANK) != r)
+    return false;
+  int n_steps = qir_op_attr_ints(sl, "steps", steps, QIR_MAX_RANK);
+  for (int i = 0; i < r; i++) {
+    if (n_steps == r && steps[i] != 1) return false;
+    if (i < r - 1 && (starts[i] != 0 || rt->dims[i] != st->dims[i])) return false;
+  }
+  /* the operand's rows [b, s] of H * D values are the slice's rows */
+  int64_t width = at->dims[2] * at->dims[3], rows = at->dims[0] * at->dims[1];
+  if (rt->dims[r - 1] != width || qir_type_numel(rt) != rows * width || starts[r - 1] < 0 ||
+      starts[r - 1] + width > st->dims[r - 1])
+    return false;
+  *v = (qir_attention_view){.src = (qir_value *)src, .slice = sl, .offset = starts[r - 1], .row_stride = st->dims[r - 1]};
+  return true;
+}
+
+bool qir_attention_folds_slice(const qir_op *op) {
+  if (op->code != QIR_OP_SLICE || op->n_results != 1) return false;
+  const qir_value *v = op->results[0];
+  const qir_use *u = only_use(v);
+  while (u && (u->user->code == QIR_OP_RESHAPE || u->user->code == QIR_OP_IDENTITY) && u->user->n_results == 1)
+    u = only_use(u->user->results[0]);
+  if (!u || u->user->code != QIR_OP_ATTENTION) return false;
+  for (int i = 0; i < 3; i++) {
+    qir_attention_view view;
+    if (u->user->operands[i] && qir_attention_operand_view(u->user, i, &view) && view.slice == op) return true;
+  }
+  return false;
+}

@@ -37,4 +37,20 @@ bool qir_attention_flash_planned(const qir_op *op);
  * a second kernel combining them); 1 without a split plan. */
 int64_t qir_attention_flash_splits(const qir_op *op);
 
+/* Operands read through a slice (a fused projection's Q, K or V part).
+ * Operand q, k or v of a flash-planned attention in layout bshd that is,
+ * through reshapes each used only there, a slice of X along X's last axis
+ * only (used only there too) needs no copy: element (b, s, h, d) is X's
+ * element offset + h * D + d of row b * len + s, rows row_stride apart.
+ * qcodegen reads X so (lower_attention.c), launching nothing for the slice;
+ * the passes treat such a slice as a view (qir_op_is_view). */
+typedef struct {
+  qir_value *src;               /* X */
+  const qir_op *slice;
+  int64_t offset, row_stride;   /* in elements of X */
+} qir_attention_view;
+bool qir_attention_operand_view(const qir_op *att, int operand, qir_attention_view *v);
+/* Whether op is a slice that qir_attention_operand_view folds into an attention's loads. */
+bool qir_attention_folds_slice(const qir_op *op);
+
 #endif /* QIR_ATTENTION_H */

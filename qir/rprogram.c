@@ -1,5 +1,6 @@
 /* rprogram.c: reading and checking Rammer's rProgram (see rprogram.h). */
 #include "rprogram.h"
+#include "attention.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,10 @@ static bool read_kernel(const qir_attr_val *e, int n_kernels, int *out) {
 }
 
 bool qir_op_is_view(const qir_op *op) {
-  return (op->code == QIR_OP_RESHAPE || op->code == QIR_OP_IDENTITY) && op->n_operands >= 1 && op->n_results == 1 &&
-         op->results[0]->type.dtype == op->operands[0]->type.dtype &&
-         qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type);
+  return ((op->code == QIR_OP_RESHAPE || op->code == QIR_OP_IDENTITY) && op->n_operands >= 1 && op->n_results == 1 &&
+          op->results[0]->type.dtype == op->operands[0]->type.dtype &&
+          qir_type_numel(&op->results[0]->type) == qir_type_numel(&op->operands[0]->type)) ||
+         qir_attention_folds_slice(op);   /* read in place by a flash attention's loads */
 }
 
 bool qir_rprogram_kernel_of_plan(const qir_attr_val *tile, qir_rp_kernel *out) {

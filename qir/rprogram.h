@@ -89,8 +89,10 @@ int64_t qir_rprogram_regs(const qir_target *t, int64_t member_regs);
  * those threads and shared memory, and qir_rprogram_regs of those registers). */
 void qir_rprogram_block_needs(const qir_rprogram *p, int64_t *threads, int64_t *regs, int64_t *smem);
 
-/* Ops whose result is the same bytes as their operand (qcodegen aliases
- * them): a producer's data reaches its consumer through them unchanged. */
+/* Ops that launch no kernel and through which a producer's data reaches its
+ * consumer unchanged: reshapes and identities (their result is their
+ * operand's bytes: qcodegen aliases them), and slices a flash attention reads
+ * in place (qir_attention_folds_slice). */
 bool qir_op_is_view(const qir_op *op);
 
 /* Whether an rprogram packs op (uses one of its results): its plan's blocks

@@ -2,7 +2,7 @@
 """Transformer layers as ONNX models, for tests: a BERT-base-sized encoder layer
 (post-LN, additive attention mask, GELU as erf) and a ViT-B block (pre-LN, no mask).
 
-    gen_transformers.py --kind bert|vit --size base|small --out DIR
+    gen_transformers.py --kind bert|vit --size base|small [--seq N] --out DIR
         writes DIR/model.onnx, DIR/test_data_set_0/input_N.pb (ONNX Runtime's oracle
         reads them: node gen_ref.js DIR/model.onnx DIR/test_data_set_0) and the inputs
         as DIR/NAME.npy (the generated C program's --in files)
@@ -31,11 +31,13 @@ SIZES = {
 }
 
 
-def build(kind, size):
+def build(kind, size, seq_len=None):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     seq, hid, heads, ffn = SIZES[(kind, size)]
+    if seq_len:
+        seq = seq_len
     dh = hid // heads
     rng = np.random.RandomState(12 if kind == "bert" else 16)
     inits, nodes = [], []
@@ -112,6 +114,7 @@ def main():
     ap.add_argument("--kind", choices=["bert", "vit"])
     ap.add_argument("--size", choices=["base", "small"], default="small")
     ap.add_argument("--out")
+    ap.add_argument("--seq", type=int, default=None, help="tokens (BERT) instead of the size's")
     ap.add_argument("--pb-to-npy", nargs=2)
     ap.add_argument("--compare", nargs=2)
     ap.add_argument("--atol", type=float, default=1e-4)
@@ -145,7 +148,7 @@ def main():
     if not a.kind or not a.out:
         ap.error("--kind and --out are required")
     from onnx import numpy_helper
-    model, feeds = build(a.kind, a.size)
+    model, feeds = build(a.kind, a.size, a.seq)
     ds = os.path.join(a.out, "test_data_set_0")
     os.makedirs(ds, exist_ok=True)
     with open(os.path.join(a.out, "model.onnx"), "wb") as f:

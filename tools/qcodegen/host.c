@@ -202,6 +202,9 @@ static bool plan_op(host *h, opinfo *oi) {
     return true;
   }
   case QIR_OP_SPLIT: return plan_split(h, oi);
+  case QIR_OP_SLICE:
+    if (qir_attention_folds_slice(op)) return true;   /* the attention reads its operand in place */
+    break;
   case QIR_OP_ATTENTION:
     if (qir_attention_flash_planned(op)) {
       kkernel *k = cg_lower_attention(&h->cg, op, oi->partial);
@@ -345,6 +348,9 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_SPLIT: case QIR_OP_KERNEL: case QIR_OP_RPROGRAM: case QIR_OP_BITCAST: continue;
     case QIR_OP_ATTENTION:
       if (qir_attention_flash_planned(op)) continue;   /* one kernel of its own (lower_attention.c) */
+      break;
+    case QIR_OP_SLICE:
+      if (qir_attention_folds_slice(op)) continue;     /* that kernel reads it in place */
       break;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */

@@ -46,6 +46,8 @@ typedef struct {
   int64_t BQ, BKV, warps, stages, R;      /* R = G * S packed rows per kv head */
   int64_t splits, per_split;              /* the keys' tiles split over `splits` blocks, per_split tiles each */
   bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
+  bool view[3];                           /* q, k, v read in place from a slice's source (qir_attention_view) */
+  int64_t view_offset[3], view_stride[3];
   pipe_tile tq, tk, tv;
   kvar *sq, *sk, *sv;
   kexpr *bb, *kvh, *r0;                   /* block: batch, kv head, first packed row */
@@ -82,6 +84,16 @@ static kexpr *rows_index(flash *f, kexpr *h, kexpr *i, kexpr *c, int64_t heads, 
   return index_of(f, f->bb, h, i, c, heads, len, width);
 }
 
+/* Flat element of operand `which` (0: q, 1: k, 2: v) at head h, position i,
+ * column c: in its own layout, or in place in a slice's source. */
+static kexpr *operand_index(flash *f, int which, kexpr *h, kexpr *i, kexpr *c, int64_t heads, int64_t len, int64_t width) {
+  if (!f->view[which]) return rows_index(f, h, i, c, heads, len, width);
+  kbuilder *b = f->b;
+  kexpr *row = ke_add(b, ke_mul(b, f->bb, ke_int(b, len)), idx_t(f, i));
+  kexpr *col = ke_add(b, ke_add(b, ke_int(b, f->view_offset[which]), ke_mul(b, idx_t(f, h), ke_int(b, width))), idx_t(f, c));
+  return ke_add(b, ke_mul(b, row, ke_int(b, f->view_stride[which])), col);
+}
+
 /* Packed row r (block-relative o) as query head and position. */
 static void row_coords(flash *f, kexpr *o, kexpr **h, kexpr **i) {
   kbuilder *b = f->b;
@@ -112,11 +124,11 @@ static kexpr *tile_row(flash *f, tile_kind kind, kexpr *key0, kexpr *o, kexpr **
     kexpr *h, *i;
     row_coords(f, o, &h, &i);
     *inside = ke_lt(b, ke_add(b, f->r0, idx_t(f, o)), ke_int(b, f->R));
-    return rows_index(f, h, i, ke_int(b, 0), f->s.Hq, f->s.S, f->s.D);
+    return operand_index(f, 0, h, i, ke_int(b, 0), f->s.Hq, f->s.S, f->s.D);
   }
   kexpr *j = ke_add(b, key0, idx_t(f, o));
   *inside = ke_lt(b, j, ke_int(b, f->s.T));
-  return rows_index(f, f->kvh, j, ke_int(b, 0), f->s.Hkv, f->s.T, kind == TILE_K ? f->s.D : f->s.DV);
+  return operand_index(f, kind == TILE_K ? 1 : 2, f->kvh, j, ke_int(b, 0), f->s.Hkv, f->s.T, kind == TILE_K ? f->s.D : f->s.DV);
 }
 
 /* The copy of one tile into stage `slot` of its shared ring: 16-byte
@@ -220,6 +232,13 @@ static kkernel *new_kernel(cg_ctx *cg, const qir_op *op, qir_value *partial, fla
   static const char *const names[5] = {"out", "q", "k", "v", "bias"};
   for (int i = 0; i < 5; i++) {
     qir_value *v = i ? op->operands[i - 1] : partial ? partial : op->results[0];
+    qir_attention_view view;
+    if (i >= 1 && i <= 3 && qir_attention_operand_view(op, i - 1, &view)) {   /* read in place: no copy of the slice */
+      v = view.src;
+      f->view[i - 1] = true;
+      f->view_offset[i - 1] = view.offset;
+      f->view_stride[i - 1] = view.row_stride;
+    }
     k->params[i] = (kparam){.name = names[i], .dtype = v->type.dtype, .numel = qir_type_numel(&v->type), .written = i == 0};
     k->args[i] = v;
   }

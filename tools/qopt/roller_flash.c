@@ -156,7 +156,10 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
     if (warps > 1 && bq / 2 >= rows) break;   /* no more rows to give the extra warps */
     for (int64_t bkv = 32; bkv <= 128; bkv *= 2)
       for (int64_t stages = 2; stages <= 3; stages++)
-        for (int64_t splits = 1; splits <= FLASH_MAX_SPLITS && splits <= cdiv(s.T, bkv); splits *= 2) {
+        /* the keys split only where a kv head's rows are one tile (a decode step, flash-decoding):
+         * a prefill fills the device with row tiles, one kernel */
+        for (int64_t splits = 1; splits <= FLASH_MAX_SPLITS && splits <= cdiv(s.T, bkv) && (splits == 1 || rows <= bq);
+             splits *= 2) {
           flash_plan f = {.mma = mma, .bq = bq, .bkv = bkv, .warps = warps, .stages = stages, .splits = splits};
           if (!mma && (warps > 4 || bkv > 64)) continue;   /* SIMT: at most 8 rows and 4 keys a lane */
           if (!flash_eval(&s, t, &f)) continue;
