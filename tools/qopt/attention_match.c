@@ -14,7 +14,9 @@
  * transpose(reshape(linear))), the op reads those with layout = bshd and a
  * transpose [0,2,1,3] of y, y's only use, folds away; otherwise the operands
  * are (transposed to) bhsd.  The importer's grouped-query form (5-D matmuls
- * over [B,Hkv,G,S,D] and [B,Hkv,1,D,T] between reshapes) is recognised too.
+ * over [B,Hkv,G,S,D] and [B,Hkv,1,D,T] between reshapes) is recognised too,
+ * and K and V repeated per query head (HF's repeat_kv: reshape, expand,
+ * reshape) are read as the kv heads they repeat.
  *
  * A constant mask (bool or additive, any shape broadcast to [B,H,S,T]) whose
  * masked set is exactly {j > i + (T - S)} becomes causal = 1; any other mask
@@ -361,6 +363,24 @@ static void drop_if_dead(qir_value *v) {
   free(ops);
 }
 
+/* HF's repeat_kv (and ONNX Attention's expanded function): x = reshape(
+ * expand(reshape(kv [B,Hk,T,D]) to [B,Hk,1,T,D]) to [B,Hk,G,T,D]) to
+ * [B,Hk·G,T,D], query head h reading copy h of kv head h / G: the op reads
+ * kv itself (its grouped heads), without the copies.  NULL if x is not that. */
+static qir_value *repeated_kv(qir_value *x) {
+  qir_op *r = x->def, *e = r && r->code == QIR_OP_RESHAPE ? r->operands[0]->def : NULL;
+  qir_op *u = e && e->code == QIR_OP_EXPAND ? e->operands[0]->def : NULL;
+  if (!u || u->code != QIR_OP_RESHAPE || x->type.rank != 4) return NULL;
+  qir_value *kv = u->operands[0];
+  const int64_t *xd = x->type.dims, *kd = kv->type.dims, *ud = u->results[0]->type.dims, *ed = e->results[0]->type.dims;
+  if (kv->type.rank != 4 || u->results[0]->type.rank != 5 || e->results[0]->type.rank != 5) return NULL;
+  for (int i = 0; i < 2; i++)
+    if (ud[i] != kd[i] || ed[i] != kd[i]) return NULL;
+  if (ud[2] != 1 || ud[3] != kd[2] || ud[4] != kd[3] || ed[3] != kd[2] || ed[4] != kd[3]) return NULL;
+  if (xd[0] != kd[0] || xd[1] != kd[1] * ed[2] || xd[2] != kd[2] || xd[3] != kd[3]) return NULL;
+  return kv;
+}
+
 static const int64_t TO_BSHD[4] = {0, 2, 1, 3}, KT_FROM_BSHD[4] = {0, 2, 3, 1}, SWAP_LAST[4] = {0, 1, 3, 2};
 
 /* Replaces the matched chain by one attention op; returns it. */
@@ -414,6 +434,12 @@ static qir_op *rewrite(matcher *mt, chain *ch) {
     q = pq.scale == 1 ? ch->qx : transposed(mt, pq.src, pq.perm, at);
     k = transposed(mt, pk.src, kperm, at);
     v = pv.src;
+    qir_value *k0 = repeated_kv(k), *v0 = repeated_kv(v);
+    if (k0 && v0 && k0->type.dims[1] == v0->type.dims[1] && k0->type.dtype == k->type.dtype && v0->type.dtype == v->type.dtype) {
+      if (k != pk.src) drop_if_dead(k); /* the transpose just made, read by nothing now */
+      k = k0, v = v0;
+      mt->st->kv_repeats++;
+    }
   }
   qir_value *ops[4] = {q, k, v, bias};
   qir_type rt = *yt;
@@ -492,11 +518,12 @@ static void match_region(matcher *mt, qir_region *r) {
 
 bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who) {
   if (qopt_option_bool(ctx, "keep-attention-chains")) return true;
-  qopt_attention_stats st = {0, 0, 0};
+  qopt_attention_stats st = {0, 0, 0, 0};
   matcher mt = {m, {0}, &st};
   qir_diag_init_quiet(&mt.quiet);
   match_region(&mt, m->body);
   if (st.chains && qopt_option_bool(ctx, "stats"))
-    fprintf(stderr, "%s: attention chains recognised %d (causal masks %d, layout bshd %d)\n", who, st.chains, st.causal, st.bshd);
+    fprintf(stderr, "%s: attention chains recognised %d (causal masks %d, layout bshd %d, repeated kv heads read once %d)\n",
+            who, st.chains, st.causal, st.bshd, st.kv_repeats);
   return true;
 }
