@@ -1,8 +1,8 @@
 /* attention_match.c: the attention chain exporters write, as one `attention`
  * op (run by -canonicalize, and first by -welder).
  *
- *   y = matmul(softmax(L, axis = last), V)
- *   L = S, S·c or S/c (a scalar constant), then any of
+ *   y = matmul(softmax(L, axis = last), V)   (or cast(softmax(cast(L) to f32)))
+ *   L = S, S·c or S/c (a scalar constant), then softcap·tanh(L/softcap), then any of
  *       + M                   an additive mask (either operand order)
  *       where(m, NEG, S')     NEG a scalar -inf or constant <= -1e4 (HF: the
  *       where(keep, S', NEG)  type's min)
@@ -14,7 +14,9 @@
  * transpose(reshape(linear))), the op reads those with layout = bshd and a
  * transpose [0,2,1,3] of y, y's only use, folds away; otherwise the operands
  * are (transposed to) bhsd.  The importer's grouped-query form (5-D matmuls
- * over [B,Hkv,G,S,D] and [B,Hkv,1,D,T] between reshapes) is recognised too.
+ * over [B,Hkv,G,S,D] and [B,Hkv,1,D,T] between reshapes) is recognised too,
+ * and K and V repeated per query head (HF's repeat_kv: reshape, expand,
+ * reshape) are read as the kv heads they repeat.
  *
  * A constant mask (bool or additive, any shape broadcast to [B,H,S,T]) whose
  * masked set is exactly {j > i + (T - S)} becomes causal = 1; any other mask
@@ -63,6 +65,9 @@ typedef struct {
   qir_op *scale_ops[MAX_WALK];
   int n_scale_ops;
   double scale;                           /* on the scores */
+  double softcap;                         /* 0: none */
+  qir_op *cap_ops[3];                     /* its mul, tanh and div */
+  qir_op *casts[2];                       /* a wider softmax's casts back and to, or NULL */
   mask_step masks[MAX_MASKS];
   int n_masks;
   qir_value *qx, *ktx, *vx;               /* bhsd-shaped q, kᵀ, v as the chain reads them */
@@ -158,20 +163,44 @@ static bool match_scores(qir_value *s, chain *ch) {
   return true;
 }
 
-/* L (one use) back to the scores: masks, then scales, then the matmul. */
-static bool match_logits(matcher *mt, qir_value *l, chain *ch, bool scaled) {
+/* softcap·tanh(x / softcap) (one use of each step): x, else NULL */
+static qir_value *softcapped(matcher *mt, qir_op *mul, double *cap) {
+  double c, c2;
+  int s = scalar_const(mt, mul->operands[0], &c) ? 0 : 1;
+  qir_value *t = mul->operands[1 - s];
+  if (!scalar_const(mt, mul->operands[s], &c) || !t->def || t->def->code != QIR_OP_TANH || !one_use(t)) return NULL;
+  qir_value *q = t->def->operands[0];
+  if (!q->def || q->def->code != QIR_OP_DIV || !one_use(q) || !scalar_const(mt, q->def->operands[1], &c2) || c2 != c ||
+      !(c > 0) || !qir_type_equal(&q->def->operands[0]->type, &mul->results[0]->type))
+    return NULL;
+  *cap = c;
+  return q->def->operands[0];
+}
+
+/* L (one use) back to the scores: masks, then a softcap, then scales, then
+ * the matmul (stage: 0 masks allowed, 1 after the softcap, 2 after a scale). */
+static bool match_logits(matcher *mt, qir_value *l, chain *ch, int stage) {
   qir_op *d = l->def;
   if (!d || !one_use(l)) return false;
   double c;
+  bool scaled = stage > 0;
   switch (d->code) {
   case QIR_OP_MUL: case QIR_OP_DIV: {
+    qir_value *x = d->code == QIR_OP_MUL && stage == 0 ? softcapped(mt, d, &c) : NULL;
+    if (x) {
+      ch->softcap = c;
+      ch->cap_ops[0] = d, ch->cap_ops[1] = d->operands[0]->def && d->operands[0]->def->code == QIR_OP_TANH
+                                               ? d->operands[0]->def : d->operands[1]->def;
+      ch->cap_ops[2] = ch->cap_ops[1]->operands[0]->def;
+      return match_logits(mt, x, ch, 1);
+    }
     int s = d->code == QIR_OP_MUL && scalar_const(mt, d->operands[0], &c) ? 0 : 1;
     if (!scalar_const(mt, d->operands[s], &c) || (d->code == QIR_OP_DIV && s == 0) ||
         !qir_type_equal(&d->operands[1 - s]->type, &l->type) || ch->n_scale_ops == MAX_WALK)
       return false;
     ch->scale *= d->code == QIR_OP_DIV ? 1 / c : c;
     ch->scale_ops[ch->n_scale_ops++] = d;
-    return match_logits(mt, d->operands[1 - s], ch, true);
+    return match_logits(mt, d->operands[1 - s], ch, 2);
   }
   case QIR_OP_ADD:
     if (scaled || ch->n_masks == MAX_MASKS) return false; /* a mask under the scale would be scaled too */
@@ -180,7 +209,7 @@ static bool match_logits(matcher *mt, qir_value *l, chain *ch, bool scaled) {
       if (!qir_type_equal(&x->type, &l->type) || msk->type.dtype != l->type.dtype || msk->type.rank > 4) continue;
       chain saved = *ch;
       ch->masks[ch->n_masks++] = (mask_step){MASK_ADD, msk, 0, false, d};
-      if (match_logits(mt, x, ch, false)) return true;
+      if (match_logits(mt, x, ch, 0)) return true;
       *ch = saved;
     }
     return false;
@@ -191,7 +220,7 @@ static bool match_logits(matcher *mt, qir_value *l, chain *ch, bool scaled) {
       if (!qir_type_equal(&x->type, &l->type) || !scalar_const(mt, d->operands[3 - side], &c) || !(c <= MASKED_AT)) continue;
       chain saved = *ch;
       ch->masks[ch->n_masks++] = (mask_step){MASK_WHERE, d->operands[0], c, side == 2, d};
-      if (match_logits(mt, x, ch, false)) return true;
+      if (match_logits(mt, x, ch, 0)) return true;
       *ch = saved;
     }
     return false;
@@ -361,6 +390,24 @@ static void drop_if_dead(qir_value *v) {
   free(ops);
 }
 
+/* HF's repeat_kv (and ONNX Attention's expanded function): x = reshape(
+ * expand(reshape(kv [B,Hk,T,D]) to [B,Hk,1,T,D]) to [B,Hk,G,T,D]) to
+ * [B,Hk·G,T,D], query head h reading copy h of kv head h / G: the op reads
+ * kv itself (its grouped heads), without the copies.  NULL if x is not that. */
+static qir_value *repeated_kv(qir_value *x) {
+  qir_op *r = x->def, *e = r && r->code == QIR_OP_RESHAPE ? r->operands[0]->def : NULL;
+  qir_op *u = e && e->code == QIR_OP_EXPAND ? e->operands[0]->def : NULL;
+  if (!u || u->code != QIR_OP_RESHAPE || x->type.rank != 4) return NULL;
+  qir_value *kv = u->operands[0];
+  const int64_t *xd = x->type.dims, *kd = kv->type.dims, *ud = u->results[0]->type.dims, *ed = e->results[0]->type.dims;
+  if (kv->type.rank != 4 || u->results[0]->type.rank != 5 || e->results[0]->type.rank != 5) return NULL;
+  for (int i = 0; i < 2; i++)
+    if (ud[i] != kd[i] || ed[i] != kd[i]) return NULL;
+  if (ud[2] != 1 || ud[3] != kd[2] || ud[4] != kd[3] || ed[3] != kd[2] || ed[4] != kd[3]) return NULL;
+  if (xd[0] != kd[0] || xd[1] != kd[1] * ed[2] || xd[2] != kd[2] || xd[3] != kd[3]) return NULL;
+  return kv;
+}
+
 static const int64_t TO_BSHD[4] = {0, 2, 1, 3}, KT_FROM_BSHD[4] = {0, 2, 3, 1}, SWAP_LAST[4] = {0, 1, 3, 2};
 
 /* Replaces the matched chain by one attention op; returns it. */
@@ -414,12 +461,19 @@ static qir_op *rewrite(matcher *mt, chain *ch) {
     q = pq.scale == 1 ? ch->qx : transposed(mt, pq.src, pq.perm, at);
     k = transposed(mt, pk.src, kperm, at);
     v = pv.src;
+    qir_value *k0 = repeated_kv(k), *v0 = repeated_kv(v);
+    if (k0 && v0 && k0->type.dims[1] == v0->type.dims[1] && k0->type.dtype == k->type.dtype && v0->type.dtype == v->type.dtype) {
+      if (k != pk.src) drop_if_dead(k); /* the transpose just made, read by nothing now */
+      k = k0, v = v0;
+      mt->st->kv_repeats++;
+    }
   }
   qir_value *ops[4] = {q, k, v, bias};
   qir_type rt = *yt;
   if (bshd) rt.dims[1] = yt->dims[2], rt.dims[2] = yt->dims[1];
   qir_op *att = qir_op_new(mt->m, QIR_OP_ATTENTION, 4, ops, 1, &rt, ch->pv_mm->loc);
   qir_op_set_attr(mt->m, att, "scale", qir_attr_float(scale), false);
+  if (ch->softcap > 0) qir_op_set_attr(mt->m, att, "softcap", qir_attr_float(ch->softcap), false);
   if (causal) qir_op_set_attr(mt->m, att, "causal", qir_attr_int(1), false);
   if (bshd) qir_op_set_attr(mt->m, att, "layout", qir_attr_word(mt->m, "bshd"), false);
   qir_op_insert_before(at, att);
@@ -437,13 +491,16 @@ static qir_op *rewrite(matcher *mt, chain *ch) {
   const char *name = replaced->name;
   qir_value_replace_uses(mt->m, replaced, result);
   /* the chain's ops, each left without uses once the ops after it are gone */
-  qir_op *dead[MAX_WALK + MAX_MASKS + 16];
+  qir_op *dead[MAX_WALK + MAX_MASKS + 24];
   int n_dead = 0;
   if (replaced != ch->y) dead[n_dead++] = replaced->def;
   for (int i = 0; i < ch->n_gqa_ops; i++) dead[n_dead++] = ch->gqa_ops[i];
   dead[n_dead++] = ch->pv_mm;
+  if (ch->casts[0]) dead[n_dead++] = ch->casts[0];
   dead[n_dead++] = ch->softmax;
+  if (ch->casts[1]) dead[n_dead++] = ch->casts[1];
   for (int i = 0; i < ch->n_masks; i++) dead[n_dead++] = ch->masks[i].op;
+  for (int i = 0; i < 3 && ch->softcap > 0; i++) dead[n_dead++] = ch->cap_ops[i];
   for (int i = 0; i < ch->n_scale_ops; i++) dead[n_dead++] = ch->scale_ops[i];
   dead[n_dead++] = ch->qk_mm;
   for (bool progress = true; progress;) {
@@ -470,11 +527,23 @@ static qir_op *try_match(matcher *mt, qir_op *op) {
   memset(&ch, 0, sizeof ch);
   ch.scale = 1;
   qir_value *p = match_output(op, &ch);
-  if (!p || !p->def || p->def->code != QIR_OP_SOFTMAX || !one_use(p) || p->type.rank != 4) return NULL;
-  int64_t axis = qir_op_attr_int(p->def, "axis", -1);
-  if (axis != 3 && axis != -1) return NULL;
-  ch.softmax = p->def;
-  if (!match_logits(mt, p->def->operands[0], &ch, false)) return NULL;
+  if (!p || !p->def || !one_use(p) || p->type.rank != 4) return NULL;
+  qir_value *sm = p, *l;
+  /* softmax in a wider type (HF's softmax(dtype=float32)): cast(softmax(cast(L))) */
+  if (p->def->code == QIR_OP_CAST) {
+    sm = p->def->operands[0];
+    qir_value *wide = sm->def && sm->def->code == QIR_OP_SOFTMAX ? sm->def->operands[0] : NULL;
+    if (!wide || !one_use(sm) || !wide->def || wide->def->code != QIR_OP_CAST || !one_use(wide) ||
+        !qir_type_equal(&wide->def->operands[0]->type, &p->type) || !qir_dtype_is_float(sm->type.dtype))
+      return NULL;
+    ch.casts[0] = p->def, ch.casts[1] = wide->def;
+    l = wide->def->operands[0];
+  } else {
+    l = p->def->code == QIR_OP_SOFTMAX ? p->def->operands[0] : NULL;
+  }
+  if (!l || sm->def->code != QIR_OP_SOFTMAX || qir_op_attr_int(sm->def, "axis", -1) != 3) return NULL;
+  ch.softmax = sm->def;
+  if (!match_logits(mt, l, &ch, 0)) return NULL;
   if (!one_use(ch.qk_mm->results[0]) && !ch.n_gqa_ops) return NULL;
   if (!shapes_fit(&ch, &p->type)) return NULL;
   return rewrite(mt, &ch);
@@ -492,11 +561,12 @@ static void match_region(matcher *mt, qir_region *r) {
 
 bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who) {
   if (qopt_option_bool(ctx, "keep-attention-chains")) return true;
-  qopt_attention_stats st = {0, 0, 0};
+  qopt_attention_stats st = {0, 0, 0, 0};
   matcher mt = {m, {0}, &st};
   qir_diag_init_quiet(&mt.quiet);
   match_region(&mt, m->body);
   if (st.chains && qopt_option_bool(ctx, "stats"))
-    fprintf(stderr, "%s: attention chains recognised %d (causal masks %d, layout bshd %d)\n", who, st.chains, st.causal, st.bshd);
+    fprintf(stderr, "%s: attention chains recognised %d (causal masks %d, layout bshd %d, repeated kv heads read once %d)\n",
+            who, st.chains, st.causal, st.bshd, st.kv_repeats);
   return true;
 }

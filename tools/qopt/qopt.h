@@ -41,9 +41,10 @@ const qir_target *qopt_target(qopt_ctx *ctx, qir_target *from_file);
 /* attention_match.c: the attention chain exporters write (matmul, scale,
  * mask, softmax, matmul) becomes one `attention` op; -canonicalize runs it,
  * and -welder first.  With -stats, `WHO: attention chains recognised N
- * (causal masks C, layout bshd L)` on stderr when N > 0. */
+ * (causal masks C, layout bshd L, repeated kv heads read once R)` on stderr
+ * when N > 0. */
 typedef struct {
-  int chains, causal, bshd;
+  int chains, causal, bshd, kv_repeats;
 } qopt_attention_stats;
 bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
 
