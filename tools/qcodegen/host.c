@@ -465,6 +465,11 @@ static void lifetimes(host *h, qir_region *r) {
     }
     if (op->code == QIR_OP_IF)
       for (int i = 0; i < op->n_results; i++) extend(h, op->results[i], op_info(h, op)->start, op_info(h, op)->end);
+    /* a flash attention reads the sources of the slices it folds: they live until it ran */
+    for (int i = 0; op->code == QIR_OP_ATTENTION && i < 3; i++) {
+      qir_attention_view view;
+      if (qir_attention_operand_view(op, i, &view)) extend(h, view.src, op_info(h, op)->start, op_info(h, op)->start);
+    }
     for (int i = 0; i < op->n_regions; i++) lifetimes(h, op->regions[i]);
   }
 }
