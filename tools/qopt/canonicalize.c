@@ -2,7 +2,8 @@
  *   1. no-op removal: identity, cast to the same type, reshape/expand to the
  *      same type, transpose by the identity, full slices, zero pads,
  *      single-operand concat; reshape of reshape and transpose of transpose
- *      read the original operand (composed permutation);
+ *      read the original operand (composed permutation); a transpose that
+ *      moves only dimensions of extent 1 becomes a reshape;
  *   2. constant folding: a pure op whose operands are all constants becomes a
  *      constant, evaluated by the reference semantics (qir_eval_op), when the
  *      result is small enough to live inline (-fold-limit elements);
@@ -75,7 +76,25 @@ static void simplify(canon *c, qir_op *op) {
       memcpy(a, q, sizeof q);
       c->changes++;
     }
-    if (is_identity_perm(a, n)) forward(c, op, op->operands[0]);
+    if (is_identity_perm(a, n)) {
+      forward(c, op, op->operands[0]);
+      return;
+    }
+    /* moving only dimensions of extent 1 moves no data: a reshape (a view,
+     * no kernel), e.g. a decode step's [1, 1, H, D] query to [1, H, 1, D] */
+    const qir_type *yt = &op->results[0]->type;
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+      if (yt->dims[i] == 1) continue;
+      if (a[i] < last) return;
+      last = (int)a[i];
+    }
+    qir_op *r = qir_op_new(c->m, QIR_OP_RESHAPE, 1, &op->operands[0], 1, yt, op->loc);
+    r->results[0]->name = op->results[0]->name;
+    qir_op_insert_before(op, r);
+    qir_value_replace_uses(c->m, op->results[0], r->results[0]);
+    qir_op_unlink(op);
+    c->changes++;
     return;
   }
   case QIR_OP_SLICE: {

@@ -2,7 +2,7 @@
 """Attention as exporters write it, as small ONNX models for qopt's attention
 recognition (tools/qopt/attention_match.c):
 
-    gen_attention_chains.py KIND OUT.onnx
+    gen_attention_chains.py KIND OUT.onnx [B H S D]
 
 KIND:
   causal      f16, batch 2, 4 heads, S = 64, head dim 16: q, k, v [B,S,E]
@@ -17,6 +17,10 @@ KIND:
   padding     f32, an additive padding-mask input [B,1,1,T] (not constant)
   twice       f32, as band but the scores are an output too: not rewritten
   onnx-causal an ONNX Attention node (opset 23) with is_causal = 1, S = T
+  issue       f16 as issue 27 writes causal self-attention: q, k, v [B,H,S,D]
+              inputs, K transposed by [0,1,3,2], MatMul, Mul by 1/sqrt(d), the
+              Range/Less/Where mask, Softmax, MatMul (B H S D: 2 8 128 64 unless given)
+B, H, S and D (default 2 4 64 16) may follow the output file.
 Fixed seeds; needs the onnx and numpy modules; downloads nothing.
 """
 import sys
@@ -30,10 +34,10 @@ E = H * D
 
 
 def build(kind):
-    f16 = kind == "causal"
+    f16 = kind in ("causal", "issue")
     dt = TensorProto.FLOAT16 if f16 else TensorProto.FLOAT
     npdt = np.float16 if f16 else np.float32
-    seq = S if kind == "causal" else 16
+    seq = S if kind in ("causal", "issue") else 16
     inits, nodes, outputs = [], [], []
     counter = [0]
 
@@ -69,7 +73,7 @@ def build(kind):
         q, v = "q", "v"
         k = node("Transpose", ["k"], perm=[0, 1, 3, 2])
     s = node("Mul", [node("MatMul", [q, k]), const(npdt(1 / np.sqrt(D)))])
-    if kind == "causal":
+    if kind in ("causal", "issue"):
         r = node("Range", [const(np.int64(0)), const(np.int64(seq)), const(np.int64(1))])
         i = node("Unsqueeze", [r, const(np.array([1], dtype=np.int64))])
         j = node("Unsqueeze", [r, const(np.array([0], dtype=np.int64))])
@@ -104,4 +108,9 @@ def build(kind):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 7:
+        B, H, S, D = (int(x) for x in sys.argv[3:7])
+    elif sys.argv[1] == "issue":
+        B, H, S, D = 2, 8, 128, 64
+    E = H * D
     onnx.save(build(sys.argv[1]), sys.argv[2])
