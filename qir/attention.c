@@ -102,3 +102,44 @@ bool qir_attention_folds_slice(const qir_op *op) {
   }
   return false;
 }
+
+bool qir_attention_operand_cache(const qir_op *att, int operand, qir_attention_cache *c) {
+  qir_attention_shape s;
+  if (operand < 1 || operand > 2 || !qir_attention_flash_planned(att) || !qir_attention_shape_of(att, &s)) return false;
+  qir_value *v = att->operands[operand];
+  const qir_op *cat = v->def;
+  if (!cat || cat->code != QIR_OP_CONCAT || cat->n_operands != 2 || cat->n_results != 1) return false;
+  int axis = s.bshd ? 1 : 2;
+  int64_t a = qir_op_attr_int(cat, "axis", -100);
+  if (a < 0) a += 4;
+  if (a != axis) return false;
+  const qir_type *pt = &cat->operands[0]->type, *nt = &cat->operands[1]->type;
+  if (pt->rank != 4 || nt->rank != 4 || pt->dtype != v->type.dtype || nt->dtype != v->type.dtype) return false;
+  for (int d = 0; d < 4; d++)
+    if (d != axis && (pt->dims[d] != v->type.dims[d] || nt->dims[d] != v->type.dims[d])) return false;
+  for (const qir_use *u = v->uses; u; u = u->next)   /* else only outputs: nothing reads it before the kernel wrote it */
+    if (!(u->user == att && u->operand_index == operand) && u->user->code != QIR_OP_OUTPUT) return false;
+  /* each key tile walked by exactly one block: one row tile per kv head, every tile visited */
+  const qir_attr_val *fl = qir_attr_dict_get(&qir_op_attr(att, "tile")->val, "flash");
+  if (!fl || fl->kind != QIR_ATTR_LIST || fl->n != 2 || fl->items[0].kind != QIR_ATTR_INT || fl->items[1].kind != QIR_ATTR_INT)
+    return false;
+  int64_t bq = fl->items[0].i, bkv = fl->items[1].i;
+  if (bq < s.G * s.S || bkv < 1 || qir_attention_tiles_needed(&s, 0, s.G * s.S, bkv) != (s.T + bkv - 1) / bkv) return false;
+  *c = (qir_attention_cache){.past = cat->operands[0], .now = cat->operands[1], .present = v, .concat = cat, .past_len = pt->dims[axis]};
+  return true;
+}
+
+bool qir_attention_reads_cache(const qir_op *att) {
+  qir_attention_cache c;
+  return att->code == QIR_OP_ATTENTION && (qir_attention_operand_cache(att, 1, &c) || qir_attention_operand_cache(att, 2, &c));
+}
+
+bool qir_attention_folds_concat(const qir_op *op) {
+  if (op->code != QIR_OP_CONCAT || op->n_results != 1) return false;
+  for (const qir_use *u = op->results[0]->uses; u; u = u->next) {
+    qir_attention_cache c;
+    if (u->user->code == QIR_OP_ATTENTION && qir_attention_operand_cache(u->user, u->operand_index, &c) && c.concat == op)
+      return true;
+  }
+  return false;
+}

@@ -53,4 +53,21 @@ bool qir_attention_operand_view(const qir_op *att, int operand, qir_attention_vi
 /* Whether op is a slice that qir_attention_operand_view folds into an attention's loads. */
 bool qir_attention_folds_slice(const qir_op *op);
 
+/* A KV cache grown by a concat: operand k or v of a flash-planned attention
+ * that is concat(past, new) along the key axis, the concat's result used
+ * otherwise only by outputs (the `present` tensor), in a plan where one
+ * block walks each key tile exactly once (a kv head's rows one row tile, no
+ * causal tile skipped).  qcodegen's kernel then reads past and new in place
+ * and writes `present` as it loads each tile: the concat launches nothing,
+ * and the cache is read once, not copied first. */
+typedef struct {
+  qir_value *past, *now, *present;
+  const qir_op *concat;
+  int64_t past_len;             /* keys in past */
+} qir_attention_cache;
+bool qir_attention_operand_cache(const qir_op *att, int operand, qir_attention_cache *c);
+/* Whether op is such a concat, or an attention that folds one. */
+bool qir_attention_folds_concat(const qir_op *op);
+bool qir_attention_reads_cache(const qir_op *att);
+
 #endif /* QIR_ATTENTION_H */

@@ -205,6 +205,9 @@ static bool plan_op(host *h, opinfo *oi) {
   case QIR_OP_SLICE:
     if (qir_attention_folds_slice(op)) return true;   /* the attention reads its operand in place */
     break;
+  case QIR_OP_CONCAT:
+    if (qir_attention_folds_concat(op)) return true;  /* the attention writes it as it loads the cache */
+    break;
   case QIR_OP_ATTENTION:
     if (qir_attention_flash_planned(op)) {
       kkernel *k = cg_lower_attention(&h->cg, op, oi->partial);
@@ -352,6 +355,9 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     case QIR_OP_SLICE:
       if (qir_attention_folds_slice(op)) continue;     /* that kernel reads it in place */
       break;
+    case QIR_OP_CONCAT:
+      if (qir_attention_folds_concat(op)) continue;    /* that kernel writes it */
+      break;
     case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
       /* a view, except inside a kernel group, whose reads it remaps */
       if (op->results[0]->type.dtype == op->operands[0]->type.dtype && !(r->parent_op && r->parent_op->code == QIR_OP_KERNEL))
@@ -468,7 +474,13 @@ static void lifetimes(host *h, qir_region *r) {
     /* a flash attention reads the sources of the slices it folds: they live until it ran */
     for (int i = 0; op->code == QIR_OP_ATTENTION && i < 3; i++) {
       qir_attention_view view;
-      if (qir_attention_operand_view(op, i, &view)) extend(h, view.src, op_info(h, op)->start, op_info(h, op)->start);
+      qir_attention_cache cache;
+      int at = op_info(h, op)->start;
+      if (qir_attention_operand_view(op, i, &view)) extend(h, view.src, at, at);
+      if (qir_attention_operand_cache(op, i, &cache)) {   /* and the caches' past and new */
+        extend(h, cache.past, at, at);
+        extend(h, cache.now, at, at);
+      }
     }
     for (int i = 0; i < op->n_regions; i++) lifetimes(h, op->regions[i]);
   }

@@ -26,8 +26,16 @@
  *     goes to the matrix units from registers, rounded to the input type
  *     (cvt.rn.f16x2.f32); V tiles load with ldmatrix.trans.
  *   - Epilogue.  y = O / l per lane, stored where the fragment layout puts it.
+ *   - Splits (flash-decoding).  With splits = P each row tile's keys are
+ *     shared by P blocks; each writes its unnormalised O, row max and row sum
+ *     to a buffer, and a second kernel (cg_lower_attention_combine) weighs
+ *     them by exp(m_p - max m).
+ *   - In place.  A q, k or v that is a slice of a fused projection
+ *     (qir_attention_operand_view) is read from the slice's source at its
+ *     offset and row stride; the slice launches nothing.
  * The C printer runs the same kernel with the instructions emulated per lane
- * and the copies landing at the wait that retires them. */
+ * and the copies landing at the wait that retires them.  Without the matrix
+ * units (f32; HIP) the SIMT kernel below walks the keys the same way. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +56,10 @@ typedef struct {
   bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
   bool view[3];                           /* q, k, v read in place from a slice's source (qir_attention_view) */
   int64_t view_offset[3], view_stride[3];
+  bool cache[2];                          /* k, v: concat(past, new) read in place, `present` written
+                                           * as the tiles load (qir_attention_cache) */
+  int64_t past_len[2];
+  int p_new[2], p_present[2];             /* their parameters (past is k's or v's own) */
   pipe_tile tq, tk, tv;
   kvar *sq, *sk, *sv;
   kexpr *bb, *kvh, *r0;                   /* block: batch, kv head, first packed row */
@@ -131,6 +143,50 @@ static kexpr *tile_row(flash *f, tile_kind kind, kexpr *key0, kexpr *o, kexpr **
   return operand_index(f, kind == TILE_K ? 1 : 2, f->kvh, j, ke_int(b, 0), f->s.Hkv, f->s.T, kind == TILE_K ? f->s.D : f->s.DV);
 }
 
+/* The copy of `width` consecutive elements (1, or one 16-byte cp.async
+ * chunk) of tile row o from column c into shared `at`: zeros past the data;
+ * raw: 16-bit values as they are (the mma kernel's tiles), else converted to
+ * f32.  A folded cache (f->cache) reads rows before its past length from
+ * past and the rest from new, and writes them to `present` as well. */
+static void copy_elems(flash *f, kstmt *body, tile_kind kind, kexpr *key0, kexpr *o, kexpr *c, kvar *smem, kexpr *at,
+                       int width, bool async, bool raw) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  int param = kind == TILE_Q ? 1 : kind == TILE_K ? 2 : 3, kv = kind == TILE_K ? 0 : 1;
+  kexpr *zero = raw ? ke_cast(b, ke_int(b, 0), KT_U32) : ke_float(b, 0, KT_F32);
+  if (kind == TILE_Q || !f->cache[kv]) {
+    kexpr *inside = NULL, *src = ke_add(b, tile_row(f, kind, key0, o, &inside), idx_t(f, c));
+    if (async) ks_add(b, body, ks_cp_async_n(b, smem, at, param, src, inside, width * qir_dtype_size(f->s.dtype)));
+    else ks_add(b, body, ks_assign(b, smem, at, ke_select(b, inside, raw ? ke_load_raw(b, param, src) : ke_load(b, k, param, src), zero,
+                                                          raw ? KT_U32 : KT_F32)));
+    return;
+  }
+  int64_t P = f->past_len[kv], T = f->s.T, wd = kind == TILE_K ? f->s.D : f->s.DV;
+  kexpr *j = ke_add(b, key0, idx_t(f, o));
+  kexpr *in_past = ke_lt(b, j, ke_int(b, P)), *inside = ke_lt(b, j, ke_int(b, T));
+  kexpr *past = index_of(f, f->bb, f->kvh, j, c, f->s.Hkv, P, wd);
+  kexpr *now = index_of(f, f->bb, f->kvh, ke_sub(b, j, ke_int(b, P)), c, f->s.Hkv, T - P, wd);
+  if (async) {
+    int bytes = width * qir_dtype_size(f->s.dtype);
+    ks_add(b, body, ks_if(b, in_past, ks_cp_async_n(b, smem, at, param, past, NULL, bytes),
+                          ks_cp_async_n(b, smem, at, f->p_new[kv], now, inside, bytes)));
+  } else {
+    kexpr *from_now = ke_select(b, inside, raw ? ke_load_raw(b, f->p_new[kv], now) : ke_load(b, k, f->p_new[kv], now), zero,
+                                raw ? KT_U32 : KT_F32);
+    kexpr *val = ke_select(b, in_past, raw ? ke_load_raw(b, param, past) : ke_load(b, k, param, past), from_now, raw ? KT_U32 : KT_F32);
+    ks_add(b, body, ks_assign(b, smem, at, val));
+  }
+  /* present[.., j, c ..] = the same values (the cache written once, by the block that loads the tile) */
+  kexpr *pres = index_of(f, f->bb, f->kvh, j, c, f->s.Hkv, T, wd);
+  kstmt *st = ks_seq(b);
+  for (int e = 0; e < width; e++) {
+    kexpr *v = ke_select(b, in_past, ke_load(b, k, param, ke_add(b, past, ke_int(b, e))),
+                         ke_load(b, k, f->p_new[kv], ke_add(b, now, ke_int(b, e))), KT_F32);
+    ks_add(b, st, ks_store(b, f->p_present[kv], ke_add(b, pres, ke_int(b, e)), v));
+  }
+  ks_add(b, body, ks_if(b, inside, st, NULL));
+}
+
 /* The copy of one tile into stage `slot` of its shared ring: 16-byte
  * cp.async chunks (async), else 16-bit loads stored at once.  Rows past the
  * data are zeros. */
@@ -139,32 +195,35 @@ static kstmt *copy_rows(flash *f, tile_kind kind, kexpr *key0, kexpr *slot, bool
   kkernel *k = f->k;
   const pipe_tile *t = kind == TILE_Q ? &f->tq : kind == TILE_K ? &f->tk : &f->tv;
   kvar *smem = kind == TILE_Q ? f->sq : kind == TILE_K ? f->sk : f->sv;
-  int param = kind == TILE_Q ? 1 : kind == TILE_K ? 2 : 3;
   int64_t per_row = async ? t->chunks : t->inner, total = t->outer * per_row;
   kvar *fv = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
   kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *cv = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
   kstmt *body = ks_seq(b);
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, fv), ke_int(b, per_row))));
   ks_add(b, body, ks_decl(b, cv, ke_mod(b, ke_var(b, fv), ke_int(b, per_row))));
-  kexpr *o = ke_var(b, ov), *c = ke_var(b, cv), *inside = NULL;
-  kexpr *base = tile_row(f, kind, key0, o, &inside);
-  if (async) {
-    kexpr *at = pipe_tile_at(b, t, slot, o, c, ke_int(b, 0));
-    ks_add(b, body, ks_cp_async(b, smem, at, param, ke_add(b, base, idx_t(f, ke_mul(b, c, ke_int(b, t->epc)))), inside));
-  } else {
-    kexpr *at = pipe_tile_at(b, t, slot, o, ke_div(b, c, ke_int(b, t->epc)), ke_mod(b, c, ke_int(b, t->epc)));
-    kexpr *val = ke_select(b, inside, ke_load_raw(b, param, ke_add(b, base, idx_t(f, c))), ke_cast(b, ke_int(b, 0), KT_U32), KT_U32);
-    ks_add(b, body, ks_assign(b, smem, at, val));
-  }
+  kexpr *o = ke_var(b, ov), *c = ke_var(b, cv);
+  if (async)
+    copy_elems(f, body, kind, key0, o, ke_mul(b, c, ke_int(b, t->epc)), smem, pipe_tile_at(b, t, slot, o, c, ke_int(b, 0)),
+               (int)t->epc, true, true);
+  else
+    copy_elems(f, body, kind, key0, o, c, smem,
+               pipe_tile_at(b, t, slot, o, ke_div(b, c, ke_int(b, t->epc)), ke_mod(b, c, ke_int(b, t->epc))), 1, false, true);
   return ks_for(b, fv, ke_tid(b), ke_int(b, total), k->threads, body);
 }
 
-/* cp.async where q, k and v all start 16-byte aligned (every row then is:
- * head sizes are multiples of 16), else the direct copy. */
-static kstmt *copy_tile(flash *f, tile_kind kind, kexpr *key0, kexpr *slot) {
+/* Whether every tensor a tile copy reads starts 16-byte aligned (every row
+ * then does: head sizes are multiples of 16, or of 4 for f32 rows). */
+static kexpr *all_aligned(flash *f) {
   kbuilder *b = f->b;
-  kexpr *aligned = ke_and(b, ke_aligned16(b, 1), ke_and(b, ke_aligned16(b, 2), ke_aligned16(b, 3)));
-  return ks_if(b, aligned, copy_rows(f, kind, key0, slot, true), copy_rows(f, kind, key0, slot, false));
+  kexpr *ok = ke_and(b, ke_aligned16(b, 1), ke_and(b, ke_aligned16(b, 2), ke_aligned16(b, 3)));
+  for (int kv = 0; kv < 2; kv++)
+    if (f->cache[kv]) ok = ke_and(b, ok, ke_aligned16(b, f->p_new[kv]));
+  return ok;
+}
+
+/* cp.async where every source is 16-byte aligned, else the direct copy. */
+static kstmt *copy_tile(flash *f, tile_kind kind, kexpr *key0, kexpr *slot) {
+  return ks_if(f->b, all_aligned(f), copy_rows(f, kind, key0, slot, true), copy_rows(f, kind, key0, slot, false));
 }
 
 /* ldmatrix.x4 of the 16 x 16 block at (row0, col0) of a stored tile into
@@ -224,7 +283,15 @@ static bool read_plan(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f
  * results), q, k, v, bias; f->R, f->per_split, the grid. */
 static kkernel *new_kernel(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t threads, lower_env *env) {
   kbuilder *b = &cg->kb;
-  kkernel *k = kkernel_new(b, qir_sprintf(cg->m, "k%d", cg->n_kernels), 5);
+  qir_attention_cache cache[2];
+  int n_params = 5;
+  for (int kv = 0; kv < 2; kv++)
+    if ((f->cache[kv] = qir_attention_operand_cache(op, 1 + kv, &cache[kv]))) {
+      f->past_len[kv] = cache[kv].past_len;
+      f->p_new[kv] = n_params++;
+      f->p_present[kv] = n_params++;
+    }
+  kkernel *k = kkernel_new(b, qir_sprintf(cg->m, "k%d", cg->n_kernels), n_params);
   f->b = b;
   f->k = k;
   k->warp = cg->warp;
@@ -239,8 +306,19 @@ static kkernel *new_kernel(cg_ctx *cg, const qir_op *op, qir_value *partial, fla
       f->view_offset[i - 1] = view.offset;
       f->view_stride[i - 1] = view.row_stride;
     }
+    if (i >= 2 && i <= 3 && f->cache[i - 2]) v = cache[i - 2].past;   /* the cache read in place */
     k->params[i] = (kparam){.name = names[i], .dtype = v->type.dtype, .numel = qir_type_numel(&v->type), .written = i == 0};
     k->args[i] = v;
+  }
+  for (int kv = 0; kv < 2; kv++) {
+    if (!f->cache[kv]) continue;
+    static const char *const cache_names[2][2] = {{"k_new", "k_present"}, {"v_new", "v_present"}};
+    qir_value *nv = cache[kv].now, *pv = cache[kv].present;
+    k->params[f->p_new[kv]] = (kparam){.name = cache_names[kv][0], .dtype = nv->type.dtype, .numel = qir_type_numel(&nv->type)};
+    k->args[f->p_new[kv]] = nv;
+    k->params[f->p_present[kv]] = (kparam){.name = cache_names[kv][1], .dtype = pv->type.dtype, .numel = qir_type_numel(&pv->type),
+                                           .written = true};
+    k->args[f->p_present[kv]] = pv;
   }
   kkernel_choose_index(b, k, f->s.T);
   *env = (lower_env){.cg = cg, .b = b, .k = k, .loc = op->loc};
@@ -588,18 +666,15 @@ static kstmt *copy_rows_f32(flash *f, tile_kind kind, kexpr *key0, kvar *smem, k
                             int64_t ld, bool async) {
   kbuilder *b = f->b;
   kkernel *k = f->k;
-  int param = kind == TILE_Q ? 1 : kind == TILE_K ? 2 : 3;
   int64_t width = async ? 4 : 1, per_row = inner / width, total = outer * per_row;
   kvar *fv = kvar_new(b, k, "f", KT_I32, 0, KV_LOCAL);
   kvar *ov = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL), *cv = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
   kstmt *body = ks_seq(b);
   ks_add(b, body, ks_decl(b, ov, ke_div(b, ke_var(b, fv), ke_int(b, per_row))));
   ks_add(b, body, ks_decl(b, cv, ke_mul(b, ke_mod(b, ke_var(b, fv), ke_int(b, per_row)), ke_int(b, width))));
-  kexpr *o = ke_var(b, ov), *c = ke_var(b, cv), *inside = NULL;
-  kexpr *src = ke_add(b, tile_row(f, kind, key0, o, &inside), idx_t(f, c));
+  kexpr *o = ke_var(b, ov), *c = ke_var(b, cv);
   kexpr *at = ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, outer * ld)), ke_mul(b, o, ke_int(b, ld))), c);
-  if (async) ks_add(b, body, ks_cp_async(b, smem, at, param, src, inside));
-  else ks_add(b, body, ks_assign(b, smem, at, ke_select(b, inside, ke_load(b, k, param, src), ke_float(b, 0, KT_F32), KT_F32)));
+  copy_elems(f, body, kind, key0, o, c, smem, at, (int)width, async, false);
   return ks_for(b, fv, ke_tid(b), ke_int(b, total), k->threads, body);
 }
 
@@ -607,8 +682,7 @@ static kstmt *copy_tile_f32(flash *f, tile_kind kind, kexpr *key0, kvar *smem, k
   kbuilder *b = f->b;
   kstmt *direct = copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, false);
   if (!f->async || f->s.dtype != QIR_F32 || inner % 4) return direct;
-  kexpr *aligned = ke_and(b, ke_aligned16(b, 1), ke_and(b, ke_aligned16(b, 2), ke_aligned16(b, 3)));
-  return ks_if(b, aligned, copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, true), direct);
+  return ks_if(b, all_aligned(f), copy_rows_f32(f, kind, key0, smem, slot, outer, inner, ld, true), direct);
 }
 
 static kstmt *simt_loop(kbuilder *b, kvar *v, int64_t trips, kstmt *body) {

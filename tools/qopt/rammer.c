@@ -58,6 +58,7 @@
  * module's launches and modelled time with and without the rprograms.
  */
 #include "qopt.h"
+#include "attention.h"
 #include "roller.h"
 #include "rprogram.h"
 
@@ -852,6 +853,9 @@ static bool plan_default(rammer *r, qir_op **opp) {
 static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
   qir_op *op = *opp;
   if (op->n_results < 1 || qir_op_is_view(op)) return false;
+  /* a flash attention that reads a KV cache's past and new in place (and writes
+   * its present) launches on its own; the concat launches nothing */
+  if (qir_attention_reads_cache(op) || qir_attention_folds_concat(op)) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;

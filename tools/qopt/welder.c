@@ -158,13 +158,13 @@ double welder_op_us(const qir_target *t, const qir_op *op) {
 }
 
 /* Ops that launch no kernel: structure, constants, views (a slice a flash
- * attention reads in place among them). */
+ * attention reads in place among them, and a KV cache's concat it writes). */
 static bool launches(const qir_op *op) {
   switch (op->code) {
   case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD:
   case QIR_OP_LOOP: case QIR_OP_IF: case QIR_OP_RESHAPE: case QIR_OP_IDENTITY:
     return false;
-  default: return !qir_attention_folds_slice(op);
+  default: return !qir_attention_folds_slice(op) && !qir_attention_folds_concat(op);
   }
 }
 
