@@ -241,6 +241,13 @@ static kstmt *ldmatrix16(flash *f, kvar *regs, kexpr *index, const pipe_tile *t,
   return ks_ldmatrix(b, regs, index, 4, trans, mem, pipe_tile_at(b, t, slot, row, chunk, ke_int(b, 0)));
 }
 
+/* The summary's words on where q, k and v come from. */
+static const char *layout_note(const flash *f) {
+  const char *views = f->view[0] || f->view[1] || f->view[2] ? ", q/k/v read in place from a fused projection" : "";
+  const char *cache = f->cache[0] || f->cache[1] ? ", the KV cache's past and new read in place and present written" : "";
+  return qir_sprintf(f->b->m, "%s%s%s", f->s.bshd ? "layout bshd" : "layout bhsd", views, cache);
+}
+
 static bool plan_int(const qir_attr_val *dict, const char *key, int at, int64_t *out) {
   const qir_attr_val *v = qir_attr_dict_get(dict, key);
   if (v && v->kind == QIR_ATTR_LIST) v = at < v->n ? &v->items[at] : NULL;
@@ -640,7 +647,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
            f->splits > 1 ? qir_sprintf(cg->m, "; keys split %" PRId64 " ways (%" PRId64 " tiles each), partial results combined by the next kernel",
                                        f->splits, f->per_split) : "",
            s->Hq, s->Hkv, s->G > 1 ? " (grouped: each kv tile read once per group)" : "",
-           s->bshd ? "layout bshd" : "layout bhsd", k->grid, k->threads, k->smem_bytes);
+           layout_note(f), k->grid, k->threads, k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
   b->index_type = KT_I32;
   return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
@@ -888,7 +895,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
                            qir_dtype_name(s->dtype), BQ, BKV, S, TR, TR * TC, TR * TO, all_tiles, s->causal ? ", causal:" : ",",
                            skipped * s->B * s->Hkv, s->B * s->Hkv * nqt * all_tiles,
                            f->splits > 1 ? qir_sprintf(cg->m, "; keys split %" PRId64 " ways", f->splits) : "", s->Hq, s->Hkv,
-                           s->bshd ? "layout bshd" : "layout bhsd", k->grid, k->threads, k->smem_bytes);
+                           layout_note(f), k->grid, k->threads, k->smem_bytes);
   b->index_type = KT_I32;
   return cg_finish_kernel(cg, k, op->results[0], op, "attention", op->loc);
 }

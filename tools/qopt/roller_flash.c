@@ -160,6 +160,8 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
          * a prefill fills the device with row tiles, one kernel */
         for (int64_t splits = 1; splits <= FLASH_MAX_SPLITS && splits <= cdiv(s.T, bkv) && (splits == 1 || rows <= bq);
              splits *= 2) {
+          int64_t all = cdiv(s.T, bkv);
+          if (cdiv(all, cdiv(all, splits)) != splits) continue;   /* a split with no tiles of its own */
           flash_plan f = {.mma = mma, .bq = bq, .bkv = bkv, .warps = warps, .stages = stages, .splits = splits};
           if (!mma && (warps > 4 || bkv > 64)) continue;   /* SIMT: at most 8 rows and 4 keys a lane */
           if (!flash_eval(&s, t, &f)) continue;
