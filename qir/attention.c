@@ -3,16 +3,6 @@
 
 #include <string.h>
 
-static bool zero_splat(const qir_value *v) {
-  const qir_op *c = v->def;
-  if (!c || c->code != QIR_OP_CONST || !c->cst || !c->cst->data) return false;
-  int64_t n = c->cst->splat ? 1 : qir_type_numel(&v->type);
-  if ((size_t)(n * qir_dtype_size(v->type.dtype)) > c->cst->nbytes) return false;
-  for (int64_t i = 0; i < n; i++)
-    if (qir_load_elem(v->type.dtype, c->cst->data, i) != 0) return false;
-  return true;
-}
-
 bool qir_attention_shape_of(const qir_op *op, qir_attention_shape *s) {
   if (op->code != QIR_OP_ATTENTION || op->n_operands != 4 || op->n_results != 1) return false;
   const qir_type *q = &op->operands[0]->type, *k = &op->operands[1]->type, *v = &op->operands[2]->type;
@@ -29,7 +19,7 @@ bool qir_attention_shape_of(const qir_op *op, qir_attention_shape *s) {
   s->causal = qir_op_attr_int(op, "causal", 0) != 0;
   s->scale = qir_op_attr_float(op, "scale", 1);
   s->softcap = qir_op_attr_float(op, "softcap", 0);
-  s->has_bias = !zero_splat(op->operands[3]);
+  s->has_bias = !qir_value_is_zero_const(op->operands[3]);
   return true;
 }
 

@@ -515,6 +515,16 @@ void qir_value_replace_uses(qir_module *m, qir_value *from, qir_value *to) {
   }
 }
 
+bool qir_value_is_zero_const(const qir_value *v) {
+  const qir_op *c = v->def;
+  if (!c || c->code != QIR_OP_CONST || !c->cst || !c->cst->data) return false;
+  int64_t n = c->cst->splat ? 1 : qir_type_numel(&v->type);
+  if ((size_t)(n * qir_dtype_size(v->type.dtype)) > c->cst->nbytes) return false;
+  for (int64_t i = 0; i < n; i++)
+    if (qir_load_elem(v->type.dtype, c->cst->data, i) != 0) return false;
+  return true;
+}
+
 int qir_value_use_count(const qir_value *v) {
   int n = 0;
   for (const qir_use *u = v->uses; u; u = u->next) n++;

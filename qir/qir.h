@@ -346,6 +346,8 @@ void qir_op_add_operand(qir_module *m, qir_op *op, qir_value *v);
 /* Redirects every use of `from` to `to`. */
 void qir_value_replace_uses(qir_module *m, qir_value *from, qir_value *to);
 int qir_value_use_count(const qir_value *v);
+/* Whether v is a constant whose every element is zero (a splat or dense data loaded). */
+bool qir_value_is_zero_const(const qir_value *v);
 qir_value *qir_value_new(qir_module *m, qir_type t, const char *name);
 
 /* Attributes.  Setting an existing key replaces its value. */

@@ -107,16 +107,6 @@ static qir_expr *at_vars(te *t, int i, const int *vars) {
 }
 
 /* Is value v a constant whose every element is zero (an absent bias)? */
-static bool is_zero_const(te *t, const qir_value *v) {
-  const qir_op *c = v->def;
-  if (!c || c->code != QIR_OP_CONST || !c->cst || !c->cst->data) return false;
-  int64_t n = c->cst->splat ? 1 : qir_type_numel(&v->type);
-  if ((size_t)(n * qir_dtype_size(v->type.dtype)) > c->cst->nbytes) return false;
-  for (int64_t i = 0; i < n; i++)
-    if (qir_load_elem(v->type.dtype, c->cst->data, i) != 0) return false;
-  (void)t;
-  return true;
-}
 
 /* True on the first iteration of the reduction (all reduce vars 0): a term
  * added under it is added exactly once, which puts a bias inside a sum. */
@@ -469,7 +459,7 @@ static qir_op *te_gemm(te *t) {
   qir_expr *ib[2] = {var(t, tb ? 1 : k), var(t, tb ? k : 1)};
   qir_expr *prod = mul(t, access(t, 0, 2, ia), access(t, 1, 2, ib));
   if (alpha != 1) prod = mul(t, flit(t, alpha), prod);
-  if (beta != 0 && !is_zero_const(t, t->op->operands[2])) {
+  if (beta != 0 && !qir_value_is_zero_const(t->op->operands[2])) {
     qir_expr *c = bcast(t, 2);
     if (beta != 1) c = mul(t, flit(t, beta), c);
     prod = add(t, prod, sel(t, first_iteration(t), c, lit_like(t, a->dtype, 0)));
@@ -586,7 +576,7 @@ static qir_op *te_conv(te *t) {
   }
   qir_expr *prod = mul(t, access(t, 0, x->rank, ix), access(t, 1, w->rank, iw));
   if (guard) prod = sel(t, guard, prod, lit_like(t, x->dtype, 0));
-  if (!is_zero_const(t, t->op->operands[2])) {
+  if (!qir_value_is_zero_const(t->op->operands[2])) {
     qir_expr *b1 = var(t, 1);
     prod = add(t, prod, sel(t, first_iteration(t), access(t, 2, 1, &b1), lit_like(t, x->dtype, 0)));
   }
@@ -1389,7 +1379,7 @@ static int expand_attention(chain *c) {
   qir_value *qk_ops[2] = {op->operands[0], op->operands[1]};
   qir_value *logits = push(c, make_compute(t, 2, qk_ops, &st, dot, QIR_REDUCE_SUM));
   if (!logits) return 0;
-  bool has_bias = !is_zero_const(t, op->operands[3]);
+  bool has_bias = !qir_value_is_zero_const(op->operands[3]);
   if (cap > 0 || causal || has_bias) {
     set_axes(t, &st);
     qir_expr *l = at4(t, 0, var(t, 0), var(t, 1), var(t, 2), var(t, 3));

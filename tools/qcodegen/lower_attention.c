@@ -248,6 +248,24 @@ static const char *layout_note(const flash *f) {
   return qir_sprintf(f->b->m, "%s%s%s", f->s.bshd ? "layout bshd" : "layout bhsd", views, cache);
 }
 
+/* acc += A B on mma.sync over ksteps slices of 16 (A: 4 registers a slice
+ * in a) and nsteps pairs of n8 tiles (acc: 4 registers a tile), B's 16 x 16
+ * blocks by ldmatrix.x4 from slot `slot` of tile t.  K (the scores) is stored
+ * [key][d]: B (d x key) column-major, rows = the n pair's keys; V (the
+ * output) [key][dv]: B row-major, rows = the k slice's keys, .trans. */
+static kstmt *mma_product(flash *f, kvar *acc, kvar *a, kvar *kb, const pipe_tile *t, kvar *mem, kexpr *slot, int64_t ksteps,
+                          int64_t nsteps, bool v_tile) {
+  kbuilder *b = f->b;
+  kvar *ks = kvar_new(b, f->k, "kk", KT_I32, 0, KV_BLOCK), *ns = kvar_new(b, f->k, "nj", KT_I32, 0, KV_BLOCK);
+  kexpr *k16 = ke_mul(b, ke_var(b, ks), ke_int(b, 16)), *n16 = ke_mul(b, ke_var(b, ns), ke_int(b, 16));
+  kstmt *one = ks_seq(b);
+  ks_add(b, one, ldmatrix16(f, kb, ke_int(b, 0), t, mem, slot, v_tile ? k16 : n16, v_tile ? n16 : k16, v_tile, v_tile));
+  for (int half = 0; half < 2; half++)
+    ks_add(b, one, ks_mma16816(b, acc, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, ns), ke_int(b, 2)), ke_int(b, half)), ke_int(b, 4)), a,
+                               ke_mul(b, ke_var(b, ks), ke_int(b, 4)), kb, ke_int(b, 2 * half), f->s.dtype));
+  return unrolled(b, ks, ksteps, unrolled(b, ns, nsteps, one, true), true);
+}
+
 static bool plan_int(const qir_attr_val *dict, const char *key, int at, int64_t *out) {
   const qir_attr_val *v = qir_attr_dict_get(dict, key);
   if (v && v->kind == QIR_ATTR_LIST) v = at < v->n ? &v->items[at] : NULL;
@@ -509,15 +527,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   {
     kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
     ks_add(b, iter, unrolled(b, i, NS * 4, ks_assign(b, sacc, ke_var(b, i), zero), false));
-    kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK), *nj = kvar_new(b, k, "nj", KT_I32, 0, KV_BLOCK);
-    kstmt *one = ks_seq(b);
-    /* K stored [key][d] is B (d x key) column-major: matrices (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, ..) */
-    ks_add(b, one, ldmatrix16(f, kb, ke_int(b, 0), &f->tk, f->sk, slot, ke_mul(b, ke_var(b, nj), ke_int(b, 16)),
-                              ke_mul(b, ke_var(b, kk), ke_int(b, 16)), false, false));
-    for (int half = 0; half < 2; half++)
-      ks_add(b, one, ks_mma16816(b, sacc, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, nj), ke_int(b, 2)), ke_int(b, half)), ke_int(b, 4)), qa,
-                                 ke_mul(b, ke_var(b, kk), ke_int(b, 4)), kb, ke_int(b, 2 * half), s->dtype));
-    ks_add(b, iter, unrolled(b, kk, KQ, unrolled(b, nj, KP, one, true), true));
+    ks_add(b, iter, mma_product(f, sacc, qa, kb, &f->tk, f->sk, slot, KQ, KP, false));
   }
 
   /* scale, softcap, bias, mask; each row's new max over the quad */
@@ -585,17 +595,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add_flat(b, iter, pass);
   }
 
-  /* O += P V (V stored [key][dv] is B row-major: ldmatrix.trans) */
-  {
-    kvar *kp = kvar_new(b, k, "kp", KT_I32, 0, KV_BLOCK), *nd = kvar_new(b, k, "nd", KT_I32, 0, KV_BLOCK);
-    kstmt *one = ks_seq(b);
-    ks_add(b, one, ldmatrix16(f, kb, ke_int(b, 0), &f->tv, f->sv, slot, ke_mul(b, ke_var(b, kp), ke_int(b, 16)),
-                              ke_mul(b, ke_var(b, nd), ke_int(b, 16)), true, true));
-    for (int half = 0; half < 2; half++)
-      ks_add(b, one, ks_mma16816(b, oacc, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, nd), ke_int(b, 2)), ke_int(b, half)), ke_int(b, 4)), pa,
-                                 ke_mul(b, ke_var(b, kp), ke_int(b, 4)), kb, ke_int(b, 2 * half), s->dtype));
-    ks_add(b, iter, unrolled(b, kp, KP, unrolled(b, nd, DV / 16, one, true), true));
-  }
+  /* O += P V */
+  ks_add(b, iter, mma_product(f, oacc, pa, kb, &f->tv, f->sv, slot, KP, DV / 16, true));
   kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
