@@ -1931,12 +1931,27 @@ static bool report_attention(qir_op *op, void *out) {
   return true;
 }
 
+/* An attention op without a plan (the recognition just made it, or -roller
+ * did not run) gets its flash plan: one kernel, as the group it replaces was. */
+typedef struct {
+  qir_module *m;
+  const qir_target *t;
+} plan_ctx;
+
+static bool plan_attention(qir_op *op, void *vctx) {
+  plan_ctx *pc = vctx;
+  if (op->code == QIR_OP_ATTENTION && !qir_op_attr(op, "tile")) roller_plan_attention(pc->m, op, pc->t, NULL);
+  return true;
+}
+
 bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   double t0 = now_ms();
   if (!qopt_match_attention(ctx, m, "welder")) return false;
   qir_target from_file;
   const qir_target *t = qopt_target(ctx, &from_file);
   if (!t) return false;
+  plan_ctx pc = {m, t};
+  qir_walk(m->body, plan_attention, &pc);
   FILE *quiet = fopen("/dev/null", "w");
   /* a launch costs what the target says unless the command line says otherwise */
   double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
