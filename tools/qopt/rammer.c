@@ -856,6 +856,7 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
   /* a flash attention that reads a KV cache's past and new in place (and writes
    * its present) launches on its own; the concat launches nothing */
   if (qir_attention_reads_cache(op) || qir_attention_folds_concat(op)) return false;
+  if (qir_attention_flash_splits(op) > 1) return false;   /* flash-decoding: two kernels, not one task set */
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;

@@ -1716,7 +1716,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
     default: break;
     }
     if (op->n_results != 1 || !quiet) return true;
-    if (op->code == QIR_OP_ATTENTION && !o->estimate && roller_plan_attention(m, op, t, st)) return true;
+    if (op->code == QIR_OP_ATTENTION && !o->estimate && roller_plan_attention(m, op, t, topk, st)) return true;
     /* analyse the op's tensor-expression form without replacing the op; the
      * temporary is unlinked so it leaves no uses behind */
     qir_diag qd;

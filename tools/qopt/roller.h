@@ -34,9 +34,9 @@ bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
                     qir_diag *d);
 
 /* roller_flash.c: a flash-attention plan (#tile{flash = [..], ...}) for an
- * `attention` op where the target and the op's types allow one; false (the
- * op untouched) otherwise. */
-bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, roller_stats *st);
+ * `attention` op where the target and the op's types allow one, and its next
+ * topk - 1 as #tile_alternatives; false (the op untouched) otherwise. */
+bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st);
 /* One line on `out` saying what an attention op became (the -stats report):
  * its flash plan (tiles, stages, grouped heads, causal skip, key splits,
  * modelled time) or that it has none.  Nothing for other ops. */

@@ -37,6 +37,7 @@
 #define FLASH_SFU_PER_CYCLE 16.0  /* ex2 per SM per cycle (sm_80, sm_90) */
 #define FLASH_ADDR_REGS 48      /* row state (max, sum), addresses, loop counters */
 #define FLASH_MAX_SPLITS 64     /* flash-decoding: blocks sharing one row tile's keys */
+#define FLASH_MAX_PLANS 256     /* (rows, keys, stages, splits) evaluated per op */
 #define FLASH_SIMT_THREADS 128  /* SIMT kernel: 8 groups of 16 lanes, each group some rows */
 #define FLASH_SIMT_EFF 0.5      /* of the f32 FMA peak: operands from shared memory each step */
 
@@ -138,7 +139,33 @@ static double round_sig(double x) {
   return round(x * p) / p;
 }
 
-bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, roller_stats *st) {
+static qir_attr_val plan_dict(qir_module *m, const qir_target *t, const flash_plan *p) {
+  int64_t flash[2] = {p->bq, p->bkv}, shape[3] = {16, 8, 16};
+  qir_attr e[13];
+  int n = 0;
+  e[n++] = (qir_attr){.key = "flash", .val = qir_attr_ints(m, 2, flash)};
+  if (p->mma) e[n++] = (qir_attr){.key = "flash_mma", .val = qir_attr_ints(m, 3, shape)};
+  e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(p->stages)};
+  if (p->splits > 1) e[n++] = (qir_attr){.key = "splits", .val = qir_attr_int(p->splits)};
+  e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(p->mma ? 32 * p->warps : FLASH_SIMT_THREADS)};
+  e[n++] = (qir_attr){.key = "grid", .val = qir_attr_ints(m, 1, &p->blocks)};
+  e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(p->smem)};
+  e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(p->regs)};
+  e[n++] = (qir_attr){.key = "skipped_tiles", .val = qir_attr_int(p->skipped)};
+  e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(p->est_us))};
+  e[n++] = (qir_attr){.key = "bound", .val = qir_attr_string(m, p->bound)};
+  e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, t->name)};
+  return qir_attr_dict(m, n, e);
+}
+
+/* Rank order: faster first; ties (within 1%): fewer splits, then fewer shared bytes. */
+static bool better(const flash_plan *a, const flash_plan *b) {
+  if (a->est_us < b->est_us * 0.99) return true;
+  if (a->est_us > b->est_us * 1.01) return false;
+  return a->splits < b->splits || (a->splits == b->splits && a->smem < b->smem);
+}
+
+bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, int topk, roller_stats *st) {
   qir_attention_shape s;
   if (!qir_attention_shape_of(op, &s)) return false;
   bool sync_target = t->mma_m == 16 && t->mma_n == 8 && t->mma_k == 16 && !strcmp(t->backend, "cuda");
@@ -148,7 +175,8 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
     return false;
   bool mma = sync_target && (s.dtype == QIR_F16 || s.dtype == QIR_BF16) && qir_target_peak(t, s.dtype, true) > 0 && s.D % 16 == 0 &&
              s.DV % 16 == 0 && s.D <= 256 && s.DV <= 256;
-  flash_plan best = {0};
+  flash_plan all_plans[FLASH_MAX_PLANS];
+  int n_plans = 0;
   int64_t rows = s.G * s.S;
   for (int64_t warps = 1; warps <= 8; warps *= 2) {
     /* mma: a warp per 16 rows; SIMT: 8 groups of 16 lanes, 2 .. 8 rows each */
@@ -164,31 +192,25 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, rolle
           if (cdiv(all, cdiv(all, splits)) != splits) continue;   /* a split with no tiles of its own */
           flash_plan f = {.mma = mma, .bq = bq, .bkv = bkv, .warps = warps, .stages = stages, .splits = splits};
           if (!mma && (warps > 4 || bkv > 64)) continue;   /* SIMT: at most 8 rows and 4 keys a lane */
-          if (!flash_eval(&s, t, &f)) continue;
-          /* ties (within 1%): fewer splits, then fewer shared bytes */
-          if (!best.bq || f.est_us < best.est_us * 0.99 ||
-              (f.est_us <= best.est_us * 1.01 && (f.splits < best.splits || (f.splits == best.splits && f.smem < best.smem))))
-            best = f;
+          if (n_plans < FLASH_MAX_PLANS && flash_eval(&s, t, &f)) all_plans[n_plans++] = f;
         }
   }
-  if (!best.bq) return false;
-  int64_t flash[2] = {best.bq, best.bkv}, shape[3] = {16, 8, 16};
-  qir_attr e[13];
-  int n = 0;
-  e[n++] = (qir_attr){.key = "flash", .val = qir_attr_ints(m, 2, flash)};
-  if (best.mma) e[n++] = (qir_attr){.key = "flash_mma", .val = qir_attr_ints(m, 3, shape)};
-  e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(best.stages)};
-  if (best.splits > 1) e[n++] = (qir_attr){.key = "splits", .val = qir_attr_int(best.splits)};
-  e[n++] = (qir_attr){.key = "threads", .val = qir_attr_int(best.mma ? 32 * best.warps : FLASH_SIMT_THREADS)};
-  e[n++] = (qir_attr){.key = "grid", .val = qir_attr_ints(m, 1, &best.blocks)};
-  e[n++] = (qir_attr){.key = "smem", .val = qir_attr_int(best.smem)};
-  e[n++] = (qir_attr){.key = "regs", .val = qir_attr_int(best.regs)};
-  e[n++] = (qir_attr){.key = "skipped_tiles", .val = qir_attr_int(best.skipped)};
-  e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(best.est_us))};
-  e[n++] = (qir_attr){.key = "bound", .val = qir_attr_string(m, best.bound)};
-  e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, t->name)};
-  qir_op_set_attr(m, op, "tile", qir_attr_dict(m, n, e), true);
+  if (!n_plans) return false;
+  for (int i = 1; i < n_plans; i++)   /* insertion sort: a few dozen plans */
+    for (int j = i; j > 0 && better(&all_plans[j], &all_plans[j - 1]); j--) {
+      flash_plan x = all_plans[j];
+      all_plans[j] = all_plans[j - 1];
+      all_plans[j - 1] = x;
+    }
+  qir_op_set_attr(m, op, "tile", plan_dict(m, t, &all_plans[0]), true);
   qir_op_remove_attr(op, "tile_alternatives");
+  /* -roller-topk: the next plans, split or not as the best is (-rammer may swap one in;
+   * a split plan's two kernels are never packed) */
+  qir_attr_val alt[FLASH_MAX_PLANS];
+  int n_alt = 0;
+  for (int i = 1; i < n_plans && n_alt < topk - 1; i++)
+    if ((all_plans[i].splits > 1) == (all_plans[0].splits > 1)) alt[n_alt++] = plan_dict(m, t, &all_plans[i]);
+  if (n_alt) qir_op_set_attr(m, op, "tile_alternatives", qir_attr_list(m, n_alt, alt), true);
   if (st) st->planned++;
   return true;
 }

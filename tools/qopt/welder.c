@@ -1940,7 +1940,7 @@ typedef struct {
 
 static bool plan_attention(qir_op *op, void *vctx) {
   plan_ctx *pc = vctx;
-  if (op->code == QIR_OP_ATTENTION && !qir_op_attr(op, "tile")) roller_plan_attention(pc->m, op, pc->t, NULL);
+  if (op->code == QIR_OP_ATTENTION && !qir_op_attr(op, "tile")) roller_plan_attention(pc->m, op, pc->t, 1, NULL);
   return true;
 }
 

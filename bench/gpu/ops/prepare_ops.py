@@ -148,6 +148,17 @@ def ops_table():
                     outputs=[("y", xe)],
                     body="  %%y = compute [i:128, j:3072] (max(%s, 0.0)) : f32[128,3072]\n" % t,
                     flops=3 * nelem(xe), torch={"kind": "mul_add_relu"}))
+    # Attention (issue 27): causal prefill at S = 2048 and a decode step over a 4096-key
+    # cache with 32 query heads on 8 kv heads, f16, against scaled_dot_product_attention.
+    for name, (B, H, HK, S, T, D, causal) in (("attn_causal_s2048_f16", (1, 16, 16, 2048, 2048, 64, True)),
+                                               ("attn_decode_t4096_f16", (1, 32, 8, 1, 4096, 128, False))):
+        q, k, y = tensor("f16", [B, H, S, D]), tensor("f16", [B, HK, T, D]), tensor("f16", [B, H, S, D])
+        scale = 1.0 / D ** 0.5
+        visible = S * T - (S * (S - 1) // 2 if causal else 0)
+        ops.append(dict(name=name, dtype="f16", inputs=[("q", q), ("k", k), ("v", k)], outputs=[("y", y)],
+                        body="  %%z = const dense<0> : f16[]\n  %%y = attention %%q, %%k, %%v, %%z {%sscale = %r} : %s\n"
+                             % ("causal = 1, " if causal else "", scale, ty(y)),
+                        flops=4 * B * H * D * visible, torch={"kind": "sdpa", "causal": causal, "scale": scale}))
     for op in ops:
         op["min_bytes"] = sum(nelem(t) * BYTES[t["dtype"]] for _, t in op["inputs"] + op["outputs"])
     return ops

@@ -46,6 +46,9 @@ def op_fn(desc):
         return lambda x, w, b: F.gelu(x * w + b)
     if kind == "mul_add_relu":
         return lambda x, w, b: torch.relu(x * w + b)
+    if kind == "sdpa":   # PyTorch's fused attention (flash backend in f16), grouped kv heads expanded by it
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=desc["causal"], scale=desc["scale"],
+                                                              enable_gqa=q.shape[1] != k.shape[1])
     raise ValueError("unknown torch kind %r" % kind)
 
 
