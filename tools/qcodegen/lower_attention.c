@@ -45,7 +45,6 @@
 
 #define W 32                    /* lanes per warp: mma.sync */
 
-
 typedef struct {
   lower_env *env;
   kbuilder *b;
@@ -66,7 +65,6 @@ typedef struct {
   kexpr *split;                           /* block: its split of the keys (0 without splits) */
   kexpr *lane, *warp, *g, *t4;
   kexpr *head[2], *pos[2], *valid[2];     /* the lane's two rows (g, g + 8): query head, position, r < R */
-  bool aligned_copies;
 } flash;
 
 static kstmt *unrolled(kbuilder *b, kvar *v, int64_t trips, kstmt *body, bool uniform) {
@@ -82,7 +80,6 @@ static kstmt *unrolled(kbuilder *b, kvar *v, int64_t trips, kstmt *body, bool un
 }
 
 static kexpr *idx_t(flash *f, kexpr *e) { return ke_cast(f->b, e, f->b->index_type); }
-
 
 /* Flat element of q or y (head h, position i, column c) and of k or v (kv head, key j, column c). */
 static kexpr *index_of(flash *f, kexpr *bb, kexpr *h, kexpr *i, kexpr *c, int64_t heads, int64_t len, int64_t width) {
@@ -113,7 +110,6 @@ static void row_coords(flash *f, kexpr *o, kexpr **h, kexpr **i) {
   *h = ke_add(b, ke_mul(b, f->kvh, ke_int(b, f->s.G)), ke_div(b, r, ke_int(b, f->s.S)));
   *i = ke_mod(b, r, ke_int(b, f->s.S));
 }
-
 
 /* Split p's partial result for packed row `row` of the block's kv head: f32
  * [splits][B * Hkv][R][DV + 2], O unnormalised, then the row's max and sum. */
