@@ -695,6 +695,15 @@ static kstmt *simt_loop(kbuilder *b, kvar *v, int64_t trips, kstmt *body) {
   return l;
 }
 
+/* acc[r * ny + c] += x[r] * y[c]: a lane's register tile, one step of a contraction. */
+static kstmt *outer_fma(flash *f, kvar *acc, kvar *x, int64_t nx, kvar *y, int64_t ny) {
+  kbuilder *b = f->b;
+  kvar *r = kvar_new(b, f->k, "r", KT_I32, 0, KV_LOCAL), *c = kvar_new(b, f->k, "c", KT_I32, 0, KV_LOCAL);
+  kexpr *at = ke_add(b, ke_mul(b, ke_var(b, r), ke_int(b, ny)), ke_var(b, c));
+  kexpr *prod = ke_bin(b, QIR_FN_MUL, ke_elem(b, x, ke_var(b, r)), ke_elem(b, y, ke_var(b, c)), KT_F32);
+  return simt_loop(b, r, nx, simt_loop(b, c, ny, ks_assign(b, acc, at, ke_bin(b, QIR_FN_ADD, ke_elem(b, acc, at), prod, KT_F32))));
+}
+
 static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t threads) {
   const qir_attention_shape *s = &f->s;
   int64_t groups = threads / SIMT_GROUP;
@@ -787,11 +796,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
     kexpr *kloc = ke_add(b, ke_mul(b, ke_var(b, c), ke_int(b, SIMT_GROUP)), lane);
     kexpr *kat = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, slot, ke_int(b, BKV)), kloc), ke_int(b, ldq)), ke_var(b, d));
     ks_add(b, step, simt_loop(b, c, TC, ks_assign(b, kv, ke_var(b, c), ke_elem(b, sk, kat))));
-    kvar *r2 = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *c2 = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL);
-    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, r2), ke_int(b, TC)), ke_var(b, c2));
-    kstmt *fma = ks_assign(b, sc, at, ke_bin(b, QIR_FN_ADD, ke_elem(b, sc, at),
-                                              ke_bin(b, QIR_FN_MUL, ke_elem(b, qv, ke_var(b, r2)), ke_elem(b, kv, ke_var(b, c2)), KT_F32), KT_F32));
-    ks_add(b, step, simt_loop(b, r2, TR, simt_loop(b, c2, TC, fma)));
+    ks_add(b, step, outer_fma(f, sc, qv, TR, kv, TC));
     ks_add(b, pass, ks_for(b, d, ke_int(b, 0), ke_int(b, D), 1, step));
     for (int64_t rr = 0; rr < TR; rr++) {
       ks_add(b, pass, ks_assign(b, mx[rr], NULL, ke_var(b, m[rr])));
@@ -846,11 +851,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
     if (DV % SIMT_GROUP)
       vval = ke_select(b, ke_lt(b, ke_add(b, ke_mul(b, ke_var(b, o), ke_int(b, SIMT_GROUP)), lane), ke_int(b, DV)), vval, zero, KT_F32);
     ks_add(b, step, simt_loop(b, o, TO, ks_assign(b, vv, ke_var(b, o), vval)));
-    kvar *r2 = kvar_new(b, k, "r", KT_I32, 0, KV_LOCAL), *o2 = kvar_new(b, k, "o", KT_I32, 0, KV_LOCAL);
-    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, r2), ke_int(b, TO)), ke_var(b, o2));
-    kstmt *fma = ks_assign(b, oc, at, ke_bin(b, QIR_FN_ADD, ke_elem(b, oc, at),
-                                              ke_bin(b, QIR_FN_MUL, ke_elem(b, pv, ke_var(b, r2)), ke_elem(b, vv, ke_var(b, o2)), KT_F32), KT_F32));
-    ks_add(b, step, simt_loop(b, r2, TR, simt_loop(b, o2, TO, fma)));
+    ks_add(b, step, outer_fma(f, oc, pv, TR, vv, TO));
     ks_add(b, pass, ks_for(b, j, ke_int(b, 0), ke_int(b, BKV), 1, step));
     ks_add_flat(b, iter, pass);
   }
