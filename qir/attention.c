@@ -34,6 +34,17 @@ int64_t qir_attention_tiles_needed(const qir_attention_shape *s, int64_t r0, int
   return need < all ? need : all;
 }
 
+int64_t qir_attention_tiles_visited(const qir_attention_shape *s, int64_t bq, int64_t bkv, int64_t *most) {
+  int64_t rows = s->G * s->S, sum = 0;
+  *most = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += bq) {
+    int64_t t = qir_attention_tiles_needed(s, r0, rows - r0 < bq ? rows - r0 : bq, bkv);
+    sum += t;
+    if (t > *most) *most = t;
+  }
+  return sum;
+}
+
 bool qir_attention_flash_planned(const qir_op *op) {
   const qir_attr *t = op->code == QIR_OP_ATTENTION ? qir_op_attr(op, "tile") : NULL;
   return t && t->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&t->val, "flash");

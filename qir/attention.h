@@ -29,6 +29,9 @@ bool qir_attention_shape_of(const qir_op *op, qir_attention_shape *s);
  * causal mask only those up to the diagonal of the row with the largest
  * position. */
 int64_t qir_attention_tiles_needed(const qir_attention_shape *s, int64_t r0, int64_t rows, int64_t bkv);
+/* Key tiles the row tiles of bq rows of one kv head visit in all (the sum of
+ * qir_attention_tiles_needed over them); *most: the busiest row tile's. */
+int64_t qir_attention_tiles_visited(const qir_attention_shape *s, int64_t bq, int64_t bkv, int64_t *most);
 
 /* Whether op is an attention op with a flash plan (#tile{flash = ..}, qopt
  * -roller's roller_flash.c): one kernel, not its compute chain. */

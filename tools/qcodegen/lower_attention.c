@@ -630,10 +630,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add_flat(b, body, pass);
   }
 
-  int64_t skipped = 0;
-  for (int64_t q0 = 0; q0 < f->R; q0 += f->BQ)
-    skipped += all_tiles - qir_attention_tiles_needed(s, q0, f->R - q0 < f->BQ ? f->R - q0 : f->BQ, BKV);
-  skipped *= s->B * s->Hkv;
+  int64_t most, skipped = (nqt * all_tiles - qir_attention_tiles_visited(s, f->BQ, BKV, &most)) * s->B * s->Hkv;
   char buf[512];
   snprintf(buf, sizeof buf,
            "flash attention, mma.sync m16n8k16 %s: %" PRId64 " rows x %" PRId64 " keys per step (%" PRId64 " warps), %" PRId64
@@ -883,9 +880,8 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
     }
     ks_add_flat(b, body, pass);
   }
-  int64_t all_tiles = ceil_div(s->T, BKV), nqt = ceil_div(f->R, BQ), skipped = 0;
-  for (int64_t q0 = 0; q0 < f->R; q0 += BQ)
-    skipped += all_tiles - qir_attention_tiles_needed(s, q0, f->R - q0 < BQ ? f->R - q0 : BQ, BKV);
+  int64_t all_tiles = ceil_div(s->T, BKV), nqt = ceil_div(f->R, BQ), most;
+  int64_t skipped = nqt * all_tiles - qir_attention_tiles_visited(s, BQ, BKV, &most);
   k->summary = qir_sprintf(cg->m,
                            "flash attention, SIMT %s: %" PRId64 " rows x %" PRId64 " keys per step, %" PRId64 " stages, 16 lanes per %" PRId64
                            " rows (%" PRId64 " scores, %" PRId64 " outputs each), %" PRId64 " key tiles%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64

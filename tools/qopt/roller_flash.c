@@ -55,14 +55,9 @@ static int64_t rows_of(const qir_attention_shape *s) { return s->G * s->S; }
 /* Key tiles visited, over all blocks and by the busiest block (a split
  * visits its share: per_split tiles of the row tile's, at most). */
 static void walk(const qir_attention_shape *s, flash_plan *f) {
-  int64_t rows = s->G * s->S, nqt = cdiv(rows, f->bq), per_head = 0, most = 0;
+  int64_t nqt = cdiv(rows_of(s), f->bq), most = 0;
   int64_t all = cdiv(s->T, f->bkv), per_split = cdiv(all, f->splits);
-  for (int64_t qt = 0; qt < nqt; qt++) {
-    int64_t r0 = qt * f->bq, n = rows - r0 < f->bq ? rows - r0 : f->bq;
-    int64_t t = qir_attention_tiles_needed(s, r0, n, f->bkv);
-    per_head += t;
-    if (t > most) most = t;
-  }
+  int64_t per_head = qir_attention_tiles_visited(s, f->bq, f->bkv, &most);
   f->blocks = s->B * s->Hkv * nqt * f->splits;
   f->steps = per_head * s->B * s->Hkv;
   f->skipped = s->B * s->Hkv * nqt * all - f->steps;
