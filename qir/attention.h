@@ -69,7 +69,7 @@ typedef struct {
   int64_t past_len;             /* keys in past */
 } qir_attention_cache;
 bool qir_attention_operand_cache(const qir_op *att, int operand, qir_attention_cache *c);
-/* Whether op is such a concat, or an attention that folds one. */
+/* Whether op is such a concat; whether att is an attention that folds one. */
 bool qir_attention_folds_concat(const qir_op *op);
 bool qir_attention_reads_cache(const qir_op *att);
 

@@ -428,7 +428,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   if (s->D % 16 || s->DV % 16 || s->D > 256 || s->DV > 256) return fail(cg, op, "head sizes must be multiples of 16 up to 256");
   if (cg->warp != W || cg->backend == CG_HIP)
     return fail(cg, op, "it needs mma.sync (CUDA, or C with 32-lane warps); plan HIP targets without it");
-  f->async = true;   /* mma.sync targets have cp.async */
+  f->async = true;   /* mma.sync targets have cp.async: the copies and the ring below use it */
   lower_env env;
   kkernel *k = new_kernel(cg, op, partial, f, threads, &env);
   kbuilder *b = f->b;
@@ -483,8 +483,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add(b, init, unrolled(b, i, NO * 4, ks_assign(b, oacc, ke_var(b, i), zero), false));
     ks_add_flat(b, body, init);
     ks_add(b, body, copy_tile(f, TILE_Q, NULL, ke_int(b, 0)));
-    if (f->async) ks_add(b, body, ks_cp_commit(b));
-    if (f->async) ks_add(b, body, ks_cp_wait(b, 0));
+    ks_add(b, body, ks_cp_commit(b));
+    ks_add(b, body, ks_cp_wait(b, 0));
     ks_add(b, body, ks_barrier(b));
     kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
     kstmt *one = ldmatrix16(f, qa, ke_mul(b, ke_var(b, kk), ke_int(b, 4)), &f->tq, f->sq, ke_int(b, 0),
@@ -499,14 +499,14 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     for (int kind = TILE_K; kind <= TILE_V; kind++)
       ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, tile_p), ke_int(b, BKV)), ke_int(b, p)));
     ks_add(b, body, ks_if(b, ke_lt(b, tile_p, t_hi), issue, NULL));
-    if (f->async) ks_add(b, body, ks_cp_commit(b));
+    ks_add(b, body, ks_cp_commit(b));
   }
 
   /* step u walks tile t = t_lo + u from slot u % S */
   kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
   kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
   kstmt *iter = ks_seq(b);
-  if (f->async) ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
+  ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
   ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
   {
     kexpr *next = ke_add(b, t, ke_int(b, S - 1));
@@ -515,7 +515,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
       ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, BKV)),
                                  ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))));
     ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
-    if (f->async) ks_add(b, iter, ks_cp_commit(b));
+    ks_add(b, iter, ks_cp_commit(b));
   }
   kexpr *slot = ke_mod(b, u, ke_int(b, S));
 
@@ -536,14 +536,14 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     kvar *keyv = kvar_new(b, k, "key", KT_I32, 0, KV_LOCAL);
     ks_add(b, one, ks_decl(b, keyv, key));
     kexpr *kj = ke_var(b, keyv);
-    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
+    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));   /* registers 0, 1: row g; 2, 3: row g + 8 */
     kexpr *x = score_of(f, ke_elem(b, sacc, at), ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]),
                         ke_pick(b, lo, f->valid[0], f->valid[1]), kj);
     ks_add(b, one, ks_assign(b, sacc, at, x));
-    ks_add(b, one, ks_assign(b, mx[0], NULL, ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)),
-                                                     ke_bin(b, QIR_FN_MAX, ke_var(b, mx[0]), ke_elem(b, sacc, at), KT_F32), ke_var(b, mx[0]))));
-    ks_add(b, one, ks_assign(b, mx[1], NULL, ke_pick(b, ke_lt(b, ke_var(b, e), ke_int(b, 2)), ke_var(b, mx[1]),
-                                                     ke_bin(b, QIR_FN_MAX, ke_var(b, mx[1]), ke_elem(b, sacc, at), KT_F32))));
+    for (int r = 0; r < 2; r++) {
+      kexpr *grown = ke_bin(b, QIR_FN_MAX, ke_var(b, mx[r]), ke_elem(b, sacc, at), KT_F32);
+      ks_add(b, one, ks_assign(b, mx[r], NULL, ke_pick(b, lo, r ? ke_var(b, mx[r]) : grown, r ? grown : ke_var(b, mx[r]))));
+    }
     kstmt *pass = ks_seq(b);
     for (int r = 0; r < 2; r++) ks_add(b, pass, ks_assign(b, mx[r], NULL, ke_var(b, m[r])));
     ks_add(b, pass, unrolled(b, jn, NS, unrolled(b, e, 4, one, false), false));
@@ -596,7 +596,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
-  if (f->async) ks_add(b, body, ks_cp_wait(b, 0));
+  ks_add(b, body, ks_cp_wait(b, 0));
 
   /* y = O / l: the row sums over the quad, then each lane's values */
   for (int r = 0; r < 2; r++) ks_add(b, body, ks_warp_reduce(b, l[r], QIR_FN_ADD, 4));
