@@ -41,6 +41,7 @@ typedef struct {
   int64_t v;
   qir_loc loc;
   bool bound;                   /* written `<=v` */
+  const qir_dim *sym;           /* a symbolic extent (v: its bound as written, or -1) */
 } qp_dim;
 
 typedef struct {
@@ -99,7 +100,13 @@ qir_op *qp_op_symbol(qp_ctx *c, const char *name, qir_loc loc, const char *sym, 
 qir_op *qp_op_const(qp_ctx *c, qir_loc loc, int64_t offset, qp_vec *dense, bool splat, qp_vec *attrs,
                     qp_vec *types);
 void qp_compute_begin(qp_ctx *c);
-bool qp_compute_axis(qp_ctx *c, const char *name, qir_loc loc, uint64_t extent, qir_loc eloc);
+bool qp_compute_axis(qp_ctx *c, const char *name, qir_loc loc, const qp_dim *extent);
+bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi, qir_loc rloc);
+const qir_dim *qp_dim_int(qp_ctx *c, uint64_t v, qir_loc loc);
+const qir_dim *qp_dim_name(qp_ctx *c, const char *name, qir_loc loc);
+const qir_dim *qp_dim_call(qp_ctx *c, const char *fn, qir_loc loc, const qir_dim *a, const qir_dim *b);
+const qir_dim *qp_dim_div(qp_ctx *c, const qir_dim *a, const qir_dim *b, qir_loc loc);
+bool qp_dim_of(qp_ctx *c, const qir_dim *e, qir_loc loc, int64_t bound, qp_dim *out);
 void qp_compute_reduce_axes(qp_ctx *c);
 bool qp_compute_reduce_kind(qp_ctx *c, const char *name, qir_loc loc);
 qir_op *qp_op_compute(qp_ctx *c, qir_loc loc, qp_ex body, qp_vec *attrs, qp_vec *types);
@@ -127,10 +134,12 @@ bool qp_ex_check(qp_ctx *c, qp_ex a);
   qp_ex ex;
   qir_op *op;
   qir_region *region;
+  const qir_dim *dim;
+  qp_dim dimv;
 }
 
 %token MODULE "'module'" WEIGHTS "'weights'" CONST "'const'" COMPUTE "'compute'"
-%token REDUCE "'reduce'" DENSE "'dense'" ELSE "'else'"
+%token REDUCE "'reduce'" DENSE "'dense'" ELSE "'else'" DIM "'dim'"
 %token <s> IDENT "identifier" VALUE "value name" SYMBOL "symbol" OFFSET "weights offset"
 %token <s> SCHED "schedule key" STRING "string"
 %token <u> INT "integer"
@@ -155,6 +164,8 @@ bool qp_ex_check(qp_ctx *c, qp_ex a);
 %type <num> number dnum
 %type <op> opcore
 %type <region> region
+%type <dim> dexpr
+%type <dimv> dim
 %type <ex> expr primary
 
 %code {
@@ -171,7 +182,14 @@ static void qir_yyerror(QIR_YYLTYPE *loc, yyscan_t scanner, qp_ctx *ctx, const c
 
 module
   : MODULE modname '{' { if (!qp_module_name(ctx, $2, LOC(@1)) || !qp_region_begin(ctx)) YYABORT; }
-    weights_opt ops '}'
+    weights_opt dimdecls ops '}'
+  ;
+
+/* `dim NAME = [MIN, MAX]`: an extent known at run time, both ends inclusive */
+dimdecls
+  : %empty
+  | dimdecls DIM IDENT '=' '[' sint ',' sint ']'
+      { if (!qp_dimsym(ctx, $3, LOC(@3), $6, $8, LOC(@6))) YYABORT; }
   ;
 
 modname
@@ -256,10 +274,30 @@ dims_opt
   ;
 
 dims
-  : sint          { $$ = NEWVEC(); qp_dim d = {$1, LOC(@1), false}; qp_vec_push(ctx, $$, &d, sizeof d); }
-  | LE sint       { $$ = NEWVEC(); qp_dim d = {$2, LOC(@1), true}; qp_vec_push(ctx, $$, &d, sizeof d); }
-  | dims ',' sint { $$ = $1; qp_dim d = {$3, LOC(@3), false}; qp_vec_push(ctx, $$, &d, sizeof d); }
-  | dims ',' LE sint { $$ = $1; qp_dim d = {$4, LOC(@3), true}; qp_vec_push(ctx, $$, &d, sizeof d); }
+  : dim          { $$ = NEWVEC(); qp_vec_push(ctx, $$, &$1, sizeof $1); }
+  | dims ',' dim { $$ = $1; qp_vec_push(ctx, $$, &$3, sizeof $3); }
+  ;
+
+/* An extent: a number, `<=N` (a loop's scan output), or an expression over
+ * the dimension symbols with its bound (`past+1<=65`; the bound may be left out). */
+dim
+  : dexpr         { if (!qp_dim_of(ctx, $1, LOC(@1), -1, &$$)) YYABORT; }
+  | dexpr LE sint { if (!qp_dim_of(ctx, $1, LOC(@1), $3, &$$)) YYABORT; }
+  | LE sint       { $$ = (qp_dim){$2, LOC(@1), true, NULL}; }
+  ;
+
+dexpr
+  : INT            { if (!($$ = qp_dim_int(ctx, $1, LOC(@1)))) YYABORT; }
+  | '-' INT        { if (!($$ = qp_dim_int(ctx, $2, LOC(@1)))) YYABORT;
+                     $$ = qir_dim_binary(CTXM, QIR_DIM_SUB, qir_dim_const(CTXM, 0), $$); }
+  | IDENT          { if (!($$ = qp_dim_name(ctx, $1, LOC(@1)))) YYABORT; }
+  | IDENT '(' dexpr ',' dexpr ')'
+                   { if (!($$ = qp_dim_call(ctx, $1, LOC(@1), $3, $5))) YYABORT; }
+  | '(' dexpr ')'  { $$ = $2; }
+  | dexpr '+' dexpr { $$ = qir_dim_binary(CTXM, QIR_DIM_ADD, $1, $3); }
+  | dexpr '-' dexpr { $$ = qir_dim_binary(CTXM, QIR_DIM_SUB, $1, $3); }
+  | dexpr '*' dexpr { $$ = qir_dim_binary(CTXM, QIR_DIM_MUL, $1, $3); }
+  | dexpr '/' dexpr { if (!($$ = qp_dim_div(ctx, $1, $3, LOC(@3)))) YYABORT; }
   ;
 
 sint
@@ -311,6 +349,7 @@ word
   | CONST    { $$ = "const"; }
   | COMPUTE  { $$ = "compute"; }
   | REDUCE   { $$ = "reduce"; }
+  | DIM      { $$ = "dim"; }
   | DENSE    { $$ = "dense"; }
   | ELSE     { $$ = "else"; }
   ;
@@ -405,7 +444,7 @@ axis_list
   ;
 
 axis
-  : IDENT ':' INT { if (!qp_compute_axis(ctx, $1, LOC(@1), $3, LOC(@3))) YYABORT; }
+  : IDENT ':' dim { if (!qp_compute_axis(ctx, $1, LOC(@1), &$3)) YYABORT; }
   ;
 
 reduce_opt

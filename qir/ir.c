@@ -126,18 +126,26 @@ int64_t qir_type_numel(const qir_type *t) {
 bool qir_type_equal(const qir_type *a, const qir_type *b) {
   if (a->dtype != b->dtype || a->rank != b->rank || a->bounded != b->bounded) return false;
   for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
+    if (a->dims[i] != b->dims[i] || a->sym[i] != b->sym[i]) return false;
   return true;
 }
 
+#define REST(w) (buf + ((size_t)(w) < n ? (size_t)(w) : n)), ((size_t)(w) < n ? n - (size_t)(w) : 0)
+
 int qir_type_format(const qir_type *t, char *buf, size_t n) {
   int w = snprintf(buf, n, "%s[", qir_dtype_name(t->dtype));
-  for (int i = 0; i < t->rank; i++)
-    w += snprintf(buf + ((size_t)w < n ? (size_t)w : n), (size_t)w < n ? n - (size_t)w : 0,
-                  i ? ",%lld" : t->bounded ? "<=%lld" : "%lld", (long long)t->dims[i]);
-  w += snprintf(buf + ((size_t)w < n ? (size_t)w : n), (size_t)w < n ? n - (size_t)w : 0, "]");
+  for (int i = 0; i < t->rank; i++) {
+    if (i) w += snprintf(REST(w), ",");
+    if (t->sym[i]) {
+      w += qir_dim_format(t->sym[i], REST(w));
+      w += snprintf(REST(w), "<=%lld", (long long)t->dims[i]);
+    } else
+      w += snprintf(REST(w), !i && t->bounded ? "<=%lld" : "%lld", (long long)t->dims[i]);
+  }
+  w += snprintf(REST(w), "]");
   return w;
 }
+#undef REST
 
 float qir_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
@@ -847,6 +855,7 @@ qir_compute *qir_compute_new(qir_module *m, int n_axes, int n_red) {
   c->n_red = n_red;
   c->axis_names = qir_alloc(m, sizeof *c->axis_names * (size_t)(n ? n : 1));
   c->axis_extents = qir_alloc(m, sizeof *c->axis_extents * (size_t)(n ? n : 1));
+  c->axis_dims = qir_alloc(m, sizeof *c->axis_dims * (size_t)(n ? n : 1));
   return c;
 }
 

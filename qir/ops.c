@@ -1095,7 +1095,7 @@ static int max_results(qir_opcode code, const qir_opinfo *info) {
   }
 }
 
-bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d) {
+bool qir_infer_types_static(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d) {
   rule_ctx ctx = {m, op, out, d}, *c = &ctx;
   const qir_opinfo *info = qir_opinfo_get(op->code);
   if (!info) return fail(c, "unknown op code %d", (int)op->code);

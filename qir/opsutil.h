@@ -6,6 +6,10 @@
 
 #include "qir.h"
 
+/* qir_infer_types for static types only (ops.c); qir_infer_types
+ * (symshape.c) runs it at samples of the symbols an op's types use. */
+bool qir_infer_types_static(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d);
+
 /* Windowed ops (conv, conv_transpose, max_pool, avg_pool): attributes with their
  * ONNX defaults filled in, one entry per spatial dimension. */
 typedef struct {

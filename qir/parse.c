@@ -46,6 +46,7 @@ struct qp_ctx {
   struct {                      /* the compute op being parsed */
     qp_vec names;               /* const char * */
     qp_vec extents;             /* int64_t */
+    qp_vec dims;                /* const qir_dim *: symbolic extents (NULL: static) */
     qp_vec operands;            /* qir_value * */
     int n_out;
     bool in_reduce;
@@ -457,6 +458,76 @@ bool qp_offset(qp_ctx *c, const char *digits, qir_loc loc, int64_t *out) {
   return true;
 }
 
+/* ------------------------------------------------------- dimension symbols */
+
+bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi, qir_loc rloc) {
+  if (lo < 0 || hi < lo || hi > ((int64_t)1 << 40)) {
+    qp_error(c, rloc, "dimension '%s' needs 0 <= MIN <= MAX <= 2^40, not [%lld, %lld]", name, (long long)lo,
+             (long long)hi);
+    return false;
+  }
+  if (qir_dimsym_add(c->m, name, lo, hi, loc) < 0) {
+    qp_error(c, loc, "dimension '%s' is declared twice", name);
+    return false;
+  }
+  return true;
+}
+
+const qir_dim *qp_dim_int(qp_ctx *c, uint64_t v, qir_loc loc) {
+  if (v > (uint64_t)INT64_MAX / 8) {
+    qp_error(c, loc, "extent %llu is too large", (unsigned long long)v);
+    return NULL;
+  }
+  return qir_dim_const(c->m, (int64_t)v);
+}
+
+const qir_dim *qp_dim_name(qp_ctx *c, const char *name, qir_loc loc) {
+  int k = qir_dimsym_find(c->m, name);
+  if (k < 0) {
+    qp_error(c, loc, "unknown dimension '%s' (declare it first: dim %s = [MIN, MAX])", name, name);
+    return NULL;
+  }
+  return qir_dim_sym(c->m, k);
+}
+
+const qir_dim *qp_dim_call(qp_ctx *c, const char *fn, qir_loc loc, const qir_dim *a, const qir_dim *b) {
+  if (strcmp(fn, "min") == 0) return qir_dim_binary(c->m, QIR_DIM_MIN, a, b);
+  if (strcmp(fn, "max") == 0) return qir_dim_binary(c->m, QIR_DIM_MAX, a, b);
+  qp_error(c, loc, "unknown extent function '%s' (expected min or max)", fn);
+  return NULL;
+}
+
+const qir_dim *qp_dim_div(qp_ctx *c, const qir_dim *a, const qir_dim *b, qir_loc loc) {
+  const qir_dim *q = qir_dim_binary(c->m, QIR_DIM_FLOORDIV, a, b);
+  if (!q) qp_error(c, loc, "an extent may be divided only by a positive constant");
+  return q;
+}
+
+bool qp_dim_of(qp_ctx *c, const qir_dim *e, qir_loc loc, int64_t bound, qp_dim *out) {
+  *out = (qp_dim){e->kind == QIR_DIM_CONST ? e->c : e->hi, loc, false, e->kind == QIR_DIM_CONST ? NULL : e};
+  if (e->kind == QIR_DIM_CONST) {
+    if (bound >= 0) {
+      qp_error(c, loc, "a constant extent takes no bound '<=N'");
+      return false;
+    }
+    return true;
+  }
+  if (e->lo < 0) {
+    char buf[256];
+    qir_dim_format(e, buf, sizeof buf);
+    qp_error(c, loc, "extent '%s' may be negative (its least value is %lld)", buf, (long long)e->lo);
+    return false;
+  }
+  if (bound >= 0 && bound != e->hi) {
+    char buf[256];
+    qir_dim_format(e, buf, sizeof buf);
+    qp_error(c, loc, "extent '%s' has bound %lld over its dimensions' ranges, not %lld", buf, (long long)e->hi,
+             (long long)bound);
+    return false;
+  }
+  return true;
+}
+
 bool qp_type(qp_ctx *c, const char *dtype, qir_loc dloc, qp_vec *dims, qir_type *out) {
   qir_dtype dt;
   if (!qir_dtype_from_name(dtype, strlen(dtype), &dt)) {
@@ -487,6 +558,11 @@ bool qp_type(qp_ctx *c, const char *dtype, qir_loc dloc, qp_vec *dims, qir_type 
     }
     out->bounded |= d->bound;
     out->dims[i] = d->v;
+    out->sym[i] = d->sym;
+  }
+  if (out->bounded && qir_type_is_symbolic(out)) {
+    qp_error(c, dloc, "a type with a '<=N' extent (a loop's scan output) may not also have symbolic extents");
+    return false;
   }
   out->rank = rank;
   return true;
@@ -709,19 +785,24 @@ bool qp_op_finish(qp_ctx *c, qp_vec *names, qir_op *op) {
 
 void qp_compute_begin(qp_ctx *c) { memset(&c->comp, 0, sizeof c->comp); }
 
-bool qp_compute_axis(qp_ctx *c, const char *name, qir_loc loc, uint64_t extent, qir_loc eloc) {
+bool qp_compute_axis(qp_ctx *c, const char *name, qir_loc loc, const qp_dim *extent) {
   for (int i = 0; i < c->comp.names.n; i++)
     if (strcmp(VEC_AT(&c->comp.names, const char *, i), name) == 0) {
       qp_error(c, loc, "duplicate loop variable '%s'", name);
       return false;
     }
-  if (extent > (uint64_t)INT64_MAX) {
-    qp_error(c, eloc, "loop extent is too large");
+  if (extent->bound) {
+    qp_error(c, extent->loc, "a loop extent may not be '<=N' (write the symbolic extent it bounds)");
     return false;
   }
-  int64_t e = (int64_t)extent;
+  if (extent->v < 0) {
+    qp_error(c, extent->loc, "negative loop extent %lld", (long long)extent->v);
+    return false;
+  }
+  int64_t e = extent->v;
   qp_vec_push(c, &c->comp.names, &name, sizeof name);
   qp_vec_push(c, &c->comp.extents, &e, sizeof e);
+  qp_vec_push(c, &c->comp.dims, &extent->sym, sizeof extent->sym);
   if (!c->comp.in_reduce) c->comp.n_out++;
   return true;
 }
@@ -751,6 +832,7 @@ qir_op *qp_op_compute(qp_ctx *c, qir_loc loc, qp_ex body, qp_vec *attrs, qp_vec 
   for (int i = 0; i < c->comp.names.n; i++) {
     comp->axis_names[i] = VEC_AT(&c->comp.names, const char *, i);
     comp->axis_extents[i] = VEC_AT(&c->comp.extents, int64_t, i);
+    comp->axis_dims[i] = VEC_AT(&c->comp.dims, const qir_dim *, i);
   }
   comp->reduce = c->comp.reduce;
   comp->body = body.e;

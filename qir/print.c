@@ -559,7 +559,12 @@ static void print_axes(FILE *out, const qir_compute *c, int from, int to) {
   fputc('[', out);
   for (int i = from; i < to; i++) {
     if (i > from) fputs(", ", out);
-    fprintf(out, "%s:%lld", c->axis_names[i] ? c->axis_names[i] : "<axis>", (long long)c->axis_extents[i]);
+    fprintf(out, "%s:", c->axis_names[i] ? c->axis_names[i] : "<axis>");
+    if (c->axis_dims && c->axis_dims[i]) {
+      char buf[1024];
+      qir_dim_format(c->axis_dims[i], buf, sizeof buf);
+      fprintf(out, "%s<=%lld", buf, (long long)c->axis_extents[i]);
+    } else fprintf(out, "%lld", (long long)c->axis_extents[i]);
   }
   fputc(']', out);
 }
@@ -585,7 +590,7 @@ static void print_compute(printer *p, const qir_op *op) {
 /* ---------------------------------------------------------------- ops and regions */
 
 static void print_type(FILE *out, const qir_type *t) {
-  char buf[256];
+  char buf[2048];
   qir_type_format(t, buf, sizeof buf);
   fputs(buf, out);
 }
@@ -663,6 +668,8 @@ void qir_print(FILE *out, qir_module *m) {
     print_string(out, m->weights_path);
     fputc('\n', out);
   }
+  for (int i = 0; i < m->n_syms; i++)
+    fprintf(out, "  dim %s = [%lld, %lld]\n", m->syms[i].name, (long long)m->syms[i].lo, (long long)m->syms[i].hi);
   print_region_ops(&p, m->body, 1);
   fputs("}\n", out);
   strset_free(&p.reserved);

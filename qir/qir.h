@@ -56,6 +56,26 @@ typedef enum {
 /* #tile stages: shared-memory tiles in flight in a pipelined main loop */
 #define QIR_MAX_STAGES 4
 
+/* A dimension's extent as an expression over the module's dimension symbols
+ * (`dim batch = [1, 16]`): `batch`, `past+1`, `(h+1)/2`.  Nodes are interned
+ * in their module (qir_dim_* below), so two extents are equal iff their
+ * pointers are.  lo..hi: the values it takes over the symbols' ranges. */
+typedef enum {
+  QIR_DIM_CONST, QIR_DIM_SYM, QIR_DIM_ADD, QIR_DIM_SUB, QIR_DIM_MUL,
+  QIR_DIM_FLOORDIV,             /* by a positive constant */
+  QIR_DIM_MIN, QIR_DIM_MAX,
+} qir_dim_kind;
+
+typedef struct qir_dim qir_dim;
+struct qir_dim {
+  qir_dim_kind kind;
+  int64_t c;                    /* CONST */
+  int sym;                      /* SYM: index into the module's symbols */
+  const char *name;             /* SYM: the symbol's name */
+  const qir_dim *a, *b;         /* operands of the binary kinds */
+  int64_t lo, hi;
+};
+
 typedef struct {
   qir_dtype dtype;
   int rank;                     /* 0 = scalar */
@@ -64,6 +84,11 @@ typedef struct {
    * time (the scan outputs of a loop that may exit early).  Memory is planned
    * for the bound; only `output` may take such a value (the verifier says so). */
   bool bounded;
+  /* A symbolic extent per axis (NULL: static), written `batch<=16`: the
+   * extent is sym[i] at run time and dims[i] is its bound (sym[i]->hi).
+   * Every pass that reads only dims[] sees the bound: memory is planned
+   * for it and plans are made for it. */
+  const qir_dim *sym[QIR_MAX_RANK];
 } qir_type;
 
 const char *qir_dtype_name(qir_dtype t);
@@ -83,8 +108,17 @@ bool qir_dtype_is_unsigned_int(qir_dtype t);
 qir_type qir_type_make(qir_dtype dt, int rank, const int64_t *dims);
 int64_t qir_type_numel(const qir_type *t);       /* product of dims; 1 for scalars */
 bool qir_type_equal(const qir_type *a, const qir_type *b);       /* the bound mark included */
-/* Writes e.g. "f32[1,3,224,224]", "i64[]" or "f32[<=24,4]"; returns chars that would be written. */
+/* Writes e.g. "f32[1,3,224,224]", "i64[]", "f32[<=24,4]" or
+ * "f32[batch<=16,3]"; returns chars that would be written. */
 int qir_type_format(const qir_type *t, char *buf, size_t n);
+/* Whether some axis has a symbolic extent. */
+bool qir_type_is_symbolic(const qir_type *t);
+/* The type at one assignment of the symbols (values[k] for symbol k): every
+ * symbolic extent evaluated, no symbols left. */
+qir_type qir_type_at(const qir_type *t, const int64_t *values);
+/* Writes a dimension expression ("past+1", "(h+1)/2"); returns chars that would be written. */
+int qir_dim_format(const qir_dim *d, char *buf, size_t n);
+int64_t qir_dim_eval(const qir_dim *d, const int64_t *values);
 
 /* Element conversions used by every tool that touches raw data (little-endian). */
 double qir_load_elem(qir_dtype t, const void *base, int64_t index);
@@ -214,7 +248,8 @@ const char *qir_reduce_name(qir_reduce_kind k);   /* "sum", ...; NULL for NONE *
 typedef struct {
   int n_axes;                   /* == rank of the result */
   const char **axis_names;      /* n_axes + n_red names */
-  int64_t *axis_extents;        /* n_axes + n_red extents */
+  int64_t *axis_extents;        /* n_axes + n_red extents (the bound of a symbolic one) */
+  const qir_dim **axis_dims;    /* n_axes + n_red: the symbolic extent, or NULL (static) */
   int n_red;
   qir_reduce_kind reduce;       /* NONE iff n_red == 0 */
   qir_expr *body;
@@ -241,6 +276,11 @@ enum {
 /* ------------------------------------------------------ the graph */
 
 typedef struct qir_module qir_module;
+typedef struct {
+  const char *name;
+  int64_t lo, hi;
+  qir_loc loc;
+} qir_dimsym;
 typedef struct qir_region qir_region;
 typedef struct qir_op qir_op;
 typedef struct qir_value qir_value;
@@ -309,7 +349,30 @@ struct qir_module {
   qir_region *body;
   int next_value_id;
   struct qir_arena *arena;
+  /* dimension symbols (`dim NAME = [MIN, MAX]`), in declaration order */
+  int n_syms, cap_syms;
+  qir_dimsym *syms;
+  const qir_dim **dim_table;    /* interned dimension expressions (open addressing) */
+  size_t dim_cap, dim_count;
 };
+
+/* ------------------------------------------------ dimension symbols
+ * A symbol is one extent known only at run time, within [lo, hi] (both
+ * inclusive).  Expressions over them are built only through these functions,
+ * which fold constants and simplify so that equal extents share a node. */
+int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, qir_loc loc); /* -1: taken */
+int qir_dimsym_find(const qir_module *m, const char *name);                                /* -1: none */
+const qir_dim *qir_dim_const(qir_module *m, int64_t v);
+const qir_dim *qir_dim_sym(qir_module *m, int sym);
+const qir_dim *qir_dim_binary(qir_module *m, qir_dim_kind kind, const qir_dim *a, const qir_dim *b);
+/* The same expression in module `to` (symbols matched by name; NULL: one is missing). */
+const qir_dim *qir_dim_import(qir_module *to, const qir_dim *d, const qir_module *from);
+/* Extent of axis i of t as an expression (a constant for a static axis). */
+const qir_dim *qir_type_dim(qir_module *m, const qir_type *t, int i);
+/* Sets axis i of t to extent d (static if d is constant). */
+void qir_type_set_dim(qir_type *t, int i, const qir_dim *d);
+/* Whether symbol k occurs in d. */
+bool qir_dim_uses(const qir_dim *d, int sym);
 
 /* ------------------------------------------------------ construction */
 

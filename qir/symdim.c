@@ -1,0 +1,279 @@
+/* symdim.c: dimension symbols and the extents written over them.
+ *
+ * A module declares each extent known only at run time once, with its range
+ * (`dim batch = [1, 16]`); a type's axis then says how its extent follows
+ * from the symbols (`f32[batch<=16,3,32,32]`, `f32[1,4,past+1<=65,32]`).
+ * Expressions are interned per module, after simplification, so that passes
+ * compare extents by pointer: `past+1` is one node however it was built.
+ * The simplifications keep a constant on the right of + and *, fold constant
+ * terms together ((x+1)+1 = x+2, x-1 is SUB(x, 1)) and nested divisions
+ * ((x/2)/2 = x/4); none changes a value at any assignment of the symbols.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "qir.h"
+
+int qir_dimsym_find(const qir_module *m, const char *name) {
+  for (int i = 0; i < m->n_syms; i++)
+    if (strcmp(m->syms[i].name, name) == 0) return i;
+  return -1;
+}
+
+int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, qir_loc loc) {
+  if (qir_dimsym_find(m, name) >= 0) return -1;
+  if (m->n_syms == m->cap_syms) {
+    int cap = m->cap_syms ? 2 * m->cap_syms : 4;
+    qir_dimsym *grown = qir_alloc(m, sizeof *grown * (size_t)cap);
+    if (m->n_syms) memcpy(grown, m->syms, sizeof *grown * (size_t)m->n_syms);
+    m->syms = grown;
+    m->cap_syms = cap;
+  }
+  m->syms[m->n_syms] = (qir_dimsym){qir_strdup(m, name), lo, hi, loc};
+  return m->n_syms++;
+}
+
+/* --------------------------------------------------------------- interning */
+
+static int64_t sat(__int128 v) {
+  return v > INT64_MAX / 4 ? INT64_MAX / 4 : v < -(INT64_MAX / 4) ? -(INT64_MAX / 4) : (int64_t)v;
+}
+
+static int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static size_t key_hash(const qir_dim *k) {
+  uint64_t h = (uint64_t)k->kind * 0x9e3779b97f4a7c15u;
+  h = (h ^ (uint64_t)k->c) * 0x100000001b3u;
+  h = (h ^ (uint64_t)(int64_t)k->sym) * 0x100000001b3u;
+  h = (h ^ (uint64_t)(uintptr_t)k->a) * 0x100000001b3u;
+  h = (h ^ (uint64_t)(uintptr_t)k->b) * 0x100000001b3u;
+  return (size_t)(h ^ (h >> 29));
+}
+
+static bool same_key(const qir_dim *d, const qir_dim *k) {
+  return d->kind == k->kind && d->c == k->c && d->sym == k->sym && d->a == k->a && d->b == k->b;
+}
+
+static void table_put(const qir_dim **table, size_t cap, const qir_dim *d) {
+  size_t i = key_hash(d) & (cap - 1);
+  while (table[i]) i = (i + 1) & (cap - 1);
+  table[i] = d;
+}
+
+static const qir_dim *intern(qir_module *m, qir_dim key) {
+  if (m->dim_cap) {
+    for (size_t i = key_hash(&key) & (m->dim_cap - 1); m->dim_table[i]; i = (i + 1) & (m->dim_cap - 1))
+      if (same_key(m->dim_table[i], &key)) return m->dim_table[i];
+  }
+  if (2 * (m->dim_count + 1) > m->dim_cap) { /* grow; the old table stays in the arena */
+    size_t cap = m->dim_cap ? 2 * m->dim_cap : 64;
+    const qir_dim **table = qir_alloc(m, sizeof *table * cap);
+    for (size_t i = 0; i < m->dim_cap; i++)
+      if (m->dim_table[i]) table_put(table, cap, m->dim_table[i]);
+    m->dim_table = table;
+    m->dim_cap = cap;
+  }
+  qir_dim *d = qir_alloc(m, sizeof *d);
+  *d = key;
+  table_put(m->dim_table, m->dim_cap, d);
+  m->dim_count++;
+  return d;
+}
+
+const qir_dim *qir_dim_const(qir_module *m, int64_t v) {
+  return intern(m, (qir_dim){.kind = QIR_DIM_CONST, .c = v, .sym = -1, .lo = v, .hi = v});
+}
+
+const qir_dim *qir_dim_sym(qir_module *m, int sym) {
+  const qir_dimsym *s = &m->syms[sym];
+  return intern(m, (qir_dim){.kind = QIR_DIM_SYM, .sym = sym, .name = s->name, .lo = s->lo, .hi = s->hi});
+}
+
+static bool is_const(const qir_dim *d, int64_t *v) {
+  if (d->kind != QIR_DIM_CONST) return false;
+  if (v) *v = d->c;
+  return true;
+}
+
+static void range_of(qir_dim *k) {
+  const qir_dim *a = k->a, *b = k->b;
+  switch (k->kind) {
+  case QIR_DIM_ADD: k->lo = sat((__int128)a->lo + b->lo), k->hi = sat((__int128)a->hi + b->hi); break;
+  case QIR_DIM_SUB: k->lo = sat((__int128)a->lo - b->hi), k->hi = sat((__int128)a->hi - b->lo); break;
+  case QIR_DIM_MUL: {
+    int64_t p[4] = {sat((__int128)a->lo * b->lo), sat((__int128)a->lo * b->hi), sat((__int128)a->hi * b->lo),
+                    sat((__int128)a->hi * b->hi)};
+    k->lo = k->hi = p[0];
+    for (int i = 1; i < 4; i++) {
+      if (p[i] < k->lo) k->lo = p[i];
+      if (p[i] > k->hi) k->hi = p[i];
+    }
+    break;
+  }
+  case QIR_DIM_FLOORDIV: k->lo = floordiv(a->lo, b->c), k->hi = floordiv(a->hi, b->c); break;
+  case QIR_DIM_MIN: k->lo = a->lo < b->lo ? a->lo : b->lo, k->hi = a->hi < b->hi ? a->hi : b->hi; break;
+  case QIR_DIM_MAX: k->lo = a->lo > b->lo ? a->lo : b->lo, k->hi = a->hi > b->hi ? a->hi : b->hi; break;
+  default: break;
+  }
+}
+
+const qir_dim *qir_dim_binary(qir_module *m, qir_dim_kind kind, const qir_dim *a, const qir_dim *b) {
+  int64_t x = 0, y = 0;
+  bool ca = is_const(a, &x), cb = is_const(b, &y);
+  switch (kind) {
+  case QIR_DIM_ADD:
+    if (ca && cb) return qir_dim_const(m, sat((__int128)x + y));
+    if (ca) return qir_dim_binary(m, QIR_DIM_ADD, b, a);
+    if (cb && y == 0) return a;
+    if (cb && y < 0) return qir_dim_binary(m, QIR_DIM_SUB, a, qir_dim_const(m, -y));
+    if (cb && (a->kind == QIR_DIM_ADD || a->kind == QIR_DIM_SUB) && is_const(a->b, &x))
+      return qir_dim_binary(m, QIR_DIM_ADD, a->a, qir_dim_const(m, a->kind == QIR_DIM_ADD ? x + y : y - x));
+    break;
+  case QIR_DIM_SUB:
+    if (ca && cb) return qir_dim_const(m, sat((__int128)x - y));
+    if (a == b) return qir_dim_const(m, 0);
+    if (cb && y == 0) return a;
+    if (cb && y < 0) return qir_dim_binary(m, QIR_DIM_ADD, a, qir_dim_const(m, -y));
+    if (cb && (a->kind == QIR_DIM_ADD || a->kind == QIR_DIM_SUB) && is_const(a->b, &x))
+      return qir_dim_binary(m, QIR_DIM_ADD, a->a, qir_dim_const(m, a->kind == QIR_DIM_ADD ? x - y : -x - y));
+    if (a->kind == QIR_DIM_ADD && a->b == b) return a->a; /* (x+y)-y */
+    break;
+  case QIR_DIM_MUL:
+    if (ca && cb) return qir_dim_const(m, sat((__int128)x * y));
+    if (ca) return qir_dim_binary(m, QIR_DIM_MUL, b, a);
+    if (cb && y == 1) return a;
+    if (cb && y == 0) return b;
+    if (cb && a->kind == QIR_DIM_MUL && is_const(a->b, &x)) return qir_dim_binary(m, QIR_DIM_MUL, a->a, qir_dim_const(m, sat((__int128)x * y)));
+    break;
+  case QIR_DIM_FLOORDIV:
+    if (!cb || y <= 0) return NULL; /* only by a positive constant */
+    if (ca) return qir_dim_const(m, floordiv(x, y));
+    if (y == 1) return a;
+    if (a->kind == QIR_DIM_MUL && is_const(a->b, &x) && x % y == 0) return qir_dim_binary(m, QIR_DIM_MUL, a->a, qir_dim_const(m, x / y));
+    if (a->kind == QIR_DIM_FLOORDIV) return qir_dim_binary(m, QIR_DIM_FLOORDIV, a->a, qir_dim_const(m, sat((__int128)a->b->c * y)));
+    break;
+  case QIR_DIM_MIN:
+  case QIR_DIM_MAX:
+    if (a == b) return a;
+    if (a->hi <= b->lo) return kind == QIR_DIM_MIN ? a : b;
+    if (b->hi <= a->lo) return kind == QIR_DIM_MIN ? b : a;
+    break;
+  default: return NULL;
+  }
+  qir_dim key = {.kind = kind, .sym = -1, .a = a, .b = b};
+  range_of(&key);
+  if (key.lo == key.hi) return qir_dim_const(m, key.lo);
+  return intern(m, key);
+}
+
+int64_t qir_dim_eval(const qir_dim *d, const int64_t *values) {
+  switch (d->kind) {
+  case QIR_DIM_CONST: return d->c;
+  case QIR_DIM_SYM: return values[d->sym];
+  default: break;
+  }
+  int64_t a = qir_dim_eval(d->a, values), b = qir_dim_eval(d->b, values);
+  switch (d->kind) {
+  case QIR_DIM_ADD: return sat((__int128)a + b);
+  case QIR_DIM_SUB: return sat((__int128)a - b);
+  case QIR_DIM_MUL: return sat((__int128)a * b);
+  case QIR_DIM_FLOORDIV: return floordiv(a, b);
+  case QIR_DIM_MIN: return a < b ? a : b;
+  case QIR_DIM_MAX: return a > b ? a : b;
+  default: return 0;
+  }
+}
+
+bool qir_dim_uses(const qir_dim *d, int sym) {
+  if (d->kind == QIR_DIM_SYM) return d->sym == sym;
+  return d->a && (qir_dim_uses(d->a, sym) || qir_dim_uses(d->b, sym));
+}
+
+const qir_dim *qir_dim_import(qir_module *to, const qir_dim *d, const qir_module *from) {
+  switch (d->kind) {
+  case QIR_DIM_CONST: return qir_dim_const(to, d->c);
+  case QIR_DIM_SYM: {
+    int k = qir_dimsym_find(to, from->syms[d->sym].name);
+    return k < 0 ? NULL : qir_dim_sym(to, k);
+  }
+  default: {
+    const qir_dim *a = qir_dim_import(to, d->a, from), *b = qir_dim_import(to, d->b, from);
+    return a && b ? qir_dim_binary(to, d->kind, a, b) : NULL;
+  }
+  }
+}
+
+/* ------------------------------------------------------------------ text */
+
+#define REST(w) (buf + ((size_t)(w) < n ? (size_t)(w) : n)), ((size_t)(w) < n ? n - (size_t)(w) : 0)
+
+/* ctx 0: anything; 1: a product or an atom (a sum takes parentheses);
+ * 2: an atom (the right operand of * and /). */
+static int format_in(const qir_dim *d, char *buf, size_t n, int ctx) {
+  int w = 0;
+  switch (d->kind) {
+  case QIR_DIM_CONST: return snprintf(buf, n, d->c < 0 ? "(%lld)" : "%lld", (long long)d->c);
+  case QIR_DIM_SYM: return snprintf(buf, n, "%s", d->name);
+  case QIR_DIM_MIN:
+  case QIR_DIM_MAX:
+    w += snprintf(REST(w), d->kind == QIR_DIM_MIN ? "min(" : "max(");
+    w += format_in(d->a, REST(w), 0);
+    w += snprintf(REST(w), ",");
+    w += format_in(d->b, REST(w), 0);
+    return w + snprintf(REST(w), ")");
+  case QIR_DIM_ADD:
+  case QIR_DIM_SUB: {
+    bool paren = ctx >= 1;
+    if (paren) w += snprintf(REST(w), "(");
+    w += format_in(d->a, REST(w), 0);
+    w += snprintf(REST(w), d->kind == QIR_DIM_ADD ? "+" : "-");
+    w += format_in(d->b, REST(w), 1);
+    if (paren) w += snprintf(REST(w), ")");
+    return w;
+  }
+  case QIR_DIM_MUL:
+  case QIR_DIM_FLOORDIV: {
+    bool paren = ctx >= 2;
+    if (paren) w += snprintf(REST(w), "(");
+    w += format_in(d->a, REST(w), 1);
+    w += snprintf(REST(w), d->kind == QIR_DIM_MUL ? "*" : "/");
+    w += format_in(d->b, REST(w), 2);
+    if (paren) w += snprintf(REST(w), ")");
+    return w;
+  }
+  }
+  return 0;
+}
+#undef REST
+
+int qir_dim_format(const qir_dim *d, char *buf, size_t n) { return format_in(d, buf, n, 0); }
+
+/* ------------------------------------------------------------------ types */
+
+bool qir_type_is_symbolic(const qir_type *t) {
+  for (int i = 0; i < t->rank; i++)
+    if (t->sym[i]) return true;
+  return false;
+}
+
+qir_type qir_type_at(const qir_type *t, const int64_t *values) {
+  qir_type r = *t;
+  for (int i = 0; i < t->rank; i++)
+    if (t->sym[i]) {
+      r.dims[i] = qir_dim_eval(t->sym[i], values);
+      r.sym[i] = NULL;
+    }
+  return r;
+}
+
+const qir_dim *qir_type_dim(qir_module *m, const qir_type *t, int i) {
+  return t->sym[i] ? t->sym[i] : qir_dim_const(m, t->dims[i]);
+}
+
+void qir_type_set_dim(qir_type *t, int i, const qir_dim *d) {
+  t->dims[i] = d->hi;
+  t->sym[i] = d->kind == QIR_DIM_CONST ? NULL : d;
+}
