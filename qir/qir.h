@@ -373,6 +373,16 @@ const qir_dim *qir_type_dim(qir_module *m, const qir_type *t, int i);
 void qir_type_set_dim(qir_type *t, int i, const qir_dim *d);
 /* Whether symbol k occurs in d. */
 bool qir_dim_uses(const qir_dim *d, int sym);
+/* Binds the symbols an input's declared type names from the tensor type it
+ * is given (values[k], bound[k] for symbol k; call for every input, then
+ * once more per input so extents computed from symbols other inputs give are
+ * checked).  False with a sentence in why: an extent outside its symbol's
+ * range, two inputs disagreeing, a static axis of another size. */
+bool qir_dims_bind(const qir_module *m, const qir_type *declared, const qir_type *actual, int64_t *values,
+                   bool *bound, char *why, size_t cap);
+/* Rewrites every type and compute axis of m at one assignment of the
+ * symbols, which then go: the module is static (qrun runs it so). */
+void qir_module_specialize(qir_module *m, const int64_t *values);
 
 /* ------------------------------------------------------ construction */
 

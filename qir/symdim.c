@@ -277,3 +277,74 @@ void qir_type_set_dim(qir_type *t, int i, const qir_dim *d) {
   t->dims[i] = d->hi;
   t->sym[i] = d->kind == QIR_DIM_CONST ? NULL : d;
 }
+
+/* ------------------------------------------------------ binding at run time */
+
+bool qir_dims_bind(const qir_module *m, const qir_type *declared, const qir_type *actual, int64_t *values,
+                   bool *bound, char *why, size_t cap) {
+  if (declared->rank != actual->rank || declared->dtype != actual->dtype) {
+    snprintf(why, cap, "its rank or element type differs");
+    return false;
+  }
+  for (int pass = 0; pass < 2; pass++) /* symbols first, then the extents computed from them */
+    for (int k = 0; k < declared->rank; k++) {
+      const qir_dim *e = declared->sym[k];
+      int64_t got = actual->dims[k];
+      if (!e) {
+        if (pass == 0 && got != declared->dims[k]) {
+          snprintf(why, cap, "axis %d is %lld, not %lld", k, (long long)got, (long long)declared->dims[k]);
+          return false;
+        }
+        continue;
+      }
+      if (pass == 0 && e->kind == QIR_DIM_SYM) {
+        const qir_dimsym *s = &m->syms[e->sym];
+        if (got < s->lo || got > s->hi) {
+          snprintf(why, cap, "axis %d ('%s') is %lld, outside its range [%lld, %lld]", k, s->name, (long long)got,
+                   (long long)s->lo, (long long)s->hi);
+          return false;
+        }
+        if (bound[e->sym] && values[e->sym] != got) {
+          snprintf(why, cap, "axis %d ('%s') is %lld, but another input set %s = %lld", k, s->name, (long long)got,
+                   s->name, (long long)values[e->sym]);
+          return false;
+        }
+        values[e->sym] = got, bound[e->sym] = true;
+      } else if (pass == 1 && e->kind != QIR_DIM_SYM) {
+        for (int s = 0; s < m->n_syms; s++)
+          if (qir_dim_uses(e, s) && !bound[s]) {
+            snprintf(why, cap, "axis %d is an extent of '%s', which no input axis gives by itself", k, m->syms[s].name);
+            return false;
+          }
+        int64_t want = qir_dim_eval(e, values);
+        if (got != want) {
+          char buf[256];
+          qir_dim_format(e, buf, sizeof buf);
+          snprintf(why, cap, "axis %d is %lld, but %s = %lld", k, (long long)got, buf, (long long)want);
+          return false;
+        }
+      }
+    }
+  return true;
+}
+
+static void specialize_type(qir_type *t, const int64_t *values) { *t = qir_type_at(t, values); }
+
+static bool specialize_op(qir_op *op, void *ctx) {
+  const int64_t *values = ctx;
+  for (int i = 0; i < op->n_results; i++) specialize_type(&op->results[i]->type, values);
+  for (int r = 0; r < op->n_regions; r++)
+    for (int i = 0; i < op->regions[r]->n_args; i++) specialize_type(&op->regions[r]->args[i]->type, values);
+  if (op->comp)
+    for (int a = 0; a < op->comp->n_axes + op->comp->n_red; a++)
+      if (op->comp->axis_dims[a]) {
+        op->comp->axis_extents[a] = qir_dim_eval(op->comp->axis_dims[a], values);
+        op->comp->axis_dims[a] = NULL;
+      }
+  return true;
+}
+
+void qir_module_specialize(qir_module *m, const int64_t *values) {
+  qir_walk(m->body, specialize_op, (void *)values);
+  m->n_syms = 0;
+}

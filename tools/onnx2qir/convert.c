@@ -409,6 +409,52 @@ static bool cv_top_k(node_ctx *nc) {
 
 /* ---------------------------------------------------------------- shapes */
 
+/* Reshape of an input with symbolic extents: a 0 copies the input's extent
+ * (symbolic or not), a -1 takes what is left of the element count, which
+ * must be a product of whole extents of the input times a constant. */
+static bool reshape_symbolic(node_ctx *nc, qir_value *x, int n, const int64_t *shape, bool allowzero) {
+  qir_module *m = IMP->m;
+  const qir_dim *left[QIR_MAX_RANK]; /* the input's symbolic extents not yet placed */
+  int n_left = 0;
+  int64_t left_static = 1;
+  for (int i = 0; i < x->type.rank; i++) {
+    if (x->type.sym[i]) left[n_left++] = x->type.sym[i];
+    else left_static *= x->type.dims[i];
+  }
+  qir_type t = qir_type_make(x->type.dtype, n, shape);
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < n; i++) {
+    if (shape[i] == 0 && !allowzero) {
+      if (i >= x->type.rank) return node_fail(nc, "shape has a 0 beyond the input's rank");
+      qir_type_set_dim(&t, i, qir_type_dim(m, &x->type, i));
+      if (x->type.sym[i]) {
+        int k = 0;
+        while (k < n_left && left[k] != x->type.sym[i]) k++;
+        if (k == n_left) return node_fail(nc, "shape repeats a symbolic extent");
+        left[k] = left[--n_left];
+      } else known *= x->type.dims[i];
+    } else if (shape[i] == -1) {
+      if (infer >= 0) return node_fail(nc, "shape has more than one -1");
+      infer = i;
+    } else if (shape[i] < 0) {
+      return node_fail(nc, "shape has a negative dimension");
+    } else
+      known *= shape[i];
+  }
+  if (infer < 0 && (n_left || known != left_static))
+    return node_fail(nc, "reshape to constant extents of an input with symbolic extents: its element count varies "
+                         "(write -1 or 0 for the symbolic part)");
+  if (infer >= 0) {
+    if (known == 0 || left_static % known)
+      return node_fail(nc, "cannot infer the -1 dimension from the input's symbolic extents");
+    const qir_dim *e = qir_dim_const(m, left_static / known);
+    for (int k = 0; k < n_left; k++) e = qir_dim_binary(m, QIR_DIM_MUL, left[k], e);
+    qir_type_set_dim(&t, infer, e);
+  }
+  return node_set_out(nc, 0, emit_reshape_type(IMP, x, &t));
+}
+
 static bool cv_reshape(node_ctx *nc) {
   if (!node_need_inputs(nc, 1)) return false;
   qir_value *x = IN(0);
@@ -423,6 +469,7 @@ static bool cv_reshape(node_ctx *nc) {
   }
   if (n > QIR_MAX_RANK) return node_fail(nc, "target rank too large");
   bool allowzero = attr_int(nc, "allowzero", 0) != 0;
+  if (qir_type_is_symbolic(&x->type)) return reshape_symbolic(nc, x, n, shape, allowzero);
   int64_t known = 1;
   int infer = -1;
   for (int i = 0; i < n; i++) {
@@ -459,7 +506,11 @@ static bool cv_flatten(node_ctx *nc) {
   if (axis < 0 || axis > r) return node_fail(nc, "axis out of range");
   int64_t d[2] = {1, 1};
   for (int i = 0; i < r; i++) d[i < axis ? 0 : 1] *= x->type.dims[i];
-  return node_set_out(nc, 0, emit_reshape(IMP, x, 2, d));
+  qir_type t = qir_type_make(x->type.dtype, 2, d);
+  const qir_dim *e[2] = {qir_dim_const(IMP->m, 1), qir_dim_const(IMP->m, 1)};
+  for (int i = 0; i < r; i++) e[i < axis ? 0 : 1] = qir_dim_binary(IMP->m, QIR_DIM_MUL, e[i < axis ? 0 : 1], qir_type_dim(IMP->m, &x->type, i));
+  for (int k = 0; k < 2; k++) qir_type_set_dim(&t, k, e[k]);
+  return node_set_out(nc, 0, emit_reshape_type(IMP, x, &t));
 }
 
 static bool axes_of(node_ctx *nc, int input, int input_opset, int64_t *axes, int *n) {
@@ -925,6 +976,9 @@ static bool cv_gemm(node_ctx *nc) {
   if (a->type.rank != 2 || b->type.rank != 2) return node_fail(nc, "A and B must be matrices");
   int64_t ta = attr_int(nc, "transA", 0), tb = attr_int(nc, "transB", 0);
   int64_t d[2] = {a->type.dims[ta ? 1 : 0], b->type.dims[tb ? 0 : 1]};
+  /* a constant cannot have a symbolic extent: the zero C broadcasts along it */
+  if (a->type.sym[ta ? 1 : 0]) d[0] = 1;
+  if (b->type.sym[tb ? 0 : 1]) d[1] = 1;
   if (!c) c = const_splat(IMP, qir_type_make(a->type.dtype, 2, d), 0);
   qir_value *in[3] = {a, b, c};
   qir_op *op = op_begin(IMP, QIR_OP_GEMM, 3, in);

@@ -81,16 +81,16 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
       named_dim *nd = find_named(imp, p);
       if (nd) nd->used = true;
       if (!so || so->rank != (int)sh->n_dim) continue; /* a wrong rank is reported with the input */
-      if (nd && nd->value != so->dims[k]) {
-        imp_error(imp, "--shape %s sets dimension '%s' to %lld, but %s sets it to %lld", name, p,
-                  (long long)so->dims[k], nd->from, (long long)nd->value);
+      if (nd && (nd->value != so->dims[k] || nd->lo != so->lo[k])) {
+        imp_error(imp, "--shape %s sets dimension '%s' to %lld..%lld, but %s sets it to %lld..%lld", name, p,
+                  (long long)so->lo[k], (long long)so->dims[k], nd->from, (long long)nd->lo, (long long)nd->value);
         ok = false;
       } else if (!nd) {
         named_dim *n = &imp->named[imp->n_named++];
         char *from = malloc(strlen(name) + 16);
         if (!from) abort();
         sprintf(from, "--shape %s", name);
-        *n = (named_dim){.name = p, .value = so->dims[k], .source = "shape", .from = from, .used = true};
+        *n = (named_dim){.name = p, .value = so->dims[k], .lo = so->lo[k], .source = "shape", .from = from, .used = true};
       }
     }
   }
@@ -174,6 +174,38 @@ static uintptr_t sym_use(importer *imp, const char *name, const char *input, int
   return sym_bit(i);
 }
 
+/* The module's dimension symbol for a range (--dim NAME=MIN..MAX, or a --shape
+ * entry MIN..MAX): named after the ONNX dim_param, or INPUT_dK for an unnamed
+ * axis, spelt as a qir identifier. */
+static const qir_dim *range_symbol(importer *imp, const char *param, const char *input, int axis, int64_t lo,
+                                   int64_t hi) {
+  char name[200];
+  if (param && param[0]) snprintf(name, sizeof name, "%.120s", param);
+  else snprintf(name, sizeof name, "%.120s_d%d", input, axis);
+  for (char *q = name; *q; q++)
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_')) *q = '_';
+  static const char *const words[] = {"dim", "module", "weights", "const", "compute", "reduce", "dense", "else", "inf", "nan"};
+  bool clash = name[0] >= '0' && name[0] <= '9';
+  for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) clash |= strcmp(name, words[w]) == 0;
+  if (clash) {
+    char tmp[200];
+    snprintf(tmp, sizeof tmp, "d_%.150s", name);
+    memcpy(name, tmp, sizeof name);
+  }
+  int k = qir_dimsym_find(imp->m, name);
+  if (k >= 0 && (imp->m->syms[k].lo != lo || imp->m->syms[k].hi != hi)) { /* two spellings met: keep them apart */
+    char tmp[220];
+    for (int n = 2; k >= 0 && n < 1000; n++) {
+      snprintf(tmp, sizeof tmp, "%.150s_%d", name, n);
+      k = qir_dimsym_find(imp->m, tmp);
+      if (k >= 0 && imp->m->syms[k].lo == lo && imp->m->syms[k].hi == hi) break;
+    }
+    if (k < 0) k = qir_dimsym_add(imp->m, tmp, lo, hi, (qir_loc){0});
+  } else if (k < 0)
+    k = qir_dimsym_add(imp->m, name, lo, hi, (qir_loc){0});
+  return qir_dim_sym(imp->m, k);
+}
+
 bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *out, input_dims *info) {
   const char *name = vi->name ? vi->name : "";
   const Onnx__TypeProto *tp = vi->type;
@@ -213,6 +245,9 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
       if (!fixed) info->symbolic = true;
     }
     *out = qir_type_make(dt, so->rank, so->dims);
+    for (int k = 0; k < so->rank; k++)
+      if (so->lo[k] != so->dims[k])
+        qir_type_set_dim(out, k, range_symbol(imp, info->param[k], name, k, so->lo[k], so->dims[k]));
     return check_dims(imp, (size_t)out->rank, out->dims, "--shape");
   }
   if (!sh) {
@@ -225,6 +260,7 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
   }
   int rank = (int)sh->n_dim;
   int64_t dims[QIR_MAX_RANK];
+  const named_dim *ranged[QIR_MAX_RANK] = {NULL};
   bool defaulted[QIR_MAX_RANK] = {false};
   for (int k = 0; k < rank; k++) {
     const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
@@ -240,6 +276,7 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
     if (nd) {
       dims[k] = nd->value;
       info->source[k] = nd->source;
+      if (nd->lo != nd->value) ranged[k] = nd;
     } else if (imp->strict_shapes) {
       if (p)
         imp_error(imp, "graph input '%s' has symbolic dimension %d ('%s'): fix it with --shape %s=D0,D1,... or --dim %s=SIZE",
@@ -271,6 +308,8 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
   snprintf(what, sizeof what, "graph input '%.200s'", name);
   if (!check_dims(imp, (size_t)rank, dims, what)) return false;
   *out = qir_type_make(dt, rank, dims);
+  for (int k = 0; k < rank; k++)
+    if (ranged[k]) qir_type_set_dim(out, k, range_symbol(imp, ranged[k]->name, name, k, ranged[k]->lo, ranged[k]->value));
   return true;
 }
 

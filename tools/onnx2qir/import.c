@@ -582,11 +582,49 @@ qir_value *emit3(importer *imp, qir_opcode code, qir_value *a, qir_value *b, qir
   return op_end(imp, op_begin(imp, code, 3, in), NULL);
 }
 
+/* Carries x's symbolic extents onto t, a reshape of x that a converter wrote
+ * in bound values, where the axes correspond: walking both shapes (static
+ * unit axes skipped), each run of x axes whose bound product equals one t
+ * axis's bound becomes that axis, as the product of their extents (a squeeze,
+ * an unsqueeze, a flatten).  A run split over several t axes stays static:
+ * the reshape's shape rule, run at samples of the symbols, then refuses it. */
+static void lift_reshape(importer *imp, const qir_type *x, qir_type *t) {
+  int i = 0, j = 0;
+  while (i < x->rank && j < t->rank) {
+    if (!x->sym[i] && x->dims[i] == 1) { i++; continue; }
+    if (t->dims[j] == 1) { j++; continue; }
+    int i0 = i, j0 = j;
+    __int128 px = x->dims[i++], pt = t->dims[j++];
+    while (px != pt && px && pt && i <= x->rank && j <= t->rank) {
+      if (px < pt) {
+        if (i == x->rank) break;
+        px *= x->dims[i++];
+      } else {
+        if (j == t->rank) break;
+        pt *= t->dims[j++];
+      }
+    }
+    if (px != pt) return;
+    bool symbolic = false;
+    for (int k = i0; k < i; k++) symbolic |= x->sym[k] != NULL;
+    if (!symbolic || j - j0 != 1) continue;
+    const qir_dim *prod = qir_dim_const(imp->m, 1);
+    for (int k = i0; k < i; k++) prod = qir_dim_binary(imp->m, QIR_DIM_MUL, prod, qir_type_dim(imp->m, x, k));
+    if (prod->hi == t->dims[j0]) qir_type_set_dim(t, j0, prod);
+  }
+}
+
+qir_value *emit_reshape_type(importer *imp, qir_value *x, const qir_type *t) {
+  if (!x || x == POISON) return NULL;
+  if (qir_type_equal(t, &x->type)) return x;
+  return op_end(imp, op_begin_typed(imp, QIR_OP_RESHAPE, 1, &x, 1, t), NULL);
+}
+
 qir_value *emit_reshape(importer *imp, qir_value *x, int rank, const int64_t *dims) {
   if (!x || x == POISON) return NULL;
   qir_type t = qir_type_make(x->type.dtype, rank, dims);
-  if (qir_type_equal(&t, &x->type)) return x;
-  return op_end(imp, op_begin_typed(imp, QIR_OP_RESHAPE, 1, &x, 1, &t), NULL);
+  if (qir_type_is_symbolic(&x->type)) lift_reshape(imp, &x->type, &t);
+  return emit_reshape_type(imp, x, &t);
 }
 
 qir_value *emit_cast(importer *imp, qir_value *x, qir_dtype to) {
@@ -981,6 +1019,56 @@ static bool subgraphs_read_poison(const Onnx__NodeProto *nd, scope *sc) {
   strmap_free(reads);
   return poison;
 }
+/* Operators whose converters carry symbolic extents (--dim NAME=MIN..MAX)
+ * through: those whose results follow from their operands' shapes alone.
+ * Others, Shape and Slice among them, read extents as numbers and would bake
+ * in the bound, so they refuse a symbolic input. */
+static const char *const symbolic_ops[] = {
+    "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil", "Clip", "Concat", "Conv",
+    "Cos", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Flatten", "Floor", "Gelu", "Gemm", "GlobalAveragePool",
+    "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization",
+    "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max",
+    "MaxPool", "Mean", "Min", "Mish", "Mul", "Neg", "Not", "Or", "PRelu", "Pow", "Reciprocal", "ReduceL2", "ReduceMax",
+    "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "Round", "Selu", "Sigmoid",
+    "Sign", "Sin", "Softmax", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
+    "Unsqueeze", "Upsample", "Where", "Xor",
+};
+
+static bool symbolic_inputs_ok(importer *imp, const Onnx__NodeProto *nd, const node_ctx *nc) {
+  const char *op_type = nd->op_type ? nd->op_type : "";
+  int sym_input = -1;
+  for (int k = 0; k < nc->n_in && sym_input < 0; k++)
+    if (nc->in[k] && nc->in[k] != POISON && qir_type_is_symbolic(&nc->in[k]->type)) sym_input = k;
+  if (sym_input < 0) return true;
+  const qir_type *t = &nc->in[sym_input]->type;
+  char ts[512];
+  qir_type_format(t, ts, sizeof ts);
+  bool listed = false;
+  for (size_t i = 0; i < sizeof symbolic_ops / sizeof symbolic_ops[0] && !listed; i++)
+    listed = strcmp(symbolic_ops[i], op_type) == 0;
+  if (!listed) {
+    imp_error(imp, "input %d ('%s') has symbolic extents (%s), which %s does not support yet: fix them with --dim NAME=N",
+              sym_input, nd->input[sym_input], ts, op_type);
+    return false;
+  }
+  /* SAME padding of a strided window depends on the input's extent */
+  for (size_t a = 0; a < nd->n_attribute; a++) {
+    const Onnx__AttributeProto *at = nd->attribute[a];
+    if (!at->name || strcmp(at->name, "auto_pad") != 0 || !at->s.data) continue;
+    bool same = at->s.len >= 4 && memcmp(at->s.data, "SAME", 4) == 0;
+    bool strided = false;
+    for (size_t b = 0; b < nd->n_attribute; b++)
+      if (nd->attribute[b]->name && strcmp(nd->attribute[b]->name, "strides") == 0)
+        for (size_t i = 0; i < nd->attribute[b]->n_ints; i++) strided |= nd->attribute[b]->ints[i] != 1;
+    if (same && strided) {
+      imp_error(imp, "input %d ('%s') has symbolic extents (%s): %s with auto_pad SAME and strides pads by the extent, "
+                "which is not supported yet", sym_input, nd->input[sym_input], ts, op_type);
+      return false;
+    }
+  }
+  return true;
+}
+
 
 static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
   imp->node = nd;
@@ -1029,6 +1117,7 @@ static void convert_node(importer *imp, const Onnx__NodeProto *nd, scope *sc) {
                 k, nd->input[k], op_type);
       goto done;
     }
+  if (!symbolic_inputs_ok(imp, nd, &nc)) goto done;
   for (size_t a = 0; a < nd->n_attribute; a++) {
     const char *an = nd->attribute[a]->name ? nd->attribute[a]->name : "";
     if (nd->attribute[a]->ref_attr_name && nd->attribute[a]->ref_attr_name[0]) {

@@ -1,6 +1,6 @@
 /* onnx2qir: ONNX model -> qir text (+ weights sidecar).
  *
- *   onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N]...
+ *   onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N|MIN..MAX]...
  *            [--strict-shapes] [--bind NAME=FILE.pb]... [--inline-weights] MODEL.onnx
  *
  * The IR goes to stdout unless -o is given.  Constants of more than 64
@@ -25,25 +25,43 @@
 #define INLINE_MAX_ELEMS 64
 
 static void usage(FILE *f) {
-  fputs("usage: onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N]...\n"
+  fputs("usage: onnx2qir [-o OUT.qir] [-w OUT.qw] [--shape NAME=D0,D1,...]... [--dim NAME=N|MIN..MAX]...\n"
         "                [--strict-shapes] [--bind NAME=FILE.pb]... [--inline-weights] MODEL.onnx\n"
         "  -o FILE            write the IR to FILE (default: stdout)\n"
         "  -w FILE            weights sidecar (default: OUT.qw, or <model>.qw in the cwd)\n"
-        "  --shape NAME=DIMS  fix the shape of graph input NAME (comma-separated; empty = scalar)\n"
+        "  --shape NAME=DIMS  fix the shape of graph input NAME (comma-separated; empty = scalar;\n"
+        "                     an entry MIN..MAX leaves that axis symbolic within the range)\n"
         "  --dim NAME=N       fix every symbolic dimension called NAME (e.g. --dim batch=8)\n"
+        "  --dim NAME=MIN..MAX  keep it symbolic, any size in the range at run time (e.g. --dim batch=1..16)\n"
         "  --strict-shapes    a symbolic dimension nothing fixes is an error (default: 1, with a warning)\n"
         "  --bind NAME=FILE   make graph input NAME a constant read from a TensorProto file\n"
         "  --inline-weights   keep every constant in the IR text (no sidecar)\n",
         f);
 }
 
+/* "N" or "MIN..MAX" at *p; advances *p past it. */
+static bool parse_extent(const char **p, int64_t *lo, int64_t *hi) {
+  char *end;
+  errno = 0;
+  long long a = strtoll(*p, &end, 10), b = a;
+  if (end == *p || errno || a < 0 || a > MAX_NUMEL) return false;
+  if (end[0] == '.' && end[1] == '.') {
+    const char *q = end + 2;
+    errno = 0;
+    b = strtoll(q, &end, 10);
+    if (end == q || errno || b < a || b > MAX_NUMEL) return false;
+  }
+  *lo = a, *hi = b, *p = end;
+  return true;
+}
+
 static bool parse_dim(const char *arg, named_dim *d) {
   const char *eq = strrchr(arg, '=');
   if (!eq || eq == arg || !eq[1]) return false;
-  char *end;
-  errno = 0;
-  long long v = strtoll(eq + 1, &end, 10);
-  if (*end || errno || v < 0 || v > MAX_NUMEL) return false;
+  const char *p = eq + 1;
+  int64_t lo, v;
+  if (!parse_extent(&p, &lo, &v) || *p) return false;
+  d->lo = lo;
   d->name = strndup(arg, (size_t)(eq - arg));
   char *from = malloc(strlen(arg) + 8);
   if (!d->name || !from) abort();
@@ -63,12 +81,8 @@ static bool parse_shape(const char *arg, shape_opt *s) {
   const char *p = eq + 1;
   while (*p) {
     if (s->rank >= QIR_MAX_RANK) return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0 || v > MAX_NUMEL) return false;
-    s->dims[s->rank++] = v;
-    p = end;
+    if (!parse_extent(&p, &s->lo[s->rank], &s->dims[s->rank])) return false;
+    s->rank++;
     if (*p == ',') p++;
     else if (*p) return false;
   }
@@ -108,14 +122,14 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--shape") == 0 || strncmp(a, "--shape=", 8) == 0) {
       const char *v = a[7] == '=' ? a + 8 : argv[++i];
       if (!parse_shape(v, &imp.shapes[imp.n_shapes++])) {
-        fprintf(stderr, "onnx2qir: error: bad --shape '%s' (want NAME=D0,D1,...)\n", v);
+        fprintf(stderr, "onnx2qir: error: bad --shape '%s' (want NAME=D0,D1,..., each D a size N or a range MIN..MAX)\n", v);
         goto free_args;
       }
     } else if (strcmp(a, "--dim") == 0 || strncmp(a, "--dim=", 6) == 0) {
       const char *v = a[5] == '=' ? a + 6 : argv[++i];
       named_dim d;
       if (!parse_dim(v, &d)) {
-        fprintf(stderr, "onnx2qir: error: bad --dim '%s' (want NAME=N)\n", v);
+        fprintf(stderr, "onnx2qir: error: bad --dim '%s' (want NAME=N or NAME=MIN..MAX)\n", v);
         goto free_args;
       }
       for (int k = 0; k < imp.n_named; k++)

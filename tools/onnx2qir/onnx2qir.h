@@ -44,7 +44,8 @@ struct scope {
 typedef struct {
   const char *name;
   int rank;
-  int64_t dims[QIR_MAX_RANK];
+  int64_t dims[QIR_MAX_RANK];   /* the extent, or the bound of a range */
+  int64_t lo[QIR_MAX_RANK];     /* a range's least value (== dims[k] when fixed) */
 } shape_opt;
 
 typedef struct {
@@ -56,7 +57,8 @@ typedef struct {
  * --shape of an input that names the dimension (source "shape"). */
 typedef struct {
   const char *name;
-  int64_t value;
+  int64_t value;                /* the extent, or the bound of a range (--dim NAME=MIN..MAX) */
+  int64_t lo;                   /* a range's least value (== value when fixed) */
   const char *source;
   const char *from;             /* the option, for messages: "--dim N=8", "--shape x" */
   bool used;                    /* some graph input has a dimension of this name */
@@ -194,6 +196,8 @@ qir_value *emit1(importer *imp, qir_opcode code, qir_value *a);
 qir_value *emit2(importer *imp, qir_opcode code, qir_value *a, qir_value *b);
 qir_value *emit3(importer *imp, qir_opcode code, qir_value *a, qir_value *b, qir_value *c);
 qir_value *emit_reshape(importer *imp, qir_value *x, int rank, const int64_t *dims);
+/* A reshape to t, whose extents may be symbolic. */
+qir_value *emit_reshape_type(importer *imp, qir_value *x, const qir_type *t);
 qir_value *emit_cast(importer *imp, qir_value *x, qir_dtype to);
 qir_value *emit_transpose(importer *imp, qir_value *x, int n, const int64_t *perm);
 /* v reshaped with a new axis of extent 1 at `axis` (NULL stays NULL). */

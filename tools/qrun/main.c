@@ -341,10 +341,36 @@ int main(int argc, char **argv) {
     }
     in_file[idx] = file;
   }
+  if (m->n_syms) {
+    /* symbolic extents: the input files give the symbols' values (the
+     * others take their bounds), then the module runs at those sizes */
+    int64_t *values = calloc((size_t)m->n_syms, sizeof *values);
+    bool *bound = calloc((size_t)m->n_syms, sizeof *bound);
+    bool ok = values && bound;
+    for (int pass = 0; ok && pass < 2; pass++)
+      for (int i = 0; ok && i < n_in; i++) {
+        if (!in_file[i]) continue;
+        if (pass == 0 && !qir_tensor_read(in_file[i], &in_t[i], NULL, &d)) ok = false;
+        char why[512];
+        if (ok && !qir_dims_bind(m, &ins[i].op->results[0]->type, &in_t[i].type, values, bound, why, sizeof why)) {
+          char a[512], b[512];
+          qir_type_format(&in_t[i].type, a, sizeof a);
+          qir_type_format(&ins[i].op->results[0]->type, b, sizeof b);
+          fprintf(stderr, "%s: error: tensor is %s but input '%s' is %s: %s\n", in_file[i], a, port_name(&ins[i]), b, why);
+          ok = false;
+        }
+      }
+    for (int k = 0; ok && k < m->n_syms; k++)
+      if (!bound[k]) values[k] = m->syms[k].hi;
+    if (ok) qir_module_specialize(m, values);
+    free(values);
+    free(bound);
+    if (!ok) goto done;
+  }
   for (int i = 0; i < n_in; i++) {
     const qir_type *want = &ins[i].op->results[0]->type;
     if (in_file[i]) {
-      if (!qir_tensor_read(in_file[i], &in_t[i], NULL, &d)) goto done;
+      if (!in_t[i].data && !qir_tensor_read(in_file[i], &in_t[i], NULL, &d)) goto done;
       if (!qir_type_equal(&in_t[i].type, want)) {
         char a[160], b[160];
         qir_type_format(&in_t[i].type, a, sizeof a);
