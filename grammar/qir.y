@@ -101,7 +101,7 @@ qir_op *qp_op_const(qp_ctx *c, qir_loc loc, int64_t offset, qp_vec *dense, bool 
                     qp_vec *types);
 void qp_compute_begin(qp_ctx *c);
 bool qp_compute_axis(qp_ctx *c, const char *name, qir_loc loc, const qp_dim *extent);
-bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi, qir_loc rloc);
+bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi, int64_t step, qir_loc rloc);
 const qir_dim *qp_dim_int(qp_ctx *c, uint64_t v, qir_loc loc);
 const qir_dim *qp_dim_name(qp_ctx *c, const char *name, qir_loc loc);
 const qir_dim *qp_dim_call(qp_ctx *c, const char *fn, qir_loc loc, const qir_dim *a, const qir_dim *b);
@@ -185,11 +185,14 @@ module
     weights_opt dimdecls ops '}'
   ;
 
-/* `dim NAME = [MIN, MAX]`: an extent known at run time, both ends inclusive */
+/* `dim NAME = [MIN, MAX]`: an extent known at run time, both ends inclusive;
+ * `% STEP` after it: only MIN plus multiples of STEP */
 dimdecls
   : %empty
   | dimdecls DIM IDENT '=' '[' sint ',' sint ']'
-      { if (!qp_dimsym(ctx, $3, LOC(@3), $6, $8, LOC(@6))) YYABORT; }
+      { if (!qp_dimsym(ctx, $3, LOC(@3), $6, $8, 1, LOC(@6))) YYABORT; }
+  | dimdecls DIM IDENT '=' '[' sint ',' sint ']' '%' sint
+      { if (!qp_dimsym(ctx, $3, LOC(@3), $6, $8, $11, LOC(@11))) YYABORT; }
   ;
 
 modname

@@ -460,13 +460,18 @@ bool qp_offset(qp_ctx *c, const char *digits, qir_loc loc, int64_t *out) {
 
 /* ------------------------------------------------------- dimension symbols */
 
-bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi, qir_loc rloc) {
+bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi, int64_t step, qir_loc rloc) {
   if (lo < 0 || hi < lo || hi > ((int64_t)1 << 40)) {
     qp_error(c, rloc, "dimension '%s' needs 0 <= MIN <= MAX <= 2^40, not [%lld, %lld]", name, (long long)lo,
              (long long)hi);
     return false;
   }
-  if (qir_dimsym_add(c->m, name, lo, hi, loc) < 0) {
+  if (step < 1 || (hi - lo) % step) {
+    qp_error(c, rloc, "dimension '%s': step %lld must be positive and divide MAX - MIN = %lld", name, (long long)step,
+             (long long)(hi - lo));
+    return false;
+  }
+  if (qir_dimsym_add(c->m, name, lo, hi, step, loc) < 0) {
     qp_error(c, loc, "dimension '%s' is declared twice", name);
     return false;
   }

@@ -669,7 +669,8 @@ void qir_print(FILE *out, qir_module *m) {
     fputc('\n', out);
   }
   for (int i = 0; i < m->n_syms; i++)
-    fprintf(out, "  dim %s = [%lld, %lld]\n", m->syms[i].name, (long long)m->syms[i].lo, (long long)m->syms[i].hi);
+    fprintf(out, m->syms[i].step > 1 ? "  dim %s = [%lld, %lld] %% %lld\n" : "  dim %s = [%lld, %lld]\n", m->syms[i].name,
+            (long long)m->syms[i].lo, (long long)m->syms[i].hi, (long long)m->syms[i].step);
   print_region_ops(&p, m->body, 1);
   fputs("}\n", out);
   strset_free(&p.reserved);

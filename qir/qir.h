@@ -279,6 +279,7 @@ typedef struct qir_module qir_module;
 typedef struct {
   const char *name;
   int64_t lo, hi;
+  int64_t step;                 /* values are lo, lo+step, ..., hi (`% step`; 1: every one) */
   qir_loc loc;
 } qir_dimsym;
 typedef struct qir_region qir_region;
@@ -360,7 +361,7 @@ struct qir_module {
  * A symbol is one extent known only at run time, within [lo, hi] (both
  * inclusive).  Expressions over them are built only through these functions,
  * which fold constants and simplify so that equal extents share a node. */
-int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, qir_loc loc); /* -1: taken */
+int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, int64_t step, qir_loc loc); /* -1: taken */
 int qir_dimsym_find(const qir_module *m, const char *name);                                /* -1: none */
 const qir_dim *qir_dim_const(qir_module *m, int64_t v);
 const qir_dim *qir_dim_sym(qir_module *m, int sym);

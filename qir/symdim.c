@@ -20,7 +20,7 @@ int qir_dimsym_find(const qir_module *m, const char *name) {
   return -1;
 }
 
-int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, qir_loc loc) {
+int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, int64_t step, qir_loc loc) {
   if (qir_dimsym_find(m, name) >= 0) return -1;
   if (m->n_syms == m->cap_syms) {
     int cap = m->cap_syms ? 2 * m->cap_syms : 4;
@@ -29,7 +29,7 @@ int qir_dimsym_add(qir_module *m, const char *name, int64_t lo, int64_t hi, qir_
     m->syms = grown;
     m->cap_syms = cap;
   }
-  m->syms[m->n_syms] = (qir_dimsym){qir_strdup(m, name), lo, hi, loc};
+  m->syms[m->n_syms] = (qir_dimsym){qir_strdup(m, name), lo, hi, step > 0 ? step : 1, loc};
   return m->n_syms++;
 }
 
@@ -302,6 +302,11 @@ bool qir_dims_bind(const qir_module *m, const qir_type *declared, const qir_type
         if (got < s->lo || got > s->hi) {
           snprintf(why, cap, "axis %d ('%s') is %lld, outside its range [%lld, %lld]", k, s->name, (long long)got,
                    (long long)s->lo, (long long)s->hi);
+          return false;
+        }
+        if ((got - s->lo) % s->step) {
+          snprintf(why, cap, "axis %d ('%s') is %lld, not %lld plus a multiple of %lld", k, s->name, (long long)got,
+                   (long long)s->lo, (long long)s->step);
           return false;
         }
         if (bound[e->sym] && values[e->sym] != got) {

@@ -52,7 +52,8 @@ static void push_sample(qir_module *m, samples *S, const int64_t *base, int sym,
   memcpy(row, base, sizeof *row * (size_t)m->n_syms);
   if (sym >= 0) {
     const qir_dimsym *d = &m->syms[sym];
-    row[sym] = value < d->lo ? d->lo : value > d->hi ? d->hi : value;
+    value = value < d->lo ? d->lo : value > d->hi ? d->hi : value;
+    row[sym] = d->lo + (value - d->lo) / d->step * d->step; /* a value the symbol takes */
   }
   S->n++;
 }
@@ -63,15 +64,15 @@ static void make_samples(qir_module *m, const bool *used, samples *S) {
   for (int s = 0; s < n && s < 64; s++) {
     hi[s] = m->syms[s].hi;
     lo[s] = used[s] ? m->syms[s].lo : m->syms[s].hi;
-    mid[s] = used[s] ? m->syms[s].lo + (m->syms[s].hi - m->syms[s].lo) / 2 : m->syms[s].hi;
+    mid[s] = used[s] ? m->syms[s].lo + (m->syms[s].hi - m->syms[s].lo) / 2 / m->syms[s].step * m->syms[s].step : m->syms[s].hi;
   }
   push_sample(m, S, hi, -1, 0);
   push_sample(m, S, lo, -1, 0);
   push_sample(m, S, mid, -1, 0);
   for (int s = 0; s < n; s++) {
     if (!used[s]) continue;
-    int64_t a = m->syms[s].lo, b = m->syms[s].hi, span = b - a;
-    int64_t picks[] = {a, a + 1, a + 2, a + 3, b - 1, b - 2, a + span / 3, a + 2 * span / 3, a + span / 2 + 1, a + span / 5};
+    int64_t a = m->syms[s].lo, b = m->syms[s].hi, span = b - a, st = m->syms[s].step;
+    int64_t picks[] = {a, a + st, a + 2 * st, a + 3 * st, b - st, b - 2 * st, a + span / 3, a + 2 * span / 3, a + span / 2 + st, a + span / 5};
     for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++) {
       push_sample(m, S, hi, s, picks[k]);
       push_sample(m, S, lo, s, picks[k]);

@@ -81,7 +81,7 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
       named_dim *nd = find_named(imp, p);
       if (nd) nd->used = true;
       if (!so || so->rank != (int)sh->n_dim) continue; /* a wrong rank is reported with the input */
-      if (nd && (nd->value != so->dims[k] || nd->lo != so->lo[k])) {
+      if (nd && (nd->value != so->dims[k] || nd->lo != so->lo[k] || nd->step != so->step[k])) {
         imp_error(imp, "--shape %s sets dimension '%s' to %lld..%lld, but %s sets it to %lld..%lld", name, p,
                   (long long)so->lo[k], (long long)so->dims[k], nd->from, (long long)nd->lo, (long long)nd->value);
         ok = false;
@@ -90,7 +90,8 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
         char *from = malloc(strlen(name) + 16);
         if (!from) abort();
         sprintf(from, "--shape %s", name);
-        *n = (named_dim){.name = p, .value = so->dims[k], .lo = so->lo[k], .source = "shape", .from = from, .used = true};
+        *n = (named_dim){.name = p, .value = so->dims[k], .lo = so->lo[k], .step = so->step[k], .source = "shape",
+                         .from = from, .used = true};
       }
     }
   }
@@ -178,7 +179,7 @@ static uintptr_t sym_use(importer *imp, const char *name, const char *input, int
  * entry MIN..MAX): named after the ONNX dim_param, or INPUT_dK for an unnamed
  * axis, spelt as a qir identifier. */
 static const qir_dim *range_symbol(importer *imp, const char *param, const char *input, int axis, int64_t lo,
-                                   int64_t hi) {
+                                   int64_t hi, int64_t step) {
   char name[200];
   if (param && param[0]) snprintf(name, sizeof name, "%.120s", param);
   else snprintf(name, sizeof name, "%.120s_d%d", input, axis);
@@ -200,9 +201,9 @@ static const qir_dim *range_symbol(importer *imp, const char *param, const char 
       k = qir_dimsym_find(imp->m, tmp);
       if (k >= 0 && imp->m->syms[k].lo == lo && imp->m->syms[k].hi == hi) break;
     }
-    if (k < 0) k = qir_dimsym_add(imp->m, tmp, lo, hi, (qir_loc){0});
+    if (k < 0) k = qir_dimsym_add(imp->m, tmp, lo, hi, step, (qir_loc){0});
   } else if (k < 0)
-    k = qir_dimsym_add(imp->m, name, lo, hi, (qir_loc){0});
+    k = qir_dimsym_add(imp->m, name, lo, hi, step, (qir_loc){0});
   return qir_dim_sym(imp->m, k);
 }
 
@@ -247,7 +248,7 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
     *out = qir_type_make(dt, so->rank, so->dims);
     for (int k = 0; k < so->rank; k++)
       if (so->lo[k] != so->dims[k])
-        qir_type_set_dim(out, k, range_symbol(imp, info->param[k], name, k, so->lo[k], so->dims[k]));
+        qir_type_set_dim(out, k, range_symbol(imp, info->param[k], name, k, so->lo[k], so->dims[k], so->step[k]));
     return check_dims(imp, (size_t)out->rank, out->dims, "--shape");
   }
   if (!sh) {
@@ -309,7 +310,8 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
   if (!check_dims(imp, (size_t)rank, dims, what)) return false;
   *out = qir_type_make(dt, rank, dims);
   for (int k = 0; k < rank; k++)
-    if (ranged[k]) qir_type_set_dim(out, k, range_symbol(imp, ranged[k]->name, name, k, ranged[k]->lo, ranged[k]->value));
+    if (ranged[k])
+      qir_type_set_dim(out, k, range_symbol(imp, ranged[k]->name, name, k, ranged[k]->lo, ranged[k]->value, ranged[k]->step));
   return true;
 }
 

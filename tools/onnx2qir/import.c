@@ -540,6 +540,14 @@ qir_value *op_end(importer *imp, qir_op *op, qir_value **outs) {
       qir_op_unlink(op);
       return NULL;
     }
+    /* a converter writes extents as numbers (the bounds): the rule's
+     * symbolic extents stand for them where the bounds agree */
+    if (op->results[i]->type.rank >= 0 && !qir_type_is_symbolic(&op->results[i]->type) &&
+        qir_type_is_symbolic(&types[i])) {
+      qir_type at_bound = types[i];
+      memset(at_bound.sym, 0, sizeof at_bound.sym);
+      if (qir_type_equal(&at_bound, &op->results[i]->type)) op->results[i]->type = types[i];
+    }
     if (op->results[i]->type.rank >= 0 && !qir_type_equal(&op->results[i]->type, &types[i])) {
       char a[128], b[128];
       qir_type_format(&op->results[i]->type, a, sizeof a);
@@ -1024,7 +1032,7 @@ static bool subgraphs_read_poison(const Onnx__NodeProto *nd, scope *sc) {
  * Others, Shape and Slice among them, read extents as numbers and would bake
  * in the bound, so they refuse a symbolic input. */
 static const char *const symbolic_ops[] = {
-    "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil", "Clip", "Concat", "Conv",
+    "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil", "Clip", "Concat", "Conv", "ConvTranspose",
     "Cos", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Flatten", "Floor", "Gelu", "Gemm", "GlobalAveragePool",
     "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization",
     "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max",

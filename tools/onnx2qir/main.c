@@ -32,26 +32,32 @@ static void usage(FILE *f) {
         "  --shape NAME=DIMS  fix the shape of graph input NAME (comma-separated; empty = scalar;\n"
         "                     an entry MIN..MAX leaves that axis symbolic within the range)\n"
         "  --dim NAME=N       fix every symbolic dimension called NAME (e.g. --dim batch=8)\n"
-        "  --dim NAME=MIN..MAX  keep it symbolic, any size in the range at run time (e.g. --dim batch=1..16)\n"
+        "  --dim NAME=MIN..MAX  keep it symbolic, any size in the range at run time (e.g. --dim batch=1..16;\n"
+        "                     MIN..MAX%STEP: MIN plus multiples of STEP, e.g. --dim height=32..640%32)\n"
         "  --strict-shapes    a symbolic dimension nothing fixes is an error (default: 1, with a warning)\n"
         "  --bind NAME=FILE   make graph input NAME a constant read from a TensorProto file\n"
         "  --inline-weights   keep every constant in the IR text (no sidecar)\n",
         f);
 }
 
-/* "N" or "MIN..MAX" at *p; advances *p past it. */
-static bool parse_extent(const char **p, int64_t *lo, int64_t *hi) {
+/* "N", "MIN..MAX" or "MIN..MAX%STEP" at *p; advances *p past it. */
+static bool parse_extent(const char **p, int64_t *lo, int64_t *hi, int64_t *step) {
   char *end;
   errno = 0;
-  long long a = strtoll(*p, &end, 10), b = a;
+  long long a = strtoll(*p, &end, 10), b = a, st = 1;
   if (end == *p || errno || a < 0 || a > MAX_NUMEL) return false;
   if (end[0] == '.' && end[1] == '.') {
     const char *q = end + 2;
     errno = 0;
     b = strtoll(q, &end, 10);
     if (end == q || errno || b < a || b > MAX_NUMEL) return false;
+    if (*end == '%') {
+      q = end + 1;
+      st = strtoll(q, &end, 10);
+      if (end == q || errno || st < 1 || (b - a) % st) return false;
+    }
   }
-  *lo = a, *hi = b, *p = end;
+  *lo = a, *hi = b, *step = st, *p = end;
   return true;
 }
 
@@ -60,8 +66,10 @@ static bool parse_dim(const char *arg, named_dim *d) {
   if (!eq || eq == arg || !eq[1]) return false;
   const char *p = eq + 1;
   int64_t lo, v;
-  if (!parse_extent(&p, &lo, &v) || *p) return false;
+  int64_t step;
+  if (!parse_extent(&p, &lo, &v, &step) || *p) return false;
   d->lo = lo;
+  d->step = step;
   d->name = strndup(arg, (size_t)(eq - arg));
   char *from = malloc(strlen(arg) + 8);
   if (!d->name || !from) abort();
@@ -81,7 +89,7 @@ static bool parse_shape(const char *arg, shape_opt *s) {
   const char *p = eq + 1;
   while (*p) {
     if (s->rank >= QIR_MAX_RANK) return false;
-    if (!parse_extent(&p, &s->lo[s->rank], &s->dims[s->rank])) return false;
+    if (!parse_extent(&p, &s->lo[s->rank], &s->dims[s->rank], &s->step[s->rank])) return false;
     s->rank++;
     if (*p == ',') p++;
     else if (*p) return false;
@@ -129,7 +137,7 @@ int main(int argc, char **argv) {
       const char *v = a[5] == '=' ? a + 6 : argv[++i];
       named_dim d;
       if (!parse_dim(v, &d)) {
-        fprintf(stderr, "onnx2qir: error: bad --dim '%s' (want NAME=N or NAME=MIN..MAX)\n", v);
+        fprintf(stderr, "onnx2qir: error: bad --dim '%s' (want NAME=N, NAME=MIN..MAX or NAME=MIN..MAX%%STEP)\n", v);
         goto free_args;
       }
       for (int k = 0; k < imp.n_named; k++)

@@ -46,6 +46,7 @@ typedef struct {
   int rank;
   int64_t dims[QIR_MAX_RANK];   /* the extent, or the bound of a range */
   int64_t lo[QIR_MAX_RANK];     /* a range's least value (== dims[k] when fixed) */
+  int64_t step[QIR_MAX_RANK];   /* a range's step (MIN..MAX%STEP; 1 by default) */
 } shape_opt;
 
 typedef struct {
@@ -59,6 +60,7 @@ typedef struct {
   const char *name;
   int64_t value;                /* the extent, or the bound of a range (--dim NAME=MIN..MAX) */
   int64_t lo;                   /* a range's least value (== value when fixed) */
+  int64_t step;                 /* a range's step: MIN..MAX%STEP takes MIN + multiples of STEP */
   const char *source;
   const char *from;             /* the option, for messages: "--dim N=8", "--shape x" */
   bool used;                    /* some graph input has a dimension of this name */
