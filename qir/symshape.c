@@ -180,10 +180,13 @@ bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d
   bool used[64] = {false};
   if (ns == 0 || ns > 64 || !op_uses_symbols(op, used, ns)) return qir_infer_types_static(m, op, out, d);
   const char *name = qir_opinfo_get(op->code) ? qir_opinfo_get(op->code)->name : "?";
-  if (op->n_regions || op->code == QIR_OP_CONST) {
-    if (d) qir_error(d, op->loc, "'%s' cannot have symbolic extents (only ops without regions, not constants)", name);
+  if (op->code == QIR_OP_CONST) {
+    if (d) qir_error(d, op->loc, "a constant cannot have symbolic extents");
     return false;
   }
+  /* a kernel group, loop or if: its rule relates its types to its regions',
+   * which name the same extents, so it compares them as they are */
+  if (op->n_regions) return qir_infer_types_static(m, op, out, d);
   for (int i = 0; i < op->n_operands; i++)
     if (!op->operands[i]) return qir_infer_types_static(m, op, out, d);
   samples S = {0, qir_alloc(m, sizeof(int64_t) * (size_t)MAX_SAMPLES * (size_t)ns)};

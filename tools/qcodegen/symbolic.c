@@ -1,0 +1,375 @@
+/* symbolic.c: programs for modules with symbolic extents (`dim batch = [1, 16]`).
+ *
+ * A program serves every size in its symbols' ranges by running each kernel
+ * as planned, at the bound, over tensors laid out at their bound: an input of
+ * the run's size is copied into the first rows of its bound-sized buffer
+ * (the rest zero) and an output's first rows are copied out.  That is exact
+ * when every symbolic axis is *row-wise*: each op computes row i of it from
+ * row i of its operands alone, so rows past the run's extent never reach the
+ * rows the caller reads.  Batch axes are (convolutions, matmuls, norms and
+ * softmax over the other axes); a reduction over a symbolic axis, a window
+ * sliding along it or a concat along it is not, and needs kernels that read
+ * the run's extents, which qcodegen does not emit yet: cg_symbolic_check
+ * refuses such a module at the op.
+ *
+ * The check reads each op's tensor-expression definition (te.c): an access
+ * to a symbolic axis of an operand must be a bare output variable, and the
+ * result axis it gives is symbolic in turn for the computes that read it.
+ * A reshape view keeps a symbolic axis row-wise when the axis leads its
+ * group of merged or split axes (the bound layout then places rows alike).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kast.h"
+#include "rprogram.h"
+#include "symbolic.h"
+
+#define MAX_CHAIN 16
+
+typedef struct {
+  qir_value *v;
+  unsigned rows;                /* bit a: axis a holds rows of a symbolic extent */
+} row_axes;
+
+typedef struct {
+  row_axes *items;
+  int n, cap;
+} row_map;
+
+static unsigned rows_of(const row_map *rm, const qir_value *v) {
+  for (int i = 0; i < rm->n; i++)
+    if (rm->items[i].v == v) return rm->items[i].rows;
+  unsigned r = 0;
+  for (int a = 0; a < v->type.rank; a++)
+    if (v->type.sym[a]) r |= 1u << a;
+  return r;
+}
+
+static void set_rows(row_map *rm, qir_value *v, unsigned rows) {
+  if (rm->n == rm->cap) {
+    rm->cap = rm->cap ? 2 * rm->cap : 16;
+    rm->items = realloc(rm->items, sizeof *rm->items * (size_t)rm->cap);
+    if (!rm->items) abort();
+  }
+  rm->items[rm->n++] = (row_axes){v, rows};
+}
+
+static const char *dim_name(const qir_type *t, int a) {
+  return t->sym[a] && t->sym[a]->kind == QIR_DIM_SYM ? t->sym[a]->name : "a symbolic extent";
+}
+
+typedef struct {
+  qir_module *m;
+  qir_diag *d;
+  row_map rm;
+} checker;
+
+/* Checks every access of compute c (one step of user's definition): an
+ * operand's row axis must be read at a bare output variable.  Sets
+ * *out_rows to the output axes so fed. */
+static bool check_compute(checker *k, const qir_op *user, const qir_op *c, unsigned *out_rows) {
+  *out_rows = 0;
+  const qir_expr *stack[512];
+  int sp = 0;
+  stack[sp++] = c->comp->body;
+  while (sp) {
+    const qir_expr *e = stack[--sp];
+    if (!e) continue;
+    if (e->kind == QIR_EX_ACCESS) {
+      const qir_value *x = c->operands[e->operand];
+      unsigned rows = rows_of(&k->rm, x);
+      for (int a = 0; a < e->n_args && a < x->type.rank; a++) {
+        if (!(rows & (1u << a))) continue;
+        const qir_expr *ix = e->args[a];
+        if (ix->kind == QIR_EX_VAR && ix->var < c->comp->n_axes) {
+          *out_rows |= 1u << ix->var;
+          continue;
+        }
+        const char *how = ix->kind == QIR_EX_VAR ? "across its rows (a reduction over it)"
+                                                 : "at computed positions (a window, a concat, a slice or a gather along it)";
+        qir_error(k->d, user->loc,
+                  "'%s' reads axis %d (%s) of its operand %s%s %s: a program for every size needs kernels that read "
+                  "the run's extents, which qcodegen does not emit yet (issue 29); qrun runs the module, or fix the "
+                  "size with onnx2qir --dim NAME=N",
+                  qir_opinfo_get(user->code)->name, a, dim_name(&x->type, a), x->name ? "%" : "", x->name ? x->name : "",
+                  how);
+        return false;
+      }
+    }
+    for (int i = 0; i < e->n_args && sp < 510; i++) stack[sp++] = e->args[i];
+  }
+  return true;
+}
+
+/* A reshape keeps row axes in place when each leads its group of merged or
+ * split axes: walking both shapes by bound products, a group whose first
+ * input axis (past static unit ones) holds rows maps them to its first result
+ * axis, and no other axis of the group may hold rows. */
+static bool check_view(checker *k, const qir_op *op) {
+  const qir_type *x = &op->operands[0]->type, *t = &op->results[0]->type;
+  unsigned rows = rows_of(&k->rm, op->operands[0]), out = 0;
+  int i = 0, j = 0;
+  while (i < x->rank || j < t->rank) {
+    if (i < x->rank && !(rows & (1u << i)) && x->dims[i] == 1) { i++; continue; }
+    if (j < t->rank && t->dims[j] == 1 && !t->sym[j]) { j++; continue; }
+    if (i >= x->rank || j >= t->rank) break;
+    int i0 = i, j0 = j;
+    __int128 px = x->dims[i++], pt = t->dims[j++];
+    while (px != pt) {
+      if (px < pt && i < x->rank) px *= x->dims[i++];
+      else if (pt < px && j < t->rank) pt *= t->dims[j++];
+      else break;
+    }
+    for (int a = i0 + 1; a < i; a++)
+      if (rows & (1u << a)) {
+        qir_error(k->d, op->loc,
+                  "'%s' merges axis %d (%s) into an outer one: its rows would move in a bound-sized layout, so a "
+                  "program for every size needs runtime extents, which qcodegen does not emit yet (issue 29)",
+                  qir_opinfo_get(op->code)->name, a, dim_name(x, a));
+        return false;
+      }
+    if (rows & (1u << i0)) out |= 1u << j0;
+  }
+  set_rows(&k->rm, op->results[0], out);
+  return true;
+}
+
+static bool is_symbolic_op(const qir_op *op) {
+  for (int i = 0; i < op->n_operands; i++)
+    if (op->operands[i] && qir_type_is_symbolic(&op->operands[i]->type)) return true;
+  for (int i = 0; i < op->n_results; i++)
+    if (qir_type_is_symbolic(&op->results[i]->type)) return true;
+  return false;
+}
+
+static bool check_op(qir_op *op, void *vk) {
+  checker *k = vk;
+  switch (op->code) {
+  case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_RPROGRAM:
+    return true;
+  case QIR_OP_KERNEL: /* its inner ops are checked; its results' types say their rows */
+    return true;
+  default: break;
+  }
+  bool any_rows = is_symbolic_op(op);
+  for (int i = 0; i < op->n_operands && !any_rows; i++) any_rows = op->operands[i] && rows_of(&k->rm, op->operands[i]);
+  if (!any_rows) return true;
+  if (op->n_regions) {
+    qir_error(k->d, op->loc, "'%s' with symbolic extents: qcodegen's programs for every size do not take control flow yet (issue 29)",
+              qir_opinfo_get(op->code)->name);
+    return false;
+  }
+  if (qir_op_is_view(op) && op->code != QIR_OP_IDENTITY) return check_view(k, op);
+  qir_op *chain[MAX_CHAIN];
+  qir_value *results[QIR_MAX_RANK + 8] = {0};
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  int n = op->n_results <= QIR_MAX_RANK + 8 ? qir_op_expand_results(k->m, op, chain, MAX_CHAIN, results, &quiet) : 0;
+  if (n <= 0) {
+    qir_error(k->d, op->loc,
+              "'%s' with symbolic extents has no tensor-expression form qcodegen can check row by row: a program for "
+              "every size does not take it yet (issue 29)",
+              qir_opinfo_get(op->code)->name);
+    return false;
+  }
+  for (int c = 0; c < n; c++) {
+    unsigned out;
+    if (!check_compute(k, op, chain[c], &out)) return false;
+    set_rows(&k->rm, chain[c]->results[0], out);
+  }
+  for (int i = 0; i < op->n_results; i++)
+    if (results[i]) set_rows(&k->rm, op->results[i], rows_of(&k->rm, results[i]));
+  return true;
+}
+
+bool cg_symbolic_check(qir_module *m, qir_diag *d) {
+  if (!m->n_syms) return true;
+  checker k = {m, d, {0}};
+  bool ok = qir_walk(m->body, check_op, &k);
+  free(k.rm.items);
+  return ok;
+}
+
+int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n) {
+  switch (e->kind) {
+  case QIR_DIM_CONST: return snprintf(buf, n, "INT64_C(%lld)", (long long)e->c);
+  case QIR_DIM_SYM: return snprintf(buf, n, "%s[%d]", syms, e->sym);
+  default: break;
+  }
+  char a[512], b[512];
+  cg_dim_c(e->a, syms, a, sizeof a);
+  cg_dim_c(e->b, syms, b, sizeof b);
+  switch (e->kind) {
+  case QIR_DIM_ADD: return snprintf(buf, n, "(%s + %s)", a, b);
+  case QIR_DIM_SUB: return snprintf(buf, n, "(%s - %s)", a, b);
+  case QIR_DIM_MUL: return snprintf(buf, n, "(%s * %s)", a, b);
+  case QIR_DIM_FLOORDIV: return snprintf(buf, n, "q_floordiv(%s, %s)", a, b);
+  case QIR_DIM_MIN: return snprintf(buf, n, "(%s < %s ? %s : %s)", a, b, a, b);
+  case QIR_DIM_MAX: return snprintf(buf, n, "(%s > %s ? %s : %s)", a, b, a, b);
+  default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------ host code */
+
+static const char pad_copy_text[] =
+    "static int64_t q_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
+    "/* Copies the run's elements between a compact tensor of extents ext and its\n"
+    " * buffer laid out at the bound (extents bound): into_bound 1 copies in. */\n"
+    "static void q_pad_copy(unsigned char *bound_buf, unsigned char *compact, size_t esize, int rank, const int64_t *bound,\n"
+    "                       const int64_t *ext, int into_bound) {\n"
+    "  int64_t outer = 1;\n"
+    "  for (int d = 0; d + 1 < rank; d++) outer *= ext[d];\n"
+    "  size_t run = (size_t)(rank ? ext[rank - 1] : 1) * esize;\n"
+    "  for (int64_t o = 0; o < outer && run; o++) {\n"
+    "    int64_t rem = o, off = 0, stride = rank ? bound[rank - 1] : 1;\n"
+    "    for (int d = rank - 2; d >= 0; d--) {\n"
+    "      off += rem % ext[d] * stride;\n"
+    "      rem /= ext[d];\n"
+    "      stride *= bound[d];\n"
+    "    }\n"
+    "    if (into_bound) memcpy(bound_buf + (size_t)off * esize, compact + (size_t)o * run, run);\n"
+    "    else memcpy(compact + (size_t)o * run, bound_buf + (size_t)off * esize, run);\n"
+    "  }\n"
+    "}\n";
+
+void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in) {
+  if (!m->n_syms) return;
+  fprintf(o, "\n/* ---- symbolic extents: every size in these ranges runs (kernels at the bound) */\n#define Q_SYMBOLIC 1\n#define Q_N_SYMS %d\n",
+          m->n_syms);
+  fputs("static const struct { const char *name; int64_t lo, hi, step; } q_syms[Q_N_SYMS] = {\n", o);
+  for (int k = 0; k < m->n_syms; k++)
+    fprintf(o, "  {\"%s\", %lld, %lld, %lld},\n", m->syms[k].name, (long long)m->syms[k].lo, (long long)m->syms[k].hi,
+            (long long)m->syms[k].step);
+  fputs("};\n/* per input axis: the symbol it gives (>= 0), -2 an extent computed from symbols, -1 static */\n", o);
+  fprintf(o, "static const signed char q_insym[%d][8] = {\n", n_in ? n_in : 1);
+  for (int i = 0; i < n_in; i++) {
+    const qir_type *t = &inputs[i]->results[0]->type;
+    fputs("  {", o);
+    for (int a = 0; a < 8; a++)
+      fprintf(o, "%s%d", a ? ", " : "", a >= t->rank || !t->sym[a] ? -1 : t->sym[a]->kind == QIR_DIM_SYM ? t->sym[a]->sym : -2);
+    fputs("},\n", o);
+  }
+  if (!n_in) fputs("  {-1, -1, -1, -1, -1, -1, -1, -1},\n", o);
+  fputs("};\n", o);
+  fputs(pad_copy_text, o);
+  fputs("struct qir_model;\nstatic int q_bind_dims(struct qir_model *m);\n", o);
+}
+
+void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes) {
+  if (!m->n_syms) return;
+  fprintf(o, "  int64_t dim[%d];   /* the symbols' values for this run */\n", m->n_syms);
+  fprintf(o, "  int64_t in_dims[%d][8];   /* each input's shape (qir_set_input_shape) */\n  int in_set[%d];\n", n_in ? n_in : 1,
+          n_in ? n_in : 1);
+  fprintf(o, "  unsigned char *stage;   /* %lld bytes: a run's tensor between its compact and bound layouts */\n",
+          (long long)stage_bytes);
+}
+
+static void emit_ext(FILE *o, const qir_type *t, const char *name) {
+  fprintf(o, "int64_t %s[%d] = {", name, t->rank ? t->rank : 1);
+  for (int a = 0; a < t->rank; a++) {
+    char buf[1024];
+    if (t->sym[a]) cg_dim_c(t->sym[a], "m->dim", buf, sizeof buf);
+    else snprintf(buf, sizeof buf, "%lld", (long long)t->dims[a]);
+    fprintf(o, "%s%s", a ? ", " : "", buf);
+  }
+  if (!t->rank) fputs("1", o);
+  fputs("};", o);
+}
+
+void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index, bool input, int level) {
+  int64_t bytes = qir_type_numel(t) * qir_dtype_size(t->dtype);
+  for (int i = 0; i < level; i++) fputs("  ", o);
+  fputs("{\n", o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  emit_ext(o, t, "q_ext");
+  fprintf(o, " static const int64_t q_bnd[%d] = {", t->rank ? t->rank : 1);
+  for (int a = 0; a < t->rank; a++) fprintf(o, "%s%lld", a ? ", " : "", (long long)t->dims[a]);
+  if (!t->rank) fputs("1", o);
+  fputs("};\n", o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  if (input)
+    fprintf(o,
+            "memset(m->stage, 0, %lld);\n%*sq_pad_copy(m->stage, (unsigned char *)inputs[%d], %d, %d, q_bnd, q_ext, 1);\n"
+            "%*sQCHECK(q_h2d(%s, m->stage, %lld));\n",
+            (long long)bytes, 2 * (level + 1), "", io_index, qir_dtype_size(t->dtype), t->rank, 2 * (level + 1), "", dev,
+            (long long)bytes);
+  else
+    fprintf(o, "QCHECK(q_d2h(m->stage, %s, %lld));\n%*sq_pad_copy(m->stage, (unsigned char *)outputs[%d], %d, %d, q_bnd, q_ext, 0);\n",
+            dev, (long long)bytes, 2 * (level + 1), "", io_index, qir_dtype_size(t->dtype), t->rank);
+  for (int i = 0; i < level; i++) fputs("  ", o);
+  fputs("}\n", o);
+}
+
+void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out) {
+  if (!m->n_syms) {
+    fputs("\nQAPI int qir_set_input_shape(qir_model *m, int index, int rank, const int64_t *dims) {\n"
+          "  (void)m;\n  return q_check_input(\"qir_set_input_shape\", index, index >= 0 && index < Q_N_INPUTS ? q_tname[q_inputs[index].dtype] : \"?\", rank, dims);\n}\n",
+          o);
+  } else {
+    fputs("\nQAPI int qir_set_input_shape(qir_model *m, int index, int rank, const int64_t *dims) {\n"
+          "  if (q_check_input(\"qir_set_input_shape\", index, index >= 0 && index < Q_N_INPUTS ? q_tname[q_inputs[index].dtype] : \"?\", rank, dims)) return 1;\n"
+          "  for (int d = 0; d < rank; d++) m->in_dims[index][d] = dims[d];\n"
+          "  m->in_set[index] = 1;\n  return 0;\n}\n\n",
+          o);
+    fputs("/* the symbols from the inputs' shapes; every extent computed from them checked */\n"
+          "static int q_bind_dims(struct qir_model *m) {\n  int set[Q_N_SYMS] = {0}, who[Q_N_SYMS] = {0};\n"
+          "  for (int i = 0; i < Q_N_INPUTS; i++)\n"
+          "    for (int d = 0; d < q_inputs[i].rank; d++) {\n"
+          "      int k = q_insym[i][d];\n"
+          "      if (k == -1) continue;\n"
+          "      if (!m->in_set[i]) {\n"
+          "        fprintf(stderr, \"qir_run: input '%s' has symbolic extents: give its shape with qir_set_input_shape first\\n\", q_inputs[i].name);\n"
+          "        return 1;\n      }\n"
+          "      if (k < 0) continue;\n"
+          "      if (set[k] && m->dim[k] != m->in_dims[i][d]) {\n"
+          "        fprintf(stderr, \"qir_run: input '%s' axis %d sets dimension '%s' to %lld, but input '%s' set it to %lld\\n\",\n"
+          "                q_inputs[i].name, d, q_syms[k].name, (long long)m->in_dims[i][d], q_inputs[who[k]].name, (long long)m->dim[k]);\n"
+          "        return 1;\n      }\n"
+          "      m->dim[k] = m->in_dims[i][d], set[k] = 1, who[k] = i;\n    }\n"
+          "  for (int k = 0; k < Q_N_SYMS; k++)\n"
+          "    if (!set[k]) {\n"
+          "      fprintf(stderr, \"qir_run: no input axis gives dimension '%s' by itself\\n\", q_syms[k].name);\n"
+          "      return 1;\n    }\n",
+          o);
+    for (int i = 0; i < n_in; i++) {
+      const qir_type *t = &inputs[i]->results[0]->type;
+      for (int a = 0; a < t->rank; a++) {
+        if (!t->sym[a] || t->sym[a]->kind == QIR_DIM_SYM) continue;
+        char e[1024], txt[512];
+        cg_dim_c(t->sym[a], "m->dim", e, sizeof e);
+        qir_dim_format(t->sym[a], txt, sizeof txt);
+        fprintf(o,
+                "  if (m->in_dims[%d][%d] != %s) {\n"
+                "    fprintf(stderr, \"qir_run: input '%%s' axis %d is %%lld, but %s is %%lld\\n\", q_inputs[%d].name, (long long)m->in_dims[%d][%d], (long long)%s);\n"
+                "    return 1;\n  }\n",
+                i, a, e, a, txt, i, i, a, e);
+      }
+    }
+    for (int i = 0; i < n_out; i++) {
+      const qir_type *t = &outputs[i]->operands[0]->type;
+      if (t->rank && t->sym[0]) {
+        char e[1024];
+        cg_dim_c(t->sym[0], "m->dim", e, sizeof e);
+        fprintf(o, "  m->out_rows[%d] = %s;\n", i, e);
+      }
+    }
+    fputs("  return 0;\n}\n", o);
+  }
+  /* qir_output_shape */
+  fputs("\nQAPI int qir_output_shape(const qir_model *m, int i, int64_t *dims) {\n  switch (i) {\n", o);
+  for (int i = 0; i < n_out; i++) {
+    const qir_type *t = &outputs[i]->operands[0]->type;
+    fprintf(o, "  case %d:", i);
+    for (int a = 0; a < t->rank; a++) {
+      char e[1024];
+      if (t->sym[a]) cg_dim_c(t->sym[a], "m->dim", e, sizeof e);
+      else if (a == 0 && t->bounded) snprintf(e, sizeof e, "m->out_rows[%d]", i);
+      else snprintf(e, sizeof e, "%lld", (long long)t->dims[a]);
+      fprintf(o, " dims[%d] = %s;", a, e);
+    }
+    fprintf(o, " return %d;\n", t->rank);
+  }
+  fputs("  default: (void)m; (void)dims; return -1;\n  }\n}\n", o);
+}

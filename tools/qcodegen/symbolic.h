@@ -1,0 +1,27 @@
+/* symbolic.h: programs for modules with symbolic extents (symbolic.c). */
+#ifndef QCODEGEN_SYMBOLIC_H
+#define QCODEGEN_SYMBOLIC_H
+
+#include "qir.h"
+
+/* Whether every symbolic axis of m is row-wise (symbolic.c's header says
+ * what that means), so that kernels planned at the bound serve every size.
+ * Reports the first op that is not, at that op. */
+bool cg_symbolic_check(qir_module *m, qir_diag *d);
+/* A symbolic extent as a C expression over the array `syms` of symbol
+ * values (`q_floordiv` for its divisions); returns chars that would be written. */
+int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n);
+
+/* Host code (nothing for a module without symbols but qir_set_input_shape
+ * and qir_output_shape, which every program has): the symbols' table, the
+ * layout copy and a prototype of q_bind_dims, before the kernels ... */
+void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in);
+/* ... the model's fields for the run's sizes (stage_bytes: its staging buffer) ... */
+void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes);
+/* ... an input's or output's copy between the caller's compact tensor and
+ * its bound-sized buffer `dev` (through m->stage) ... */
+void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index, bool input, int level);
+/* ... and after q_check_input: qir_set_input_shape, q_bind_dims, qir_output_shape. */
+void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out);
+
+#endif
