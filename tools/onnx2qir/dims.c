@@ -8,7 +8,8 @@
  * When a node later fails and its inputs' shapes depend on a defaulted
  * dimension, a note after the error names that dimension and how to set it:
  * import.c tracks, per ONNX value, which defaulted dimensions its shape depends
- * on (imp->taint). */
+ * on (imp->taint), and probe imports with other extents tell which of those
+ * make the node fail (blame). */
 #include "onnx2qir.h"
 
 #include <ctype.h>
