@@ -8,9 +8,11 @@
  * When a node later fails and its inputs' shapes depend on a defaulted
  * dimension, a note after the error names that dimension and how to set it:
  * import.c tracks, per ONNX value, which defaulted dimensions its shape depends
- * on (imp->taint). */
+ * on (imp->taint), and probe imports with other extents tell which of those
+ * make the node fail (blame). */
 #include "onnx2qir.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,20 +357,25 @@ void dims_warn(importer *imp) {
   }
 }
 
-/* Extent a probe gives the defaulted dimensions it does not test: large enough
- * for common windows and pads, a multiple of the usual strides. */
-#define PROBE_EXTENT 256
+/* Extents a probe gives the defaulted dimensions it enlarges together: the
+ * first large enough for common windows and pads, the second for long ones (a
+ * 512-sample frame, a 1024-wide kernel); both multiples of the usual strides. */
+static const int64_t large_extents[] = {256, 4096};
+#define N_LARGE ((int)(sizeof large_extents / sizeof *large_extents))
+/* A dimension enlarged alone also tries the sizes the error names (the 512 of
+ * a window, the 7 a contraction wants, the 4 a reshape wants): at most this many. */
+#define MSG_EXTENTS 4
 /* Probe imports one run may spend on notes; past it, notes name every
  * defaulted dimension the node depends on. */
 #define PROBE_BUDGET 64
 
-/* Does node nd still fail when defaulted dimension `keep` stays 1 and every
- * other defaulted dimension is PROBE_EXTENT?  -1: the probe never reached the
- * node (something else failed first), so it cannot tell. */
-static int still_fails(importer *imp, const Onnx__NodeProto *nd, int keep) {
-  int64_t *probe = malloc(((size_t)imp->n_syms + 1) * sizeof *probe);
-  if (!probe) abort();
-  for (int i = 0; i < imp->n_syms; i++) probe[i] = i == keep ? 1 : PROBE_EXTENT;
+typedef enum { PROBE_UNREACHED, PROBE_PASSES, PROBE_FAILS } probe_outcome;
+
+/* Imports the model again with extents[i] for defaulted dimension i and
+ * reports what node nd does.  UNREACHED: something before it failed, so the
+ * probe cannot tell.  On FAILS, msg gets the node's first error. */
+static probe_outcome probe_node(importer *imp, const Onnx__NodeProto *nd, const int64_t *extents, char *msg,
+                                size_t cap) {
   importer p;
   memset(&p, 0, sizeof p);
   p.model_path = imp->model_path;
@@ -381,39 +388,124 @@ static int still_fails(importer *imp, const Onnx__NodeProto *nd, int keep) {
   p.named = malloc(((size_t)imp->n_dim_opts + 1) * sizeof *p.named);
   if (!p.named) abort();
   memcpy(p.named, imp->named, (size_t)imp->n_dim_opts * sizeof *p.named);
-  p.probe = probe;
+  p.probe = extents;
   p.n_probe = imp->n_syms;
   p.probe_node = nd;
   p.m = qir_module_new("probe");
   p.used_names = strmap_new();
   p.unsupported = strmap_new();
   p.taint = strmap_new();
+  imp->probes_run++;
   import_model(&p, imp->model);
-  int r = !p.probe_reached ? -1 : p.probe_failed ? 1 : 0;
+  probe_outcome r = !p.probe_reached ? PROBE_UNREACHED : p.probe_failed ? PROBE_FAILS : PROBE_PASSES;
+  snprintf(msg, cap, "%s", p.probe_message);
   qir_module_free(p.m);
   strmap_free(p.used_names);
   strmap_free(p.unsupported);
   strmap_free(p.taint);
   dims_free(&p);
   free(p.named);
-  free(probe);
   return r;
 }
 
-void dims_note(importer *imp, uintptr_t mask) {
-  /* Of the defaulted dimensions the node depends on, name those that make it
-   * fail: a dimension is cleared when the node imports with it at 1 and the
-   * others large.  When no probe can tell, all of them are named. */
-  uintptr_t blamed = 0;
-  int candidates = 0;
+/* The sizes an error names that could be extents (2 .. 2^20), at most cap of
+ * them: standalone numbers, not the 32 of "f32" or the 0 of "conv0". */
+static int message_extents(const char *msg, int64_t *out, int cap) {
+  int n = 0;
+  for (const char *q = msg; *q && n < cap; q++) {
+    if (!isdigit((unsigned char)*q) || (q > msg && (isalnum((unsigned char)q[-1]) || q[-1] == '_'))) continue;
+    int64_t v = 0;
+    const char *d = q;
+    while (isdigit((unsigned char)*d) && v <= (int64_t)1 << 20) v = v * 10 + (*d++ - '0');
+    bool standalone = !isalpha((unsigned char)*d) && *d != '_';
+    while (isdigit((unsigned char)*d)) d++;
+    q = d - 1;
+    bool seen = false;
+    for (int i = 0; i < n; i++) seen |= out[i] == v;
+    if (standalone && v >= 2 && v <= (int64_t)1 << 20 && !seen) out[n++] = v;
+  }
+  return n;
+}
+
+/* Of the defaulted dimensions in `mask` (the node's inputs depend on them),
+ * those that make the node fail, as a mask; 0 when none can be singled out.
+ * msg0 is the node's error with every dimension at 1.
+ *  1. A dimension that alone, set to a size the error names or a large one,
+ *     makes the node import is to blame; when there are some, they are the
+ *     answer (a batch a window does not read stays out).
+ *  2. Otherwise, when enlarging all of them together makes it import, those
+ *     that must be enlarged (it fails with that one back at 1) are to blame
+ *     (a window over height and width needs both).
+ *  3. Otherwise, the dimensions whose change alone changes the error: the
+ *     failure depends on them. */
+static uintptr_t blame(importer *imp, uintptr_t mask, const char *msg0) {
+  int k = 0;
   for (int i = 0; i < imp->n_syms; i++)
-    if (mask & sym_bit(i)) candidates++;
-  if (imp->model && !imp->probe && imp->node && imp->probes_run + candidates <= PROBE_BUDGET)
-    for (int i = 0; i < imp->n_syms; i++)
-      if (mask & sym_bit(i)) {
-        imp->probes_run++;
-        if (still_fails(imp, imp->node, i) != 0) blamed |= sym_bit(i);
-      }
+    if (mask & sym_bit(i)) k++;
+  int64_t tries[MSG_EXTENTS + N_LARGE];
+  int n_tries = message_extents(msg0, tries, MSG_EXTENTS);
+  for (int e = 0; e < N_LARGE; e++) {
+    bool seen = false;
+    for (int i = 0; i < n_tries; i++) seen |= tries[i] == large_extents[e];
+    if (!seen) tries[n_tries++] = large_extents[e];
+  }
+  /* worst case: each dimension alone at every size, all of them together at
+   * every large size, then each one back at 1 */
+  if (k < 2 || imp->probes_run + k * n_tries + N_LARGE + k > PROBE_BUDGET) return 0;
+  int64_t *extents = malloc(((size_t)imp->n_syms + 1) * sizeof *extents);
+  if (!extents) abort();
+  const Onnx__NodeProto *nd = imp->node;
+  char msg[sizeof imp->probe_message];
+  uintptr_t passing = 0, changing = 0, unknown = 0, blamed = 0;
+  for (int i = 0; i < imp->n_syms; i++) {
+    if (!(mask & sym_bit(i))) continue;
+    bool passes = false, changes = false, reached = false;
+    for (int e = 0; e < n_tries && !passes; e++) {
+      for (int j = 0; j < imp->n_syms; j++) extents[j] = j == i ? tries[e] : 1;
+      probe_outcome r = probe_node(imp, nd, extents, msg, sizeof msg);
+      reached |= r != PROBE_UNREACHED;
+      passes |= r == PROBE_PASSES;
+      changes |= r == PROBE_FAILS && strcmp(msg, msg0) != 0;
+    }
+    if (passes) passing |= sym_bit(i);
+    if (changes) changing |= sym_bit(i);
+    if (!reached) unknown |= sym_bit(i);
+  }
+  if (passing) {
+    blamed = passing;
+    goto done;
+  }
+  for (int e = 0; e < N_LARGE; e++) {
+    for (int j = 0; j < imp->n_syms; j++) extents[j] = mask & sym_bit(j) ? large_extents[e] : 1;
+    if (probe_node(imp, nd, extents, msg, sizeof msg) != PROBE_PASSES) continue;
+    for (int i = 0; i < imp->n_syms; i++) {
+      if (!(mask & sym_bit(i))) continue;
+      extents[i] = 1;
+      if (probe_node(imp, nd, extents, msg, sizeof msg) != PROBE_PASSES) blamed |= sym_bit(i);
+      extents[i] = large_extents[e];
+    }
+    goto done;
+  }
+  /* a dimension no probe could try may matter too */
+  if (changing) blamed = changing | unknown;
+done:
+  free(extents);
+  return blamed;
+}
+
+void dims_note(importer *imp, uintptr_t mask, const char *msg) {
+  /* Of the defaulted dimensions the node depends on, name those that make it
+   * fail (probe imports with other extents tell, see blame); when none can be
+   * singled out, all of them.  A node that reports several errors is probed once. */
+  uintptr_t blamed = 0;
+  if (imp->noted_node == imp->node && imp->noted_mask == mask) {
+    blamed = imp->noted_blamed;
+  } else if (imp->model && !imp->probe && imp->node) {
+    blamed = blame(imp, mask, msg);
+    imp->noted_node = imp->node;
+    imp->noted_mask = mask;
+    imp->noted_blamed = blamed;
+  }
   if (!blamed) blamed = mask;
   for (int i = 0; i < imp->n_syms; i++) {
     if (!(blamed & sym_bit(i))) continue;

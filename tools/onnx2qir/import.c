@@ -99,11 +99,24 @@ qir_value *scope_lookup(const scope *s, const char *name) {
 
 /* ---------------------------------------------------------------- errors */
 
+/* Messages are compared between imports (dims.c): one line, no control bytes. */
+static void sanitize_line(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 32 || *s == 127) *s = '?';
+}
+
 void imp_error(importer *imp, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   imp->n_errors++;
-  if (imp->node && imp->node == imp->probe_node) imp->probe_failed = true;
+  if (imp->node && imp->node == imp->probe_node && !imp->probe_failed) {
+    imp->probe_failed = true;
+    va_list copy;
+    va_copy(copy, ap);
+    vsnprintf(imp->probe_message, sizeof imp->probe_message, fmt, copy);
+    va_end(copy);
+    sanitize_line(imp->probe_message);
+  }
   if (imp->quiet || imp->probe) {
     if (!imp->quiet_first[0]) {
       int w = 0;
@@ -127,13 +140,17 @@ void imp_error(importer *imp, const char *fmt, ...) {
                  imp->node->op_type && imp->node->op_type[0] ? imp->node->op_type : "no op_type", (long long)imp->opset);
   else
     w = snprintf(line, sizeof line, "%s: error: ", imp->model_path);
-  if (w >= 0 && (size_t)w < sizeof line) vsnprintf(line + w, sizeof line - (size_t)w, fmt, ap);
+  bool has_body = w >= 0 && (size_t)w < sizeof line;
+  if (has_body) vsnprintf(line + w, sizeof line - (size_t)w, fmt, ap);
   va_end(ap);
   /* names and strings come from the untrusted model: one line, no control bytes */
-  for (char *q = line; *q; q++)
-    if ((unsigned char)*q < 32 || *q == 127) *q = '?';
+  sanitize_line(line);
   fprintf(stderr, "%s\n", line);
-  if (imp->node && imp->node_taint) dims_note(imp, imp->node_taint);
+  if (imp->node && imp->node_taint) {
+    char msg[sizeof imp->probe_message];
+    snprintf(msg, sizeof msg, "%s", has_body ? line + w : "");
+    dims_note(imp, imp->node_taint, msg);
+  }
 }
 
 /* Runs a library call with a diag that captures its messages, and turns the

@@ -122,6 +122,10 @@ struct importer {
   int n_probe;
   const Onnx__NodeProto *probe_node;
   bool probe_reached, probe_failed;
+  char probe_message[512];      /* probe_node's first error, without the node prefix */
+  /* the last node dims_note probed, so that its further errors reuse the answer */
+  const Onnx__NodeProto *noted_node;
+  uintptr_t noted_mask, noted_blamed;
   int probes_run;               /* bounded: each is a whole import */
   int quiet;                    /* > 0: count errors without printing (trial imports) */
   char quiet_first[512];        /* the first error seen while quiet */
@@ -174,8 +178,9 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g);
 bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *out, input_dims *info);
 /* One warning per defaulted dimension, naming the inputs and the flag. */
 void dims_warn(importer *imp);
-/* Notes after an error whose node depends on defaulted dimensions (mask). */
-void dims_note(importer *imp, uintptr_t mask);
+/* Notes after an error (msg, without the node prefix) whose node depends on
+ * defaulted dimensions (mask): the ones that make it fail. */
+void dims_note(importer *imp, uintptr_t mask, const char *msg);
 void dims_free(importer *imp);
 
 /* Building ops.  begin, set attributes, end: end infers the result types (or
