@@ -64,6 +64,13 @@ static bool named_before(const Onnx__GraphProto *g, size_t j, size_t k, const ch
   return false;
 }
 
+/* "8", "1..16" or "32..640%32", as the options write them */
+static void extent_text(int64_t lo, int64_t hi, int64_t step, char *buf, size_t cap) {
+  if (lo == hi) snprintf(buf, cap, "%lld", (long long)hi);
+  else if (step > 1) snprintf(buf, cap, "%lld..%lld%%%lld", (long long)lo, (long long)hi, (long long)step);
+  else snprintf(buf, cap, "%lld..%lld", (long long)lo, (long long)hi);
+}
+
 bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
   bool ok = true;
   size_t axes = 0;
@@ -84,8 +91,10 @@ bool dims_prepare(importer *imp, const Onnx__GraphProto *g) {
       if (nd) nd->used = true;
       if (!so || so->rank != (int)sh->n_dim) continue; /* a wrong rank is reported with the input */
       if (nd && (nd->value != so->dims[k] || nd->lo != so->lo[k] || nd->step != so->step[k])) {
-        imp_error(imp, "--shape %s sets dimension '%s' to %lld..%lld, but %s sets it to %lld..%lld", name, p,
-                  (long long)so->lo[k], (long long)so->dims[k], nd->from, (long long)nd->lo, (long long)nd->value);
+        char a[80], b[80];
+        extent_text(so->lo[k], so->dims[k], so->step[k], a, sizeof a);
+        extent_text(nd->lo, nd->value, nd->step, b, sizeof b);
+        imp_error(imp, "--shape %s sets dimension '%s' to %s, but %s sets it to %s", name, p, a, nd->from, b);
         ok = false;
       } else if (!nd) {
         named_dim *n = &imp->named[imp->n_named++];
