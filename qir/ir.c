@@ -907,8 +907,15 @@ int qir_input_dims_note(const qir_op *input, char *buf, size_t cap) {
         else f += snprintf(flag + f, sizeof flag - (size_t)f, "%s%" PRId64, j ? "," : "", t->dims[j]);
       }
     }
-    int n = snprintf(buf + w, w < cap ? cap - w : 0, "%s%s was set to %" PRId64 " %s at import; onnx2qir %s changes it",
-                     w ? "; " : "", what, t->dims[k], by_default ? "by default" : by_dim ? "by --dim" : "by --shape", flag);
+    int n;
+    if (t->sym[k]) { /* a range: the extent is the run's */
+      char e[256];
+      qir_dim_format(t->sym[k], e, sizeof e);
+      n = snprintf(buf + w, w < cap ? cap - w : 0, "%s%s is '%s', any size in [%" PRId64 ", %" PRId64 "]%s at import",
+                   w ? "; " : "", what, e, t->sym[k]->lo, t->sym[k]->hi, by_dim ? " by --dim" : " by --shape");
+    } else
+      n = snprintf(buf + w, w < cap ? cap - w : 0, "%s%s was set to %" PRId64 " %s at import; onnx2qir %s changes it",
+                   w ? "; " : "", what, t->dims[k], by_default ? "by default" : by_dim ? "by --dim" : "by --shape", flag);
     if (n < 0) break;
     w += (size_t)n;
     if (w >= cap) {

@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "kast.h"
+#include "symbolic.h"
 #include "target.h"
 #include "rprogram.h"
 
@@ -1272,6 +1273,10 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
       int i = 0;
       while (h->inputs[i] != op) i++;
       if (h->dev_ptr) break; /* qir_run_device: the kernels read the caller's buffer */
+      if (qir_type_is_symbolic(&op->results[0]->type)) {
+        cg_symbolic_copy(o, &op->results[0]->type, ptr(h, op->results[0], true), i, true, level);
+        break;
+      }
       ind(o, level);
       fprintf(o, "QCHECK(q_h2d(%s, inputs[%d], %" PRId64 "));\n", ptr(h, op->results[0], true), i, value_bytes(op->results[0]));
       break;
@@ -1287,6 +1292,10 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
         ind(o, level);
         fprintf(o, "QCHECK(q_d2d_async(outputs[%d], %s, %" PRId64 "));\n", i, ptr(h, op->operands[0], false),
                 value_bytes(op->operands[0]));
+        break;
+      }
+      if (qir_type_is_symbolic(&op->operands[0]->type)) {
+        cg_symbolic_copy(o, &op->operands[0]->type, ptr(h, op->operands[0], false), i, false, level);
         break;
       }
       ind(o, level);
@@ -1469,6 +1478,7 @@ static bool collect_consts(qir_op *op, void *ctx) {
 
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *o) {
   host h = {.m = m, .d = d, .opt = opt};
+  if (!cg_symbolic_check(m, d)) return 1;
   if (!expand_named_ops(m, m->body, d)) return 1;
   int n_rp = 0;
   qir_walk(m->body, count_rprograms, &n_rp);
@@ -1627,10 +1637,18 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   for (int i = 0; i < h.cg.n_kernels; i++)
     if (!h.cg.kernels[i]->unprinted) h.pr->kernel(o, h.cg.kernels[i]);
   if (chk) cg_check_trailer(o, chk);
+  cg_symbolic_prelude(o, m, h.inputs, h.n_inputs);
+  if (m->n_syms) cg_symbolic_floordiv(o, h.inputs, h.n_inputs, h.outputs, h.n_outputs);
+  int64_t stage_bytes = 0;   /* the largest symbolic input or output, staged between layouts */
+  for (int i = 0; i < h.n_inputs + h.n_outputs; i++) {
+    qir_value *v = i < h.n_inputs ? h.inputs[i]->results[0] : h.outputs[i - h.n_inputs]->operands[0];
+    if (qir_type_is_symbolic(&v->type) && value_bytes(v) > stage_bytes) stage_bytes = value_bytes(v);
+  }
 
   /* ---- constants */
   fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
   fprintf(o, "  int64_t out_rows[%d];   /* rows each output holds (bounded loop scan outputs) */\n", h.n_outputs ? h.n_outputs : 1);
+  cg_symbolic_model_fields(o, m, h.n_inputs, stage_bytes);
   if (h.n_rp) fprintf(o, "  int rp_ok[%d];   /* each rprogram: its blocks fit on the device at once */\n", h.n_rp);
   if (h.n_dl && be != CG_C) fprintf(o, "  int dl_ok[%d];   /* each device-resident loop/if: its blocks fit on the device at once */\n", h.n_dl);
   fputs("} qir_model;\n", o);
@@ -1644,8 +1662,10 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     }
   }
   fputs("\nQAPI void qir_free(qir_model *m) {\n  if (!m) return;\n  if (m->arena) q_free(m->arena);\n"
-        "  if (m->cbuf) q_free(m->cbuf);\n  free(m);\n",
+        "  if (m->cbuf) q_free(m->cbuf);\n",
         o);
+  if (m->n_syms) fputs("  free(m->stage);\n", o);
+  fputs("  free(m);\n", o);
   if (chk) fputs("  q_arena_watch(NULL, 0);\n", o);
   fputs("}\n\n", o);
   fprintf(o, "QAPI int64_t qir_output_rows(const qir_model *m, int i) {\n"
@@ -1657,6 +1677,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     const qir_type *t = &h.outputs[i]->operands[0]->type;
     fprintf(o, "  m->out_rows[%d] = %" PRId64 ";\n", i, t->rank ? (t->bounded ? 0 : t->dims[0]) : 1);
   }
+  if (m->n_syms) fprintf(o, "  m->stage = (unsigned char *)malloc(%" PRId64 " + 1);\n  if (!m->stage) return 1;\n", stage_bytes);
   fprintf(o, "  QCHECK(q_alloc((void **)&m->arena, %" PRId64 "));\n", h.arena_bytes);
   if (chk) fprintf(o, "  q_arena_watch(m->arena, %" PRId64 ");   /* poisoned, as cudaMalloc does not zero */\n", h.arena_bytes);
   fprintf(o, "  QCHECK(q_alloc((void **)&m->cbuf, %" PRId64 "));\n", h.const_bytes);
@@ -1718,6 +1739,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
 
   fputs("QAPI int qir_run(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
   fputs("  (void)inputs; (void)outputs;\n", o);
+  if (m->n_syms) fputs("  if (q_bind_dims(m)) return 1;\n", o);
   emit_region(&h, o, m->body, 1);
   if (chk) fputs("  if (q_check_report()) return 1;\n", o);
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n", o);
@@ -1749,6 +1771,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fclose(so);
     fprintf(o, "\nQAPI int qir_run_stream(qir_model *m, const void *const *inputs, void *const *outputs, q_stream_t q_stream) {\n");
     fputs("  (void)inputs; (void)outputs; (void)q_stream;\n", o);
+    if (m->n_syms && !h.not_stream) h.not_stream = "a program for every size stages its inputs and outputs through the host";
     if (h.not_stream) {
       fputs("  (void)m;\n  fputs(\"qir_run_stream: not stream-ordered: ", o);
       for (const char *c = h.not_stream; *c; c++) fputc(*c == '"' || *c == '\\' ? '_' : *c, o);
@@ -1761,6 +1784,10 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fputs("\nQAPI int qir_run_device(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
     if (!h.not_stream) {
       fputs("  return qir_run_stream(m, inputs, outputs, 0);\n}\n", o);
+    } else if (m->n_syms) {
+      fputs("  (void)m; (void)inputs; (void)outputs;\n"
+            "  fputs(\"qir_run_device: a program for every size takes its inputs through qir_run\\n\", stderr);\n"
+            "  return 1;\n}\n", o);
     } else {
       fputs("  (void)inputs; (void)outputs;\n", o);
       emit_region(&h, o, m->body, 1);
@@ -1778,6 +1805,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("};\n", o);
   emit_io_table(o, "inputs", h.inputs, h.n_inputs, true);
   fputs(cg_check_text, o);
+  cg_symbolic_api(o, m, h.inputs, h.n_inputs, h.outputs, h.n_outputs);
 
   if (opt->main_program) {
     fputs("\n/* ---- program: ./m --in NAME=x.npy ... --out NAME=y.npy [--bench N] */\n", o);

@@ -65,40 +65,72 @@ typedef struct {
   row_map rm;
 } checker;
 
-/* Checks every access of compute c (one step of user's definition): an
- * operand's row axis must be read at a bare output variable.  Sets
- * *out_rows to the output axes so fed. */
-static bool check_compute(checker *k, const qir_op *user, const qir_op *c, unsigned *out_rows) {
-  *out_rows = 0;
-  const qir_expr *stack[512];
-  int sp = 0;
-  stack[sp++] = c->comp->body;
-  while (sp) {
-    const qir_expr *e = stack[--sp];
-    if (!e) continue;
-    if (e->kind == QIR_EX_ACCESS) {
-      const qir_value *x = c->operands[e->operand];
-      unsigned rows = rows_of(&k->rm, x);
-      for (int a = 0; a < e->n_args && a < x->type.rank; a++) {
-        if (!(rows & (1u << a))) continue;
-        const qir_expr *ix = e->args[a];
-        if (ix->kind == QIR_EX_VAR && ix->var < c->comp->n_axes) {
-          *out_rows |= 1u << ix->var;
-          continue;
-        }
-        const char *how = ix->kind == QIR_EX_VAR ? "across its rows (a reduction over it)"
-                                                 : "at computed positions (a window, a concat, a slice or a gather along it)";
-        qir_error(k->d, user->loc,
-                  "'%s' reads axis %d (%s) of its operand %s%s %s: a program for every size needs kernels that read "
-                  "the run's extents, which qcodegen does not emit yet (issue 29); qrun runs the module, or fix the "
-                  "size with onnx2qir --dim NAME=N",
-                  qir_opinfo_get(user->code)->name, a, dim_name(&x->type, a), x->name ? "%" : "", x->name ? x->name : "",
-                  how);
-        return false;
-      }
-    }
-    for (int i = 0; i < e->n_args && sp < 510; i++) stack[sp++] = e->args[i];
+/* The walk of one compute's body: which output variables index row axes
+ * (bare, at an extent equal to the row axis's), and which appear anywhere
+ * else (in arithmetic, a comparison, another index). */
+typedef struct {
+  checker *k;
+  const qir_op *c;
+  uint64_t row_vars, other_vars;
+  const char *why;              /* set: not row-wise, and how */
+  int axis;
+  const qir_value *x;
+} body_walk;
+
+static void walk_body(body_walk *w, const qir_expr *e) {
+  if (!e || w->why) return;
+  if (e->kind == QIR_EX_VAR) {
+    if (e->var < 64) w->other_vars |= (uint64_t)1 << e->var;
+    return;
   }
+  if (e->kind == QIR_EX_ACCESS) {
+    const qir_value *x = w->c->operands[e->operand];
+    unsigned rows = rows_of(&w->k->rm, x);
+    for (int a = 0; a < e->n_args; a++) {
+      const qir_expr *ix = e->args[a];
+      if (a < x->type.rank && (rows & (1u << a))) {
+        const qir_compute *cc = w->c->comp;
+        if (ix->kind != QIR_EX_VAR) w->why = "at computed positions (a window, a slice or a gather along it)";
+        else if (ix->var >= cc->n_axes) w->why = "across its rows (a reduction over it)";
+        else if (cc->axis_extents[ix->var] != x->type.dims[a]) w->why = "into a result of another extent (a concat, a slice or a pad along it)";
+        if (w->why) {
+          w->axis = a, w->x = x;
+          return;
+        }
+        if (ix->var < 64) w->row_vars |= (uint64_t)1 << ix->var;
+        continue;
+      }
+      walk_body(w, ix);
+    }
+    return;
+  }
+  for (int i = 0; i < e->n_args; i++) walk_body(w, e->args[i]);
+}
+
+/* Checks compute c, one step of user's definition: sets *out_rows to the
+ * output axes that carry rows, or reports why c is not row-wise. */
+static bool check_compute(checker *k, const qir_op *user, const qir_op *c, unsigned *out_rows) {
+  body_walk w = {.k = k, .c = c};
+  walk_body(&w, c->comp->body);
+  if (!w.why && (w.row_vars & w.other_vars)) {
+    w.why = "and computes with the position along it (a concat, a pad or a mask)";
+    for (int i = 0; i < c->n_operands; i++) { /* name one row axis read so */
+      unsigned rows = rows_of(&k->rm, c->operands[i]);
+      for (int a = 0; a < c->operands[i]->type.rank && !w.x; a++)
+        if (rows & (1u << a)) w.x = c->operands[i], w.axis = a;
+    }
+  }
+  if (w.why) {
+    const qir_value *x = w.x;
+    qir_error(k->d, user->loc,
+              "'%s' reads axis %d (%s) of its operand %s%s %s: a program for every size needs kernels that read "
+              "the run's extents, which qcodegen does not emit yet (issue 29); qrun runs the module, or fix the "
+              "size with onnx2qir --dim NAME=N",
+              qir_opinfo_get(user->code)->name, x ? w.axis : 0, x ? dim_name(&x->type, w.axis) : "?",
+              x && x->name ? "%" : "", x && x->name ? x->name : "", w.why);
+    return false;
+  }
+  *out_rows = (unsigned)w.row_vars;
   return true;
 }
 
@@ -173,14 +205,16 @@ static bool check_op(qir_op *op, void *vk) {
               qir_opinfo_get(op->code)->name);
     return false;
   }
-  for (int c = 0; c < n; c++) {
-    unsigned out;
-    if (!check_compute(k, op, chain[c], &out)) return false;
+  bool ok = true;
+  for (int c = 0; c < n && ok; c++) {
+    unsigned out = 0;
+    ok = check_compute(k, op, chain[c], &out);
     set_rows(&k->rm, chain[c]->results[0], out);
   }
-  for (int i = 0; i < op->n_results; i++)
+  for (int i = 0; i < op->n_results && ok; i++)
     if (results[i]) set_rows(&k->rm, op->results[i], rows_of(&k->rm, results[i]));
-  return true;
+  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]); /* the definition was only read: drop its uses */
+  return ok;
 }
 
 bool cg_symbolic_check(qir_module *m, qir_diag *d) {
@@ -213,8 +247,14 @@ int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n) {
 
 /* ------------------------------------------------------------ host code */
 
+static const char floordiv_text[] =
+    "static inline int64_t q_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n";
+
+static bool dim_divides(const qir_dim *e) {
+  return e && (e->kind == QIR_DIM_FLOORDIV || (e->a && (dim_divides(e->a) || dim_divides(e->b))));
+}
+
 static const char pad_copy_text[] =
-    "static int64_t q_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
     "/* Copies the run's elements between a compact tensor of extents ext and its\n"
     " * buffer laid out at the bound (extents bound): into_bound 1 copies in. */\n"
     "static void q_pad_copy(unsigned char *bound_buf, unsigned char *compact, size_t esize, int rank, const int64_t *bound,\n"
@@ -253,8 +293,24 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
   }
   if (!n_in) fputs("  {-1, -1, -1, -1, -1, -1, -1, -1},\n", o);
   fputs("};\n", o);
+  fprintf(o, "static const char *const q_intype[%d] = {", n_in ? n_in : 1);
+  for (int i = 0; i < n_in; i++) {
+    char tb[1024];
+    qir_type_format(&inputs[i]->results[0]->type, tb, sizeof tb);
+    fprintf(o, "%s\"%s\"", i ? ", " : "", tb);
+  }
+  fputs(n_in ? "};\n" : "\"\"};\n", o);
   fputs(pad_copy_text, o);
   fputs("struct qir_model;\nstatic int q_bind_dims(struct qir_model *m);\n", o);
+}
+
+void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out) {
+  bool divides = false;
+  for (int i = 0; i < n_in + n_out; i++) {
+    const qir_type *t = i < n_in ? &inputs[i]->results[0]->type : &outputs[i - n_in]->operands[0]->type;
+    for (int a = 0; a < t->rank; a++) divides |= dim_divides(t->sym[a]);
+  }
+  if (divides) fputs(floordiv_text, o);
 }
 
 void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes) {
