@@ -565,11 +565,11 @@ bool qp_type(qp_ctx *c, const char *dtype, qir_loc dloc, qp_vec *dims, qir_type 
     out->dims[i] = d->v;
     out->sym[i] = d->sym;
   }
+  out->rank = rank;
   if (out->bounded && qir_type_is_symbolic(out)) {
     qp_error(c, dloc, "a type with a '<=N' extent (a loop's scan output) may not also have symbolic extents");
     return false;
   }
-  out->rank = rank;
   return true;
 }
 

@@ -181,6 +181,16 @@ static const char *capture_end(capture *c) {
   return e ? e + 7 : c->buf;
 }
 
+/* After capture_end: the symbols' values a shape rule failed at ("height =
+ * 33, width = 640", from symshape.c's note), or NULL. */
+static const char *capture_symbols(const capture *c, const char *first) {
+  size_t at = (size_t)(first - c->buf) + strlen(first) + 1;
+  if (!c->buf || at >= c->len) return NULL;
+  const char *w = strstr(c->buf + at, "note: with ");
+  if (!w) return NULL;
+  return w + strlen("note: with ");
+}
+
 static void capture_free(capture *c) {
   if (c->f) fclose(c->f);
   free(c->buf);
@@ -543,7 +553,9 @@ qir_value *op_end(importer *imp, qir_op *op, qir_value **outs) {
   bool ok = qir_infer_types(imp->m, op, types, &cap.d);
   const char *msg = capture_end(&cap);
   if (!ok) {
-    imp_error(imp, "%s: %s", qir_opinfo_get(op->code)->name, msg);
+    const char *with = capture_symbols(&cap, msg);
+    if (with) imp_error(imp, "%s: %s (with %.*s)", qir_opinfo_get(op->code)->name, msg, (int)strcspn(with, "\n"), with);
+    else imp_error(imp, "%s: %s", qir_opinfo_get(op->code)->name, msg);
     capture_free(&cap);
     free(types);
     qir_op_unlink(op);
