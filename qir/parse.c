@@ -479,8 +479,8 @@ bool qp_dimsym(qp_ctx *c, const char *name, qir_loc loc, int64_t lo, int64_t hi,
 }
 
 const qir_dim *qp_dim_int(qp_ctx *c, uint64_t v, qir_loc loc) {
-  if (v > (uint64_t)INT64_MAX / 8) {
-    qp_error(c, loc, "extent %llu is too large", (unsigned long long)v);
+  if (v > (uint64_t)INT64_MAX) {
+    qp_error(c, loc, "integer literal does not fit in 64 bits");
     return NULL;
   }
   return qir_dim_const(c->m, (int64_t)v);

@@ -572,6 +572,13 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
 /* For every op, multi-result ones included (split, max_pool with indices,
  * layer_norm with mean/inv_std_dev): the chain as above, and results[i] (room
  * for op->n_results) set to the value that computes op result i. */
+/* The same for an op whose types name dimension symbols, at the run's
+ * extents (qir/symte.c): each extent and literal that follows the symbols
+ * is read from `dims` (an i64 tensor, element k the value of symbol k), which
+ * every compute takes as its last operand, and the terms past the run's
+ * extents are masked.  cap >= 16.  0 with *why set: no such form. */
+int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir_op **out, int cap, qir_value **results,
+                           const char **why);
 int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
                           qir_diag *d);
 

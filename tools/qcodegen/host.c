@@ -1265,11 +1265,19 @@ static bool count_rprograms(qir_op *op, void *vctx) {
   return true;
 }
 
+/* An input of the caller's (not cg_symbolic_lower's q_dims, which qir_run fills). */
+static bool is_api_input(const qir_op *op) { return op->code == QIR_OP_INPUT && !qir_op_attr(op, "q_run_dims"); }
+
 static void emit_region(host *h, FILE *o, qir_region *r, int level) {
   for (qir_op *op = r->first; op; op = op->next) {
     opinfo *oi = op_info(h, op);
     switch (op->code) {
     case QIR_OP_INPUT: {
+      if (!is_api_input(op)) { /* the run's symbol values */
+        ind(o, level);
+        fprintf(o, "QCHECK(q_h2d(%s, m->dim, sizeof m->dim));\n", ptr(h, op->results[0], true));
+        break;
+      }
       int i = 0;
       while (h->inputs[i] != op) i++;
       if (h->dev_ptr) break; /* qir_run_device: the kernels read the caller's buffer */
@@ -1417,14 +1425,14 @@ static int onnx_code(qir_dtype t) {
 
 static void collect_io(host *h) {
   for (qir_op *op = h->m->body->first; op; op = op->next) {
-    if (op->code == QIR_OP_INPUT) h->n_inputs++;
+    if (is_api_input(op)) h->n_inputs++;
     if (op->code == QIR_OP_OUTPUT) h->n_outputs++;
   }
   h->inputs = qir_alloc(h->m, sizeof *h->inputs * (size_t)(h->n_inputs + 1));
   h->outputs = qir_alloc(h->m, sizeof *h->outputs * (size_t)(h->n_outputs + 1));
   int a = 0, b = 0;
   for (qir_op *op = h->m->body->first; op; op = op->next) {
-    if (op->code == QIR_OP_INPUT) h->inputs[a++] = op;
+    if (is_api_input(op)) h->inputs[a++] = op;
     if (op->code == QIR_OP_OUTPUT) h->outputs[b++] = op;
   }
 }
@@ -1478,7 +1486,7 @@ static bool collect_consts(qir_op *op, void *ctx) {
 
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *o) {
   host h = {.m = m, .d = d, .opt = opt};
-  if (!cg_symbolic_check(m, d)) return 1;
+  if (!cg_symbolic_lower(m, d) || !cg_symbolic_check(m, d)) return 1;
   if (!expand_named_ops(m, m->body, d)) return 1;
   int n_rp = 0;
   qir_walk(m->body, count_rprograms, &n_rp);

@@ -61,8 +61,9 @@ static const char *dim_name(const qir_type *t, int a) {
 
 typedef struct {
   qir_module *m;
-  qir_diag *d;
+  qir_diag *d;                  /* where errors go (a quiet sink while trying) */
   row_map rm;
+  qir_value *dims;              /* the run's symbol values (cg_symbolic_lower) */
 } checker;
 
 /* The walk of one compute's body: which output variables index row axes
@@ -175,15 +176,21 @@ static bool is_symbolic_op(const qir_op *op) {
   return false;
 }
 
+static bool reads_dims(const checker *k, const qir_op *op) {
+  for (int i = 0; i < op->n_operands; i++)
+    if (k->dims && op->operands[i] == k->dims) return true;
+  return false;
+}
+
 static bool check_op(qir_op *op, void *vk) {
   checker *k = vk;
   switch (op->code) {
   case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_RPROGRAM:
-    return true;
   case QIR_OP_KERNEL: /* its inner ops are checked; its results' types say their rows */
     return true;
   default: break;
   }
+  if (reads_dims(k, op)) return true; /* written for the run's extents */
   bool any_rows = is_symbolic_op(op);
   for (int i = 0; i < op->n_operands && !any_rows; i++) any_rows = op->operands[i] && rows_of(&k->rm, op->operands[i]);
   if (!any_rows) return true;
@@ -217,9 +224,70 @@ static bool check_op(qir_op *op, void *vk) {
   return ok;
 }
 
+/* Replaces op (in the module body) by its computes at the run's extents. */
+static bool expand_op(checker *k, qir_op *op) {
+  qir_op *chain[MAX_CHAIN];
+  qir_value *results[QIR_MAX_RANK + 8] = {0};
+  const char *why = NULL;
+  int n = op->n_results <= QIR_MAX_RANK + 8 ? qir_op_expand_symbolic(k->m, op, k->dims, chain, MAX_CHAIN, results, &why) : 0;
+  if (n <= 0) {
+    qir_error(k->d, op->loc, "'%s' with symbolic extents cannot run at the run's extents: %s (issue 29); qrun runs the module, "
+              "or fix the size with onnx2qir --dim NAME=N",
+              qir_opinfo_get(op->code)->name, why ? why : "no tensor-expression form");
+    return false;
+  }
+  for (int c = 0; c < n; c++) qir_op_insert_before(op, chain[c]);
+  for (int i = 0; i < op->n_results; i++) {
+    if (results[i]->name == NULL) results[i]->name = op->results[i]->name;
+    qir_value_replace_uses(k->m, op->results[i], results[i]);
+  }
+  qir_op_unlink(op);
+  return true;
+}
+
+bool cg_symbolic_lower(qir_module *m, qir_diag *d) {
+  if (!m->n_syms) return true;
+  checker k = {m, d, {0}, NULL};
+  bool ok = true;
+  for (qir_op *op = m->body->first, *next; op && ok; op = next) {
+    next = op->next;
+    qir_diag quiet;
+    qir_diag_init_quiet(&quiet);
+    k.d = &quiet;
+    int rows_before = k.rm.n;
+    if (check_op(op, &k)) { /* row-wise: its kernels at the bound serve */
+      k.d = d;
+      if (op->n_regions) ok = qir_walk(op->regions[0], check_op, &k) && (op->n_regions < 2 || qir_walk(op->regions[1], check_op, &k));
+      continue;
+    }
+    k.d = d;
+    k.rm.n = rows_before;
+    if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->n_regions) {
+      ok = check_op(op, &k); /* says why */
+      break;
+    }
+    if (!k.dims) { /* the run's symbol values: written by qir_run before anything runs */
+      int64_t ns = m->n_syms;
+      qir_type t = qir_type_make(QIR_I64, 1, &ns);
+      qir_op *in = qir_op_new(m, QIR_OP_INPUT, 0, NULL, 1, &t, m->loc);
+      qir_op_set_attr(m, in, "name", qir_attr_string(m, "q_dims"), false);
+      qir_op_set_attr(m, in, "q_run_dims", qir_attr_int(1), false);
+      in->results[0]->name = "q_dims";
+      if (m->body->first) qir_op_insert_before(m->body->first, in);
+      else qir_op_append(m->body, in);
+      k.dims = in->results[0];
+    }
+    ok = expand_op(&k, op);
+  }
+  free(k.rm.items);
+  return ok;
+}
+
 bool cg_symbolic_check(qir_module *m, qir_diag *d) {
   if (!m->n_syms) return true;
-  checker k = {m, d, {0}};
+  checker k = {m, d, {0}, NULL};
+  for (qir_op *op = m->body->first; op; op = op->next)
+    if (op->code == QIR_OP_INPUT && qir_op_attr(op, "q_run_dims")) k.dims = op->results[0];
   bool ok = qir_walk(m->body, check_op, &k);
   free(k.rm.items);
   return ok;

@@ -4,6 +4,12 @@
 
 #include "qir.h"
 
+/* Rewrites each op of the module body that is not row-wise along a symbolic
+ * axis into its computes at the run's extents (qir_op_expand_symbolic),
+ * reading the symbols' values from a new input `q_dims` (attribute
+ * q_run_dims) that qir_run fills.  Reports an op it cannot rewrite (inside a
+ * kernel group, or without such a form), at the op. */
+bool cg_symbolic_lower(qir_module *m, qir_diag *d);
 /* Whether every symbolic axis of m is row-wise (symbolic.c's header says
  * what that means), so that kernels planned at the bound serve every size.
  * Reports the first op that is not, at that op. */

@@ -1,0 +1,364 @@
+/* symte.c: the tensor-expression definition of an op at the run's extents.
+ *
+ * te.c writes an op's computes for static extents: extents appear as loop
+ * extents and as literals (a concat's offset, a window's bounds, a mean's
+ * count).  For an op whose types name dimension symbols, the computes are
+ * written at several assignments of the symbols, which must agree in
+ * structure; each literal and extent that varies is matched, as in
+ * symshape.c, to an expression over the operands' extents, and the computes
+ * at the bound get, in its place, that expression read from `dims`, an i64
+ * tensor of the symbols' values at run time (element k: symbol k).  Every
+ * term of a varying extent is masked: a reduction's term past the run's
+ * extent is the reduction's identity, and an output past it is the identity
+ * too (zero without a reduction), so that nothing reads past the run's
+ * extents, and what lies past them is defined.
+ *
+ * The samples avoid the ends of the ranges where they can: te.c writes some
+ * forms differently at extent 1 (a broadcast), which the general form
+ * computes as well.
+ */
+#include "opsutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#define N_SAMPLES 5
+#define MAX_CHAIN 16
+#define MAX_CAND 32
+
+typedef struct {
+  qir_module *m;
+  int ns;
+  int64_t at[N_SAMPLES][64];
+  int n;
+} sample_set;
+
+static int64_t on_step(const qir_dimsym *s, int64_t v) {
+  v = v < s->lo ? s->lo : v > s->hi ? s->hi : v;
+  return s->lo + (v - s->lo) / s->step * s->step;
+}
+
+static void make_samples(qir_module *m, const bool *used, sample_set *S) {
+  S->m = m, S->ns = m->n_syms, S->n = N_SAMPLES;
+  for (int k = 0; k < m->n_syms; k++) {
+    const qir_dimsym *s = &m->syms[k];
+    int64_t span = s->hi - s->lo, lo2 = s->lo < 2 ? 2 : s->lo;
+    int64_t v[N_SAMPLES] = {s->hi, s->hi - s->step, s->lo + span / 2, lo2 + (s->hi - lo2) / 3, s->hi - 2 * s->step};
+    for (int j = 0; j < N_SAMPLES; j++)
+      S->at[j][k] = used[k] ? on_step(s, j == 0 ? s->hi : v[(j + k) % (N_SAMPLES - 1) + 1]) : s->hi;
+  }
+}
+
+/* op's computes with its types at sample j (restored after). */
+static int expand_at(qir_module *m, const qir_op *op, const int64_t *at, qir_op **chain, qir_value **results) {
+  int n = op->n_operands + op->n_results;
+  qir_type saved[n ? n : 1];
+  for (int i = 0; i < n; i++) {
+    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+    saved[i] = v->type;
+    v->type = qir_type_at(&saved[i], at);
+  }
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  int c = qir_op_expand_results(m, op, chain, MAX_CHAIN, results, &quiet);
+  for (int i = n - 1; i >= 0; i--) {
+    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+    v->type = saved[i];
+  }
+  return c;
+}
+
+static bool matches(const sample_set *S, const qir_dim *e, const int64_t *want) {
+  for (int j = 0; j < S->n; j++)
+    if (qir_dim_eval(e, S->at[j]) != want[j]) return false;
+  return true;
+}
+
+/* An extent expression equal to want[] at every sample: a candidate, p*E+q,
+ * (E+q)/s, E1+E2+q, E1*E2 or E1-E2+q (the family of symshape.c). */
+static const qir_dim *fit(const sample_set *S, const int64_t *want, const qir_dim *const *cand, int nc) {
+  qir_module *m = S->m;
+  for (int i = 0; i < nc; i++)
+    if (matches(S, cand[i], want)) return cand[i];
+  for (int i = 0; i < nc; i++) {
+    const qir_dim *E = cand[i];
+    int64_t e0 = qir_dim_eval(E, S->at[0]);
+    for (int j = 1; j < S->n; j++) {
+      int64_t de = qir_dim_eval(E, S->at[j]) - e0, dv = want[j] - want[0];
+      if (!de) continue;
+      if (dv % de == 0) {
+        const qir_dim *f = qir_dim_binary(m, QIR_DIM_ADD, qir_dim_binary(m, QIR_DIM_MUL, E, qir_dim_const(m, dv / de)),
+                                          qir_dim_const(m, want[0] - dv / de * e0));
+        if (matches(S, f, want)) return f;
+      }
+      break;
+    }
+    for (int64_t div = 2; div <= 64; div++)
+      for (int64_t q = div * want[0] - e0; q < div * want[0] - e0 + div; q++) {
+        const qir_dim *f = qir_dim_binary(m, QIR_DIM_FLOORDIV, qir_dim_binary(m, QIR_DIM_ADD, E, qir_dim_const(m, q)),
+                                          qir_dim_const(m, div));
+        if (f && matches(S, f, want)) return f;
+      }
+  }
+  for (int i = 0; i < nc; i++)
+    for (int j = 0; j < nc; j++) {
+      if (i == j) continue;
+      const qir_dim *forms[3] = {i < j ? qir_dim_binary(m, QIR_DIM_ADD, cand[i], cand[j]) : NULL,
+                                 i < j ? qir_dim_binary(m, QIR_DIM_MUL, cand[i], cand[j]) : NULL,
+                                 qir_dim_binary(m, QIR_DIM_SUB, cand[i], cand[j])};
+      for (int k = 0; k < 3; k++) {
+        if (!forms[k]) continue;
+        const qir_dim *f = k == 1 ? forms[k]
+                                  : qir_dim_binary(m, QIR_DIM_ADD, forms[k], qir_dim_const(m, want[0] - qir_dim_eval(forms[k], S->at[0])));
+        if (matches(S, f, want)) return f;
+      }
+    }
+  return NULL;
+}
+
+typedef struct {
+  const sample_set *S;
+  const qir_dim *cand[MAX_CAND];
+  int nc;
+  int dims_operand;             /* the access index of `dims` in the compute being built */
+  const char *why;              /* set: no symbolic form, and why */
+} builder;
+
+/* `dims`-reading expression of extent e */
+static qir_expr *dim_expr(builder *b, const qir_dim *e) {
+  qir_module *m = b->S->m;
+  switch (e->kind) {
+  case QIR_DIM_CONST: return qir_expr_int(m, e->c);
+  case QIR_DIM_SYM: {
+    qir_expr *k = qir_expr_int(m, e->sym);
+    return qir_expr_access(m, b->dims_operand, 1, &k);
+  }
+  default: break;
+  }
+  qir_expr *x = dim_expr(b, e->a), *y = dim_expr(b, e->b);
+  switch (e->kind) {
+  case QIR_DIM_ADD: return qir_expr_binary(m, QIR_FN_ADD, x, y);
+  case QIR_DIM_SUB: return qir_expr_binary(m, QIR_FN_SUB, x, y);
+  case QIR_DIM_MUL: return qir_expr_binary(m, QIR_FN_MUL, x, y);
+  case QIR_DIM_FLOORDIV: return qir_expr_binary(m, QIR_FN_FLOORDIV, x, y);
+  case QIR_DIM_MIN: return qir_expr_binary(m, QIR_FN_MIN, x, y);
+  case QIR_DIM_MAX: return qir_expr_binary(m, QIR_FN_MAX, x, y);
+  default: return x;
+  }
+}
+
+/* A float literal that varies: x/y, y/x, x*y or 1/(x*y) for extents x and
+ * y (y may be 1) among the candidates (a mean's count, a resize's scale). */
+static qir_expr *fit_float(builder *b, const double *want) {
+  qir_module *m = b->S->m;
+  const sample_set *S = b->S;
+  for (int i = 0; i < b->nc; i++)
+    for (int j = -1; j < b->nc; j++)
+      for (int form = 0; form < 4; form++) {
+        if (j < 0 && form >= 2) continue; /* x*1 and 1/x are forms 0 and 1 */
+        bool ok = true;
+        for (int s = 0; s < S->n && ok; s++) {
+          double x = (double)qir_dim_eval(b->cand[i], S->at[s]), y = j < 0 ? 1.0 : (double)qir_dim_eval(b->cand[j], S->at[s]);
+          double v = form == 0 ? x / y : form == 1 ? y / x : form == 2 ? x * y : 1.0 / (x * y);
+          ok = fabs(v - want[s]) <= 1e-12 * fabs(want[s]) + 1e-300;
+        }
+        if (!ok) continue;
+        qir_expr *x = qir_expr_cast(m, QIR_F64, dim_expr(b, b->cand[i]));
+        qir_expr *y = j < 0 ? qir_expr_float(m, 1.0) : qir_expr_cast(m, QIR_F64, dim_expr(b, b->cand[j]));
+        switch (form) {
+        case 0: return j < 0 ? x : qir_expr_binary(m, QIR_FN_DIV, x, y);
+        case 1: return qir_expr_binary(m, QIR_FN_DIV, y, x);
+        case 2: return qir_expr_binary(m, QIR_FN_MUL, x, y);
+        default: return qir_expr_binary(m, QIR_FN_DIV, qir_expr_float(m, 1.0), qir_expr_binary(m, QIR_FN_MUL, x, y));
+        }
+      }
+  return NULL;
+}
+
+/* The body at the bound (sample 0) with every literal that varies over the
+ * samples replaced; bodies[j] is the same tree at sample j. */
+static qir_expr *merge(builder *b, const qir_expr *const *bodies) {
+  qir_module *m = b->S->m;
+  const qir_expr *e0 = bodies[0];
+  for (int j = 1; j < b->S->n; j++) {
+    const qir_expr *e = bodies[j];
+    if (e->kind != e0->kind || e->n_args != e0->n_args || e->fn != e0->fn || e->var != e0->var ||
+        e->operand != e0->operand || e->cast_to != e0->cast_to) {
+      b->why = "its definition changes form with the extents";
+      return NULL;
+    }
+  }
+  if (e0->kind == QIR_EX_INT) {
+    int64_t want[N_SAMPLES] = {0};
+    bool varies = false;
+    for (int j = 0; j < b->S->n; j++) varies |= (want[j] = bodies[j]->ival) != want[0];
+    if (!varies) return qir_expr_int(m, want[0]);
+    const qir_dim *e = fit(b->S, want, b->cand, b->nc);
+    if (!e) {
+      b->why = "a number in its definition follows the extents in a way qir cannot write";
+      return NULL;
+    }
+    return dim_expr(b, e);
+  }
+  if (e0->kind == QIR_EX_FLOAT) {
+    double want[N_SAMPLES] = {0};
+    bool varies = false;
+    for (int j = 0; j < b->S->n; j++) varies |= (want[j] = bodies[j]->fval) != want[0] && !(want[j] != want[j] && want[0] != want[0]);
+    if (!varies) return qir_expr_float(m, want[0]);
+    qir_expr *f = fit_float(b, want);
+    if (!f) b->why = "a number in its definition follows the extents in a way qir cannot write";
+    return f;
+  }
+  qir_expr *r = qir_alloc(m, sizeof *r);
+  *r = *e0;
+  if (e0->n_args) r->args = qir_alloc(m, sizeof *r->args * (size_t)e0->n_args);
+  for (int a = 0; a < e0->n_args; a++) {
+    const qir_expr *sub[N_SAMPLES];
+    for (int j = 0; j < b->S->n; j++) sub[j] = bodies[j]->args[a];
+    if (!(r->args[a] = merge(b, sub))) return NULL;
+  }
+  return r;
+}
+
+static qir_expr *identity(qir_module *m, qir_reduce_kind k, qir_dtype t) {
+  bool fl = qir_dtype_is_float(t);
+  switch (k) {
+  case QIR_REDUCE_PROD: return fl ? qir_expr_float(m, 1.0) : qir_expr_int(m, 1);
+  case QIR_REDUCE_MAX: return fl ? qir_expr_float(m, -INFINITY) : qir_expr_int(m, qir_dtype_is_unsigned_int(t) ? 0 : INT64_MIN);
+  case QIR_REDUCE_MIN: return fl ? qir_expr_float(m, INFINITY) : qir_expr_int(m, qir_dtype_is_unsigned_int(t) ? -1 : INT64_MAX);
+  default: return fl ? qir_expr_float(m, 0.0) : qir_expr_int(m, 0);
+  }
+}
+
+/* Whether operand x of compute c at one sample is operand x0 at the bound:
+ * the same value, or the result of the same earlier compute of the chain. */
+static bool same_operand(qir_op *const *chain0, qir_op *const *chain, int c, const qir_value *x, const qir_value *x0) {
+  if (x == x0) return true;
+  for (int p = 0; p < c; p++)
+    if (x == chain[p]->results[0] && x0 == chain0[p]->results[0]) return true;
+  return false;
+}
+
+static void add_cand(builder *b, const qir_dim *e) {
+  if (!e || e->kind == QIR_DIM_CONST) return;
+  for (int i = 0; i < b->nc; i++)
+    if (b->cand[i] == e) return;
+  if (b->nc < MAX_CAND) b->cand[b->nc++] = e;
+}
+
+int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir_op **out, int cap, qir_value **results,
+                           const char **why) {
+  *why = NULL;
+  bool used[64] = {false};
+  if (m->n_syms > 64 || cap < MAX_CHAIN) {
+    *why = "too many dimension symbols";
+    return 0;
+  }
+  for (int i = 0; i < op->n_operands + op->n_results; i++) {
+    const qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+    for (int a = 0; a < v->type.rank; a++)
+      for (int k = 0; v->type.sym[a] && k < m->n_syms; k++) used[k] |= qir_dim_uses(v->type.sym[a], k);
+  }
+  sample_set S;
+  make_samples(m, used, &S);
+  qir_op *chains[N_SAMPLES][MAX_CHAIN];
+  qir_value *res[N_SAMPLES][QIR_MAX_RANK + 8];
+  int n = 0;
+  if (op->n_results > QIR_MAX_RANK + 8) {
+    *why = "it has too many results";
+    return 0;
+  }
+  for (int j = 0; j < S.n; j++) {
+    memset(res[j], 0, sizeof res[j]);
+    int c = expand_at(m, op, S.at[j], chains[j], res[j]);
+    if (j == 0) n = c;
+    if (c <= 0 || c != n) {
+      *why = c <= 0 ? "it has no tensor-expression form" : "its definition changes form with the extents";
+      for (int jj = 0; jj <= j; jj++)
+        for (int i = 0; i < (jj == j ? (c > 0 ? c : 0) : n); i++) qir_op_unlink(chains[jj][i]);
+      return 0;
+    }
+  }
+  builder b = {.S = &S};
+  for (int i = 0; i < op->n_operands + op->n_results; i++) {
+    const qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+    for (int a = 0; a < v->type.rank; a++) add_cand(&b, v->type.sym[a]);
+  }
+  for (int k = 0; k < m->n_syms; k++)
+    if (used[k]) add_cand(&b, qir_dim_sym(m, k));
+  int built = 0;
+  for (int c = 0; c < n && !b.why; c++) {
+    qir_op *base = chains[0][c];
+    const qir_compute *bc = base->comp;
+    /* operands: the op's own, or earlier computes of the chain (by position) */
+    qir_value *ops[base->n_operands + 1];
+    for (int i = 0; i < base->n_operands; i++) {
+      ops[i] = base->operands[i];
+      for (int p = 0; p < c; p++)
+        if (base->operands[i] == chains[0][p]->results[0]) ops[i] = out[p]->results[0];
+      for (int j = 1; j < S.n && !b.why; j++) {
+        bool same = chains[j][c]->n_operands == base->n_operands &&
+                    same_operand(chains[0], chains[j], c, chains[j][c]->operands[i], base->operands[i]);
+        if (!same || chains[j][c]->comp->n_axes != bc->n_axes || chains[j][c]->comp->n_red != bc->n_red ||
+            chains[j][c]->comp->reduce != bc->reduce)
+          b.why = "its definition changes form with the extents";
+      }
+    }
+    if (b.why) break;
+    ops[base->n_operands] = dims;
+    b.dims_operand = base->n_operands;
+    const qir_expr *bodies[N_SAMPLES];
+    for (int j = 0; j < S.n; j++) bodies[j] = chains[j][c]->comp->body;
+    qir_expr *body = merge(&b, bodies);
+    if (!body) break;
+    /* extents: those that vary are masked */
+    qir_compute *nc = qir_compute_new(m, bc->n_axes, bc->n_red);
+    qir_expr *omask = NULL, *rmask = NULL;
+    for (int a = 0; a < bc->n_axes + bc->n_red && !b.why; a++) {
+      int64_t want[N_SAMPLES];
+      bool varies = false;
+      for (int j = 0; j < S.n; j++) varies |= (want[j] = chains[j][c]->comp->axis_extents[a]) != want[0];
+      nc->axis_names[a] = bc->axis_names[a];
+      nc->axis_extents[a] = bc->axis_extents[a];
+      if (!varies) continue;
+      const qir_dim *e = fit(&S, want, b.cand, b.nc);
+      if (!e || e->hi != bc->axis_extents[a]) {
+        b.why = "an extent of its definition follows the extents in a way qir cannot write";
+        break;
+      }
+      nc->axis_dims[a] = e;
+      qir_expr *lt = qir_expr_binary(m, QIR_FN_LT, qir_expr_var(m, a), dim_expr(&b, e));
+      qir_expr **mask = a < bc->n_axes ? &omask : &rmask;
+      *mask = *mask ? qir_expr_binary(m, QIR_FN_AND, *mask, lt) : lt;
+    }
+    if (b.why) break;
+    qir_expr *all = omask && rmask ? qir_expr_binary(m, QIR_FN_AND, omask, rmask) : omask ? omask : rmask;
+    nc->reduce = bc->reduce;
+    nc->body = all ? qir_expr_select(m, all, body, identity(m, bc->reduce, base->results[0]->type.dtype)) : body;
+    /* a result of the op keeps its symbolic type; the chain's others are at the bound */
+    qir_type t = base->results[0]->type;
+    for (int r = 0; r < op->n_results; r++)
+      if (res[0][r] == base->results[0]) t = op->results[r]->type;
+    qir_op *k = qir_op_new(m, QIR_OP_COMPUTE, base->n_operands + 1, ops, 1, &t, op->loc);
+    k->comp = nc;
+    out[built++] = k;
+  }
+  for (int j = 0; j < S.n; j++)
+    for (int i = 0; i < n; i++) qir_op_unlink(chains[j][i]);
+  if (b.why) {
+    for (int i = 0; i < built; i++) qir_op_unlink(out[i]);
+    *why = b.why;
+    return 0;
+  }
+  for (int r = 0; r < op->n_results; r++) {
+    results[r] = NULL;
+    for (int p = 0; p < n; p++)
+      if (res[0][r] == chains[0][p]->results[0]) results[r] = out[p]->results[0];
+    if (!results[r]) { /* a result that is an operand as it is */
+      for (int i = 0; i < built; i++) qir_op_unlink(out[i]);
+      *why = "a result of its definition is not computed";
+      return 0;
+    }
+  }
+  return built;
+}
