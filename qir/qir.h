@@ -572,6 +572,11 @@ int qir_op_expand_computes(qir_module *m, const qir_op *op, qir_op **out, int ca
 /* For every op, multi-result ones included (split, max_pool with indices,
  * layer_norm with mean/inv_std_dev): the chain as above, and results[i] (room
  * for op->n_results) set to the value that computes op result i. */
+/* Whether op computes each index along its symbolic axes from the same
+ * indices of its operands alone (qir/symte.c), so that its kernels planned at
+ * the bound serve every size; true for an op without symbolic extents.
+ * *why: how it does not ("reduces over a symbolic axis", ...). */
+bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why);
 /* The same for an op whose types name dimension symbols, at the run's
  * extents (qir/symte.c): each extent and literal that follows the symbols
  * is read from `dims` (an i64 tensor, element k the value of symbol k), which

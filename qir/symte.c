@@ -362,3 +362,131 @@ int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir
   }
   return built;
 }
+
+/* ------------------------------------------------------------- row-wise ops
+ * An op is row-wise along its symbolic axes when it computes each row of
+ * them (each index along such an axis) from the same rows of its operands
+ * alone: then kernels planned at the bound, over tensors laid out at their
+ * bound, give every size its exact rows.  Read from the op's definition:
+ * an access to a symbolic axis of an operand (or of an earlier compute of
+ * the chain that carries one) must be a bare output variable of the same
+ * extent, which may appear nowhere else in the body; a reshape must keep
+ * each symbolic axis first in its group of merged or split axes. */
+
+#define ROW_VALUES 64
+
+typedef struct {
+  const qir_value *v[ROW_VALUES];
+  unsigned rows[ROW_VALUES];
+  int n;
+} row_set;
+
+static unsigned rows_of(const row_set *rs, const qir_value *v) {
+  for (int i = 0; i < rs->n; i++)
+    if (rs->v[i] == v) return rs->rows[i];
+  unsigned r = 0;
+  for (int a = 0; a < v->type.rank; a++)
+    if (v->type.sym[a]) r |= 1u << a;
+  return r;
+}
+
+typedef struct {
+  const row_set *rs;
+  const qir_op *c;
+  uint64_t row_vars, other_vars;
+  const char *why;
+} body_walk;
+
+static void walk_body(body_walk *w, const qir_expr *e) {
+  if (!e || w->why) return;
+  if (e->kind == QIR_EX_VAR) {
+    if (e->var < 64) w->other_vars |= (uint64_t)1 << e->var;
+    return;
+  }
+  if (e->kind == QIR_EX_ACCESS) {
+    const qir_value *x = w->c->operands[e->operand];
+    unsigned rows = rows_of(w->rs, x);
+    for (int a = 0; a < e->n_args; a++) {
+      const qir_expr *ix = e->args[a];
+      if (a < x->type.rank && (rows & (1u << a))) {
+        const qir_compute *cc = w->c->comp;
+        if (ix->kind != QIR_EX_VAR) w->why = "reads a symbolic axis at computed positions (a window, a slice or a gather along it)";
+        else if (ix->var >= cc->n_axes) w->why = "reduces over a symbolic axis";
+        else if (cc->axis_extents[ix->var] != x->type.dims[a])
+          w->why = "makes a symbolic axis of another extent (a concat, a slice or a pad along it)";
+        if (w->why) return;
+        if (ix->var < 64) w->row_vars |= (uint64_t)1 << ix->var;
+        continue;
+      }
+      walk_body(w, ix);
+    }
+    return;
+  }
+  for (int i = 0; i < e->n_args; i++) walk_body(w, e->args[i]);
+}
+
+static bool view_row_wise(const qir_op *op, const char **why) {
+  const qir_type *x = &op->operands[0]->type, *t = &op->results[0]->type;
+  int i = 0, j = 0;
+  while (i < x->rank && j < t->rank) {
+    if (!x->sym[i] && x->dims[i] == 1) { i++; continue; }
+    if (!t->sym[j] && t->dims[j] == 1) { j++; continue; }
+    int i0 = i;
+    __int128 px = x->dims[i++], pt = t->dims[j++];
+    while (px != pt) {
+      if (px < pt && i < x->rank) px *= x->dims[i++];
+      else if (pt < px && j < t->rank) pt *= t->dims[j++];
+      else break;
+    }
+    for (int a = i0 + 1; a < i; a++)
+      if (x->sym[a]) {
+        *why = "merges a symbolic axis into an outer one (its rows would move in a bound-sized layout)";
+        return false;
+      }
+  }
+  return true;
+}
+
+bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why) {
+  *why = NULL;
+  bool symbolic = false;
+  for (int i = 0; i < op->n_operands + op->n_results && !symbolic; i++) {
+    const qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+    symbolic = v && qir_type_is_symbolic(&v->type);
+  }
+  if (!symbolic) return true;
+  if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->code == QIR_OP_INPUT ||
+      op->code == QIR_OP_OUTPUT || op->code == QIR_OP_YIELD)
+    return true;
+  if (op->n_regions) {
+    *why = "is control flow over symbolic extents";
+    return false;
+  }
+  if ((op->code == QIR_OP_RESHAPE || op->code == QIR_OP_IDENTITY) && op->n_operands == 1 && op->n_results == 1)
+    return view_row_wise(op, why);
+  qir_op *chain[MAX_CHAIN];
+  qir_value *results[QIR_MAX_RANK + 8] = {0};
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  int n = op->n_results <= QIR_MAX_RANK + 8 ? qir_op_expand_results(m, op, chain, MAX_CHAIN, results, &quiet) : 0;
+  if (n <= 0) {
+    *why = "has no tensor-expression form to read its rows from";
+    return false;
+  }
+  row_set rs = {.n = 0};
+  bool ok = true;
+  for (int c = 0; c < n && ok; c++) {
+    body_walk w = {.rs = &rs, .c = chain[c]};
+    walk_body(&w, chain[c]->comp->body);
+    if (!w.why && (w.row_vars & w.other_vars)) w.why = "computes with the position along a symbolic axis (a concat, a pad or a mask)";
+    if (w.why) {
+      *why = w.why;
+      ok = false;
+    } else if (rs.n < ROW_VALUES) {
+      rs.v[rs.n] = chain[c]->results[0];
+      rs.rows[rs.n++] = (unsigned)w.row_vars;
+    }
+  }
+  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]); /* only read: drop its uses */
+  return ok;
+}

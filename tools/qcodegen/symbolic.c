@@ -12,11 +12,10 @@
  * the run's extents, which qcodegen does not emit yet: cg_symbolic_check
  * refuses such a module at the op.
  *
- * The check reads each op's tensor-expression definition (te.c): an access
- * to a symbolic axis of an operand must be a bare output variable, and the
- * result axis it gives is symbolic in turn for the computes that read it.
- * A reshape view keeps a symbolic axis row-wise when the axis leads its
- * group of merged or split axes (the bound layout then places rows alike).
+ * Which ops are row-wise is qir_op_row_wise's (qir/symte.c) to say.  An op
+ * that is not, in the module body, becomes its computes at the run's
+ * extents (qir_op_expand_symbolic), which read the symbols' values from a
+ * tensor qir_run fills; inside a kernel group it is refused.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,155 +25,11 @@
 #include "symbolic.h"
 
 #define MAX_CHAIN 16
-
-typedef struct {
-  qir_value *v;
-  unsigned rows;                /* bit a: axis a holds rows of a symbolic extent */
-} row_axes;
-
-typedef struct {
-  row_axes *items;
-  int n, cap;
-} row_map;
-
-static unsigned rows_of(const row_map *rm, const qir_value *v) {
-  for (int i = 0; i < rm->n; i++)
-    if (rm->items[i].v == v) return rm->items[i].rows;
-  unsigned r = 0;
-  for (int a = 0; a < v->type.rank; a++)
-    if (v->type.sym[a]) r |= 1u << a;
-  return r;
-}
-
-static void set_rows(row_map *rm, qir_value *v, unsigned rows) {
-  if (rm->n == rm->cap) {
-    rm->cap = rm->cap ? 2 * rm->cap : 16;
-    rm->items = realloc(rm->items, sizeof *rm->items * (size_t)rm->cap);
-    if (!rm->items) abort();
-  }
-  rm->items[rm->n++] = (row_axes){v, rows};
-}
-
-static const char *dim_name(const qir_type *t, int a) {
-  return t->sym[a] && t->sym[a]->kind == QIR_DIM_SYM ? t->sym[a]->name : "a symbolic extent";
-}
-
 typedef struct {
   qir_module *m;
   qir_diag *d;                  /* where errors go (a quiet sink while trying) */
-  row_map rm;
   qir_value *dims;              /* the run's symbol values (cg_symbolic_lower) */
 } checker;
-
-/* The walk of one compute's body: which output variables index row axes
- * (bare, at an extent equal to the row axis's), and which appear anywhere
- * else (in arithmetic, a comparison, another index). */
-typedef struct {
-  checker *k;
-  const qir_op *c;
-  uint64_t row_vars, other_vars;
-  const char *why;              /* set: not row-wise, and how */
-  int axis;
-  const qir_value *x;
-} body_walk;
-
-static void walk_body(body_walk *w, const qir_expr *e) {
-  if (!e || w->why) return;
-  if (e->kind == QIR_EX_VAR) {
-    if (e->var < 64) w->other_vars |= (uint64_t)1 << e->var;
-    return;
-  }
-  if (e->kind == QIR_EX_ACCESS) {
-    const qir_value *x = w->c->operands[e->operand];
-    unsigned rows = rows_of(&w->k->rm, x);
-    for (int a = 0; a < e->n_args; a++) {
-      const qir_expr *ix = e->args[a];
-      if (a < x->type.rank && (rows & (1u << a))) {
-        const qir_compute *cc = w->c->comp;
-        if (ix->kind != QIR_EX_VAR) w->why = "at computed positions (a window, a slice or a gather along it)";
-        else if (ix->var >= cc->n_axes) w->why = "across its rows (a reduction over it)";
-        else if (cc->axis_extents[ix->var] != x->type.dims[a]) w->why = "into a result of another extent (a concat, a slice or a pad along it)";
-        if (w->why) {
-          w->axis = a, w->x = x;
-          return;
-        }
-        if (ix->var < 64) w->row_vars |= (uint64_t)1 << ix->var;
-        continue;
-      }
-      walk_body(w, ix);
-    }
-    return;
-  }
-  for (int i = 0; i < e->n_args; i++) walk_body(w, e->args[i]);
-}
-
-/* Checks compute c, one step of user's definition: sets *out_rows to the
- * output axes that carry rows, or reports why c is not row-wise. */
-static bool check_compute(checker *k, const qir_op *user, const qir_op *c, unsigned *out_rows) {
-  body_walk w = {.k = k, .c = c};
-  walk_body(&w, c->comp->body);
-  if (!w.why && (w.row_vars & w.other_vars)) {
-    w.why = "and computes with the position along it (a concat, a pad or a mask)";
-    for (int i = 0; i < c->n_operands; i++) { /* name one row axis read so */
-      unsigned rows = rows_of(&k->rm, c->operands[i]);
-      for (int a = 0; a < c->operands[i]->type.rank && !w.x; a++)
-        if (rows & (1u << a)) w.x = c->operands[i], w.axis = a;
-    }
-  }
-  if (w.why) {
-    const qir_value *x = w.x;
-    qir_error(k->d, user->loc,
-              "'%s' reads axis %d (%s) of its operand %s%s %s: a program for every size needs kernels that read "
-              "the run's extents, which qcodegen does not emit yet (issue 29); qrun runs the module, or fix the "
-              "size with onnx2qir --dim NAME=N",
-              qir_opinfo_get(user->code)->name, x ? w.axis : 0, x ? dim_name(&x->type, w.axis) : "?",
-              x && x->name ? "%" : "", x && x->name ? x->name : "", w.why);
-    return false;
-  }
-  *out_rows = (unsigned)w.row_vars;
-  return true;
-}
-
-/* A reshape keeps row axes in place when each leads its group of merged or
- * split axes: walking both shapes by bound products, a group whose first
- * input axis (past static unit ones) holds rows maps them to its first result
- * axis, and no other axis of the group may hold rows. */
-static bool check_view(checker *k, const qir_op *op) {
-  const qir_type *x = &op->operands[0]->type, *t = &op->results[0]->type;
-  unsigned rows = rows_of(&k->rm, op->operands[0]), out = 0;
-  int i = 0, j = 0;
-  while (i < x->rank || j < t->rank) {
-    if (i < x->rank && !(rows & (1u << i)) && x->dims[i] == 1) { i++; continue; }
-    if (j < t->rank && t->dims[j] == 1 && !t->sym[j]) { j++; continue; }
-    if (i >= x->rank || j >= t->rank) break;
-    int i0 = i, j0 = j;
-    __int128 px = x->dims[i++], pt = t->dims[j++];
-    while (px != pt) {
-      if (px < pt && i < x->rank) px *= x->dims[i++];
-      else if (pt < px && j < t->rank) pt *= t->dims[j++];
-      else break;
-    }
-    for (int a = i0 + 1; a < i; a++)
-      if (rows & (1u << a)) {
-        qir_error(k->d, op->loc,
-                  "'%s' merges axis %d (%s) into an outer one: its rows would move in a bound-sized layout, so a "
-                  "program for every size needs runtime extents, which qcodegen does not emit yet (issue 29)",
-                  qir_opinfo_get(op->code)->name, a, dim_name(x, a));
-        return false;
-      }
-    if (rows & (1u << i0)) out |= 1u << j0;
-  }
-  set_rows(&k->rm, op->results[0], out);
-  return true;
-}
-
-static bool is_symbolic_op(const qir_op *op) {
-  for (int i = 0; i < op->n_operands; i++)
-    if (op->operands[i] && qir_type_is_symbolic(&op->operands[i]->type)) return true;
-  for (int i = 0; i < op->n_results; i++)
-    if (qir_type_is_symbolic(&op->results[i]->type)) return true;
-  return false;
-}
 
 static bool reads_dims(const checker *k, const qir_op *op) {
   for (int i = 0; i < op->n_operands; i++)
@@ -191,37 +46,14 @@ static bool check_op(qir_op *op, void *vk) {
   default: break;
   }
   if (reads_dims(k, op)) return true; /* written for the run's extents */
-  bool any_rows = is_symbolic_op(op);
-  for (int i = 0; i < op->n_operands && !any_rows; i++) any_rows = op->operands[i] && rows_of(&k->rm, op->operands[i]);
-  if (!any_rows) return true;
-  if (op->n_regions) {
-    qir_error(k->d, op->loc, "'%s' with symbolic extents: qcodegen's programs for every size do not take control flow yet (issue 29)",
-              qir_opinfo_get(op->code)->name);
-    return false;
-  }
-  if (qir_op_is_view(op) && op->code != QIR_OP_IDENTITY) return check_view(k, op);
-  qir_op *chain[MAX_CHAIN];
-  qir_value *results[QIR_MAX_RANK + 8] = {0};
-  qir_diag quiet;
-  qir_diag_init_quiet(&quiet);
-  int n = op->n_results <= QIR_MAX_RANK + 8 ? qir_op_expand_results(k->m, op, chain, MAX_CHAIN, results, &quiet) : 0;
-  if (n <= 0) {
-    qir_error(k->d, op->loc,
-              "'%s' with symbolic extents has no tensor-expression form qcodegen can check row by row: a program for "
-              "every size does not take it yet (issue 29)",
-              qir_opinfo_get(op->code)->name);
-    return false;
-  }
-  bool ok = true;
-  for (int c = 0; c < n && ok; c++) {
-    unsigned out = 0;
-    ok = check_compute(k, op, chain[c], &out);
-    set_rows(&k->rm, chain[c]->results[0], out);
-  }
-  for (int i = 0; i < op->n_results && ok; i++)
-    if (results[i]) set_rows(&k->rm, op->results[i], rows_of(&k->rm, results[i]));
-  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]); /* the definition was only read: drop its uses */
-  return ok;
+  const char *why = NULL;
+  if (qir_op_row_wise(k->m, op, &why)) return true;
+  qir_error(k->d, op->loc,
+            "'%s' %s: its kernels at the bound would not serve every size, and qcodegen writes kernels for the run's "
+            "extents only for ops outside kernel groups (issue 29); qopt -welder leaves such ops alone, or fix the "
+            "size with onnx2qir --dim NAME=N",
+            qir_opinfo_get(op->code)->name, why);
+  return false;
 }
 
 /* Replaces op (in the module body) by its computes at the run's extents. */
@@ -247,21 +79,19 @@ static bool expand_op(checker *k, qir_op *op) {
 
 bool cg_symbolic_lower(qir_module *m, qir_diag *d) {
   if (!m->n_syms) return true;
-  checker k = {m, d, {0}, NULL};
+  checker k = {m, d, NULL};
   bool ok = true;
   for (qir_op *op = m->body->first, *next; op && ok; op = next) {
     next = op->next;
     qir_diag quiet;
     qir_diag_init_quiet(&quiet);
     k.d = &quiet;
-    int rows_before = k.rm.n;
     if (check_op(op, &k)) { /* row-wise: its kernels at the bound serve */
       k.d = d;
       if (op->n_regions) ok = qir_walk(op->regions[0], check_op, &k) && (op->n_regions < 2 || qir_walk(op->regions[1], check_op, &k));
       continue;
     }
     k.d = d;
-    k.rm.n = rows_before;
     if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->n_regions) {
       ok = check_op(op, &k); /* says why */
       break;
@@ -279,18 +109,15 @@ bool cg_symbolic_lower(qir_module *m, qir_diag *d) {
     }
     ok = expand_op(&k, op);
   }
-  free(k.rm.items);
   return ok;
 }
 
 bool cg_symbolic_check(qir_module *m, qir_diag *d) {
   if (!m->n_syms) return true;
-  checker k = {m, d, {0}, NULL};
+  checker k = {m, d, NULL};
   for (qir_op *op = m->body->first; op; op = op->next)
     if (op->code == QIR_OP_INPUT && qir_op_attr(op, "q_run_dims")) k.dims = op->results[0];
-  bool ok = qir_walk(m->body, check_op, &k);
-  free(k.rm.items);
-  return ok;
+  return qir_walk(m->body, check_op, &k);
 }
 
 int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n) {

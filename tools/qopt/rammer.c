@@ -857,6 +857,8 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
    * its present) launches on its own; the concat launches nothing */
   if (qir_attention_reads_cache(op) || qir_attention_folds_concat(op)) return false;
   if (qir_attention_flash_splits(op) > 1) return false;   /* flash-decoding: two kernels, not one task set */
+  const char *why;   /* qcodegen writes it for the run's extents: its plan is not its kernel */
+  if (!qir_op_row_wise(r->m, op, &why)) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;

@@ -701,7 +701,7 @@ static bool absorb(region_ctx *rc, node *p, int g, const node *root, bool *has_a
   return true;
 }
 
-static bool fusable_code(const qir_op *op);
+static bool fusable_code(const welder *w, const qir_op *op);
 
 /* ---------------------------------------------------------------- shared-memory edges */
 
@@ -1175,7 +1175,7 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
     NOTE(w, p, smem, "not tried: the group stages %d values already", MAX_STAGED_VALUES);
     return;
   }
-  if (p->movement || (!p->comp && !p->n_chain) || p->op->n_results != 1 || !fusable_code(p->op)) {
+  if (p->movement || (!p->comp && !p->n_chain) || p->op->n_results != 1 || !fusable_code(rc->w, p->op)) {
     NOTE(w, p, smem, "not tried: %s", p->movement ? "a view" : "no tensor-expression form");
     return;
   }
@@ -1603,9 +1603,13 @@ static bool joins_leaves(const qir_op *op, const qir_region *r) {
   return true;
 }
 
-static bool fusable_code(const qir_op *op) {
-  /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks */
-  return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op);
+static bool fusable_code(const welder *w, const qir_op *op) {
+  /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks;
+   * an op that is not row-wise along a symbolic axis stays alone: qcodegen
+   * writes it for the run's extents (qir_op_row_wise) */
+  const char *why;
+  return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op) &&
+         qir_op_row_wise(w->m, op, &why);
 }
 
 static void weld_region(welder *w, qir_region *r) {
@@ -1619,10 +1623,10 @@ static void weld_region(welder *w, qir_region *r) {
   for (qir_op *op = r->first; op; op = op->next) {
     node *nd = &rc.nodes[rc.n_nodes];
     *nd = (node){.op = op, .group = -1};
-    nd->row = fusable_code(op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
-    nd->solo = fusable_code(op) && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
+    nd->row = fusable_code(w, op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
+    nd->solo = fusable_code(w, op) && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
     bool view = op->code == QIR_OP_RESHAPE && op->n_results == 1 && op->n_operands == 1;
-    if ((fusable_code(op) || view) && qir_type_numel(&op->results[0]->type) > 0) {
+    if ((fusable_code(w, op) || view) && qir_type_numel(&op->results[0]->type) > 0) {
       qir_op *form = op;
       if (op->code != QIR_OP_COMPUTE) {
         qir_diag qd;
