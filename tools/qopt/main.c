@@ -226,6 +226,50 @@ static bool print_target_model(qopt_ctx *ctx) {
   return fflush(stdout) == 0;
 }
 
+/* -stats on a module with dimension symbols: its modelled time at a few
+ * sizes (every symbol at its least value, midway, at its bound), for this
+ * build (planned at the bound, the same at every size) and for a static build
+ * of that size (the input specialized to it, through the same passes). */
+static void size_report(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, const int *pipeline,
+                        int n_pipeline, qir_module *built) {
+  double built_us = qopt_modelled_us(ctx, built);
+  int o = option_index(ctx, "stats", 5);
+  const char *saved_stats = o >= 0 ? ctx->values[o] : NULL;
+  if (o >= 0) ctx->values[o] = NULL; /* the static builds' passes report nothing */
+  qir_diag *saved_diag = ctx->diag;
+  for (int at = 0; at < 3; at++) {
+    qir_diag quiet;
+    qir_diag_init_quiet(&quiet);
+    ctx->diag = &quiet;
+    qir_module *m = qir_parse(text, len, "<static build>", base_dir, &quiet);
+    if (!m) break;
+    int64_t values[64];
+    char sizes[512] = "";
+    size_t w = 0;
+    for (int k = 0; k < m->n_syms && k < 64; k++) {
+      const qir_dimsym *s = &m->syms[k];
+      values[k] = at == 0 ? s->lo : at == 2 ? s->hi : s->lo + (s->hi - s->lo) / 2 / s->step * s->step;
+      w += (size_t)snprintf(sizes + (w < sizeof sizes ? w : sizeof sizes), w < sizeof sizes ? sizeof sizes - w : 0, "%s%s=%lld",
+                            k ? ", " : "", s->name, (long long)values[k]);
+    }
+    qir_module_specialize(m, values);
+    bool ok = qir_verify(m, &quiet) == 0;
+    for (int k = 0; k < n_pipeline && ok; k++) {
+      ctx->pass = passes[pipeline[k]].flag;
+      ok = passes[pipeline[k]].fn(ctx, m) && quiet.n_errors == 0;
+    }
+    double static_us = ok ? qopt_modelled_us(ctx, m) : -1;
+    if (static_us > 0)
+      fprintf(stderr, "sizes: %s: this build %.1f us (kernels at the bound), a static build %.1f us (%.2fx)\n", sizes, built_us,
+              static_us, built_us / static_us);
+    else
+      fprintf(stderr, "sizes: %s: this build %.1f us (kernels at the bound); a static build of this size failed\n", sizes, built_us);
+    qir_module_free(m);
+  }
+  ctx->diag = saved_diag;
+  if (o >= 0) ctx->values[o] = saved_stats;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -348,6 +392,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "qopt: error: the module is invalid after the passes\n");
       ok = false;
     }
+    if (ok && m->n_syms && qopt_option_bool(&ctx, "stats")) size_report(&ctx, text, len, base_dir, pipeline, n_pipeline, m);
     /* an output that is no regular file (-o /dev/null, a pipe) gets no
      * sidecar beside it: the weights stay in the text */
     struct stat st;

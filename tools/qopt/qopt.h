@@ -47,6 +47,10 @@ typedef struct {
   int chains, causal, bshd, kv_repeats;
 } qopt_attention_stats;
 bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
+/* The module's modelled time on the target, as -welder -stats counts it:
+ * each kernel's estimate (a group's est_us, else Roller's model of the op)
+ * plus a launch each.  -1: no target. */
+double qopt_modelled_us(qopt_ctx *ctx, qir_module *m);
 
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"

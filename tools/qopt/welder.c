@@ -1948,6 +1948,19 @@ static bool plan_attention(qir_op *op, void *vctx) {
   return true;
 }
 
+double qopt_modelled_us(qopt_ctx *ctx, qir_module *m) {
+  qir_target from_file;
+  const qir_target *t = qopt_target(ctx, &from_file);
+  if (!t) return -1;
+  FILE *quiet = fopen("/dev/null", "w");
+  double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, false, {0}};
+  model_totals s = {0};
+  totals_region(&w, m->body, &s);
+  if (quiet) fclose(quiet);
+  return s.est_us + w.launch_us * s.n_kernels;
+}
+
 bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   double t0 = now_ms();
   if (!qopt_match_attention(ctx, m, "welder")) return false;
