@@ -615,7 +615,16 @@ static void launch(host *h, FILE *o, kkernel *k, int level) {
   for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written || k->coherent);
   char pad[64];
   snprintf(pad, sizeof pad, "%*s", 2 * level, "");
+  /* the run's blocks (not in qir_run_stream, which a symbolic module refuses) */
+  if (k->rows && !k->chk) {
+    char e[1024];
+    cg_dim_c(k->rows, "m->dim", e, sizeof e);
+    k->grid_text = h->stream_mode || h->dev_ptr ? qir_sprintf(h->m, "%" PRId64, k->grid)
+                                                  : qir_sprintf(h->m, "q_blocks(%s, %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ")", e,
+                                                                k->rows_num, k->rows_den, k->rows_mul, k->grid);
+  }
   h->pr->launch(o, k, argv, pad);
+  k->grid_text = NULL;
 }
 
 static void emit_region(host *h, FILE *o, qir_region *r, int level);

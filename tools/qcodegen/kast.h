@@ -198,6 +198,14 @@ typedef struct {
   bool chk_group;
   struct cg_check *chk;         /* C: print it instrumented (qcodegen -check) */
   bool cooperative;             /* GPU: launched cooperatively (grid barriers inside) */
+  /* A run's blocks (modules with dimension symbols): where the output's axis 0
+   * is symbolic (rows) and the blocks walk it slowest, the host launches
+   * min(grid, ceil(rows at run time * rows_num / rows_den) * rows_mul) blocks;
+   * the rest would only compute rows past the run's extent.  C takes the count
+   * as a last parameter q_grid. */
+  const qir_dim *rows;
+  int64_t rows_num, rows_den, rows_mul;
+  const char *grid_text;        /* the host, for one launch: the block count as C */
   bool coherent;                /* GPU: tensors without const/__restrict__ (one kernel writes and
                                  * later reads them, maybe through two names) */
   bool chk_cover;               /* C check, with chk_group: its launch writes whole tensors */

@@ -298,6 +298,13 @@ static kstmt *reduce_loops(lower_env *env, kstmt **inner) {
   return outer;
 }
 
+void kkernel_rows(kkernel *k, int64_t num, int64_t den, int64_t mul) {
+  const qir_type *t = k->n_params ? &k->args[0]->type : NULL;
+  if (!t || !t->rank || !t->sym[0] || num <= 0 || den <= 0 || mul <= 0) return;
+  k->rows = t->sym[0];
+  k->rows_num = num, k->rows_den = den, k->rows_mul = mul;
+}
+
 /* ---------------------------------------------------------------- flat kernel */
 
 /* Threads over output elements; a serial reduction loop per element if any. */
@@ -308,6 +315,8 @@ static void lower_flat(lower_env *env, int threads, int per_thread) {
   int64_t numel = qir_type_numel(&k->args[0]->type);
   k->threads = threads;
   k->grid = ceil_div(numel, (int64_t)threads * per_thread);
+  if (k->args[0]->type.rank && k->args[0]->type.dims[0] > 0)
+    kkernel_rows(k, numel / k->args[0]->type.dims[0], (int64_t)threads * per_thread, 1);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   kstmt *body = ks_seq(b);
   kvar *v = NULL;
@@ -389,6 +398,7 @@ static void lower_warp_reduce(lower_env *env) {
   for (int a = 0; a < c->n_red; a++) rtot *= c->axis_extents[c->n_axes + a];
   k->threads = threads;
   k->grid = ceil_div(numel, per_block);
+  if (k->args[0]->type.rank && k->args[0]->type.dims[0] > 0) kkernel_rows(k, numel / k->args[0]->type.dims[0], per_block, 1);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W)));
   kvar *o = let(env, "o", ke_add(b, ke_mul(b, ke_bid(b), ke_int(b, per_block)), ke_div(b, ke_tid(b), ke_int(b, W))));
@@ -443,6 +453,7 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
    * lanes gets idle ones (identity values, no store) */
   int W = env->cg->warp;
   k->grid = grid;
+  if (n) kkernel_rows(k, 1, p->block[0], grid / nb[0]);
   k->threads = (int)ceil_div(per_block * L, W) * W;
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, L)));
@@ -840,6 +851,7 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
     regs *= p->thread[d];
   }
   k->grid = grid;
+  if (n) kkernel_rows(k, 1, p->block[0], grid / nb[0]);
   k->threads = (int)threads;
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
 

@@ -248,4 +248,8 @@ pipe_tile pipe_tile_make(int64_t outer, int64_t inner, int elem_bytes);
  * within = i % epc (0 for ldmatrix rows and 16-byte copies). */
 kexpr *pipe_tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within);
 
+/* Sets k->rows where k's output (parameter 0) has a symbolic axis 0 whose
+ * blocks are the slowest: blocks = ceil(rows * num / den) * mul. */
+void kkernel_rows(kkernel *k, int64_t num, int64_t den, int64_t mul);
+
 #endif

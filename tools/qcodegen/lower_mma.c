@@ -209,6 +209,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   int64_t nb[MAX_AXES], wpa[MAX_AXES], warps, grid = mma_grid(env, p, nb, wpa, &warps);
   int W = k->warp;
   k->grid = grid;
+  kkernel_rows(k, 1, p->block[0], grid / nb[0]);
   k->threads = (int)(warps * W);
   int64_t FM = p->thread[vm] / Q_MMA, FN = p->thread[vn] / Q_MMA, tm = p->thread[vm], tn = p->thread[vn];
 

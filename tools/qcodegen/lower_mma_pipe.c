@@ -450,6 +450,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   int64_t nb[MAX_AXES], wpa[MAX_AXES], warps, grid = mma_grid(env, p, nb, wpa, &warps);
   const int W = 32;
   k->grid = grid;
+  kkernel_rows(k, 1, p->block[0], grid / nb[0]);
   k->threads = (int)(warps * W);
   /* one block per SM is enough: without the bound ptxas (13.0, sm_90) caps
    * some of these kernels at 64 registers and spills */

@@ -111,7 +111,8 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
     kprint_coop_launch(o, k, argv, indent, "cudaLaunchCooperativeKernel", "cudaErrorCooperativeLaunchTooLarge", dyn);
     return;
   }
-  fprintf(o, "%s%s<<<%" PRId64 ", %d, %" PRId64 ", q_stream>>>(", indent, k->name, k->grid, k->threads, dyn);
+  if (k->grid_text) fprintf(o, "%s%s<<<(unsigned)%s, %d, %" PRId64 ", q_stream>>>(", indent, k->name, k->grid_text, k->threads, dyn);
+  else fprintf(o, "%s%s<<<%" PRId64 ", %d, %" PRId64 ", q_stream>>>(", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }

@@ -65,7 +65,10 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
     kprint_coop_launch(o, k, argv, indent, "hipLaunchCooperativeKernel", "hipErrorCooperativeLaunchTooLarge", dyn);
     return;
   }
-  fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), %" PRId64 ", q_stream", indent, k->name, k->grid, k->threads, dyn);
+  if (k->grid_text)
+    fprintf(o, "%shipLaunchKernelGGL(%s, dim3((unsigned)%s), dim3(%d), %" PRId64 ", q_stream", indent, k->name, k->grid_text, k->threads, dyn);
+  else
+    fprintf(o, "%shipLaunchKernelGGL(%s, dim3(%" PRId64 "), dim3(%d), %" PRId64 ", q_stream", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, ", %s", argv[i]);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
 }

@@ -196,6 +196,9 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
   }
   fputs(n_in ? "};\n" : "\"\"};\n", o);
   fputs(pad_copy_text, o);
+  fputs("/* the blocks a kernel needs for `rows` rows of its output (its blocks walk them slowest) */\n"
+        "static inline int64_t q_blocks(int64_t rows, int64_t num, int64_t den, int64_t mul, int64_t grid) {\n"
+        "  int64_t b = (rows * num + den - 1) / den * mul;\n  return b < 1 ? 1 : b > grid ? grid : b;\n}\n", o);
   fputs("struct qir_model;\nstatic int q_bind_dims(struct qir_model *m);\n", o);
 }
 

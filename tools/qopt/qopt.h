@@ -49,8 +49,10 @@ typedef struct {
 bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
 /* The module's modelled time on the target, as -welder -stats counts it:
  * each kernel's estimate (a group's est_us, else Roller's model of the op)
- * plus a launch each.  -1: no target. */
-double qopt_modelled_us(qopt_ctx *ctx, qir_module *m);
+ * plus a launch each; at the symbols' values `at` (NULL: at the bound), a
+ * kernel of its own whose result's axis 0 is symbolic costs its share of the
+ * rows (qcodegen launches the run's blocks only).  -1: no target. */
+double qopt_modelled_us(qopt_ctx *ctx, qir_module *m, const int64_t *at);
 
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"

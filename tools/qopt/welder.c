@@ -115,6 +115,7 @@ typedef struct {
   double launch_us;             /* one kernel launch, in the modelled times */
   bool stats;                   /* -welder-stats: a line per edge considered on stderr */
   roller_options plan;          /* -roller's options, for the ops the sibling step creates */
+  const int64_t *at;            /* qopt_modelled_us at these symbol values, or NULL: the bound */
 } welder;
 
 typedef struct {
@@ -185,6 +186,16 @@ static int op_kernels(const welder *w, qir_op *op) {
   return n > 0 ? n : 1;
 }
 
+/* The share of an op's blocks a run at w->at launches: qcodegen launches the
+ * blocks of a kernel of its own whose result's axis 0 is symbolic for the
+ * run's rows only (a kernel group's or an rprogram's run at the bound). */
+static double run_share(const welder *w, const qir_op *op) {
+  if (!w->at || op->n_results != 1 || qir_rprogram_packs(op) || op->code == QIR_OP_ATTENTION) return 1;
+  const qir_type *t = &op->results[0]->type;
+  if (!t->rank || !t->sym[0] || t->dims[0] <= 0) return 1;
+  return (double)qir_dim_eval(t->sym[0], w->at) / (double)t->dims[0];
+}
+
 static void totals_region(const welder *w, qir_region *r, model_totals *s) {
   for (qir_op *op = r->first; op; op = op->next) {
     if (op->code == QIR_OP_KERNEL) {
@@ -202,7 +213,7 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
     s->n_kernels += op_kernels(w, op);
     double b = op_bytes(op);
     s->bytes += b;
-    s->est_us += op_est_us(w, op, b);
+    s->est_us += op_est_us(w, op, b) * run_share(w, op);
   }
 }
 
@@ -1948,13 +1959,13 @@ static bool plan_attention(qir_op *op, void *vctx) {
   return true;
 }
 
-double qopt_modelled_us(qopt_ctx *ctx, qir_module *m) {
+double qopt_modelled_us(qopt_ctx *ctx, qir_module *m, const int64_t *at) {
   qir_target from_file;
   const qir_target *t = qopt_target(ctx, &from_file);
   if (!t) return -1;
   FILE *quiet = fopen("/dev/null", "w");
   double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, false, {0}};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, false, {0}, at};
   model_totals s = {0};
   totals_region(&w, m->body, &s);
   if (quiet) fclose(quiet);
@@ -1972,7 +1983,7 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   FILE *quiet = fopen("/dev/null", "w");
   /* a launch costs what the target says unless the command line says otherwise */
   double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, qopt_option_bool(ctx, "welder-stats"), {0}};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, qopt_option_bool(ctx, "welder-stats"), {0}, NULL};
   if (!roller_options_of(ctx, &w.plan)) {
     if (quiet) fclose(quiet);
     return false;
