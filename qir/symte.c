@@ -468,7 +468,9 @@ bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why) {
   qir_value *results[QIR_MAX_RANK + 8] = {0};
   qir_diag quiet;
   qir_diag_init_quiet(&quiet);
-  int n = op->n_results <= QIR_MAX_RANK + 8 ? qir_op_expand_results(m, op, chain, MAX_CHAIN, results, &quiet) : 0;
+  bool own = op->code == QIR_OP_COMPUTE && op->comp; /* its definition is its own body */
+  int n = own ? 1 : op->n_results <= QIR_MAX_RANK + 8 ? qir_op_expand_results(m, op, chain, MAX_CHAIN, results, &quiet) : 0;
+  if (own) chain[0] = (qir_op *)op;
   if (n <= 0) {
     *why = "has no tensor-expression form to read its rows from";
     return false;
@@ -487,6 +489,6 @@ bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why) {
       rs.rows[rs.n++] = (unsigned)w.row_vars;
     }
   }
-  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]); /* only read: drop its uses */
+  for (int c = 0; c < n && !own; c++) qir_op_unlink(chain[c]); /* only read: drop its uses */
   return ok;
 }

@@ -205,12 +205,13 @@ static const qir_dim *range_symbol(importer *imp, const char *param, const char 
     memcpy(name, tmp, sizeof name);
   }
   int k = qir_dimsym_find(imp->m, name);
-  if (k >= 0 && (imp->m->syms[k].lo != lo || imp->m->syms[k].hi != hi)) { /* two spellings met: keep them apart */
+  if (k >= 0 && (imp->m->syms[k].lo != lo || imp->m->syms[k].hi != hi || imp->m->syms[k].step != step)) {
+    /* two spellings met: keep them apart */
     char tmp[220];
     for (int n = 2; k >= 0 && n < 1000; n++) {
       snprintf(tmp, sizeof tmp, "%.150s_%d", name, n);
       k = qir_dimsym_find(imp->m, tmp);
-      if (k >= 0 && imp->m->syms[k].lo == lo && imp->m->syms[k].hi == hi) break;
+      if (k >= 0 && imp->m->syms[k].lo == lo && imp->m->syms[k].hi == hi && imp->m->syms[k].step == step) break;
     }
     if (k < 0) k = qir_dimsym_add(imp->m, tmp, lo, hi, step, (qir_loc){0});
   } else if (k < 0)
@@ -247,9 +248,10 @@ bool value_info_type(importer *imp, const Onnx__ValueInfoProto *vi, qir_type *ou
     for (int k = 0; k < so->rank; k++) {
       const Onnx__TensorShapeProto__Dimension *d = sh ? sh->dim[k] : NULL;
       bool fixed = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-      if (fixed && d->dim_value != so->dims[k]) {
-        imp_error(imp, "--shape %s: dimension %d is %lld in the model, not %lld", name, k, (long long)d->dim_value,
-                  (long long)so->dims[k]);
+      if (fixed && (d->dim_value != so->dims[k] || so->lo[k] != so->dims[k])) {
+        char e[80];
+        extent_text(so->lo[k], so->dims[k], so->step[k], e, sizeof e);
+        imp_error(imp, "--shape %s: dimension %d is %lld in the model, not %s", name, k, (long long)d->dim_value, e);
         return false;
       }
       info->param[k] = d && dim_param(d) ? dim_param(d) : "";

@@ -1068,8 +1068,38 @@ static const char *const symbolic_ops[] = {
     "MaxPool", "Mean", "Min", "Mish", "Mul", "Neg", "Not", "Or", "PRelu", "Pow", "Reciprocal", "ReduceL2", "ReduceMax",
     "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "Round", "Selu", "Sigmoid",
     "Sign", "Sin", "Softmax", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
-    "Unsqueeze", "Upsample", "Where", "Xor",
+    "Unsqueeze", "Upsample", "Where", "Xor", "Expand",
+    /* along a static axis only (acting_axes) */
+    "Gather", "GatherElements", "Split",
 };
+
+/* The axes of input 0 that Gather, GatherElements, Split or Slice act along
+ * (they read those extents as numbers); -1 for another op or an unreadable
+ * Slice (its converter then reports).  Slice is not listed yet: the qir slice
+ * op spells every axis's end as a number. */
+static int acting_axes(const Onnx__NodeProto *nd, node_ctx *nc, int64_t *axes) {
+  const char *t = nd->op_type ? nd->op_type : "";
+  int r = nc->in[0] ? nc->in[0]->type.rank : 0;
+  if (!strcmp(t, "Gather") || !strcmp(t, "GatherElements") || !strcmp(t, "Split")) {
+    axes[0] = attr_int(nc, "axis", 0);
+    return 1;
+  }
+  if (strcmp(t, "Slice")) return -1;
+  int64_t starts[QIR_MAX_RANK];
+  int n = -1, ns = -1;
+  if (nc->opset < 10) {
+    n = attr_ints(nc, "axes", axes, QIR_MAX_RANK);
+    ns = attr_ints(nc, "starts", starts, QIR_MAX_RANK);
+  } else {
+    if (nc->n_in > 3 && nc->in[3] && !need_const_ints(nc, 3, axes, QIR_MAX_RANK, &n)) return -1;
+    if (nc->n_in > 1 && nc->in[1] && !need_const_ints(nc, 1, starts, QIR_MAX_RANK, &ns)) return -1;
+  }
+  if (n < 0) {
+    n = ns < 0 ? r : ns;
+    for (int i = 0; i < n && i < QIR_MAX_RANK; i++) axes[i] = i;
+  }
+  return n;
+}
 
 static bool symbolic_inputs_ok(importer *imp, const Onnx__NodeProto *nd, const node_ctx *nc) {
   const char *op_type = nd->op_type ? nd->op_type : "";
@@ -1087,6 +1117,19 @@ static bool symbolic_inputs_ok(importer *imp, const Onnx__NodeProto *nd, const n
     imp_error(imp, "input %d ('%s') has symbolic extents (%s), which %s does not support yet: fix them with --dim NAME=N",
               sym_input, nd->input[sym_input], ts, op_type);
     return false;
+  }
+  int64_t axes[QIR_MAX_RANK];
+  int n_axes = nc->in[0] ? acting_axes(nd, (node_ctx *)nc, axes) : -1;
+  for (int i = 0; i < n_axes; i++) {
+    const qir_type *x = &nc->in[0]->type;
+    int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+    if (a >= 0 && a < x->rank && x->sym[a]) {
+      char xs[512];
+      qir_type_format(x, xs, sizeof xs);
+      imp_error(imp, "%s along axis %lld of input 0 ('%s', %s): a symbolic extent, which it does not support yet (only "
+                "along static axes): fix it with --dim NAME=N", op_type, (long long)a, nd->input[0], xs);
+      return false;
+    }
   }
   /* SAME padding of a strided window depends on the input's extent */
   for (size_t a = 0; a < nd->n_attribute; a++) {

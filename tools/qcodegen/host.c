@@ -1619,6 +1619,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
                " *       else the same run with host-driven control flow reading back (no\n"
                " *       synchronisation: synchronise before reading the outputs).\n",
             be == CG_CUDA ? "cuda" : "hip", be == CG_CUDA ? "cuda" : "hip");
+  fputs(" *   int qir_set_input_shape(qir_model *model, int index, int rank, const int64_t *dims);\n"
+        " *       gives input `index` its shape for the next qir_run (0, or a message and 1\n"
+        " *       when the model does not take that shape); a model with dimension\n"
+        " *       symbols needs it for every input that has symbolic extents.\n"
+        " *   int qir_output_shape(const qir_model *model, int i, int64_t *dims);\n"
+        " *       output i's shape in the last qir_run into dims; returns its rank.\n", o);
   fputs(" *   int64_t qir_output_rows(const qir_model *model, int i);\n"
         " *       the extent of axis 0 of output i after the last qir_run (1 for a scalar):\n"
         " *       its static extent, or for a bounded output (`<=N`: the scan output of a\n"
@@ -1792,7 +1798,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     if (h.not_stream) {
       fputs("  (void)m;\n  fputs(\"qir_run_stream: not stream-ordered: ", o);
       for (const char *c = h.not_stream; *c; c++) fputc(*c == '"' || *c == '\\' ? '_' : *c, o);
-      fputs(" (use qir_run_device)\\n\", stderr);\n  return 1;\n}\n", o);
+      fputs(m->n_syms ? " (use qir_run)\\n\", stderr);\n  return 1;\n}\n" : " (use qir_run_device)\\n\", stderr);\n  return 1;\n}\n", o);
     } else {
       fputs(text ? text : "", o);
       fputs("  QCHECK_LAUNCH();\n  return 0;\n}\n", o);

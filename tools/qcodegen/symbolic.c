@@ -269,6 +269,7 @@ void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qi
           o);
     fputs("/* the symbols from the inputs' shapes; every extent computed from them checked */\n"
           "static int q_bind_dims(struct qir_model *m) {\n  int set[Q_N_SYMS] = {0}, who[Q_N_SYMS] = {0};\n"
+          "  (void)q_blocks;   /* used where a kernel's rows are symbolic */\n"
           "  for (int i = 0; i < Q_N_INPUTS; i++)\n"
           "    for (int d = 0; d < q_inputs[i].rank; d++) {\n"
           "      int k = q_insym[i][d];\n"

@@ -38,6 +38,14 @@ static void lower_region(lowering *l, qir_region *r) {
     next = op->next;
     for (int i = 0; i < op->n_regions; i++) lower_region(l, op->regions[i]);
     if (op->code == QIR_OP_COMPUTE || op->code == QIR_OP_CONST || op->n_results < 1 || op->n_regions) continue;
+    /* symbolic extents: a row-wise op lowers at the bound, its results keep
+     * their extents; another stays as it is (qcodegen writes it for the
+     * run's extents, qir_op_expand_symbolic) */
+    bool symbolic = false;
+    for (int i = 0; i < op->n_results; i++) symbolic |= qir_type_is_symbolic(&op->results[i]->type);
+    for (int i = 0; i < op->n_operands; i++) symbolic |= op->operands[i] && qir_type_is_symbolic(&op->operands[i]->type);
+    const char *why;
+    if (symbolic && !qir_op_row_wise(l->m, op, &why)) continue;
     qir_op *chain[MAX_CHAIN];
     qir_value **results = qir_alloc(l->m, sizeof *results * (size_t)op->n_results);
     int n = qir_op_expand_results(l->m, op, chain, MAX_CHAIN, results, l->d);
@@ -45,7 +53,14 @@ static void lower_region(lowering *l, qir_region *r) {
     for (int i = 0; i < n; i++) qir_op_insert_before(op, chain[i]);
     for (int r = 0; r < op->n_results; r++) {
       results[r]->name = op->results[r]->name;
+      if (symbolic) results[r]->type = op->results[r]->type;
       qir_value_replace_uses(l->m, op->results[r], results[r]);
+    }
+    /* a row-wise op's computes run over the rows its results' types name
+     * (te.c writes the chain's other results with those extents too) */
+    for (int i = 0; symbolic && i < n; i++) {
+      const qir_type *t = &chain[i]->results[0]->type;
+      for (int a = 0; a < chain[i]->comp->n_axes && a < t->rank; a++) chain[i]->comp->axis_dims[a] = t->sym[a];
     }
     qir_op *last = results[0]->def;
     for (int i = 0; i < op->n_attrs; i++)
