@@ -9,6 +9,11 @@
 /* qir_infer_types for static types only (ops.c); qir_infer_types
  * (symshape.c) runs it at samples of the symbols an op's types use. */
 bool qir_infer_types_static(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d);
+/* An extent equal to want[j] at each of n samples (row j of `at`, `stride`
+ * symbol values apart), from the family symshape.c's header lists over the
+ * candidates cand; NULL: none. */
+const qir_dim *qir_dim_fit(qir_module *m, const int64_t *at, int n, int stride, const int64_t *want,
+                           const qir_dim *const *cand, int nc);
 
 /* Windowed ops (conv, conv_transpose, max_pool, avg_pool): attributes with their
  * ONNX defaults filled in, one entry per spatial dimension. */

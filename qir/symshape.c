@@ -108,10 +108,51 @@ static bool infer_at(qir_module *m, const qir_op *op, const int64_t *at, qir_typ
   return ok;
 }
 
-static bool matches(const qir_dim *e, const samples *S, int n_syms, const int64_t *want) {
-  for (int s = 0; s < S->n; s++)
-    if (qir_dim_eval(e, S->at + (size_t)s * (size_t)n_syms) != want[s]) return false;
+/* Whether e equals want[j] at every sample j (row j of at: stride values). */
+static bool matches(const qir_dim *e, const int64_t *at, int n, int stride, const int64_t *want) {
+  for (int j = 0; j < n; j++)
+    if (qir_dim_eval(e, at + (size_t)j * (size_t)stride) != want[j]) return false;
   return true;
+}
+
+const qir_dim *qir_dim_fit(qir_module *m, const int64_t *at, int n, int stride, const int64_t *want,
+                           const qir_dim *const *cand, int nc) {
+  for (int i = 0; i < nc; i++)
+    if (matches(cand[i], at, n, stride, want)) return cand[i];
+  for (int i = 0; i < nc; i++) {
+    const qir_dim *E = cand[i];
+    int64_t e0 = qir_dim_eval(E, at);
+    for (int j = 1; j < n; j++) { /* p*E+q from two samples where E differs */
+      int64_t de = qir_dim_eval(E, at + (size_t)j * (size_t)stride) - e0, dv = want[j] - want[0];
+      if (!de) continue;
+      if (dv % de == 0) {
+        const qir_dim *f = qir_dim_binary(m, QIR_DIM_ADD, qir_dim_binary(m, QIR_DIM_MUL, E, qir_dim_const(m, dv / de)),
+                                          qir_dim_const(m, want[0] - dv / de * e0));
+        if (matches(f, at, n, stride, want)) return f;
+      }
+      break;
+    }
+    for (int64_t div = 2; div <= 64; div++) /* (E+q)/div */
+      for (int64_t q = div * want[0] - e0; q < div * want[0] - e0 + div; q++) {
+        const qir_dim *f = qir_dim_binary(m, QIR_DIM_FLOORDIV, qir_dim_binary(m, QIR_DIM_ADD, E, qir_dim_const(m, q)),
+                                          qir_dim_const(m, div));
+        if (f && matches(f, at, n, stride, want)) return f;
+      }
+  }
+  for (int i = 0; i < nc; i++)
+    for (int j = 0; j < nc; j++) {
+      if (i == j) continue;
+      const qir_dim *forms[3] = {i < j ? qir_dim_binary(m, QIR_DIM_ADD, cand[i], cand[j]) : NULL,
+                                 i < j ? qir_dim_binary(m, QIR_DIM_MUL, cand[i], cand[j]) : NULL,
+                                 qir_dim_binary(m, QIR_DIM_SUB, cand[i], cand[j])};
+      for (int k = 0; k < 3; k++) {
+        if (!forms[k]) continue;
+        const qir_dim *f = k == 1 ? forms[k]
+                                  : qir_dim_binary(m, QIR_DIM_ADD, forms[k], qir_dim_const(m, want[0] - qir_dim_eval(forms[k], at)));
+        if (matches(f, at, n, stride, want)) return f;
+      }
+    }
+  return NULL;
 }
 
 static void add_candidate(const qir_dim **cand, int *n, const qir_dim *e) {
@@ -119,53 +160,6 @@ static void add_candidate(const qir_dim **cand, int *n, const qir_dim *e) {
   for (int i = 0; i < *n; i++)
     if (cand[i] == e) return;
   if (*n < MAX_CANDIDATES) cand[(*n)++] = e;
-}
-
-/* An expression of the family above equal to want[] at every sample, or NULL. */
-static const qir_dim *fit(qir_module *m, const samples *S, const int64_t *want, const qir_dim *const *cand,
-                          int n_cand) {
-  int ns = m->n_syms;
-  const int64_t *at0 = S->at;
-  for (int i = 0; i < n_cand; i++)
-    if (matches(cand[i], S, ns, want)) return cand[i];
-  for (int i = 0; i < n_cand; i++) { /* p*E+q from two samples where E differs */
-    const qir_dim *E = cand[i];
-    int64_t e0 = qir_dim_eval(E, at0);
-    for (int s = 1; s < S->n; s++) {
-      int64_t e1 = qir_dim_eval(E, S->at + (size_t)s * (size_t)ns);
-      if (e1 == e0) continue;
-      int64_t dv = want[s] - want[0], de = e1 - e0;
-      if (dv % de == 0) {
-        int64_t p = dv / de, q = want[0] - p * e0;
-        const qir_dim *f = qir_dim_binary(m, QIR_DIM_ADD, qir_dim_binary(m, QIR_DIM_MUL, E, qir_dim_const(m, p)),
-                                          qir_dim_const(m, q));
-        if (matches(f, S, ns, want)) return f;
-      }
-      break;
-    }
-    for (int64_t div = 2; div <= 64; div++) { /* (E+q)/div */
-      int64_t q0 = div * want[0] - e0;
-      for (int64_t q = q0; q < q0 + div; q++) {
-        const qir_dim *f = qir_dim_binary(m, QIR_DIM_FLOORDIV, qir_dim_binary(m, QIR_DIM_ADD, E, qir_dim_const(m, q)),
-                                          qir_dim_const(m, div));
-        if (f && matches(f, S, ns, want)) return f;
-      }
-    }
-  }
-  for (int i = 0; i < n_cand; i++)
-    for (int j = 0; j < n_cand; j++) {
-      if (i == j) continue;
-      const qir_dim *A = cand[i], *B = cand[j];
-      const qir_dim *forms[3] = {i < j ? qir_dim_binary(m, QIR_DIM_ADD, A, B) : NULL,
-                                 i < j ? qir_dim_binary(m, QIR_DIM_MUL, A, B) : NULL, qir_dim_binary(m, QIR_DIM_SUB, A, B)};
-      for (int k = 0; k < 3; k++) {
-        if (!forms[k]) continue;
-        int64_t q = want[0] - qir_dim_eval(forms[k], at0);
-        const qir_dim *f = k == 1 ? forms[k] : qir_dim_binary(m, QIR_DIM_ADD, forms[k], qir_dim_const(m, q));
-        if (matches(f, S, ns, want)) return f;
-      }
-    }
-  return NULL;
 }
 
 static const char *assignment_text(qir_module *m, const bool *used, const int64_t *at) {
@@ -231,7 +225,7 @@ bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d
       }
       if (!varies) continue;
       const qir_dim *decl = op->results[r]->type.rank == out[r].rank ? op->results[r]->type.sym[k] : NULL;
-      const qir_dim *e = decl && matches(decl, &S, ns, want) ? decl : fit(m, &S, want, cand, n_cand);
+      const qir_dim *e = decl && matches(decl, S.at, S.n, ns, want) ? decl : qir_dim_fit(m, S.at, S.n, ns, want, cand, n_cand);
       if (!e) {
         if (d) {
           const char *vals = "";

@@ -68,52 +68,9 @@ static int expand_at(qir_module *m, const qir_op *op, const int64_t *at, qir_op 
   return c;
 }
 
-static bool matches(const sample_set *S, const qir_dim *e, const int64_t *want) {
-  for (int j = 0; j < S->n; j++)
-    if (qir_dim_eval(e, S->at[j]) != want[j]) return false;
-  return true;
-}
-
-/* An extent expression equal to want[] at every sample: a candidate, p*E+q,
- * (E+q)/s, E1+E2+q, E1*E2 or E1-E2+q (the family of symshape.c). */
+/* An extent expression equal to want[] at every sample (symshape.c's family). */
 static const qir_dim *fit(const sample_set *S, const int64_t *want, const qir_dim *const *cand, int nc) {
-  qir_module *m = S->m;
-  for (int i = 0; i < nc; i++)
-    if (matches(S, cand[i], want)) return cand[i];
-  for (int i = 0; i < nc; i++) {
-    const qir_dim *E = cand[i];
-    int64_t e0 = qir_dim_eval(E, S->at[0]);
-    for (int j = 1; j < S->n; j++) {
-      int64_t de = qir_dim_eval(E, S->at[j]) - e0, dv = want[j] - want[0];
-      if (!de) continue;
-      if (dv % de == 0) {
-        const qir_dim *f = qir_dim_binary(m, QIR_DIM_ADD, qir_dim_binary(m, QIR_DIM_MUL, E, qir_dim_const(m, dv / de)),
-                                          qir_dim_const(m, want[0] - dv / de * e0));
-        if (matches(S, f, want)) return f;
-      }
-      break;
-    }
-    for (int64_t div = 2; div <= 64; div++)
-      for (int64_t q = div * want[0] - e0; q < div * want[0] - e0 + div; q++) {
-        const qir_dim *f = qir_dim_binary(m, QIR_DIM_FLOORDIV, qir_dim_binary(m, QIR_DIM_ADD, E, qir_dim_const(m, q)),
-                                          qir_dim_const(m, div));
-        if (f && matches(S, f, want)) return f;
-      }
-  }
-  for (int i = 0; i < nc; i++)
-    for (int j = 0; j < nc; j++) {
-      if (i == j) continue;
-      const qir_dim *forms[3] = {i < j ? qir_dim_binary(m, QIR_DIM_ADD, cand[i], cand[j]) : NULL,
-                                 i < j ? qir_dim_binary(m, QIR_DIM_MUL, cand[i], cand[j]) : NULL,
-                                 qir_dim_binary(m, QIR_DIM_SUB, cand[i], cand[j])};
-      for (int k = 0; k < 3; k++) {
-        if (!forms[k]) continue;
-        const qir_dim *f = k == 1 ? forms[k]
-                                  : qir_dim_binary(m, QIR_DIM_ADD, forms[k], qir_dim_const(m, want[0] - qir_dim_eval(forms[k], S->at[0])));
-        if (matches(S, f, want)) return f;
-      }
-    }
-  return NULL;
+  return qir_dim_fit(S->m, &S->at[0][0], S->n, 64, want, cand, nc);
 }
 
 typedef struct {

@@ -1,21 +1,24 @@
 /* symbolic.c: programs for modules with symbolic extents (`dim batch = [1, 16]`).
  *
- * A program serves every size in its symbols' ranges by running each kernel
- * as planned, at the bound, over tensors laid out at their bound: an input of
- * the run's size is copied into the first rows of its bound-sized buffer
- * (the rest zero) and an output's first rows are copied out.  That is exact
- * when every symbolic axis is *row-wise*: each op computes row i of it from
- * row i of its operands alone, so rows past the run's extent never reach the
- * rows the caller reads.  Batch axes are (convolutions, matmuls, norms and
- * softmax over the other axes); a reduction over a symbolic axis, a window
- * sliding along it or a concat along it is not, and needs kernels that read
- * the run's extents, which qcodegen does not emit yet: cg_symbolic_check
- * refuses such a module at the op.
+ * A program serves every size in its symbols' ranges.  Tensors are laid out
+ * at their bound: an input of the run's size is copied into the first rows
+ * of its bound-sized buffer (the rest zero) and an output's first rows are
+ * copied out, so every address a kernel computes is static.
  *
- * Which ops are row-wise is qir_op_row_wise's (qir/symte.c) to say.  An op
- * that is not, in the module body, becomes its computes at the run's
- * extents (qir_op_expand_symbolic), which read the symbols' values from a
- * tensor qir_run fills; inside a kernel group it is refused.
+ * An op that is *row-wise* along its symbolic axes (qir_op_row_wise: each
+ * index along them computed from the same indices of its operands alone, as
+ * a batch axis is through convolutions, matmuls, norms and softmax over the
+ * other axes) runs its kernels as planned, at the bound: rows past the run's
+ * extent never reach the rows anything reads.  Where such a kernel's blocks
+ * walk its output's axis 0 slowest, the host launches the run's blocks only
+ * (kkernel.rows).
+ *
+ * Any other op in the module body (a reduction over a symbolic axis, a
+ * window sliding along it, a concat along it) becomes its computes at the
+ * run's extents (qir_op_expand_symbolic, qir/symte.c), which read the
+ * symbols' values from a tensor qir_run fills (q_dims) and mask what lies
+ * past them.  Inside a kernel group or an rprogram such an op is refused:
+ * -welder and -rammer leave them alone.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,7 @@
 #include "symbolic.h"
 
 #define MAX_CHAIN 16
+
 typedef struct {
   qir_module *m;
   qir_diag *d;                  /* where errors go (a quiet sink while trying) */
