@@ -38,6 +38,9 @@ typedef struct {
   qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
   qir_op *absorbed_by;          /* a kernel next to this device-resident loop/if: one of its phases */
   qir_value *partial;           /* a split flash-attention plan: its partial results (lower_attention.c) */
+  int n_bands;                  /* #tile_bands: a kernel each, for runs of at most band_rows[i] rows */
+  kkernel **band_k;
+  int64_t *band_rows;
 } opinfo;
 
 typedef struct {
@@ -176,6 +179,35 @@ static qir_expr *scalar_expr(host *h, qir_dtype dt, double x);
 
 static const char *op_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
+/* The kernels of an op's #tile_bands (planned by -roller for runs of fewer
+ * rows): each lowered with its band's plan in place of the op's; a band
+ * that does not lower is dropped (the op's own kernel serves). */
+static void plan_bands(host *h, opinfo *oi) {
+  qir_op *op = oi->op;
+  const qir_attr *bands = qir_op_attr(op, "tile_bands"), *tile = qir_op_attr(op, "tile");
+  if (!bands || !tile || bands->val.kind != QIR_ATTR_LIST || !bands->val.n) return;
+  qir_attr_val own = tile->val, list = bands->val;
+  oi->band_k = qir_alloc(h->m, sizeof *oi->band_k * (size_t)list.n);
+  oi->band_rows = qir_alloc(h->m, sizeof *oi->band_rows * (size_t)list.n);
+  for (int i = 0; i < list.n; i++) {
+    const qir_attr_val *rows = qir_attr_dict_get(&list.items[i], "rows"), *plan = qir_attr_dict_get(&list.items[i], "tile");
+    if (!rows || rows->kind != QIR_ATTR_INT || !plan || plan->kind != QIR_ATTR_DICT) continue;
+    qir_op_set_attr(h->m, op, "tile", *plan, true);
+    qir_diag quiet;
+    qir_diag_init_quiet(&quiet);
+    cg_ctx cg = h->cg;
+    cg.d = &quiet;
+    kkernel *k = cg_lower_compute(&cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
+    cg.d = h->cg.d;
+    h->cg = cg;
+    if (k && k->rows) {
+      k->summary = qir_sprintf(h->m, "%s (for runs of at most %lld rows)", k->summary, (long long)rows->i);
+      oi->band_k[oi->n_bands] = k, oi->band_rows[oi->n_bands++] = rows->i;
+    }
+  }
+  qir_op_set_attr(h->m, op, "tile", own, true);
+}
+
 static bool plan_op(host *h, opinfo *oi) {
   qir_op *op = oi->op;
   switch (op->code) {
@@ -200,6 +232,7 @@ static bool plan_op(host *h, opinfo *oi) {
     kkernel *k = cg_lower_compute(&h->cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
     if (!k) return false;
     add_kernel(h, oi, k);
+    if (k->rows && !oi->packed_by) plan_bands(h, oi);
     return true;
   }
   case QIR_OP_SPLIT: return plan_split(h, oi);
@@ -384,8 +417,9 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     if (d->n_errors > errors) ok = false;
     if (n <= 0) continue;
     for (int i = 0; i < n; i++) qir_op_insert_before(op, chain[i]);
-    const qir_attr *tile = qir_op_attr(op, "tile");
+    const qir_attr *tile = qir_op_attr(op, "tile"), *bands = qir_op_attr(op, "tile_bands");
     if (tile && n == 1) qir_op_set_attr(m, chain[0], "tile", tile->val, true);
+    if (tile && bands && n == 1) qir_op_set_attr(m, chain[0], "tile_bands", bands->val, true);
     /* the level of a group member's result edge stays on what computes the result */
     const qir_attr *fuse = qir_op_attr(op, "fuse");
     if (fuse && op->n_results == 1) qir_op_set_attr(m, chain[n - 1], "fuse", fuse->val, true);
@@ -1330,6 +1364,22 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     default:
       if (oi->packed_by) break;   /* launched by its rprogram */
       if (oi->absorbed_by) break;   /* a phase of a device-resident loop/if */
+      if (oi->n_bands && oi->n_kernels == 1 && !h->dev_ptr && !h->stream_mode) {
+        /* the kernel planned for the run's rows */
+        char e[1024];
+        cg_dim_c(oi->kernels[0]->rows, "m->dim", e, sizeof e);
+        for (int b = 0; b < oi->n_bands; b++) {
+          ind(o, level);
+          fprintf(o, "%sif (%s <= %lld) {\n", b ? "} else " : "", e, (long long)oi->band_rows[b]);
+          launch(h, o, oi->band_k[b], level + 1);
+        }
+        ind(o, level);
+        fputs("} else {\n", o);
+        launch(h, o, oi->kernels[0], level + 1);
+        ind(o, level);
+        fputs("}\n", o);
+        break;
+      }
       for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
       break;
     }

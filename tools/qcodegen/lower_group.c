@@ -560,6 +560,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
       grid *= nbk[i++];
     }
   k->grid = grid;
+  if (n && !rows->reduced[0] && k->args[0]->type.rank == n) kkernel_rows(k, 1, kb[0], grid / nbk[0]);
   k->threads = (int)(W * R);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
@@ -1222,6 +1223,7 @@ void lower_stages(lower_env *env, const cg_stages *st) {
     per_block *= st->block[d];
   }
   k->grid = grid;
+  if (n) kkernel_rows(k, 1, st->block[0], grid / nb[0]);
   k->threads = st->threads;
   kexpr *bc[QIR_MAX_RANK], *bstart[QIR_MAX_RANK];
   /* shared memory left by the staged tiles, shared by the reductions' staging */

@@ -1799,10 +1799,70 @@ typedef struct {
   bool ok;
 } pass_ctx;
 
+/* Plans for fewer rows (#tile_bands), for an op whose result's axis 0 is one
+ * dimension symbol and which runs row-wise at the bound: at rows = lo, 4 lo,
+ * 16 lo, ... below the bound, the op planned at that size, kept where its
+ * estimate beats the bound's plan run for that many rows by a fifth.  Each
+ * band's plan keeps its tiles with the grid of the bound (qcodegen lowers it
+ * at the bound, launching the run's blocks); the host picks the first band
+ * whose rows the run's fit.  The op's own plan stays the last resort. */
+static void plan_bands(pass_ctx *c, qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  const char *why;
+  if (!tile || tile->val.kind != QIR_ATTR_DICT || op->n_results != 1 || c->o->estimate) return;
+  qir_type *rt = &op->results[0]->type;
+  if (!rt->rank || !rt->sym[0] || rt->sym[0]->kind != QIR_DIM_SYM || !qir_op_row_wise(c->m, op, &why)) return;
+  const qir_attr_val *e = qir_attr_dict_get(&tile->val, "est_us");
+  if (!e || (e->kind != QIR_ATTR_FLOAT && e->kind != QIR_ATTR_INT)) return;
+  double full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
+  qir_module *m = c->m;
+  const qir_dimsym *s = &m->syms[rt->sym[0]->sym];
+  int64_t at[64];
+  if (m->n_syms > 64) return;
+  for (int k = 0; k < m->n_syms; k++) at[k] = m->syms[k].hi;
+  qir_attr_val bound_tile = tile->val, bands[4];
+  int n_bands = 0;
+  for (int64_t v = s->lo < 1 ? 1 : s->lo; v < s->hi && n_bands < 4; v *= 4) {
+    at[rt->sym[0]->sym] = s->lo + (v - s->lo) / s->step * s->step;
+    int n = op->n_operands + op->n_results;
+    qir_type saved[n ? n : 1];
+    for (int i = 0; i < n; i++) {
+      qir_value *x = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+      saved[i] = x->type;
+      x->type = qir_type_at(&saved[i], at);
+    }
+    qir_op_remove_attr(op, "tile");
+    plan_op(m, op, c->t, &(roller_options){.topk = 1, .mma = c->o->mma, .split = c->o->split, .tf32 = c->o->tf32}, NULL, c->quiet);
+    const qir_attr *small = qir_op_attr(op, "tile");
+    qir_attr_val plan = small ? small->val : (qir_attr_val){0};
+    for (int i = n - 1; i >= 0; i--) (i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands])->type = saved[i];
+    qir_op_set_attr(m, op, "tile", bound_tile, true);
+    const qir_attr_val *se = small ? qir_attr_dict_get(&plan, "est_us") : NULL, *blk = small ? qir_attr_dict_get(&plan, "block") : NULL;
+    if (!se || !blk || blk->kind != QIR_ATTR_LIST || blk->n != rt->rank) continue;
+    double est = se->kind == QIR_ATTR_FLOAT ? se->f : (double)se->i;
+    if (!(est < 0.8 * full * qopt_run_share(c->t, op, at))) continue;
+    /* the bound's grid for these tiles */
+    qir_attr *entries = qir_alloc(m, sizeof *entries * (size_t)plan.n);
+    memcpy(entries, plan.entries, sizeof *entries * (size_t)plan.n);
+    for (int i = 0; i < plan.n; i++)
+      if (!strcmp(entries[i].key, "grid") && entries[i].val.kind == QIR_ATTR_LIST && entries[i].val.n == rt->rank) {
+        int64_t g[QIR_MAX_RANK];
+        for (int d = 0; d < rt->rank; d++) g[d] = (rt->dims[d] + blk->items[d].i - 1) / (blk->items[d].i > 0 ? blk->items[d].i : 1);
+        entries[i].val = qir_attr_ints(m, rt->rank, g);
+      }
+    qir_attr band[2] = {{.key = "rows", .val = qir_attr_int(at[rt->sym[0]->sym])},
+                        {.key = "tile", .val = qir_attr_dict(m, plan.n, entries)}};
+    bands[n_bands++] = qir_attr_dict(m, 2, band);
+  }
+  if (n_bands) qir_op_set_attr(m, op, "tile_bands", qir_attr_list(m, n_bands, bands), true);
+  else qir_op_remove_attr(op, "tile_bands");
+}
+
 static bool visit(qir_op *op, void *vctx) {
   pass_ctx *c = vctx;
   if (qir_rprogram_packs(op)) return true;   /* its blocks are an rprogram's tasks: keep its plan */
   c->ok &= plan_op(c->m, op, c->t, c->o, c->st, c->quiet);
+  if (c->m->n_syms) plan_bands(c, op);
   return true;
 }
 

@@ -187,13 +187,49 @@ static int op_kernels(const welder *w, qir_op *op) {
 }
 
 /* The share of an op's blocks a run at w->at launches: qcodegen launches the
- * blocks of a kernel of its own whose result's axis 0 is symbolic for the
- * run's rows only (a kernel group's or an rprogram's run at the bound). */
+ * blocks of a kernel (an op's or a group's) whose result's axis 0 is
+ * symbolic for the run's rows only (an rprogram's run at the bound). */
 static double run_share(const welder *w, const qir_op *op) {
-  if (!w->at || op->n_results != 1 || qir_rprogram_packs(op) || op->code == QIR_OP_ATTENTION) return 1;
+  if (!w->at || qir_rprogram_packs(op)) return 1;
+  /* a band planned for at most the run's rows (#tile_bands): its own estimate */
+  const qir_attr *bands = qir_op_attr(op, "tile_bands");
+  const qir_type *rt = op->n_results == 1 ? &op->results[0]->type : NULL;
+  if (bands && bands->val.kind == QIR_ATTR_LIST && rt && rt->rank && rt->sym[0]) {
+    int64_t run = qir_dim_eval(rt->sym[0], w->at);
+    double full = qir_op_attr_float(op, "est_us", -1);
+    const qir_attr *tile = qir_op_attr(op, "tile");
+    const qir_attr_val *e = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "est_us") : NULL;
+    if (full < 0 && e) full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
+    for (int i = 0; full > 0 && i < bands->val.n; i++) {
+      const qir_attr_val *b = &bands->val.items[i], *rows = qir_attr_dict_get(b, "rows"), *bt = qir_attr_dict_get(b, "tile");
+      const qir_attr_val *be = bt && bt->kind == QIR_ATTR_DICT ? qir_attr_dict_get(bt, "est_us") : NULL;
+      if (rows && rows->kind == QIR_ATTR_INT && run <= rows->i && be && (be->kind == QIR_ATTR_FLOAT || be->kind == QIR_ATTR_INT))
+        return (be->kind == QIR_ATTR_FLOAT ? be->f : (double)be->i) / full;
+    }
+  }
+  return qopt_run_share(w->t, op, w->at);
+}
+
+double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t *at) {
+  if (op->n_results != 1 || op->code == QIR_OP_ATTENTION) return 1;
   const qir_type *t = &op->results[0]->type;
   if (!t->rank || !t->sym[0] || t->dims[0] <= 0) return 1;
-  return (double)qir_dim_eval(t->sym[0], w->at) / (double)t->dims[0];
+  double rows = (double)qir_dim_eval(t->sym[0], at) / (double)t->dims[0];
+  /* in waves of the blocks the device keeps resident: a kernel that fills
+   * less than one wave at the bound takes as long with fewer rows */
+  qir_rp_kernel k;
+  if (!qir_rprogram_kernel_of(op, &k) || k.tasks < 1) return rows;
+  int64_t slots = qir_target_coresident_blocks(target, k.threads);
+  if (slots < 1) return rows;
+  /* the blocks of the run's rows: whole block tiles along axis 0 */
+  int64_t run = qir_dim_eval(t->sym[0], at), bound = t->dims[0], tile = 1;
+  const qir_attr *plan = qir_op_attr(op, "tile");
+  const qir_attr_val *blk = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "block") : NULL;
+  if (blk && blk->kind == QIR_ATTR_LIST && blk->n > 0 && blk->items[0].kind == QIR_ATTR_INT && blk->items[0].i > 0)
+    tile = blk->items[0].i;
+  int64_t tiles_bound = (bound + tile - 1) / tile, tiles_run = (run + tile - 1) / tile;
+  int64_t blocks = k.tasks % tiles_bound ? (int64_t)ceil((double)k.tasks * rows) : k.tasks / tiles_bound * (tiles_run > 0 ? tiles_run : 1);
+  return (double)((blocks + slots - 1) / slots) / (double)((k.tasks + slots - 1) / slots);
 }
 
 static void totals_region(const welder *w, qir_region *r, model_totals *s) {
@@ -204,7 +240,7 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
       double b = op_bytes(op);
       s->bytes += b;
       double est = qir_op_attr_float(op, "est_us", -1);
-      s->est_us += est >= 0 ? est : bytes_us(w, b);
+      s->est_us += (est >= 0 ? est : bytes_us(w, b)) * run_share(w, op);
       continue;
     }
     s->n_ops += is_operator(op);
