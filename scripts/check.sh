@@ -49,7 +49,7 @@ tally() {
   # A suite that exits non-zero fails even if its counts look clean.
   if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
   total_pass=$((total_pass + p)) total_fail=$((total_fail + f)) total_skip=$((total_skip + s))
-  summary="$summary$(printf '  %-14s %s' "$name" "$p passed, $f failed, $s skipped")
+  summary="$summary$(printf '  %-14s %-36s %5ss' "$name" "$p passed, $f failed, $s skipped" "${4:-?}")
 "
 }
 
@@ -57,10 +57,11 @@ run_suite() {
   name=$1; shift
   echo "==== $name"
   out="$log/$name.log"
+  t0=$(date +%s)
   "$@" >"$out" 2>&1
   rc=$?
   tail -n 25 "$out"
-  tally "$name" "$out" "$rc"
+  tally "$name" "$out" "$rc" $(($(date +%s) - t0))
 }
 
 echo "==== build (release and ASan/UBSan)"

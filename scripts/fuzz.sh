@@ -17,7 +17,7 @@ flex --header-file="$GEN/lex.yy.h" -o "$GEN/lex.yy.c" grammar/qir.l
 # diagnostics (the rest of qir/ is not reached from qir_parse/qir_print).
 "$CC" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined -I qir -I "$GEN" \
-  test/fuzz/fuzz_parse.c qir/parse.c qir/print.c qir/ir.c qir/diag.c \
+  test/fuzz/fuzz_parse.c qir/parse.c qir/print.c qir/ir.c qir/diag.c qir/symdim.c \
   "$GEN/qir.tab.c" "$GEN/lex.yy.c" -lm -o "$OUT/fuzz_parse"
 
 find test -name '*.qir' -exec cp {} "$OUT/seeds/" \;

@@ -14,7 +14,7 @@ mkdir -p "$GEN"
 bison -Wall -Werror -d -o "$GEN/qir.tab.c" grammar/qir.y &&
 flex --header-file="$GEN/lex.yy.h" -o "$GEN/lex.yy.c" grammar/qir.l &&
 ${CC:-cc} -std=c11 -O1 -g -D_POSIX_C_SOURCE=200809L -I qir -I "$GEN" \
-  test/fuzz/standalone_main.c test/fuzz/fuzz_parse.c qir/parse.c qir/print.c qir/ir.c qir/diag.c \
+  test/fuzz/standalone_main.c test/fuzz/fuzz_parse.c qir/parse.c qir/print.c qir/ir.c qir/diag.c qir/symdim.c \
   "$GEN/qir.tab.c" "$GEN/lex.yy.c" -lm -o "$OUT/roundtrip" || { echo "fixedpoint.sh: build failed" >&2; exit 2; }
 
 checked=0 skipped=0 bad=""

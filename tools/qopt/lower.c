@@ -9,6 +9,7 @@
  * verifier asks: the lowered op's own, else smem (a chain's inner values are
  * reductions' results, which a row or staged kernel holds in shared memory). */
 #include "qopt.h"
+#include "rprogram.h"
 
 #define MAX_CHAIN 8
 
@@ -38,6 +39,9 @@ static void lower_region(lowering *l, qir_region *r) {
     next = op->next;
     for (int i = 0; i < op->n_regions; i++) lower_region(l, op->regions[i]);
     if (op->code == QIR_OP_COMPUTE || op->code == QIR_OP_CONST || op->n_results < 1 || op->n_regions) continue;
+    /* a view of what an rprogram computes later stays a view (a compute
+     * would read it before the rprogram runs) */
+    if (qir_op_is_view(op) && op->operands[0]->def && qir_rprogram_packs(op->operands[0]->def)) continue;
     /* symbolic extents: a row-wise op lowers at the bound, its results keep
      * their extents; another stays as it is (qcodegen writes it for the
      * run's extents, qir_op_expand_symbolic) */

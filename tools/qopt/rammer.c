@@ -859,6 +859,10 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
   if (qir_attention_flash_splits(op) > 1) return false;   /* flash-decoding: two kernels, not one task set */
   const char *why;   /* qcodegen writes it for the run's extents: its plan is not its kernel */
   if (!qir_op_row_wise(r->m, op, &why)) return false;
+  /* its blocks follow the run's rows (qcodegen launches those only): packed,
+   * they would run at the bound */
+  const qir_type *rt = &op->results[0]->type;
+  if (rt->rank && rt->sym[0]) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;

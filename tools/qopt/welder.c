@@ -234,6 +234,10 @@ double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t 
 
 static void totals_region(const welder *w, qir_region *r, model_totals *s) {
   for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code == QIR_OP_KERNEL && qir_rprogram_packs(op)) {
+      for (qir_op *in = op->regions[0]->first; in; in = in->next) s->n_ops += is_operator(in);
+      continue;
+    }
     if (op->code == QIR_OP_KERNEL) {
       s->n_kernels++;
       for (qir_op *in = op->regions[0]->first; in; in = in->next) s->n_ops += is_operator(in);
@@ -243,9 +247,14 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
       s->est_us += (est >= 0 ? est : bytes_us(w, b)) * run_share(w, op);
       continue;
     }
+    if (op->code == QIR_OP_RPROGRAM) { /* one persistent kernel: its own estimate (its kernels count there) */
+      s->n_kernels++;
+      s->est_us += qir_op_attr_float(op, "est_us", 0);
+      continue;
+    }
     s->n_ops += is_operator(op);
     for (int i = 0; i < op->n_regions; i++) totals_region(w, op->regions[i], s);
-    if (!launches(op)) continue;
+    if (!launches(op) || qir_rprogram_packs(op)) continue;
     s->n_kernels += op_kernels(w, op);
     double b = op_bytes(op);
     s->bytes += b;
