@@ -13,16 +13,17 @@
  * too (zero without a reduction), so that nothing reads past the run's
  * extents, and what lies past them is defined.
  *
- * The samples avoid the ends of the ranges where they can: te.c writes some
- * forms differently at extent 1 (a broadcast), which the general form
- * computes as well.
+ * Eight samples per symbol (its bound, values near both ends, interior
+ * ones), the others rotated so no two symbols move together.  They avoid
+ * extent 1 where they can: te.c writes some forms differently there (a
+ * broadcast), which the general form computes as well.
  */
 #include "opsutil.h"
 
 #include <math.h>
 #include <string.h>
 
-#define N_SAMPLES 5
+#define N_SAMPLES 8
 #define MAX_CHAIN 16
 #define MAX_CAND 32
 
@@ -43,7 +44,8 @@ static void make_samples(qir_module *m, const bool *used, sample_set *S) {
   for (int k = 0; k < m->n_syms; k++) {
     const qir_dimsym *s = &m->syms[k];
     int64_t span = s->hi - s->lo, lo2 = s->lo < 2 ? 2 : s->lo;
-    int64_t v[N_SAMPLES] = {s->hi, s->hi - s->step, s->lo + span / 2, lo2 + (s->hi - lo2) / 3, s->hi - 2 * s->step};
+    int64_t v[N_SAMPLES] = {s->hi,       s->hi - s->step,           s->lo + span / 2, lo2 + (s->hi - lo2) / 3,
+                            s->hi - 2 * s->step, lo2, lo2 + s->step, s->lo + span / 5};
     for (int j = 0; j < N_SAMPLES; j++)
       S->at[j][k] = used[k] ? on_step(s, j == 0 ? s->hi : v[(j + k) % (N_SAMPLES - 1) + 1]) : s->hi;
   }
