@@ -12,6 +12,8 @@ bool qir_infer_types_static(qir_module *m, const qir_op *op, qir_type *out, qir_
 /* An extent equal to want[j] at each of n samples (row j of `at`, `stride`
  * symbol values apart), from the family symshape.c's header lists over the
  * candidates cand; NULL: none. */
+/* Adds a symbolic extent e to the candidates cand (n of at most cap): once, not constants. */
+void qir_dim_add_candidate(const qir_dim **cand, int *n, int cap, const qir_dim *e);
 const qir_dim *qir_dim_fit(qir_module *m, const int64_t *at, int n, int stride, const int64_t *want,
                            const qir_dim *const *cand, int nc);
 

@@ -381,6 +381,13 @@ bool qir_dim_uses(const qir_dim *d, int sym);
  * range, two inputs disagreeing, a static axis of another size. */
 bool qir_dims_bind(const qir_module *m, const qir_type *declared, const qir_type *actual, int64_t *values,
                    bool *bound, char *why, size_t cap);
+/* Sets op's operand and result types, and a compute's symbolic axis extents,
+ * to their values at one assignment of the symbols (values[k] for symbol k),
+ * so that a static rule or definition reads the op at that size; saved has
+ * room for n_operands + n_results types, saved_ext for a compute's axes.
+ * qir_op_types_restore puts them back. */
+void qir_op_types_at(const qir_op *op, const int64_t *values, qir_type *saved, int64_t *saved_ext);
+void qir_op_types_restore(const qir_op *op, const qir_type *saved, const int64_t *saved_ext);
 /* Rewrites every type and compute axis of m at one assignment of the
  * symbols, which then go: the module is static (qrun runs it so). */
 void qir_module_specialize(qir_module *m, const int64_t *values);

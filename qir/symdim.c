@@ -333,6 +333,24 @@ bool qir_dims_bind(const qir_module *m, const qir_type *declared, const qir_type
   return true;
 }
 
+static qir_value *op_value(const qir_op *op, int i) {
+  return i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
+}
+
+void qir_op_types_at(const qir_op *op, const int64_t *values, qir_type *saved, int64_t *saved_ext) {
+  for (int i = 0; i < op->n_operands + op->n_results; i++) saved[i] = op_value(op, i)->type;
+  for (int i = 0; i < op->n_operands + op->n_results; i++) op_value(op, i)->type = qir_type_at(&saved[i], values);
+  for (int a = 0; op->comp && a < op->comp->n_axes + op->comp->n_red; a++) {
+    saved_ext[a] = op->comp->axis_extents[a];
+    if (op->comp->axis_dims[a]) op->comp->axis_extents[a] = qir_dim_eval(op->comp->axis_dims[a], values);
+  }
+}
+
+void qir_op_types_restore(const qir_op *op, const qir_type *saved, const int64_t *saved_ext) {
+  for (int a = 0; op->comp && a < op->comp->n_axes + op->comp->n_red; a++) op->comp->axis_extents[a] = saved_ext[a];
+  for (int i = op->n_operands + op->n_results - 1; i >= 0; i--) op_value(op, i)->type = saved[i];
+}
+
 static void specialize_type(qir_type *t, const int64_t *values) { *t = qir_type_at(t, values); }
 
 static bool specialize_op(qir_op *op, void *ctx) {

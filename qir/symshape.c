@@ -83,28 +83,12 @@ static void make_samples(qir_module *m, const bool *used, samples *S) {
 /* The static rule at one sample: operand and declared result types (and a
  * compute's axes) are set to their values there for the call and restored. */
 static bool infer_at(qir_module *m, const qir_op *op, const int64_t *at, qir_type *out, qir_diag *d) {
-  int n = op->n_operands + op->n_results;
+  int n = op->n_operands + op->n_results, n_ax = op->comp ? op->comp->n_axes + op->comp->n_red : 0;
   qir_type saved[n ? n : 1];
-  for (int i = 0; i < n; i++) {
-    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-    saved[i] = v->type;
-  }
-  for (int i = 0; i < n; i++) {
-    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-    v->type = qir_type_at(&saved[i], at);
-  }
-  int n_ax = op->comp ? op->comp->n_axes + op->comp->n_red : 0;
   int64_t saved_ext[n_ax ? n_ax : 1];
-  for (int a = 0; a < n_ax; a++) {
-    saved_ext[a] = op->comp->axis_extents[a];
-    if (op->comp->axis_dims[a]) op->comp->axis_extents[a] = qir_dim_eval(op->comp->axis_dims[a], at);
-  }
+  qir_op_types_at(op, at, saved, saved_ext);
   bool ok = qir_infer_types_static(m, op, out, d);
-  for (int a = 0; a < n_ax; a++) op->comp->axis_extents[a] = saved_ext[a];
-  for (int i = n - 1; i >= 0; i--) {
-    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-    v->type = saved[i];
-  }
+  qir_op_types_restore(op, saved, saved_ext);
   return ok;
 }
 
@@ -155,11 +139,11 @@ const qir_dim *qir_dim_fit(qir_module *m, const int64_t *at, int n, int stride, 
   return NULL;
 }
 
-static void add_candidate(const qir_dim **cand, int *n, const qir_dim *e) {
+void qir_dim_add_candidate(const qir_dim **cand, int *n, int cap, const qir_dim *e) {
   if (!e || e->kind == QIR_DIM_CONST) return;
   for (int i = 0; i < *n; i++)
     if (cand[i] == e) return;
-  if (*n < MAX_CANDIDATES) cand[(*n)++] = e;
+  if (*n < cap) cand[(*n)++] = e;
 }
 
 static const char *assignment_text(qir_module *m, const bool *used, const int64_t *at) {
@@ -203,11 +187,13 @@ bool qir_infer_types(qir_module *m, const qir_op *op, qir_type *out, qir_diag *d
   const qir_dim *cand[MAX_CANDIDATES];
   int n_cand = 0;
   for (int i = 0; i < op->n_operands; i++)
-    for (int k = 0; k < op->operands[i]->type.rank; k++) add_candidate(cand, &n_cand, op->operands[i]->type.sym[k]);
+    for (int k = 0; k < op->operands[i]->type.rank; k++)
+      qir_dim_add_candidate(cand, &n_cand, MAX_CANDIDATES, op->operands[i]->type.sym[k]);
   if (op->comp)
-    for (int a = 0; a < op->comp->n_axes + op->comp->n_red; a++) add_candidate(cand, &n_cand, op->comp->axis_dims[a]);
+    for (int a = 0; a < op->comp->n_axes + op->comp->n_red; a++)
+      qir_dim_add_candidate(cand, &n_cand, MAX_CANDIDATES, op->comp->axis_dims[a]);
   for (int k = 0; k < ns; k++)
-    if (used[k]) add_candidate(cand, &n_cand, qir_dim_sym(m, k));
+    if (used[k]) qir_dim_add_candidate(cand, &n_cand, MAX_CANDIDATES, qir_dim_sym(m, k));
   int64_t *want = qir_alloc(m, sizeof *want * (size_t)S.n);
   for (int r = 0; r < nr; r++) {
     out[r] = at_results[r]; /* the sample with every symbol at its bound */

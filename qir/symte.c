@@ -53,20 +53,14 @@ static void make_samples(qir_module *m, const bool *used, sample_set *S) {
 
 /* op's computes with its types at sample j (restored after). */
 static int expand_at(qir_module *m, const qir_op *op, const int64_t *at, qir_op **chain, qir_value **results) {
-  int n = op->n_operands + op->n_results;
+  int n = op->n_operands + op->n_results, n_ax = op->comp ? op->comp->n_axes + op->comp->n_red : 0;
   qir_type saved[n ? n : 1];
-  for (int i = 0; i < n; i++) {
-    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-    saved[i] = v->type;
-    v->type = qir_type_at(&saved[i], at);
-  }
+  int64_t saved_ext[n_ax ? n_ax : 1];
+  qir_op_types_at(op, at, saved, saved_ext);
   qir_diag quiet;
   qir_diag_init_quiet(&quiet);
   int c = qir_op_expand_results(m, op, chain, MAX_CHAIN, results, &quiet);
-  for (int i = n - 1; i >= 0; i--) {
-    qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-    v->type = saved[i];
-  }
+  qir_op_types_restore(op, saved, saved_ext);
   return c;
 }
 
@@ -198,13 +192,6 @@ static bool same_operand(qir_op *const *chain0, qir_op *const *chain, int c, con
   return false;
 }
 
-static void add_cand(builder *b, const qir_dim *e) {
-  if (!e || e->kind == QIR_DIM_CONST) return;
-  for (int i = 0; i < b->nc; i++)
-    if (b->cand[i] == e) return;
-  if (b->nc < MAX_CAND) b->cand[b->nc++] = e;
-}
-
 int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir_op **out, int cap, qir_value **results,
                            const char **why) {
   *why = NULL;
@@ -241,10 +228,10 @@ int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir
   builder b = {.S = &S};
   for (int i = 0; i < op->n_operands + op->n_results; i++) {
     const qir_value *v = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-    for (int a = 0; a < v->type.rank; a++) add_cand(&b, v->type.sym[a]);
+    for (int a = 0; a < v->type.rank; a++) qir_dim_add_candidate(b.cand, &b.nc, MAX_CAND, v->type.sym[a]);
   }
   for (int k = 0; k < m->n_syms; k++)
-    if (used[k]) add_cand(&b, qir_dim_sym(m, k));
+    if (used[k]) qir_dim_add_candidate(b.cand, &b.nc, MAX_CAND, qir_dim_sym(m, k));
   int built = 0;
   for (int c = 0; c < n && !b.why; c++) {
     qir_op *base = chains[0][c];

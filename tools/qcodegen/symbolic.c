@@ -116,14 +116,6 @@ bool cg_symbolic_lower(qir_module *m, qir_diag *d) {
   return ok;
 }
 
-bool cg_symbolic_check(qir_module *m, qir_diag *d) {
-  if (!m->n_syms) return true;
-  checker k = {m, d, NULL};
-  for (qir_op *op = m->body->first; op; op = op->next)
-    if (op->code == QIR_OP_INPUT && qir_op_attr(op, "q_run_dims")) k.dims = op->results[0];
-  return qir_walk(m->body, check_op, &k);
-}
-
 int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n) {
   switch (e->kind) {
   case QIR_DIM_CONST: return snprintf(buf, n, "INT64_C(%lld)", (long long)e->c);

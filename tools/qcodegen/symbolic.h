@@ -10,10 +10,6 @@
  * q_run_dims) that qir_run fills.  Reports an op it cannot rewrite (inside a
  * kernel group, or without such a form), at the op. */
 bool cg_symbolic_lower(qir_module *m, qir_diag *d);
-/* Whether every symbolic axis of m is row-wise (symbolic.c's header says
- * what that means), so that kernels planned at the bound serve every size.
- * Reports the first op that is not, at that op. */
-bool cg_symbolic_check(qir_module *m, qir_diag *d);
 /* A symbolic extent as a C expression over the array `syms` of symbol
  * values (`q_floordiv` for its divisions); returns chars that would be written. */
 int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n);

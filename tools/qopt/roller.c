@@ -1824,18 +1824,15 @@ static void plan_bands(pass_ctx *c, qir_op *op) {
   int n_bands = 0;
   for (int64_t v = s->lo < 1 ? 1 : s->lo; v < s->hi && n_bands < 4; v *= 4) {
     at[rt->sym[0]->sym] = s->lo + (v - s->lo) / s->step * s->step;
-    int n = op->n_operands + op->n_results;
+    int n = op->n_operands + op->n_results, n_ax = op->comp ? op->comp->n_axes + op->comp->n_red : 0;
     qir_type saved[n ? n : 1];
-    for (int i = 0; i < n; i++) {
-      qir_value *x = i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands];
-      saved[i] = x->type;
-      x->type = qir_type_at(&saved[i], at);
-    }
+    int64_t saved_ext[n_ax ? n_ax : 1];
+    qir_op_types_at(op, at, saved, saved_ext);
     qir_op_remove_attr(op, "tile");
     plan_op(m, op, c->t, &(roller_options){.topk = 1, .mma = c->o->mma, .split = c->o->split, .tf32 = c->o->tf32}, NULL, c->quiet);
     const qir_attr *small = qir_op_attr(op, "tile");
     qir_attr_val plan = small ? small->val : (qir_attr_val){0};
-    for (int i = n - 1; i >= 0; i--) (i < op->n_operands ? op->operands[i] : op->results[i - op->n_operands])->type = saved[i];
+    qir_op_types_restore(op, saved, saved_ext);
     qir_op_set_attr(m, op, "tile", bound_tile, true);
     const qir_attr_val *se = small ? qir_attr_dict_get(&plan, "est_us") : NULL, *blk = small ? qir_attr_dict_get(&plan, "block") : NULL;
     if (!se || !blk || blk->kind != QIR_ATTR_LIST || blk->n != rt->rank) continue;
