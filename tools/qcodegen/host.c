@@ -1545,7 +1545,8 @@ static bool collect_consts(qir_op *op, void *ctx) {
 
 int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt, FILE *o) {
   host h = {.m = m, .d = d, .opt = opt};
-  if (!cg_symbolic_lower(m, d)) return 1;
+  qir_value *run_dims;
+  if (!cg_symbolic_lower(m, d, &run_dims)) return 1;
   if (!expand_named_ops(m, m->body, d)) return 1;
   int n_rp = 0;
   qir_walk(m->body, count_rprograms, &n_rp);
@@ -1554,7 +1555,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   h.rp_n = qir_alloc(m, sizeof *h.rp_n * (size_t)(n_rp + 1));
   h.rp_kernels = qir_alloc(m, sizeof *h.rp_kernels * (size_t)(n_rp + 1));
   h.pr = be == CG_C ? &cg_printer_c : be == CG_CUDA ? &cg_printer_cuda : &cg_printer_hip;
-  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}};
+  h.cg = (cg_ctx){.m = m, .d = d, .backend = be, .warp = be == CG_HIP || opt->wavefront64 ? 64 : 32, .kb = {.m = m}, .run_dims = run_dims};
   packed_groups groups = {.m = m};
   qir_walk(m->body, note_packed_group, &groups);
   if (!cg_compose_groups(&h.cg, m->body)) return 1;
@@ -1615,6 +1616,9 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     h.const_bytes += value_bytes(p);
   }
   lifetimes(&h, m->body);
+  /* kernels read the run's symbol values to skip blocks past its extents,
+   * though no op of the module names them: they live through the run */
+  if (run_dims) extend(&h, run_dims, 0, h.n_ops + 1);
   allocate(&h);
   for (int i = 0; i < h.n_dl; i++)
     if (h.dl_done[i]) {
@@ -1706,12 +1710,12 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   }
   if (chk) fputs("#define QIR_CHECK 1\n", o);   /* the prelude's copies tell the checker what they write */
   h.pr->prelude(o);
+  if (m->n_syms) cg_symbolic_floordiv(o, h.inputs, h.n_inputs, h.outputs, h.n_outputs, chk);
   if (chk) cg_check_prelude(o);
   for (int i = 0; i < h.cg.n_kernels; i++)
     if (!h.cg.kernels[i]->unprinted) h.pr->kernel(o, h.cg.kernels[i]);
   if (chk) cg_check_trailer(o, chk);
   cg_symbolic_prelude(o, m, h.inputs, h.n_inputs);
-  if (m->n_syms) cg_symbolic_floordiv(o, h.inputs, h.n_inputs, h.outputs, h.n_outputs);
   int64_t stage_bytes = 0;   /* the largest symbolic input or output, staged between layouts */
   for (int i = 0; i < h.n_inputs + h.n_outputs; i++) {
     qir_value *v = i < h.n_inputs ? h.inputs[i]->results[0] : h.outputs[i - h.n_inputs]->operands[0];
@@ -1813,6 +1817,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("QAPI int qir_run(qir_model *m, const void *const *inputs, void *const *outputs) {\n", o);
   fputs("  (void)inputs; (void)outputs;\n", o);
   if (m->n_syms) fputs("  if (q_bind_dims(m)) return 1;\n", o);
+  if (m->n_syms && chk) fputs("  q_chk_dims = m->dim;   /* what the checker takes for each tensor's run */\n", o);
   emit_region(&h, o, m->body, 1);
   if (chk) fputs("  if (q_check_report()) return 1;\n", o);
   fputs("  QCHECK(q_sync());\n  return 0;\n}\n", o);

@@ -205,6 +205,13 @@ typedef struct {
    * as a last parameter q_grid. */
   const qir_dim *rows;
   int64_t rows_num, rows_den, rows_mul;
+  /* Its blocks as tiles of its output (kkernel_tile_grid): block index =
+   * row-major over tile_nb[0..tile_axes-1]; tile i spans tile_block[i]
+   * indices of output axis tile_axis[i].  Where an axis is symbolic, a block
+   * whose tile starts past the run's extent skips its body (cg_lower_compute). */
+  int tile_axes;
+  int tile_axis[8];
+  int64_t tile_nb[8], tile_block[8];
   const char *grid_text;        /* the host, for one launch: the block count as C */
   bool coherent;                /* GPU: tensors without const/__restrict__ (one kernel writes and
                                  * later reads them, maybe through two names) */
@@ -347,6 +354,7 @@ typedef struct {
   kkernel **kernels;
   int n_groups, cap_groups;
   cg_group *groups;
+  qir_value *run_dims;          /* modules with dimension symbols: the run's symbol values (q_dims) */
 } cg_ctx;
 
 /* Lowers one compute op (payload `comp`, operands `args`, result `out`) into a

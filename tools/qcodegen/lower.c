@@ -305,6 +305,80 @@ void kkernel_rows(kkernel *k, int64_t num, int64_t den, int64_t mul) {
   k->rows_num = num, k->rows_den = den, k->rows_mul = mul;
 }
 
+void kkernel_tile_grid(kkernel *k, int n, const int *axis, const int64_t *nb, const int64_t *block) {
+  if (n < 1 || n > (int)(sizeof k->tile_nb / sizeof k->tile_nb[0])) return;
+  k->tile_axes = n;
+  for (int i = 0; i < n; i++) {
+    k->tile_axis[i] = axis ? axis[i] : i;
+    k->tile_nb[i] = nb[i];
+    k->tile_block[i] = block[i];
+  }
+}
+
+/* A symbolic extent as index arithmetic over the run's symbol values (the
+ * q_dims parameter): extents are positive, so a floor division is a division. */
+static kexpr *run_extent(kbuilder *b, kkernel *k, int dims_param, const qir_dim *e) {
+  switch (e->kind) {
+  case QIR_DIM_CONST: return ke_int(b, e->c);
+  case QIR_DIM_SYM: return ke_cast(b, ke_load(b, k, dims_param, ke_int(b, e->sym)), b->index_type);
+  default: break;
+  }
+  kexpr *x = run_extent(b, k, dims_param, e->a), *y = run_extent(b, k, dims_param, e->b);
+  switch (e->kind) {
+  case QIR_DIM_ADD: return ke_add(b, x, y);
+  case QIR_DIM_SUB: return ke_sub(b, x, y);
+  case QIR_DIM_MUL: return ke_mul(b, x, y);
+  case QIR_DIM_FLOORDIV: return ke_div(b, x, y);
+  case QIR_DIM_MIN: return ke_min(b, x, y);
+  default: return ke_max(b, x, y);
+  }
+}
+
+/* Modules with dimension symbols: kernels are planned at the bound, and a
+ * block whose tile starts past the run's extent along a symbolic axis would
+ * only compute elements nothing reads.  Its body runs in a loop of one trip,
+ * or none for such a block (block-uniform, so barriers inside stay legal),
+ * reading the extents from q_dims, a new last parameter.  An rprogram copies
+ * the body with its task for the block index: its tasks skip alike. */
+static void skip_blocks_past_run(cg_ctx *cg, kkernel *k) {
+  const qir_type *t = k->n_params ? &k->args[0]->type : NULL;
+  if (!cg->run_dims || !t || !k->tile_axes) return;
+  bool symbolic = false;
+  for (int i = 0; i < k->tile_axes; i++) {
+    int d = k->tile_axis[i];
+    symbolic |= d < t->rank && t->sym[d] && t->sym[d]->kind != QIR_DIM_CONST;
+  }
+  if (!symbolic) return;
+  kbuilder *b = &cg->kb;
+  b->index_type = k->index_type;
+  int p = k->n_params;
+  kparam *params = qir_alloc(cg->m, sizeof *params * (size_t)(p + 1));
+  qir_value **args = qir_alloc(cg->m, sizeof *args * (size_t)(p + 1));
+  memcpy(params, k->params, sizeof *params * (size_t)p);
+  memcpy(args, k->args, sizeof *args * (size_t)p);
+  params[p] = (kparam){.name = "q_dims", .dtype = QIR_I64, .numel = cg->run_dims->type.dims[0]};
+  args[p] = cg->run_dims;
+  k->params = params, k->args = args, k->n_params = p + 1;
+  kexpr *inside = NULL, *stride = ke_int(b, 1);
+  for (int i = k->tile_axes - 1; i >= 0; i--) {
+    int d = k->tile_axis[i];
+    if (d < t->rank && t->sym[d] && t->sym[d]->kind != QIR_DIM_CONST && k->tile_nb[i] > 1) {
+      kexpr *q = ke_div(b, ke_bid(b), stride);
+      kexpr *tile = i == 0 ? q : ke_mod(b, q, ke_int(b, k->tile_nb[i]));
+      inside = ke_and(b, inside, ke_lt(b, ke_mul(b, tile, ke_int(b, k->tile_block[i])), run_extent(b, k, p, t->sym[d])));
+    }
+    stride = ke_mul(b, stride, ke_int(b, k->tile_nb[i]));
+  }
+  if (!inside) return;
+  kvar *once = kvar_new(b, k, "run", KT_I32, 0, KV_BLOCK);
+  kstmt *body = k->body;
+  k->body = ks_seq(b);
+  ks_add(b, k->body, ks_comment(b, "a block past the run's extents skips its tile"));
+  kstmt *l = ks_for(b, once, ke_int(b, 0), ke_pick(b, inside, ke_int(b, 1), ke_int(b, 0)), 1, body);
+  l->uniform = true;
+  ks_add(b, k->body, l);
+}
+
 /* ---------------------------------------------------------------- flat kernel */
 
 /* Threads over output elements; a serial reduction loop per element if any. */
@@ -454,6 +528,7 @@ static void lower_rsplit(lower_env *env, const tile_plan *p) {
   int W = env->cg->warp;
   k->grid = grid;
   if (n) kkernel_rows(k, 1, p->block[0], grid / nb[0]);
+  kkernel_tile_grid(k, n, NULL, nb, p->block);
   k->threads = (int)ceil_div(per_block * L, W) * W;
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   kvar *lane = let(env, "lane", ke_mod(b, ke_tid(b), ke_int(b, L)));
@@ -852,6 +927,7 @@ static void lower_tiled(lower_env *env, const tile_plan *p) {
   }
   k->grid = grid;
   if (n) kkernel_rows(k, 1, p->block[0], grid / nb[0]);
+  kkernel_tile_grid(k, n, NULL, nb, p->block);
   k->threads = (int)threads;
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
 
@@ -1353,7 +1429,8 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
       lower_flat(&env, threads, 1);
     }
   }
-  b->index_type = KT_I32;
   if (env.failed) return NULL;
+  skip_blocks_past_run(cg, k);
+  b->index_type = KT_I32;
   return cg_finish_kernel(cg, k, out, plan_op, what, env.loc);
 }

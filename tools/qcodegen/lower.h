@@ -251,5 +251,9 @@ kexpr *pipe_tile_at(kbuilder *b, const pipe_tile *t, kexpr *slot, kexpr *o, kexp
 /* Sets k->rows where k's output (parameter 0) has a symbolic axis 0 whose
  * blocks are the slowest: blocks = ceil(rows * num / den) * mul. */
 void kkernel_rows(kkernel *k, int64_t num, int64_t den, int64_t mul);
+/* Records k's blocks as tiles of its output: n tiles axes, tile i along
+ * output axis axis[i] (NULL: axis i), nb[i] tiles of block[i] indices, the
+ * block index row-major over them. */
+void kkernel_tile_grid(kkernel *k, int n, const int *axis, const int64_t *nb, const int64_t *block);
 
 #endif

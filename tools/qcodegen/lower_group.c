@@ -561,6 +561,12 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     }
   k->grid = grid;
   if (n && !rows->reduced[0] && k->args[0]->type.rank == n) kkernel_rows(k, 1, kb[0], grid / nbk[0]);
+  if (k->args[0]->type.rank == n) {
+    int kept_axis[MAX_AXES];
+    for (int d = 0, i = 0; d < n; d++)
+      if (!rows->reduced[d]) kept_axis[i++] = d;
+    kkernel_tile_grid(k, nk, kept_axis, nbk, kb);
+  }
   k->threads = (int)(W * R);
   ktype t = ktype_of_dtype(k->args[0]->type.dtype);
   env->marker_base = rows->marker_base;
@@ -1224,6 +1230,7 @@ void lower_stages(lower_env *env, const cg_stages *st) {
   }
   k->grid = grid;
   if (n) kkernel_rows(k, 1, st->block[0], grid / nb[0]);
+  kkernel_tile_grid(k, n, NULL, nb, st->block);
   k->threads = st->threads;
   kexpr *bc[QIR_MAX_RANK], *bstart[QIR_MAX_RANK];
   /* shared memory left by the staged tiles, shared by the reductions' staging */

@@ -210,6 +210,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   int W = k->warp;
   k->grid = grid;
   kkernel_rows(k, 1, p->block[0], grid / nb[0]);
+  kkernel_tile_grid(k, n, NULL, nb, p->block);
   k->threads = (int)(warps * W);
   int64_t FM = p->thread[vm] / Q_MMA, FN = p->thread[vn] / Q_MMA, tm = p->thread[vm], tn = p->thread[vn];
 

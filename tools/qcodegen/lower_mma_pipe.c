@@ -451,6 +451,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   const int W = 32;
   k->grid = grid;
   kkernel_rows(k, 1, p->block[0], grid / nb[0]);
+  kkernel_tile_grid(k, n, NULL, nb, p->block);
   k->threads = (int)(warps * W);
   /* one block per SM is enough: without the bound ptxas (13.0, sm_90) caps
    * some of these kernels at 64 registers and spills */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kast.h"
+#include "symbolic.h"
 
 static void prelude(FILE *o) {
   fputs("#ifndef _POSIX_C_SOURCE\n#define _POSIX_C_SOURCE 200809L\n#endif\n#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
@@ -419,6 +420,21 @@ static void print_check_setup(FILE *o, const kkernel *k) {
     const kparam *p = &k->params[i];
     fprintf(o, "  q_gp q_g_%s = q_gparam(%s, %" PRId64 "L, sizeof *%s, %d, %d, %d);\n  (void)q_g_%s;\n", p->name, p->name, p->numel,
             p->name, p->written, p->nc, p->written && !k->chk_group, p->name);
+    const qir_type *t = k->args[i] ? &k->args[i]->type : NULL;
+    bool symbolic = false;
+    for (int d = 0; t && d < t->rank; d++) symbolic |= t->sym[d] != NULL;
+    if (!symbolic || t->rank > 8 || qir_type_numel(t) != p->numel) continue;
+    fprintf(o, "  q_gp_run(&q_g_%s, (void *)%s, %" PRId64 "L, %d, %d, (const long[]){", p->name, p->name, p->numel,
+            p->written && !k->chk_group, t->rank);
+    for (int d = 0; d < t->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", t->dims[d]);
+    fputs("}, (const long[]){", o);
+    for (int d = 0; d < t->rank; d++) {
+      char e[1024];
+      if (t->sym[d]) cg_dim_c(t->sym[d], "q_chk_dims", e, sizeof e);
+      else snprintf(e, sizeof e, "%" PRId64, t->dims[d]);
+      fprintf(o, "%s(long)%s", d ? ", " : "", e);
+    }
+    fputs("});\n", o);
   }
   for (int i = 0; i < k->n_vars; i++)
     if (k->vars[i]->space == KV_SHARED)
@@ -467,7 +483,7 @@ static void kernel(FILE *o, const kkernel *k) {
      * (a device loop's phase runs all of one kernel's: chk_cover) */
     for (int i = 0; i < k->n_params && (!k->chk_group || k->chk_cover); i++)
       if (k->params[i].written)
-        fprintf(o, "  q_coverage(%d, q_g_%s.r, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
+        fprintf(o, "  q_coverage(%d, &q_g_%s, %" PRId64 "L, %d);\n", k->id, k->params[i].name, k->params[i].numel,
                 cg_check_site(k->chk, k, "`%s`%s%s%s", k->params[i].name, k->args[i] && k->args[i]->name ? " (%" : "",
                               k->args[i] && k->args[i]->name ? k->args[i]->name : "", k->args[i] && k->args[i]->name ? ")" : ""));
   }

@@ -81,9 +81,24 @@ static bool expand_op(checker *k, qir_op *op) {
   return true;
 }
 
-bool cg_symbolic_lower(qir_module *m, qir_diag *d) {
+/* The run's symbol values: written by qir_run before anything runs. */
+static qir_value *run_dims_input(qir_module *m) {
+  int64_t ns = m->n_syms;
+  qir_type t = qir_type_make(QIR_I64, 1, &ns);
+  qir_op *in = qir_op_new(m, QIR_OP_INPUT, 0, NULL, 1, &t, m->loc);
+  qir_op_set_attr(m, in, "name", qir_attr_string(m, "q_dims"), false);
+  qir_op_set_attr(m, in, "q_run_dims", qir_attr_int(1), false);
+  in->results[0]->name = "q_dims";
+  if (m->body->first) qir_op_insert_before(m->body->first, in);
+  else qir_op_append(m->body, in);
+  return in->results[0];
+}
+
+bool cg_symbolic_lower(qir_module *m, qir_diag *d, qir_value **run_dims) {
+  *run_dims = NULL;
   if (!m->n_syms) return true;
-  checker k = {m, d, NULL};
+  checker k = {m, d, run_dims_input(m)};
+  *run_dims = k.dims;
   bool ok = true;
   for (qir_op *op = m->body->first, *next; op && ok; op = next) {
     next = op->next;
@@ -99,17 +114,6 @@ bool cg_symbolic_lower(qir_module *m, qir_diag *d) {
     if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->n_regions) {
       ok = check_op(op, &k); /* says why */
       break;
-    }
-    if (!k.dims) { /* the run's symbol values: written by qir_run before anything runs */
-      int64_t ns = m->n_syms;
-      qir_type t = qir_type_make(QIR_I64, 1, &ns);
-      qir_op *in = qir_op_new(m, QIR_OP_INPUT, 0, NULL, 1, &t, m->loc);
-      qir_op_set_attr(m, in, "name", qir_attr_string(m, "q_dims"), false);
-      qir_op_set_attr(m, in, "q_run_dims", qir_attr_int(1), false);
-      in->results[0]->name = "q_dims";
-      if (m->body->first) qir_op_insert_before(m->body->first, in);
-      else qir_op_append(m->body, in);
-      k.dims = in->results[0];
     }
     ok = expand_op(&k, op);
   }
@@ -198,8 +202,8 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
   fputs("struct qir_model;\nstatic int q_bind_dims(struct qir_model *m);\n", o);
 }
 
-void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out) {
-  bool divides = false;
+void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out, bool checked) {
+  bool divides = checked;   /* the checker takes any tensor's run extents */
   for (int i = 0; i < n_in + n_out; i++) {
     const qir_type *t = i < n_in ? &inputs[i]->results[0]->type : &outputs[i - n_in]->operands[0]->type;
     for (int a = 0; a < t->rank; a++) divides |= dim_divides(t->sym[a]);

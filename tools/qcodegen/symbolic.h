@@ -9,7 +9,9 @@
  * reading the symbols' values from a new input `q_dims` (attribute
  * q_run_dims) that qir_run fills.  Reports an op it cannot rewrite (inside a
  * kernel group, or without such a form), at the op. */
-bool cg_symbolic_lower(qir_module *m, qir_diag *d);
+/* *run_dims: the new input q_dims (NULL without symbols), which kernels read
+ * to skip their blocks past the run's extents (skip_blocks_past_run). */
+bool cg_symbolic_lower(qir_module *m, qir_diag *d, qir_value **run_dims);
 /* A symbolic extent as a C expression over the array `syms` of symbol
  * values (`q_floordiv` for its divisions); returns chars that would be written. */
 int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n);
@@ -19,7 +21,7 @@ int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n);
  * layout copy and a prototype of q_bind_dims, before the kernels ... */
 void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in);
 /* ... q_floordiv where an input's or output's extent divides ... */
-void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out);
+void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out, bool checked);
 /* ... the model's fields for the run's sizes (stage_bytes: its staging buffer) ... */
 void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes);
 /* ... an input's or output's copy between the caller's compact tensor and
