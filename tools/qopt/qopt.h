@@ -53,6 +53,7 @@ bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
  * kernel of its own whose result's axis 0 is symbolic costs its share of the
  * rows (qcodegen launches the run's blocks only).  -1: no target. */
 double qopt_modelled_us(qopt_ctx *ctx, qir_module *m, const int64_t *at);
+double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const int64_t *at);
 /* The share of op's kernel time (its #tile) a run at the symbols' values
  * `at` takes: its blocks for the run's rows of a symbolic axis 0, counted in
  * waves of the blocks target keeps resident (1: no such axis or plan). */

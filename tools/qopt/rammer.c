@@ -108,6 +108,7 @@ typedef struct {
   qir_op **undo_orig;           /* an op -rammer made a group of its own (the undo entry), or NULL */
   int n_wrapped;                /* groups made so far: their names */
   double total_packed_us, total_unpacked_us;
+  const int64_t *at;            /* qopt_rprogram_us_at: the run's symbol values, or NULL (the bound) */
 } rammer;
 
 static double plan_est(const qir_attr_val *tile) {
@@ -148,6 +149,39 @@ static double busy_us(const rammer *r, const rk *k) {
   if (cap < 1) cap = 1;
   int64_t waves = (k->k.tasks + cap - 1) / cap;
   return k->est_us * (double)k->k.tasks / (double)((waves ? waves : 1) * cap);
+}
+
+/* Modules with dimension symbols: whether task `task` of kernel k does work
+ * in a run at r->at.  qcodegen's member kernels skip a block whose tile starts
+ * past the run's extent along a symbolic axis of the output (the tile grid
+ * row-major over the plan's block); a plan whose grid is not that (flat and
+ * row kernels) runs every task. */
+static bool task_live(const rammer *r, const rk *k, int64_t task) {
+  const qir_type *t = &k->op->results[0]->type;
+  const qir_attr *plan = qir_op_attr(k->op, "tile");
+  const qir_attr_val *blk = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "block") : NULL;
+  if (!r->at || !blk || blk->kind != QIR_ATTR_LIST || blk->n != t->rank) return true;
+  int64_t nb[QIR_MAX_RANK], grid = 1;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t b = blk->items[d].kind == QIR_ATTR_INT && blk->items[d].i > 0 ? blk->items[d].i : 1;
+    nb[d] = (t->dims[d] + b - 1) / b;
+    grid *= nb[d];
+  }
+  if (grid != k->k.tasks) return true;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    int64_t c = task % nb[d];
+    task /= nb[d];
+    if (t->sym[d] && c * blk->items[d].i >= qir_dim_eval(t->sym[d], r->at)) return false;
+  }
+  return true;
+}
+
+/* Of the `count` tasks vEU `v` (of the kernel's run) takes, strided, those that do work. */
+static int64_t live_tasks(const rammer *r, const rk *k, int64_t v, int64_t count) {
+  if (!r->at) return count;
+  int64_t live = 0;
+  for (int64_t j = 0; j < count; j++) live += task_live(r, k, v + j * k->n_veus);
+  return live;
 }
 
 static int producer_in(const rammer *r, const qir_value *v) {
@@ -256,9 +290,12 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
       double tau = task_us(r, k);
       int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
       double last = done[i];   /* (the hot loop: plain comparisons, no libm calls) */
+      int64_t live = 0;
       for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
+        mine = live_tasks(r, k, v - k->veu_lo, mine);
+        live += mine;
         double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)mine * tau;
         clock[v] = c;
         busy += (double)mine * tau;
@@ -266,7 +303,7 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
       }
       done[i] = last;
       if (last > end) end = last;
-      throughput += busy_us(r, k);
+      throughput += busy_us(r, k) * (r->at ? (double)live / (double)k->k.tasks : 1);
       /* a wave that waits for this kernel starts after its last task */
       if (ordered[i] < r->n_waves && !r->barrier[ordered[i]]) ready[ordered[i]] = fmax(ready[ordered[i]], done[i]);
     }
@@ -859,10 +896,6 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
   if (qir_attention_flash_splits(op) > 1) return false;   /* flash-decoding: two kernels, not one task set */
   const char *why;   /* qcodegen writes it for the run's extents: its plan is not its kernel */
   if (!qir_op_row_wise(r->m, op, &why)) return false;
-  /* its blocks follow the run's rows (qcodegen launches those only): packed,
-   * they would run at the bound */
-  const qir_type *rt = &op->results[0]->type;
-  if (rt->rank && rt->sym[0]) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;
@@ -974,6 +1007,42 @@ static void sum_region(totals *t, qir_region *reg) {
     }
     t->launches_after++;
   }
+}
+
+/* The modelled time of rprogram `rp` in a run at `at` (the symbols' values):
+ * its schedule as written, each task that skips its tile (task_live) taking
+ * no time.  At the bound it is the est_us -rammer wrote. */
+double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const int64_t *at) {
+  double written = attr_float(rp, "est_us");
+  const qir_target *t = qir_target_get(qopt_option_str(ctx, "target"));
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  qir_rprogram p;
+  if (!t || !qir_rprogram_read(m, rp, &p, &quiet)) return written;
+  rammer r = {.m = m, .t = t, .at = at, .veus = p.veus,
+              .launch_us = qopt_option_given(ctx, "rammer-launch-us") ? qopt_option_float(ctx, "rammer-launch-us") : t->launch_us,
+              .sync_us = qopt_option_given(ctx, "rammer-sync-us") ? qopt_option_float(ctx, "rammer-sync-us") : t->grid_barrier_us};
+  r.n = p.n_kernels;
+  r.ks = qir_alloc(m, sizeof *r.ks * (size_t)(r.n + 1));
+  for (int i = 0; i < r.n; i++) {
+    rk *k = &r.ks[i];
+    k->op = (qir_op *)p.kernels[i].op;
+    k->k = p.kernels[i];
+    k->est_us = plan_est(&qir_op_attr(k->op, "tile")->val);
+  }
+  wavefront(&r);   /* the kernels' dependences; the waves as written must be these */
+  if (r.n_waves != p.n_waves) return written;
+  for (int w = 0; w < p.n_waves; w++) {
+    r.barrier[w] = p.waves[w].barrier;
+    for (int a = 0; a < p.waves[w].n_runs; a++) {
+      const qir_rp_run *run = &p.waves[w].runs[a];
+      rk *k = &r.ks[run->kernel];
+      if (k->wave != w || run->task_lo != 0 || run->task_hi != k->k.tasks) return written;
+      k->veu_lo = run->veu_lo;
+      k->n_veus = run->veu_hi - run->veu_lo + 1;
+    }
+  }
+  return program_us(&r);
 }
 
 bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {

@@ -116,6 +116,7 @@ typedef struct {
   bool stats;                   /* -welder-stats: a line per edge considered on stderr */
   roller_options plan;          /* -roller's options, for the ops the sibling step creates */
   const int64_t *at;            /* qopt_modelled_us at these symbol values, or NULL: the bound */
+  qopt_ctx *ctx;                /* (with at) the options rprograms are modelled with */
 } welder;
 
 typedef struct {
@@ -228,7 +229,7 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
     }
     if (op->code == QIR_OP_RPROGRAM) { /* one persistent kernel: its own estimate (its kernels count there) */
       s->n_kernels++;
-      s->est_us += qir_op_attr_float(op, "est_us", 0);
+      s->est_us += w->at ? qopt_rprogram_us_at(w->ctx, w->m, op, w->at) : qir_op_attr_float(op, "est_us", 0);
       continue;
     }
     s->n_ops += is_operator(op);
@@ -1989,7 +1990,7 @@ double qopt_modelled_us(qopt_ctx *ctx, qir_module *m, const int64_t *at) {
   if (!t) return -1;
   FILE *quiet = fopen("/dev/null", "w");
   double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, false, {0}, at};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, false, {0}, at, ctx};
   model_totals s = {0};
   totals_region(&w, m->body, &s);
   if (quiet) fclose(quiet);
@@ -2007,7 +2008,7 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
   FILE *quiet = fopen("/dev/null", "w");
   /* a launch costs what the target says unless the command line says otherwise */
   double launch_us = qopt_option_given(ctx, "welder-launch-us") ? qopt_option_float(ctx, "welder-launch-us") : t->launch_us;
-  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, qopt_option_bool(ctx, "welder-stats"), {0}, NULL};
+  welder w = {m, t, ctx->diag, quiet ? quiet : stderr, 0, launch_us, qopt_option_bool(ctx, "welder-stats"), {0}, NULL, ctx};
   if (!roller_options_of(ctx, &w.plan)) {
     if (quiet) fclose(quiet);
     return false;
