@@ -73,6 +73,19 @@ static bool expand_op(checker *k, qir_op *op) {
     return false;
   }
   for (int c = 0; c < n; c++) qir_op_insert_before(op, chain[c]);
+  /* one compute over the op's own axes: Roller's plans for the op are its */
+  const qir_attr *tile = qir_op_attr(op, "tile"), *bands = qir_op_attr(op, "tile_bands");
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  qir_op *te = n == 1 && tile && chain[0]->comp ? qir_op_to_compute(k->m, op, &quiet) : NULL;
+  const qir_compute *own = te ? te->comp : NULL;
+  bool same_axes = own && own->n_axes == chain[0]->comp->n_axes && own->n_red == chain[0]->comp->n_red;
+  for (int a = 0; same_axes && a < own->n_axes + own->n_red; a++) same_axes = own->axis_extents[a] == chain[0]->comp->axis_extents[a];
+  if (te && te != op) qir_op_unlink(te);   /* only read: it leaves no uses behind */
+  if (same_axes) {
+    qir_op_set_attr(k->m, chain[0], "tile", tile->val, true);
+    if (bands) qir_op_set_attr(k->m, chain[0], "tile_bands", bands->val, true);
+  }
   for (int i = 0; i < op->n_results; i++) {
     if (results[i]->name == NULL) results[i]->name = op->results[i]->name;
     qir_value_replace_uses(k->m, op->results[i], results[i]);

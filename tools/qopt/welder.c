@@ -239,6 +239,7 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
     double b = op_bytes(op);
     s->bytes += b;
     s->est_us += op_est_us(w, op, b) * run_share(w, op);
+    if (w->at && getenv("QOPT_DEBUG_AT")) fprintf(stderr, "AT %s %d:%d est %.2f share %.3f\n", qir_opinfo_get(op->code)->name, op->loc.line, op->loc.col, op_est_us(w, op, b), run_share(w, op));
   }
 }
 
