@@ -38,9 +38,10 @@ typedef struct {
   qir_op *packed_by;            /* a kernel of this rprogram: launched where the rprogram stands */
   qir_op *absorbed_by;          /* a kernel next to this device-resident loop/if: one of its phases */
   qir_value *partial;           /* a split flash-attention plan: its partial results (lower_attention.c) */
-  int n_bands;                  /* #tile_bands: a kernel each, for runs of at most band_rows[i] rows */
+  int n_bands;                  /* #tile_bands: a kernel each, for runs of at most band_points[i]
+                                 * points (the product of the result's symbolic extents) */
   kkernel **band_k;
-  int64_t *band_rows;
+  int64_t *band_points;
 } opinfo;
 
 typedef struct {
@@ -179,19 +180,19 @@ static qir_expr *scalar_expr(host *h, qir_dtype dt, double x);
 
 static const char *op_name(const qir_op *op) { return qir_opinfo_get(op->code)->name; }
 
-/* The kernels of an op's #tile_bands (planned by -roller for runs of fewer
- * rows): each lowered with its band's plan in place of the op's; a band
- * that does not lower is dropped (the op's own kernel serves). */
+/* The kernels of an op's #tile_bands (planned by -roller for smaller runs):
+ * each lowered with its band's plan in place of the op's; a band that does
+ * not lower is dropped (the op's own kernel serves). */
 static void plan_bands(host *h, opinfo *oi) {
   qir_op *op = oi->op;
   const qir_attr *bands = qir_op_attr(op, "tile_bands"), *tile = qir_op_attr(op, "tile");
   if (!bands || !tile || bands->val.kind != QIR_ATTR_LIST || !bands->val.n) return;
   qir_attr_val own = tile->val, list = bands->val;
   oi->band_k = qir_alloc(h->m, sizeof *oi->band_k * (size_t)list.n);
-  oi->band_rows = qir_alloc(h->m, sizeof *oi->band_rows * (size_t)list.n);
+  oi->band_points = qir_alloc(h->m, sizeof *oi->band_points * (size_t)list.n);
   for (int i = 0; i < list.n; i++) {
-    const qir_attr_val *rows = qir_attr_dict_get(&list.items[i], "rows"), *plan = qir_attr_dict_get(&list.items[i], "tile");
-    if (!rows || rows->kind != QIR_ATTR_INT || !plan || plan->kind != QIR_ATTR_DICT) continue;
+    const qir_attr_val *points = qir_attr_dict_get(&list.items[i], "points"), *plan = qir_attr_dict_get(&list.items[i], "tile");
+    if (!points || points->kind != QIR_ATTR_INT || !plan || plan->kind != QIR_ATTR_DICT) continue;
     qir_op_set_attr(h->m, op, "tile", *plan, true);
     qir_diag quiet;
     qir_diag_init_quiet(&quiet);
@@ -200,9 +201,9 @@ static void plan_bands(host *h, opinfo *oi) {
     kkernel *k = cg_lower_compute(&cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
     cg.d = h->cg.d;
     h->cg = cg;
-    if (k && k->rows) {
-      k->summary = qir_sprintf(h->m, "%s (for runs of at most %lld rows)", k->summary, (long long)rows->i);
-      oi->band_k[oi->n_bands] = k, oi->band_rows[oi->n_bands++] = rows->i;
+    if (k) {
+      k->summary = qir_sprintf(h->m, "%s (for runs of at most %lld points)", k->summary, (long long)points->i);
+      oi->band_k[oi->n_bands] = k, oi->band_points[oi->n_bands++] = points->i;
     }
   }
   qir_op_set_attr(h->m, op, "tile", own, true);
@@ -232,7 +233,7 @@ static bool plan_op(host *h, opinfo *oi) {
     kkernel *k = cg_lower_compute(&h->cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
     if (!k) return false;
     add_kernel(h, oi, k);
-    if (k->rows && !oi->packed_by) plan_bands(h, oi);
+    if (qir_type_is_symbolic(&op->results[0]->type) && !qir_rprogram_packs(op)) plan_bands(h, oi);   /* a task runs its #tile plan */
     return true;
   }
   case QIR_OP_SPLIT: return plan_split(h, oi);
@@ -1365,12 +1366,19 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
       if (oi->packed_by) break;   /* launched by its rprogram */
       if (oi->absorbed_by) break;   /* a phase of a device-resident loop/if */
       if (oi->n_bands && oi->n_kernels == 1 && !h->dev_ptr && !h->stream_mode) {
-        /* the kernel planned for the run's rows */
-        char e[1024];
-        cg_dim_c(oi->kernels[0]->rows, "m->dim", e, sizeof e);
+        /* the kernel planned for the run's size: by its points */
+        char e[2048] = "";
+        const qir_type *rt = &op->results[0]->type;
+        for (int d = 0; d < rt->rank; d++)
+          if (rt->sym[d]) {
+            char x[1024];
+            cg_dim_c(rt->sym[d], "m->dim", x, sizeof x);
+            size_t at = strlen(e);
+            snprintf(e + at, sizeof e - at, "%s%s", at ? " * " : "", x);
+          }
         for (int b = 0; b < oi->n_bands; b++) {
           ind(o, level);
-          fprintf(o, "%sif (%s <= %lld) {\n", b ? "} else " : "", e, (long long)oi->band_rows[b]);
+          fprintf(o, "%sif (%s <= %lld) {\n", b ? "} else " : "", e, (long long)oi->band_points[b]);
           launch(h, o, oi->band_k[b], level + 1);
         }
         ind(o, level);

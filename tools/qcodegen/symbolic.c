@@ -72,7 +72,6 @@ static bool expand_op(checker *k, qir_op *op) {
               qir_opinfo_get(op->code)->name, why ? why : "no tensor-expression form");
     return false;
   }
-  for (int c = 0; c < n; c++) qir_op_insert_before(op, chain[c]);
   /* one compute over the op's own axes: Roller's plans for the op are its */
   const qir_attr *tile = qir_op_attr(op, "tile"), *bands = qir_op_attr(op, "tile_bands");
   qir_diag quiet;
@@ -82,6 +81,14 @@ static bool expand_op(checker *k, qir_op *op) {
   bool same_axes = own && own->n_axes == chain[0]->comp->n_axes && own->n_red == chain[0]->comp->n_red;
   for (int a = 0; same_axes && a < own->n_axes + own->n_red; a++) same_axes = own->axis_extents[a] == chain[0]->comp->axis_extents[a];
   if (te && te != op) qir_op_unlink(te);   /* only read: it leaves no uses behind */
+  if (!same_axes && qir_rprogram_packs(op)) {   /* its tasks are the rprogram's: they must stay one kernel's */
+    qir_error(k->d, op->loc, "'%s' packed by an rprogram runs at the run's extents as %d compute%s, not one over its own axes: "
+              "its tasks would not be the plan's (issue 29); qopt -rammer packs only ops that run as one",
+              qir_opinfo_get(op->code)->name, n, n == 1 ? "" : "s");
+    for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
+    return false;
+  }
+  for (int c = 0; c < n; c++) qir_op_insert_before(op, chain[c]);
   if (same_axes) {
     qir_op_set_attr(k->m, chain[0], "tile", tile->val, true);
     if (bands) qir_op_set_attr(k->m, chain[0], "tile_bands", bands->val, true);

@@ -882,6 +882,28 @@ static bool plan_default(rammer *r, qir_op **opp) {
   return true;
 }
 
+/* An op that is not row-wise runs, in qcodegen, as its compute at the run's
+ * extents (qir_op_expand_symbolic): packed, that compute must be one kernel
+ * over the op's own axes, so that it takes the op's plan and tasks. */
+static bool runs_as_one_compute(rammer *r, const qir_op *op) {
+  if (op->n_results != 1) return false;
+  int64_t ns = r->m->n_syms;
+  qir_type t = qir_type_make(QIR_I64, 1, &ns);
+  qir_op *dims = qir_op_new(r->m, QIR_OP_INPUT, 0, NULL, 1, &t, op->loc);   /* never inserted */
+  qir_op *chain[16];
+  qir_value *results[QIR_MAX_RANK + 8];
+  const char *why;
+  int n = qir_op_expand_symbolic(r->m, op, dims->results[0], chain, 16, results, &why);
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  qir_op *te = n == 1 ? qir_op_to_compute(r->m, op, &quiet) : NULL;
+  bool same = te && te->comp && chain[0]->comp->n_axes == te->comp->n_axes && chain[0]->comp->n_red == te->comp->n_red;
+  for (int a = 0; same && a < te->comp->n_axes + te->comp->n_red; a++) same = chain[0]->comp->axis_extents[a] == te->comp->axis_extents[a];
+  if (te && te != op) qir_op_unlink(te);
+  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
+  return same;
+}
+
 /* An rOperator: a kernel with a plan (its #tile, or its default schedule),
  * or one of its alternatives (a resource-efficient plan: fewer blocks).  A
  * kernel that fills the device several times over joins too (its tasks
@@ -894,8 +916,8 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
    * its present) launches on its own; the concat launches nothing */
   if (qir_attention_reads_cache(op) || qir_attention_folds_concat(op)) return false;
   if (qir_attention_flash_splits(op) > 1) return false;   /* flash-decoding: two kernels, not one task set */
-  const char *why;   /* qcodegen writes it for the run's extents: its plan is not its kernel */
-  if (!qir_op_row_wise(r->m, op, &why)) return false;
+  const char *why;   /* qcodegen writes it for the run's extents: one kernel, or its plan is not its kernel */
+  if (!qir_op_row_wise(r->m, op, &why) && !runs_as_one_compute(r, op)) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;

@@ -1799,31 +1799,54 @@ typedef struct {
   bool ok;
 } pass_ctx;
 
-/* Plans for fewer rows (#tile_bands), for an op whose result's axis 0 is one
- * dimension symbol and which runs row-wise at the bound: at rows = lo, 4 lo,
- * 16 lo, ... below the bound, the op planned at that size, kept where its
- * estimate beats the bound's plan run for that many rows by a fifth.  Each
- * band's plan keeps its tiles with the grid of the bound (qcodegen lowers it
- * at the bound, launching the run's blocks); the host picks the first band
- * whose rows the run's fit.  The op's own plan stays the last resort. */
+/* The symbols an extent names (a bit each). */
+static uint64_t dim_symbols(const qir_dim *e) {
+  if (!e) return 0;
+  if (e->kind == QIR_DIM_SYM) return e->sym < 64 ? (uint64_t)1 << e->sym : 0;
+  return dim_symbols(e->a) | dim_symbols(e->b);
+}
+
+/* Plans for smaller runs (#tile_bands), for an op whose result has symbolic
+ * extents: with every symbol its extents name at lo, then each step 4x the
+ * points (x4 for one symbol, x2 each for two, ...) up to the bound, the op
+ * planned at that size, kept where its estimate beats the bound's plan run at
+ * that size by a fifth.  A band is keyed by its points: the product of the
+ * result's symbolic extents there.  Each band's plan keeps its tiles with the
+ * grid of the bound (qcodegen lowers it at the bound; blocks past the run's
+ * extents skip); the host picks the first band whose points the run's do not
+ * exceed.  The op's own plan stays the last resort. */
 static void plan_bands(pass_ctx *c, qir_op *op) {
   const qir_attr *tile = qir_op_attr(op, "tile");
-  const char *why;
   if (!tile || tile->val.kind != QIR_ATTR_DICT || op->n_results != 1 || c->o->estimate) return;
   qir_type *rt = &op->results[0]->type;
-  if (!rt->rank || !rt->sym[0] || rt->sym[0]->kind != QIR_DIM_SYM || !qir_op_row_wise(c->m, op, &why)) return;
+  uint64_t used = 0;
+  for (int d = 0; d < rt->rank; d++) used |= dim_symbols(rt->sym[d]);
+  if (!used) return;
   const qir_attr_val *e = qir_attr_dict_get(&tile->val, "est_us");
   if (!e || (e->kind != QIR_ATTR_FLOAT && e->kind != QIR_ATTR_INT)) return;
   double full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
   qir_module *m = c->m;
-  const qir_dimsym *s = &m->syms[rt->sym[0]->sym];
   int64_t at[64];
   if (m->n_syms > 64) return;
-  for (int k = 0; k < m->n_syms; k++) at[k] = m->syms[k].hi;
+  int n_used = 0;
+  for (int k = 0; k < m->n_syms; k++) at[k] = m->syms[k].hi, n_used += (used >> k) & 1;
+  int64_t factor = n_used == 1 ? 4 : 2;
   qir_attr_val bound_tile = tile->val, bands[4];
   int n_bands = 0;
-  for (int64_t v = s->lo < 1 ? 1 : s->lo; v < s->hi && n_bands < 4; v *= 4) {
-    at[rt->sym[0]->sym] = s->lo + (v - s->lo) / s->step * s->step;
+  for (int64_t scale = 1; n_bands < 4; scale *= factor) {
+    bool below = false;   /* some symbol short of its bound at this step */
+    for (int k = 0; k < m->n_syms; k++) {
+      if (!((used >> k) & 1)) continue;
+      const qir_dimsym *s = &m->syms[k];
+      int64_t v = (s->lo < 1 ? 1 : s->lo) * scale;
+      if (v > s->hi || v / scale != (s->lo < 1 ? 1 : s->lo)) v = s->hi;
+      at[k] = s->lo + (v - s->lo) / s->step * s->step;
+      below |= at[k] < s->hi;
+    }
+    if (!below) break;
+    int64_t points = 1;
+    for (int d = 0; d < rt->rank; d++)
+      if (rt->sym[d]) points *= qir_dim_eval(rt->sym[d], at);
     int n = op->n_operands + op->n_results, n_ax = op->comp ? op->comp->n_axes + op->comp->n_red : 0;
     qir_type saved[n ? n : 1];
     int64_t saved_ext[n_ax ? n_ax : 1];
@@ -1847,7 +1870,7 @@ static void plan_bands(pass_ctx *c, qir_op *op) {
         for (int d = 0; d < rt->rank; d++) g[d] = (rt->dims[d] + blk->items[d].i - 1) / (blk->items[d].i > 0 ? blk->items[d].i : 1);
         entries[i].val = qir_attr_ints(m, rt->rank, g);
       }
-    qir_attr band[2] = {{.key = "rows", .val = qir_attr_int(at[rt->sym[0]->sym])},
+    qir_attr band[2] = {{.key = "points", .val = qir_attr_int(points)},
                         {.key = "tile", .val = qir_attr_dict(m, plan.n, entries)}};
     bands[n_bands++] = qir_attr_dict(m, 2, band);
   }

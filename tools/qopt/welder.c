@@ -187,24 +187,26 @@ static int op_kernels(const welder *w, qir_op *op) {
   return n > 0 ? n : 1;
 }
 
-/* The share of an op's blocks a run at w->at launches: qcodegen launches the
- * blocks of a kernel (an op's or a group's) whose result's axis 0 is
- * symbolic for the run's rows only (an rprogram's run at the bound). */
+/* The share of an op's time a run at w->at takes (qopt_run_share: the blocks
+ * that do work), or its band's plan's estimate; an rprogram's member counts
+ * in its program (qopt_rprogram_us_at). */
 static double run_share(const welder *w, const qir_op *op) {
   if (!w->at || qir_rprogram_packs(op)) return 1;
-  /* a band planned for at most the run's rows (#tile_bands): its own estimate */
+  /* a band planned for runs of at most its points (#tile_bands): its own estimate */
   const qir_attr *bands = qir_op_attr(op, "tile_bands");
   const qir_type *rt = op->n_results == 1 ? &op->results[0]->type : NULL;
-  if (bands && bands->val.kind == QIR_ATTR_LIST && rt && rt->rank && rt->sym[0]) {
-    int64_t run = qir_dim_eval(rt->sym[0], w->at);
+  if (bands && bands->val.kind == QIR_ATTR_LIST && rt) {
+    int64_t run = 1;   /* the run's points: its symbolic extents' product */
+    for (int d = 0; d < rt->rank; d++)
+      if (rt->sym[d]) run *= qir_dim_eval(rt->sym[d], w->at);
     double full = qir_op_attr_float(op, "est_us", -1);
     const qir_attr *tile = qir_op_attr(op, "tile");
     const qir_attr_val *e = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "est_us") : NULL;
     if (full < 0 && e) full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
     for (int i = 0; full > 0 && i < bands->val.n; i++) {
-      const qir_attr_val *b = &bands->val.items[i], *rows = qir_attr_dict_get(b, "rows"), *bt = qir_attr_dict_get(b, "tile");
+      const qir_attr_val *b = &bands->val.items[i], *points = qir_attr_dict_get(b, "points"), *bt = qir_attr_dict_get(b, "tile");
       const qir_attr_val *be = bt && bt->kind == QIR_ATTR_DICT ? qir_attr_dict_get(bt, "est_us") : NULL;
-      if (rows && rows->kind == QIR_ATTR_INT && run <= rows->i && be && (be->kind == QIR_ATTR_FLOAT || be->kind == QIR_ATTR_INT))
+      if (points && points->kind == QIR_ATTR_INT && run <= points->i && be && (be->kind == QIR_ATTR_FLOAT || be->kind == QIR_ATTR_INT))
         return (be->kind == QIR_ATTR_FLOAT ? be->f : (double)be->i) / full;
     }
   }
@@ -239,7 +241,6 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
     double b = op_bytes(op);
     s->bytes += b;
     s->est_us += op_est_us(w, op, b) * run_share(w, op);
-    if (w->at && getenv("QOPT_DEBUG_AT")) fprintf(stderr, "AT %s %d:%d est %.2f share %.3f\n", qir_opinfo_get(op->code)->name, op->loc.line, op->loc.col, op_est_us(w, op, b), run_share(w, op));
   }
 }
 
