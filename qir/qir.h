@@ -591,6 +591,15 @@ bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why);
  * extents are masked.  cap >= 16.  0 with *why set: no such form. */
 int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir_op **out, int cap, qir_value **results,
                            const char **why);
+/* Whether compute c has the axes (and extents) of op's own tensor-expression
+ * form, so that op's plan (#tile, its grid) is c's. */
+bool qir_compute_has_axes_of(qir_module *m, const qir_op *op, const qir_compute *c);
+/* Whether op runs at the run's extents as one compute with its own axes
+ * (qir_op_expand_symbolic; qir/symte.c): it then takes op's plan and tasks.
+ * *plain_indexes (may be NULL): and that compute reads its operands at the
+ * indices op's form does, the symbols' values only masking (a convolution
+ * or pool over a symbolic height; not a resize, whose scale follows them). */
+bool qir_op_expands_to_one(qir_module *m, const qir_op *op, bool *plain_indexes);
 int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
                           qir_diag *d);
 

@@ -438,3 +438,52 @@ bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why) {
   for (int c = 0; c < n && !own; c++) qir_op_unlink(chain[c]); /* only read: drop its uses */
   return ok;
 }
+
+/* ---------------------------------------------------- one compute in place */
+
+bool qir_compute_has_axes_of(qir_module *m, const qir_op *op, const qir_compute *c) {
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  qir_op *te = qir_op_to_compute(m, op, &quiet);
+  const qir_compute *own = te ? te->comp : NULL;
+  bool same = own && c && own->n_axes == c->n_axes && own->n_red == c->n_red;
+  for (int a = 0; same && a < own->n_axes + own->n_red; a++) same = own->axis_extents[a] == c->axis_extents[a];
+  if (te && te != op) qir_op_unlink(te);   /* only read: it leaves no uses behind */
+  return same;
+}
+
+/* Does an index expression read operand `dims`? */
+static bool reads_operand(const qir_expr *e, int dims) {
+  if (!e) return false;
+  if (e->kind == QIR_EX_ACCESS && e->operand == dims) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_operand(e->args[i], dims)) return true;
+  return false;
+}
+
+/* Does some access of another operand index with the symbols' values? */
+static bool indexes_with(const qir_expr *e, int dims) {
+  if (!e) return false;
+  if (e->kind == QIR_EX_ACCESS && e->operand != dims)
+    for (int i = 0; i < e->n_args; i++)
+      if (reads_operand(e->args[i], dims)) return true;
+  for (int i = 0; i < e->n_args; i++)
+    if (indexes_with(e->args[i], dims)) return true;
+  return false;
+}
+
+bool qir_op_expands_to_one(qir_module *m, const qir_op *op, bool *plain_indexes) {
+  if (plain_indexes) *plain_indexes = false;
+  if (op->n_results != 1 || !m->n_syms) return false;
+  int64_t ns = m->n_syms;
+  qir_type t = qir_type_make(QIR_I64, 1, &ns);
+  qir_op *dims = qir_op_new(m, QIR_OP_INPUT, 0, NULL, 1, &t, op->loc);   /* never inserted */
+  qir_op *chain[MAX_CHAIN];
+  qir_value *results[QIR_MAX_RANK + 8];
+  const char *why;
+  int n = qir_op_expand_symbolic(m, op, dims->results[0], chain, MAX_CHAIN, results, &why);
+  bool one = n == 1 && chain[0]->comp && qir_compute_has_axes_of(m, op, chain[0]->comp);
+  if (one && plain_indexes) *plain_indexes = !indexes_with(chain[0]->comp->body, chain[0]->n_operands - 1);
+  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
+  return one;
+}

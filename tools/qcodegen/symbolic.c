@@ -74,13 +74,7 @@ static bool expand_op(checker *k, qir_op *op) {
   }
   /* one compute over the op's own axes: Roller's plans for the op are its */
   const qir_attr *tile = qir_op_attr(op, "tile"), *bands = qir_op_attr(op, "tile_bands");
-  qir_diag quiet;
-  qir_diag_init_quiet(&quiet);
-  qir_op *te = n == 1 && tile && chain[0]->comp ? qir_op_to_compute(k->m, op, &quiet) : NULL;
-  const qir_compute *own = te ? te->comp : NULL;
-  bool same_axes = own && own->n_axes == chain[0]->comp->n_axes && own->n_red == chain[0]->comp->n_red;
-  for (int a = 0; same_axes && a < own->n_axes + own->n_red; a++) same_axes = own->axis_extents[a] == chain[0]->comp->axis_extents[a];
-  if (te && te != op) qir_op_unlink(te);   /* only read: it leaves no uses behind */
+  bool same_axes = n == 1 && tile && chain[0]->comp && qir_compute_has_axes_of(k->m, op, chain[0]->comp);
   if (!same_axes && qir_rprogram_packs(op)) {   /* its tasks are the rprogram's: they must stay one kernel's */
     qir_error(k->d, op->loc, "'%s' packed by an rprogram runs at the run's extents as %d compute%s, not one over its own axes: "
               "its tasks would not be the plan's (issue 29); qopt -rammer packs only ops that run as one",
@@ -93,11 +87,41 @@ static bool expand_op(checker *k, qir_op *op) {
     qir_op_set_attr(k->m, chain[0], "tile", tile->val, true);
     if (bands) qir_op_set_attr(k->m, chain[0], "tile_bands", bands->val, true);
   }
+  /* a group member's result edge keeps its level (-welder's #fuse) */
+  const qir_attr *fuse = qir_op_attr(op, "fuse");
+  if (fuse) qir_op_set_attr(k->m, chain[n - 1], "fuse", fuse->val, true);
   for (int i = 0; i < op->n_results; i++) {
     if (results[i]->name == NULL) results[i]->name = op->results[i]->name;
     qir_value_replace_uses(k->m, op->results[i], results[i]);
   }
   qir_op_unlink(op);
+  return true;
+}
+
+/* A kernel group's members that are not row-wise: each becomes its compute
+ * at the run's extents in its place, which must be one compute that reads its
+ * operands where the member's form does (qir_op_expands_to_one: what -welder
+ * fuses), taking the symbols' values through a new operand of the group. */
+static bool expand_group(checker *k, qir_op *group) {
+  qir_region *r = group->regions[0];
+  qir_value *arg = NULL;
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
+    qir_diag quiet;
+    qir_diag_init_quiet(&quiet);
+    checker probe = *k;
+    probe.d = &quiet;
+    if (check_op(op, &probe)) continue;
+    bool plain = false;
+    if (!qir_op_expands_to_one(k->m, op, &plain) || !plain) return check_op(op, k);   /* says why */
+    if (!arg) {
+      qir_op_add_operand(k->m, group, k->dims);
+      arg = qir_region_add_arg(k->m, r, k->dims->type, "q_dims");
+    }
+    checker inner = *k;
+    inner.dims = arg;
+    if (!expand_op(&inner, op)) return false;
+  }
   return true;
 }
 
@@ -127,7 +151,8 @@ bool cg_symbolic_lower(qir_module *m, qir_diag *d, qir_value **run_dims) {
     k.d = &quiet;
     if (check_op(op, &k)) { /* row-wise: its kernels at the bound serve */
       k.d = d;
-      if (op->n_regions) ok = qir_walk(op->regions[0], check_op, &k) && (op->n_regions < 2 || qir_walk(op->regions[1], check_op, &k));
+      if (op->code == QIR_OP_KERNEL) ok = expand_group(&k, op);
+      else if (op->n_regions) ok = qir_walk(op->regions[0], check_op, &k) && (op->n_regions < 2 || qir_walk(op->regions[1], check_op, &k));
       continue;
     }
     k.d = d;

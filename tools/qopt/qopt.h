@@ -52,6 +52,11 @@ bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
  * plus a launch each; at the symbols' values `at` (NULL: at the bound), a
  * kernel of its own whose result's axis 0 is symbolic costs its share of the
  * rows (qcodegen launches the run's blocks only).  -1: no target. */
+/* A block on a compute unit shared by fewer co-resident blocks than its own
+ * launch put there runs faster (the unit's throughput is shared by fewer),
+ * but not without bound: latency keeps it to at most 1 / QOPT_OCC_FLOOR
+ * times (-rammer's packed tasks, and a launch whose run has fewer blocks). */
+#define QOPT_OCC_FLOOR 0.5
 double qopt_modelled_us(qopt_ctx *ctx, qir_module *m, const int64_t *at);
 double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const int64_t *at);
 /* The share of op's kernel time (its #tile) a run at the symbols' values

@@ -44,7 +44,7 @@
  * its own launch (roller's estimate spread over ceil(tasks / resident blocks)
  * waves), times the program's co-resident blocks per compute unit over its
  * own launch's where the program keeps fewer (the unit's throughput shared by
- * fewer blocks), but at least OCC_FLOOR of it (latency).  A vEU's timeline
+ * fewer blocks), but at least QOPT_OCC_FLOOR of it (latency).  A vEU's timeline
  * runs its tasks back to back; a barrier starts a wave at the latest vEU's
  * end plus -rammer-sync-us (default: the target's grid_barrier_us), a wait at
  * the waited tasks' end plus a quarter of it.  The program's time is its launch
@@ -85,6 +85,7 @@ typedef struct {
   int *deps;                    /* indices of kernels of the segment it reads */
   int64_t veu_lo, n_veus;       /* its run in its wave */
   int seg_wave;                 /* its wave in the whole segment (parts are wave ranges of it) */
+  int64_t live;                 /* qopt_rprogram_us_at: its tasks that do work in the run (0: not counted) */
 } rk;
 
 typedef struct {
@@ -122,10 +123,6 @@ static int64_t resident(const rammer *r, const qir_rp_kernel *k) {
   return r->t->compute_units * qir_rprogram_blocks_per_unit(r->t, k->threads, k->regs, k->smem);
 }
 
-/* A block on a compute unit shared by fewer co-resident blocks than its own
- * launch put there runs faster (the unit's throughput is shared by fewer),
- * but not without bound: latency keeps it to at most 1 / OCC_FLOOR times. */
-#define OCC_FLOOR 0.5
 
 /* one task's time in the program, and the fraction of the device its own
  * launch keeps busy */
@@ -138,10 +135,12 @@ static double task_us(const rammer *r, const rk *k) {
   int64_t units = r->t->compute_units > 0 ? r->t->compute_units : 1;
   int64_t own = (k->k.tasks + units - 1) / units, per_unit = cap / units;
   if (own > per_unit) own = per_unit;
-  int64_t packed = (r->veus + units - 1) / units;
+  /* (a run with fewer live tasks than vEUs keeps fewer of them on the units) */
+  int64_t busy = r->at && k->live > 0 && k->live < r->veus ? k->live : r->veus;
+  int64_t packed = (busy + units - 1) / units;
   if (own < 1 || packed < 1 || packed >= own) return tau;
   double f = (double)packed / (double)own;
-  return tau * (f > OCC_FLOOR ? f : OCC_FLOOR);
+  return tau * (f > QOPT_OCC_FLOOR ? f : QOPT_OCC_FLOOR);
 }
 
 static double busy_us(const rammer *r, const rk *k) {
@@ -882,28 +881,6 @@ static bool plan_default(rammer *r, qir_op **opp) {
   return true;
 }
 
-/* An op that is not row-wise runs, in qcodegen, as its compute at the run's
- * extents (qir_op_expand_symbolic): packed, that compute must be one kernel
- * over the op's own axes, so that it takes the op's plan and tasks. */
-static bool runs_as_one_compute(rammer *r, const qir_op *op) {
-  if (op->n_results != 1) return false;
-  int64_t ns = r->m->n_syms;
-  qir_type t = qir_type_make(QIR_I64, 1, &ns);
-  qir_op *dims = qir_op_new(r->m, QIR_OP_INPUT, 0, NULL, 1, &t, op->loc);   /* never inserted */
-  qir_op *chain[16];
-  qir_value *results[QIR_MAX_RANK + 8];
-  const char *why;
-  int n = qir_op_expand_symbolic(r->m, op, dims->results[0], chain, 16, results, &why);
-  qir_diag quiet;
-  qir_diag_init_quiet(&quiet);
-  qir_op *te = n == 1 ? qir_op_to_compute(r->m, op, &quiet) : NULL;
-  bool same = te && te->comp && chain[0]->comp->n_axes == te->comp->n_axes && chain[0]->comp->n_red == te->comp->n_red;
-  for (int a = 0; same && a < te->comp->n_axes + te->comp->n_red; a++) same = chain[0]->comp->axis_extents[a] == te->comp->axis_extents[a];
-  if (te && te != op) qir_op_unlink(te);
-  for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
-  return same;
-}
-
 /* An rOperator: a kernel with a plan (its #tile, or its default schedule),
  * or one of its alternatives (a resource-efficient plan: fewer blocks).  A
  * kernel that fills the device several times over joins too (its tasks
@@ -916,8 +893,10 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
    * its present) launches on its own; the concat launches nothing */
   if (qir_attention_reads_cache(op) || qir_attention_folds_concat(op)) return false;
   if (qir_attention_flash_splits(op) > 1) return false;   /* flash-decoding: two kernels, not one task set */
-  const char *why;   /* qcodegen writes it for the run's extents: one kernel, or its plan is not its kernel */
-  if (!qir_op_row_wise(r->m, op, &why) && !runs_as_one_compute(r, op)) return false;
+  /* qcodegen writes it for the run's extents: packed only as one compute with its
+   * plan's tasks (qir_op_expands_to_one) */
+  const char *why;
+  if (!qir_op_row_wise(r->m, op, &why) && !qir_op_expands_to_one(r->m, op, NULL)) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;
@@ -1046,10 +1025,11 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
               .sync_us = qopt_option_given(ctx, "rammer-sync-us") ? qopt_option_float(ctx, "rammer-sync-us") : t->grid_barrier_us};
   r.n = p.n_kernels;
   r.ks = qir_alloc(m, sizeof *r.ks * (size_t)(r.n + 1));
+  memset(r.ks, 0, sizeof *r.ks * (size_t)(r.n + 1));
   for (int i = 0; i < r.n; i++) {
     rk *k = &r.ks[i];
     k->op = (qir_op *)p.kernels[i].op;
-    k->k = p.kernels[i];
+    if (!k->op || !qir_rprogram_kernel_of(k->op, &k->k)) return written;
     k->est_us = plan_est(&qir_op_attr(k->op, "tile")->val);
   }
   wavefront(&r);   /* the kernels' dependences; the waves as written must be these */
@@ -1063,6 +1043,10 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
       k->veu_lo = run->veu_lo;
       k->n_veus = run->veu_hi - run->veu_lo + 1;
     }
+  }
+  for (int i = 0; i < r.n; i++) {
+    rk *k = &r.ks[i];
+    for (int64_t t = 0; t < k->k.tasks; t++) k->live += task_live(&r, k, t);
   }
   return program_us(&r);
 }

@@ -46,5 +46,13 @@ double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t 
   int64_t slots = qir_target_coresident_blocks(target, k.threads);
   if (slots < 1) return (double)live_blocks(op, at, k.tasks) / (double)k.tasks;
   int64_t blocks = (int64_t)live_blocks(op, at, k.tasks);
-  return (double)((blocks + slots - 1) / slots) / (double)((k.tasks + slots - 1) / slots);
+  int64_t waves = (blocks + slots - 1) / slots, bound_waves = (k.tasks + slots - 1) / slots;
+  /* one wave of fewer blocks: each unit shares its throughput among fewer
+   * of them (as -rammer's packed tasks do), down to QOPT_OCC_FLOOR */
+  int64_t units = target->compute_units > 0 ? target->compute_units : 1;
+  int64_t per_unit = slots / units > 0 ? slots / units : 1;
+  int64_t own = (k.tasks + units - 1) / units, run = (blocks + units - 1) / units;
+  if (own > per_unit) own = per_unit;
+  double f = waves == 1 && run < own ? (double)run / (double)own : 1;
+  return (double)waves * (f > QOPT_OCC_FLOOR ? f : QOPT_OCC_FLOOR) / (double)bound_waves;
 }

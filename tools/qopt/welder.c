@@ -91,6 +91,7 @@ typedef struct {
   bool row;                     /* softmax, norms: reductions over the rows of its result, one kernel
                                  * of its own in qcodegen (a row group) */
   bool solo;                    /* a multi-stage op that is one kernel as a group of its own */
+  bool fusable;                 /* fusable_code */
   bool movement;                /* transpose, reshape, slice, concat: its form only reads its operands elsewhere */
   int group;                    /* -1: none yet */
   bool identity;                /* reaches its group's root through identity reads only */
@@ -1213,7 +1214,7 @@ static void try_stage(region_ctx *rc, int g, int last, node *p, int *next_group,
     NOTE(w, p, smem, "not tried: the group stages %d values already", MAX_STAGED_VALUES);
     return;
   }
-  if (p->movement || (!p->comp && !p->n_chain) || p->op->n_results != 1 || !fusable_code(rc->w, p->op)) {
+  if (p->movement || (!p->comp && !p->n_chain) || p->op->n_results != 1 || !p->fusable) {
     NOTE(w, p, smem, "not tried: %s", p->movement ? "a view" : "no tensor-expression form");
     return;
   }
@@ -1643,11 +1644,14 @@ static bool joins_leaves(const qir_op *op, const qir_region *r) {
 
 static bool fusable_code(const welder *w, const qir_op *op) {
   /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks;
-   * an op that is not row-wise along a symbolic axis stays alone: qcodegen
-   * writes it for the run's extents (qir_op_row_wise) */
+   * an op that is not row-wise along a symbolic axis (qir_op_row_wise) joins
+   * only where qcodegen writes it for the run's extents as one compute that
+   * reads its operands where its form here does (a convolution over a
+   * symbolic height: the symbols' values only mask), else it stays alone */
   const char *why;
-  return launches(op) && op->code != QIR_OP_KERNEL && op->n_regions == 0 && op->n_results == 1 && !qir_rprogram_packs(op) &&
-         qir_op_row_wise(w->m, op, &why);
+  bool plain = false;
+  if (!launches(op) || op->code == QIR_OP_KERNEL || op->n_regions != 0 || op->n_results != 1 || qir_rprogram_packs(op)) return false;
+  return qir_op_row_wise(w->m, op, &why) || (qir_op_expands_to_one(w->m, op, &plain) && plain);
 }
 
 static void weld_region(welder *w, qir_region *r) {
@@ -1661,10 +1665,11 @@ static void weld_region(welder *w, qir_region *r) {
   for (qir_op *op = r->first; op; op = op->next) {
     node *nd = &rc.nodes[rc.n_nodes];
     *nd = (node){.op = op, .group = -1};
-    nd->row = fusable_code(w, op) && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
-    nd->solo = fusable_code(w, op) && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
+    nd->fusable = fusable_code(w, op);
+    nd->row = nd->fusable && row_op(op) && qir_type_numel(&op->results[0]->type) > 0 && op->results[0]->type.rank > 0;
+    nd->solo = nd->fusable && solo_op(op) && qir_type_numel(&op->results[0]->type) > 0;
     bool view = op->code == QIR_OP_RESHAPE && op->n_results == 1 && op->n_operands == 1;
-    if ((fusable_code(w, op) || view) && qir_type_numel(&op->results[0]->type) > 0) {
+    if ((nd->fusable || view) && qir_type_numel(&op->results[0]->type) > 0) {
       qir_op *form = op;
       if (op->code != QIR_OP_COMPUTE) {
         qir_diag qd;
