@@ -1718,7 +1718,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   }
   if (chk) fputs("#define QIR_CHECK 1\n", o);   /* the prelude's copies tell the checker what they write */
   h.pr->prelude(o);
-  if (m->n_syms) cg_symbolic_floordiv(o, h.inputs, h.n_inputs, h.outputs, h.n_outputs, chk);
+  if (m->n_syms) cg_symbolic_floordiv(o);
   if (chk) cg_check_prelude(o);
   for (int i = 0; i < h.cg.n_kernels; i++)
     if (!h.cg.kernels[i]->unprinted) h.pr->kernel(o, h.cg.kernels[i]);

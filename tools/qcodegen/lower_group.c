@@ -279,8 +279,10 @@ static qir_op *compose(composer *cm) {
   op->comp = c;
   const qir_attr *tile = qir_op_attr(k, "tile");
   /* a plan for the staged or row composer (#tile{composer = ...}) is not this kernel's */
-  if (!tile || (tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "composer"))) tile = qir_op_attr(lead, "tile");
+  const qir_attr *bands = qir_op_attr(k, "tile_bands");   /* its plans for smaller runs (-welder: the anchor's) */
+  if (!tile || (tile->val.kind == QIR_ATTR_DICT && qir_attr_dict_get(&tile->val, "composer"))) tile = qir_op_attr(lead, "tile"), bands = NULL;
   if (tile) qir_op_set_attr(m, op, "tile", tile->val, true);
+  if (tile && bands) qir_op_set_attr(m, op, "tile_bands", bands->val, true);
   qir_op_insert_before(k, op);
   add_group(cm->cg, (cg_group){.op = op, .name = k->sym ? k->sym : "?", .epilogue = epilogue,
                                .acc_operand = cm->acc_operand,

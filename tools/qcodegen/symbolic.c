@@ -54,8 +54,9 @@ static bool check_op(qir_op *op, void *vk) {
   if (qir_op_row_wise(k->m, op, &why)) return true;
   qir_error(k->d, op->loc,
             "'%s' %s: its kernels at the bound would not serve every size, and qcodegen writes kernels for the run's "
-            "extents only for ops outside kernel groups (issue 29); qopt -welder leaves such ops alone, or fix the "
-            "size with onnx2qir --dim NAME=N",
+            "extents inside a kernel group only for ops that run as one compute reading their operands where their "
+            "forms do, and none inside loops and ifs (issue 29); qopt -welder fuses no other, or fix the size with "
+            "onnx2qir --dim NAME=N",
             qir_opinfo_get(op->code)->name, why);
   return false;
 }
@@ -190,9 +191,6 @@ int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n) {
 static const char floordiv_text[] =
     "static inline int64_t q_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n";
 
-static bool dim_divides(const qir_dim *e) {
-  return e && (e->kind == QIR_DIM_FLOORDIV || (e->a && (dim_divides(e->a) || dim_divides(e->b))));
-}
 
 static const char pad_copy_text[] =
     "/* Copies the run's elements between a compact tensor of extents ext and its\n"
@@ -247,14 +245,9 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
   fputs("struct qir_model;\nstatic int q_bind_dims(struct qir_model *m);\n", o);
 }
 
-void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out, bool checked) {
-  bool divides = checked;   /* the checker takes any tensor's run extents */
-  for (int i = 0; i < n_in + n_out; i++) {
-    const qir_type *t = i < n_in ? &inputs[i]->results[0]->type : &outputs[i - n_in]->operands[0]->type;
-    for (int a = 0; a < t->rank; a++) divides |= dim_divides(t->sym[a]);
-  }
-  if (divides) fputs(floordiv_text, o);
-}
+/* (static inline: unused, it costs nothing) the host's extents, a band's
+ * points and the checker's runs divide with it */
+void cg_symbolic_floordiv(FILE *o) { fputs(floordiv_text, o); }
 
 void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes) {
   if (!m->n_syms) return;

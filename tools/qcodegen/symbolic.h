@@ -20,8 +20,8 @@ int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n);
  * and qir_output_shape, which every program has): the symbols' table, the
  * layout copy and a prototype of q_bind_dims, before the kernels ... */
 void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in);
-/* ... q_floordiv where an input's or output's extent divides ... */
-void cg_symbolic_floordiv(FILE *o, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out, bool checked);
+/* ... q_floordiv (before the kernels) ... */
+void cg_symbolic_floordiv(FILE *o);
 /* ... the model's fields for the run's sizes (stage_bytes: its staging buffer) ... */
 void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes);
 /* ... an input's or output's copy between the caller's compact tensor and

@@ -1323,6 +1323,31 @@ static void stage_group(region_ctx *rc, int g, int last, int *next_group, stage_
     }
 }
 
+/* #tile_bands with every band's est_us times `scale`. */
+static qir_attr_val scaled_bands(qir_module *m, const qir_attr_val *bands, double scale) {
+  qir_attr_val out = *bands;
+  if (bands->kind != QIR_ATTR_LIST) return out;
+  out.items = qir_alloc(m, sizeof *out.items * (size_t)(bands->n ? bands->n : 1));
+  for (int i = 0; i < bands->n; i++) {
+    out.items[i] = bands->items[i];
+    const qir_attr_val *tile = qir_attr_dict_get(&bands->items[i], "tile");
+    if (!tile || tile->kind != QIR_ATTR_DICT) continue;
+    qir_attr *te = qir_alloc(m, sizeof *te * (size_t)(tile->n ? tile->n : 1));
+    memcpy(te, tile->entries, sizeof *te * (size_t)tile->n);
+    for (int j = 0; j < tile->n; j++)
+      if (!strcmp(te[j].key, "est_us") && (te[j].val.kind == QIR_ATTR_FLOAT || te[j].val.kind == QIR_ATTR_INT)) {
+        double e = te[j].val.kind == QIR_ATTR_FLOAT ? te[j].val.f : (double)te[j].val.i;
+        te[j].val = qir_attr_float(round(e * scale * 1000) / 1000);
+      }
+    qir_attr *be = qir_alloc(m, sizeof *be * (size_t)(bands->items[i].n ? bands->items[i].n : 1));
+    memcpy(be, bands->items[i].entries, sizeof *be * (size_t)bands->items[i].n);
+    for (int j = 0; j < bands->items[i].n; j++)
+      if (!strcmp(be[j].key, "tile")) be[j].val = qir_attr_dict(m, tile->n, te);
+    out.items[i] = qir_attr_dict(m, bands->items[i].n, be);
+  }
+  return out;
+}
+
 /* Builds the kernel op of group g (members in program order), replacing them. */
 static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node *anchor, const stage_plan *sp,
                         const node *tail_row) {
@@ -1454,6 +1479,11 @@ static void build_group(region_ctx *rc, node **mem, int n_mem, node *root, node 
     est = row_est + bytes_us(w, bytes);
   }
   qir_op_set_attr(m, k, "est_us", qir_attr_float(round(est * 1000) / 1000), true);
+  /* a group on its anchor's plan runs on the anchor's plans for smaller runs
+   * too (#tile_bands), each band's estimate scaled as the group's is */
+  const qir_attr *bands = anchor && plan && !sp->staged && !row_tile ? qir_op_attr(anchor->op, "tile_bands") : NULL;
+  if (bands && anchor->est_us > 0 && qir_type_equal(&anchor->op->results[0]->type, &root_op->results[0]->type))
+    qir_op_set_attr(m, k, "tile_bands", scaled_bands(m, &bands->val, est / anchor->est_us), true);
   /* a staged group that qcodegen composes as a fused kernel after all (its
    * one reduction read only at its readers' points) runs on its anchor's
    * plan, as a fused group does */
