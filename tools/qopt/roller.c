@@ -1832,6 +1832,8 @@ static void plan_bands(pass_ctx *c, qir_op *op) {
   for (int k = 0; k < m->n_syms; k++) at[k] = m->syms[k].hi, n_used += (used >> k) & 1;
   int64_t factor = n_used == 1 ? 4 : 2;
   qir_attr_val bound_tile = tile->val, bands[4];
+  const qir_attr *alts = qir_op_attr(op, "tile_alternatives");
+  qir_attr_val bound_alts = alts ? alts->val : (qir_attr_val){0};   /* planning at a size drops them */
   int n_bands = 0;
   for (int64_t scale = 1; n_bands < 4; scale *= factor) {
     bool below = false;   /* some symbol short of its bound at this step */
@@ -1874,6 +1876,7 @@ static void plan_bands(pass_ctx *c, qir_op *op) {
                         {.key = "tile", .val = qir_attr_dict(m, plan.n, entries)}};
     bands[n_bands++] = qir_attr_dict(m, 2, band);
   }
+  if (alts) qir_op_set_attr(m, op, "tile_alternatives", bound_alts, true);
   if (n_bands) qir_op_set_attr(m, op, "tile_bands", qir_attr_list(m, n_bands, bands), true);
   else qir_op_remove_attr(op, "tile_bands");
 }
