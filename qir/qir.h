@@ -595,11 +595,10 @@ int qir_op_expand_symbolic(qir_module *m, const qir_op *op, qir_value *dims, qir
  * form, so that op's plan (#tile, its grid) is c's. */
 bool qir_compute_has_axes_of(qir_module *m, const qir_op *op, const qir_compute *c);
 /* Whether op runs at the run's extents as one compute with its own axes
- * (qir_op_expand_symbolic; qir/symte.c): it then takes op's plan and tasks.
- * *plain_indexes (may be NULL): and that compute reads its operands at the
- * indices op's form does, the symbols' values only masking (a convolution
- * or pool over a symbolic height; not a resize, whose scale follows them). */
-bool qir_op_expands_to_one(qir_module *m, const qir_op *op, bool *plain_indexes);
+ * (qir_op_expand_symbolic; qir/symte.c): it then takes op's plan and tasks,
+ * and may join a kernel group (a convolution, pool or resize over a
+ * symbolic height). */
+bool qir_op_expands_to_one(qir_module *m, const qir_op *op);
 int qir_op_expand_results(qir_module *m, const qir_op *op, qir_op **out, int cap, qir_value **results,
                           qir_diag *d);
 

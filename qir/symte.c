@@ -452,28 +452,7 @@ bool qir_compute_has_axes_of(qir_module *m, const qir_op *op, const qir_compute 
   return same;
 }
 
-/* Does an index expression read operand `dims`? */
-static bool reads_operand(const qir_expr *e, int dims) {
-  if (!e) return false;
-  if (e->kind == QIR_EX_ACCESS && e->operand == dims) return true;
-  for (int i = 0; i < e->n_args; i++)
-    if (reads_operand(e->args[i], dims)) return true;
-  return false;
-}
-
-/* Does some access of another operand index with the symbols' values? */
-static bool indexes_with(const qir_expr *e, int dims) {
-  if (!e) return false;
-  if (e->kind == QIR_EX_ACCESS && e->operand != dims)
-    for (int i = 0; i < e->n_args; i++)
-      if (reads_operand(e->args[i], dims)) return true;
-  for (int i = 0; i < e->n_args; i++)
-    if (indexes_with(e->args[i], dims)) return true;
-  return false;
-}
-
-bool qir_op_expands_to_one(qir_module *m, const qir_op *op, bool *plain_indexes) {
-  if (plain_indexes) *plain_indexes = false;
+bool qir_op_expands_to_one(qir_module *m, const qir_op *op) {
   if (op->n_results != 1 || !m->n_syms) return false;
   int64_t ns = m->n_syms;
   qir_type t = qir_type_make(QIR_I64, 1, &ns);
@@ -483,7 +462,6 @@ bool qir_op_expands_to_one(qir_module *m, const qir_op *op, bool *plain_indexes)
   const char *why;
   int n = qir_op_expand_symbolic(m, op, dims->results[0], chain, MAX_CHAIN, results, &why);
   bool one = n == 1 && chain[0]->comp && qir_compute_has_axes_of(m, op, chain[0]->comp);
-  if (one && plain_indexes) *plain_indexes = !indexes_with(chain[0]->comp->body, chain[0]->n_operands - 1);
   for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
   return one;
 }

@@ -54,9 +54,8 @@ static bool check_op(qir_op *op, void *vk) {
   if (qir_op_row_wise(k->m, op, &why)) return true;
   qir_error(k->d, op->loc,
             "'%s' %s: its kernels at the bound would not serve every size, and qcodegen writes kernels for the run's "
-            "extents inside a kernel group only for ops that run as one compute reading their operands where their "
-            "forms do, and none inside loops and ifs (issue 29); qopt -welder fuses no other, or fix the size with "
-            "onnx2qir --dim NAME=N",
+            "extents inside a kernel group only for ops that run as one compute over their own axes, and none inside "
+            "loops and ifs (issue 29); qopt -welder fuses no other, or fix the size with onnx2qir --dim NAME=N",
             qir_opinfo_get(op->code)->name, why);
   return false;
 }
@@ -100,9 +99,10 @@ static bool expand_op(checker *k, qir_op *op) {
 }
 
 /* A kernel group's members that are not row-wise: each becomes its compute
- * at the run's extents in its place, which must be one compute that reads its
- * operands where the member's form does (qir_op_expands_to_one: what -welder
- * fuses), taking the symbols' values through a new operand of the group. */
+ * at the run's extents in its place, which must be one compute over its own
+ * axes (qir_op_expands_to_one: what -welder fuses), taking the symbols'
+ * values through a new operand of the group.  A group that then does not
+ * compose runs as separate kernels, with a warning (cg_compose_groups). */
 static bool expand_group(checker *k, qir_op *group) {
   qir_region *r = group->regions[0];
   qir_value *arg = NULL;
@@ -113,8 +113,7 @@ static bool expand_group(checker *k, qir_op *group) {
     checker probe = *k;
     probe.d = &quiet;
     if (check_op(op, &probe)) continue;
-    bool plain = false;
-    if (!qir_op_expands_to_one(k->m, op, &plain) || !plain) return check_op(op, k);   /* says why */
+    if (!qir_op_expands_to_one(k->m, op)) return check_op(op, k);   /* says why */
     if (!arg) {
       qir_op_add_operand(k->m, group, k->dims);
       arg = qir_region_add_arg(k->m, r, k->dims->type, "q_dims");
@@ -245,8 +244,8 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
   fputs("struct qir_model;\nstatic int q_bind_dims(struct qir_model *m);\n", o);
 }
 
-/* (static inline: unused, it costs nothing) the host's extents, a band's
- * points and the checker's runs divide with it */
+/* The host's extents, a band's points and the checker's runs divide with it
+ * (q_bind_dims names it, for compilers that warn of an unused one). */
 void cg_symbolic_floordiv(FILE *o) { fputs(floordiv_text, o); }
 
 void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes) {
@@ -308,6 +307,7 @@ void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qi
     fputs("/* the symbols from the inputs' shapes; every extent computed from them checked */\n"
           "static int q_bind_dims(struct qir_model *m) {\n  int set[Q_N_SYMS] = {0}, who[Q_N_SYMS] = {0};\n"
           "  (void)q_blocks;   /* used where a kernel's rows are symbolic */\n"
+          "  (void)q_floordiv;   /* used where an extent divides */\n"
           "  for (int i = 0; i < Q_N_INPUTS; i++)\n"
           "    for (int d = 0; d < q_inputs[i].rank; d++) {\n"
           "      int k = q_insym[i][d];\n"

@@ -896,7 +896,7 @@ static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
   /* qcodegen writes it for the run's extents: packed only as one compute with its
    * plan's tasks (qir_op_expands_to_one) */
   const char *why;
-  if (!qir_op_row_wise(r->m, op, &why) && !qir_op_expands_to_one(r->m, op, NULL)) return false;
+  if (!qir_op_row_wise(r->m, op, &why) && !qir_op_expands_to_one(r->m, op)) return false;
   bool planned_here = !whole_plan(op) && plan_default(r, opp);
   op = *opp;
   qir_rp_kernel k;

@@ -1675,13 +1675,12 @@ static bool joins_leaves(const qir_op *op, const qir_region *r) {
 static bool fusable_code(const welder *w, const qir_op *op) {
   /* a kernel an rprogram packs keeps its shape: its blocks are the program's tasks;
    * an op that is not row-wise along a symbolic axis (qir_op_row_wise) joins
-   * only where qcodegen writes it for the run's extents as one compute that
-   * reads its operands where its form here does (a convolution over a
-   * symbolic height: the symbols' values only mask), else it stays alone */
+   * only where qcodegen writes it for the run's extents as one compute over
+   * its own axes (a convolution or resize over a symbolic height), else it
+   * stays alone */
   const char *why;
-  bool plain = false;
   if (!launches(op) || op->code == QIR_OP_KERNEL || op->n_regions != 0 || op->n_results != 1 || qir_rprogram_packs(op)) return false;
-  return qir_op_row_wise(w->m, op, &why) || (qir_op_expands_to_one(w->m, op, &plain) && plain);
+  return qir_op_row_wise(w->m, op, &why) || qir_op_expands_to_one(w->m, op);
 }
 
 static void weld_region(welder *w, qir_region *r) {
