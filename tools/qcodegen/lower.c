@@ -351,7 +351,7 @@ static void skip_blocks_past_run(cg_ctx *cg, kkernel *k) {
   if (!symbolic) return;
   kbuilder *b = &cg->kb;
   b->index_type = k->index_type;
-  int p = k->n_params;
+  int p = k->n_params;   /* q_dims, a new last parameter (dropped again if nothing reads it) */
   kparam *params = qir_alloc(cg->m, sizeof *params * (size_t)(p + 1));
   qir_value **args = qir_alloc(cg->m, sizeof *args * (size_t)(p + 1));
   memcpy(params, k->params, sizeof *params * (size_t)p);
@@ -369,7 +369,10 @@ static void skip_blocks_past_run(cg_ctx *cg, kkernel *k) {
     }
     stride = ke_mul(b, stride, ke_int(b, k->tile_nb[i]));
   }
-  if (!inside) return;
+  if (!inside) {   /* every symbolic axis is one tile */
+    k->n_params = p;
+    return;
+  }
   kvar *once = kvar_new(b, k, "run", KT_I32, 0, KV_BLOCK);
   kstmt *body = k->body;
   k->body = ks_seq(b);
