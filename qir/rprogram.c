@@ -113,6 +113,16 @@ bool qir_rprogram_read(qir_module *m, const qir_op *op, qir_rprogram *p, qir_dia
     return false;
   }
   p->veus = va->val.i;
+  /* #unpacked_upto (modules with dimension symbols): a value in range per symbol */
+  const qir_attr *ua = qir_op_attr(op, "unpacked_upto");
+  bool upto_ok = !ua || (ua->val.kind == QIR_ATTR_LIST && ua->val.n == m->n_syms && m->n_syms > 0);
+  for (int k = 0; upto_ok && ua && k < ua->val.n; k++)
+    upto_ok = ua->val.items[k].kind == QIR_ATTR_INT && ua->val.items[k].i >= m->syms[k].lo && ua->val.items[k].i <= m->syms[k].hi;
+  if (!upto_ok) {
+    qir_error(d, ua->loc.line ? ua->loc : loc, "rprogram: `unpacked_upto` must list one value per dimension symbol of the module "
+              "(%d), each in its symbol's range", m->n_syms);
+    return false;
+  }
   if (!wa || wa->val.kind != QIR_ATTR_LIST) {
     qir_error(d, wa && wa->loc.line ? wa->loc : loc, "rprogram: `waves` must be a list of waves {run = [...], barrier = 0|1, wait = [...]}");
     return false;
@@ -445,6 +455,14 @@ out:
   free(done_at);
   free(next_barrier);
   return d->n_errors - before;
+}
+
+bool qir_rprogram_unpacked_at(const qir_op *rp, const int64_t *at) {
+  const qir_attr *ua = qir_op_attr(rp, "unpacked_upto");
+  if (!ua || ua->val.kind != QIR_ATTR_LIST || !at) return false;
+  for (int k = 0; k < ua->val.n; k++)
+    if (ua->val.items[k].kind != QIR_ATTR_INT || at[k] > ua->val.items[k].i) return false;
+  return true;
 }
 
 bool qir_rprogram_packs(const qir_op *op) {

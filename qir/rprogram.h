@@ -98,6 +98,10 @@ bool qir_op_is_view(const qir_op *op);
 /* Whether an rprogram packs op (uses one of its results): its plan's blocks
  * are that program's tasks, so passes that re-plan or regroup kernels keep it. */
 bool qir_rprogram_packs(const qir_op *op);
+/* Modules with dimension symbols: whether a run at the symbols' values `at`
+ * launches rprogram rp's members one by one (#unpacked_upto, written by
+ * -rammer: every symbol at most its value there) instead of the program. */
+bool qir_rprogram_unpacked_at(const qir_op *rp, const int64_t *at);
 
 /* The semantic checks (every task once, waits, dependences, capacity) on a
  * program read by qir_rprogram_read.  Returns the number of errors. */

@@ -19,6 +19,10 @@ ConstantOfShape or Range: every reshape target is a constant shape tensor.
 - seg_hw: img [1, 3, height, width] (both even) -> Conv 8 3x3/2 pad 1, Relu,
   Conv 8 3x3 pad 1, Relu, Resize nearest x2 (asymmetric, floor), Add a 1x1 Conv
   of img, Conv 1 1x1, Sigmoid -> prob [1, 1, height, width].
+
+Not stored (a test writes it into its own folder with --only cnn3; 370 KB of
+weights): cnn3: x [batch, 3, 32, 32] -> Conv 32 3x3 pad 1, Relu, Conv 64 3x3/2
+pad 1, Relu, Conv 128 3x3/2 pad 1, Relu -> y [batch, 128, 8, 8].
 """
 import argparse
 import os
@@ -136,14 +140,35 @@ def seg_hw():
     return finish("seg_hw", n, ins, outs, w)
 
 
+def cnn3():
+    rng = np.random.RandomState(2903)
+    w = {
+        "w1": normal(rng, (32, 3, 3, 3), 0.3), "b1": normal(rng, (32,), 0.1),
+        "w2": normal(rng, (64, 32, 3, 3), 0.1), "b2": normal(rng, (64,), 0.1),
+        "w3": normal(rng, (128, 64, 3, 3), 0.06), "b3": normal(rng, (128,), 0.1),
+    }
+    n = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c3"], ["y"]),
+    ]
+    return finish("cnn3", n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 128, 8, 8])], w)
+
+
 MODELS = {"cnn_batch": cnn_batch, "decode_step": decode_step, "seg_hw": seg_hw}
+NOT_STORED = {"cnn3": cnn3}
 FORBIDDEN = {"Shape", "Size", "ConstantOfShape", "Range"}
 
 
-def write_all(out):
+def write_all(out, only=None):
     os.makedirs(out, exist_ok=True)
     paths = {}
-    for name, build in MODELS.items():
+    chosen = {only: {**MODELS, **NOT_STORED}[only]} if only else MODELS
+    for name, build in chosen.items():
         model = build()
         bad = FORBIDDEN & {nd.op_type for nd in model.graph.node}
         assert not bad, "%s uses %s" % (name, bad)
@@ -155,8 +180,9 @@ def write_all(out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=HERE)
+    ap.add_argument("--only", choices=sorted({**MODELS, **NOT_STORED}), help="write this model only")
     a = ap.parse_args()
-    for name, path in write_all(a.out).items():
+    for name, path in write_all(a.out, a.only).items():
         print("%s %d bytes" % (path, os.path.getsize(path)))
     return 0
 

@@ -209,6 +209,13 @@ static void plan_bands(host *h, opinfo *oi) {
   qir_op_set_attr(h->m, op, "tile", own, true);
 }
 
+/* Is op packed by an rprogram with #unpacked_upto? */
+static bool packer_unpacks(const qir_op *op) {
+  for (const qir_use *u = op->results[0]->uses; u; u = u->next)
+    if (u->user->code == QIR_OP_RPROGRAM && qir_op_attr(u->user, "unpacked_upto")) return true;
+  return false;
+}
+
 static bool plan_op(host *h, opinfo *oi) {
   qir_op *op = oi->op;
   switch (op->code) {
@@ -233,7 +240,8 @@ static bool plan_op(host *h, opinfo *oi) {
     kkernel *k = cg_lower_compute(&h->cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
     if (!k) return false;
     add_kernel(h, oi, k);
-    if (qir_type_is_symbolic(&op->results[0]->type) && !qir_rprogram_packs(op)) plan_bands(h, oi);   /* a task runs its #tile plan */
+    /* a task runs its #tile plan; a member of a program that small runs unpack runs its bands there */
+    if (qir_type_is_symbolic(&op->results[0]->type) && (!qir_rprogram_packs(op) || packer_unpacks(op))) plan_bands(h, oi);
     return true;
   }
   case QIR_OP_SPLIT: return plan_split(h, oi);
@@ -664,6 +672,34 @@ static void launch(host *h, FILE *o, kkernel *k, int level) {
 
 static void emit_region(host *h, FILE *o, qir_region *r, int level);
 
+/* An op's kernels; with #tile_bands, the kernel planned for the run's size,
+ * picked by its points. */
+static void launch_op(host *h, FILE *o, opinfo *oi, int level) {
+  if (oi->n_bands && oi->n_kernels == 1 && !h->dev_ptr && !h->stream_mode) {
+    char e[2048] = "";
+    const qir_type *rt = &oi->op->results[0]->type;
+    for (int d = 0; d < rt->rank; d++)
+      if (rt->sym[d]) {
+        char x[1024];
+        cg_dim_c(rt->sym[d], "m->dim", x, sizeof x);
+        size_t at = strlen(e);
+        snprintf(e + at, sizeof e - at, "%s%s", at ? " * " : "", x);
+      }
+    for (int b = 0; b < oi->n_bands; b++) {
+      ind(o, level);
+      fprintf(o, "%sif (%s <= %lld) {\n", b ? "} else " : "", e, (long long)oi->band_points[b]);
+      launch(h, o, oi->band_k[b], level + 1);
+    }
+    ind(o, level);
+    fputs("} else {\n", o);
+    launch(h, o, oi->kernels[0], level + 1);
+    ind(o, level);
+    fputs("}\n", o);
+    return;
+  }
+  for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
+}
+
 static void copy(FILE *o, const char *dst, const char *src, int64_t bytes, int level) {
   if (!bytes) return;
   ind(o, level);
@@ -974,12 +1010,48 @@ static void emit_dloop(host *h, FILE *o, cg_dloop *dl, int level) {
  * ordered after all of its producers', so that order respects every
  * dependence).  C runs the waves always, one kernel each, and counts the
  * launch after the last (the GPU kernel's last block does that). */
+/* The kernels of rprogram op (read into p) launched one by one, in wave order. */
+static void launch_members(host *h, FILE *o, qir_op *op, const qir_rprogram *p, int level) {
+  bool *done = qir_alloc(h->m, sizeof *done * (size_t)(p->n_kernels + 1));
+  memset(done, 0, sizeof *done * (size_t)(p->n_kernels + 1));
+  for (int w = 0; w < p->n_waves; w++)
+    for (int i = 0; i < p->waves[w].n_runs; i++) {
+      int k = p->waves[w].runs[i].kernel;
+      if (done[k] || p->waves[w].runs[i].task_hi == p->waves[w].runs[i].task_lo) continue;
+      done[k] = true;
+      launch_op(h, o, op_info(h, op->operands[k]->def), level);
+    }
+}
+
+static void emit_packed(host *h, FILE *o, qir_op *op, const qir_rprogram *prog, int level);
+
+/* An rprogram; where -rammer wrote #unpacked_upto, a run that small launches
+ * its members one by one instead (on their plans for smaller runs). */
 static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
   qir_rprogram p;
   if (!qir_rprogram_read(h->m, op, &p, h->d)) {
     h->failed = true;
     return;
   }
+  const qir_attr *upto = qir_op_attr(op, "unpacked_upto");
+  if (!upto || h->dev_ptr || h->stream_mode) {
+    emit_packed(h, o, op, &p, level);
+    return;
+  }
+  ind(o, level);
+  fputs("if (", o);
+  for (int k = 0; k < upto->val.n; k++) fprintf(o, "%sm->dim[%d] <= %lld", k ? " && " : "", k, (long long)upto->val.items[k].i);
+  fprintf(o, ") {   /* #unpacked_upto: the %d kernels' own launches */\n", p.n_kernels);
+  launch_members(h, o, op, &p, level + 1);
+  ind(o, level);
+  fputs("} else {\n", o);
+  emit_packed(h, o, op, &p, level + 1);
+  ind(o, level);
+  fputs("}\n", o);
+}
+
+static void emit_packed(host *h, FILE *o, qir_op *op, const qir_rprogram *prog, int level) {
+  qir_rprogram p = *prog;
   int r = 0;
   while (r < h->n_rp && h->rp_ops[r] != op) r++;
   bool packed = r < h->n_rp && h->rp_n[r];
@@ -1009,18 +1081,10 @@ static void emit_rprogram(host *h, FILE *o, qir_op *op, int level) {
     fprintf(o, "if (%s) {\n", fallback);
     level += 2;
   }
-  bool *done = qir_alloc(h->m, sizeof *done * (size_t)(p.n_kernels + 1));
   ind(o, level);
   fprintf(o, "/* rprogram: %d kernels, %d waves on %lld vEUs; launched separately in wave order */\n", p.n_kernels, p.n_waves,
           (long long)p.veus);
-  for (int w = 0; w < p.n_waves; w++)
-    for (int i = 0; i < p.waves[w].n_runs; i++) {
-      int k = p.waves[w].runs[i].kernel;
-      if (done[k] || p.waves[w].runs[i].task_hi == p.waves[w].runs[i].task_lo) continue;
-      done[k] = true;
-      opinfo *ki = op_info(h, op->operands[k]->def);
-      for (int j = 0; j < ki->n_kernels; j++) launch(h, o, ki->kernels[j], level);
-    }
+  launch_members(h, o, op, &p, level);
   if (packed) {
     ind(o, level - 1);
     fputs("}\n", o);
@@ -1161,7 +1225,7 @@ static bool bind_rprograms(host *h, qir_region *r) {
     h->rp_kernels[r] = qir_alloc(h->m, sizeof(kkernel *) * (size_t)(p.n_waves + 1));
     cg_storage storage = {.root = storage_root, .ctx = h};
     h->rp_n[r] = lower_rprogram(&h->cg, &p, members, h->rp_sync[r], &storage, h->rp_kernels[r], &why);
-    if (h->rp_n[r] && h->cg.backend == CG_C)
+    if (h->rp_n[r] && h->cg.backend == CG_C && !qir_op_attr(op, "unpacked_upto"))   /* else small runs launch them */
       for (int k = 0; k < p.n_kernels; k++) members[k]->unprinted = true;
     if (!h->rp_n[r] && why)
       qir_diag_report(h->d, QIR_SEV_WARNING, op->loc, "qcodegen: this rprogram runs as separate launches: %s", why);
@@ -1365,30 +1429,7 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
     default:
       if (oi->packed_by) break;   /* launched by its rprogram */
       if (oi->absorbed_by) break;   /* a phase of a device-resident loop/if */
-      if (oi->n_bands && oi->n_kernels == 1 && !h->dev_ptr && !h->stream_mode) {
-        /* the kernel planned for the run's size: by its points */
-        char e[2048] = "";
-        const qir_type *rt = &op->results[0]->type;
-        for (int d = 0; d < rt->rank; d++)
-          if (rt->sym[d]) {
-            char x[1024];
-            cg_dim_c(rt->sym[d], "m->dim", x, sizeof x);
-            size_t at = strlen(e);
-            snprintf(e + at, sizeof e - at, "%s%s", at ? " * " : "", x);
-          }
-        for (int b = 0; b < oi->n_bands; b++) {
-          ind(o, level);
-          fprintf(o, "%sif (%s <= %lld) {\n", b ? "} else " : "", e, (long long)oi->band_points[b]);
-          launch(h, o, oi->band_k[b], level + 1);
-        }
-        ind(o, level);
-        fputs("} else {\n", o);
-        launch(h, o, oi->kernels[0], level + 1);
-        ind(o, level);
-        fputs("}\n", o);
-        break;
-      }
-      for (int k = 0; k < oi->n_kernels; k++) launch(h, o, oi->kernels[k], level);
+      launch_op(h, o, oi, level);
       break;
     }
   }

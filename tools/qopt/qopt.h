@@ -63,6 +63,16 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
  * `at` takes: its blocks for the run's rows of a symbolic axis 0, counted in
  * waves of the blocks target keeps resident (1: no such axis or plan). */
 double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t *at);
+/* The same where op has #tile_bands and the run picks one: that band's
+ * estimate over the op's own; -1 where it picks none. */
+double qopt_band_share(const qir_op *op, const int64_t *at);
+/* The smaller sizes plans are made for (Roller's bands, Rammer's unpacked
+ * runs): every symbol in `used` (a bit each) at its least value (at least
+ * 1), then each step 4x the points (4x for one symbol, 2x each for two, ...),
+ * short of the bound; the others at their bound.  At most max steps into at;
+ * returns how many. */
+#define QOPT_MAX_SYMS 64
+int qopt_size_steps(const qir_module *m, uint64_t used, int max, int64_t (*at)[QOPT_MAX_SYMS]);
 
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"

@@ -183,6 +183,13 @@ static int64_t live_tasks(const rammer *r, const rk *k, int64_t v, int64_t count
   return live;
 }
 
+/* Of all the kernel's tasks, those that do work in the run at r->at. */
+static int64_t all_live_tasks(const rammer *r, const rk *k) {
+  int64_t live = 0;
+  for (int64_t t = 0; t < k->k.tasks; t++) live += task_live(r, k, t);
+  return live;
+}
+
 static int producer_in(const rammer *r, const qir_value *v) {
   while (v && v->def) {
     for (int i = 0; i < r->n; i++)
@@ -286,6 +293,7 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
     for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) {
       int i = r->wave_ks[a];
       rk *k = &r->ks[i];
+      if (r->at) k->live = all_live_tasks(r, k);
       double tau = task_us(r, k);
       int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
       double last = done[i];   /* (the hot loop: plain comparisons, no libm calls) */
@@ -431,6 +439,37 @@ static qir_attr_val range(qir_module *m, int64_t a, int64_t b) {
 
 static qir_attr entry(const char *key, qir_attr_val v) { return (qir_attr){.key = key, .val = v}; }
 
+/* A member's own launch at the run's size (its band's plan, or its blocks
+ * that do work), the launch included. */
+static double own_launch_us(const rammer *r, const rk *k, const int64_t *at) {
+  double band = qopt_band_share(k->op, at);
+  return r->launch_us + k->est_us * (band >= 0 ? band : qopt_run_share(r->t, k->op, at));
+}
+
+/* Modules with dimension symbols: the program's tasks are its members'
+ * bound-sized tiles, so at the small end of a range the members' own
+ * launches, on their plans for smaller runs (#tile_bands), may be faster.
+ * The largest of the sizes qopt_size_steps makes up to which they are (at
+ * every step below too) is written as #unpacked_upto = [v0, v1, ...], one
+ * value per symbol: qcodegen launches the members one by one, in wave order,
+ * for a run whose every symbol is at most its value. */
+static void unpacked_sizes(rammer *r, qir_op *rp) {
+  if (!r->m->n_syms) return;
+  uint64_t all = r->m->n_syms >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << r->m->n_syms) - 1;
+  int64_t steps[8][QOPT_MAX_SYMS];
+  int n = qopt_size_steps(r->m, all, 8, steps), upto = -1;
+  for (int s = 0; s < n; s++) {
+    double apart = 0;
+    for (int i = 0; i < r->n; i++) apart += own_launch_us(r, &r->ks[i], steps[s]);
+    r->at = steps[s];
+    double packed = program_us(r);
+    r->at = NULL;
+    if (!(apart < packed)) break;
+    upto = s;
+  }
+  if (upto >= 0) qir_op_set_attr(r->m, rp, "unpacked_upto", qir_attr_ints(r->m, r->m->n_syms, steps[upto]), false);
+}
+
 static void write_program(rammer *r, qir_op *before, double packed_us, double unpacked_us) {
   qir_module *m = r->m;
   qir_value **vals = qir_alloc(m, sizeof *vals * (size_t)r->n);
@@ -471,6 +510,7 @@ static void write_program(rammer *r, qir_op *before, double packed_us, double un
   qir_op_set_attr(m, rp, "target", qir_attr_string(m, r->t->name), false);
   qir_op_set_attr(m, rp, "est_us", qir_attr_float(round(packed_us * 1000) / 1000), false);
   qir_op_set_attr(m, rp, "unpacked_us", qir_attr_float(round(unpacked_us * 1000) / 1000), false);
+  unpacked_sizes(r, rp);
   qir_op_insert_before(before, rp);
   r->n_programs++;
   r->n_packed += r->n;
@@ -1012,7 +1052,8 @@ static void sum_region(totals *t, qir_region *reg) {
 
 /* The modelled time of rprogram `rp` in a run at `at` (the symbols' values):
  * its schedule as written, each task that skips its tile (task_live) taking
- * no time.  At the bound it is the est_us -rammer wrote. */
+ * no time, or its members' own launches where #unpacked_upto covers the run.
+ * At the bound it is the est_us -rammer wrote. */
 double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const int64_t *at) {
   double written = attr_float(rp, "est_us");
   const qir_target *t = qir_target_get(qopt_option_str(ctx, "target"));
@@ -1032,6 +1073,11 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
     if (!k->op || !qir_rprogram_kernel_of(k->op, &k->k)) return written;
     k->est_us = plan_est(&qir_op_attr(k->op, "tile")->val);
   }
+  if (qir_rprogram_unpacked_at(rp, at)) {
+    double us = 0;
+    for (int i = 0; i < r.n; i++) us += own_launch_us(&r, &r.ks[i], at);
+    return us;
+  }
   wavefront(&r);   /* the kernels' dependences; the waves as written must be these */
   if (r.n_waves != p.n_waves) return written;
   for (int w = 0; w < p.n_waves; w++) {
@@ -1043,10 +1089,6 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
       k->veu_lo = run->veu_lo;
       k->n_veus = run->veu_hi - run->veu_lo + 1;
     }
-  }
-  for (int i = 0; i < r.n; i++) {
-    rk *k = &r.ks[i];
-    for (int64_t t = 0; t < k->k.tasks; t++) k->live += task_live(&r, k, t);
   }
   return program_us(&r);
 }

@@ -1826,26 +1826,14 @@ static void plan_bands(pass_ctx *c, qir_op *op) {
   if (!e || (e->kind != QIR_ATTR_FLOAT && e->kind != QIR_ATTR_INT)) return;
   double full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
   qir_module *m = c->m;
-  int64_t at[64];
-  if (m->n_syms > 64) return;
-  int n_used = 0;
-  for (int k = 0; k < m->n_syms; k++) at[k] = m->syms[k].hi, n_used += (used >> k) & 1;
-  int64_t factor = n_used == 1 ? 4 : 2;
+  int64_t steps[4][QOPT_MAX_SYMS];
+  int n_steps = qopt_size_steps(m, used, 4, steps);
   qir_attr_val bound_tile = tile->val, bands[4];
   const qir_attr *alts = qir_op_attr(op, "tile_alternatives");
   qir_attr_val bound_alts = alts ? alts->val : (qir_attr_val){0};   /* planning at a size drops them */
   int n_bands = 0;
-  for (int64_t scale = 1; n_bands < 4; scale *= factor) {
-    bool below = false;   /* some symbol short of its bound at this step */
-    for (int k = 0; k < m->n_syms; k++) {
-      if (!((used >> k) & 1)) continue;
-      const qir_dimsym *s = &m->syms[k];
-      int64_t v = (s->lo < 1 ? 1 : s->lo) * scale;
-      if (v > s->hi || v / scale != (s->lo < 1 ? 1 : s->lo)) v = s->hi;
-      at[k] = s->lo + (v - s->lo) / s->step * s->step;
-      below |= at[k] < s->hi;
-    }
-    if (!below) break;
+  for (int step = 0; step < n_steps; step++) {
+    const int64_t *at = steps[step];
     int64_t points = 1;
     for (int d = 0; d < rt->rank; d++)
       if (rt->sym[d]) points *= qir_dim_eval(rt->sym[d], at);

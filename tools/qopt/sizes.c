@@ -56,3 +56,44 @@ double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t 
   double f = waves == 1 && run < own ? (double)run / (double)own : 1;
   return (double)waves * (f > QOPT_OCC_FLOOR ? f : QOPT_OCC_FLOOR) / (double)bound_waves;
 }
+
+int qopt_size_steps(const qir_module *m, uint64_t used, int max, int64_t (*at)[QOPT_MAX_SYMS]) {
+  int n_used = 0, n = 0;
+  if (m->n_syms > QOPT_MAX_SYMS) return 0;
+  for (int k = 0; k < m->n_syms; k++) n_used += (used >> k) & 1;
+  int64_t factor = n_used == 1 ? 4 : 2;
+  for (int64_t scale = 1; n < max && n_used; scale *= factor) {
+    bool below = false;   /* some symbol short of its bound at this step */
+    for (int k = 0; k < m->n_syms; k++) {
+      const qir_dimsym *s = &m->syms[k];
+      int64_t lo = s->lo < 1 ? 1 : s->lo, v = lo * scale;
+      if (!((used >> k) & 1)) v = s->hi;
+      if (v > s->hi || v / scale != lo) v = s->hi;
+      at[n][k] = s->lo + (v - s->lo) / s->step * s->step;
+      below |= at[n][k] < s->hi;
+    }
+    if (!below) break;
+    n++;
+  }
+  return n;
+}
+
+double qopt_band_share(const qir_op *op, const int64_t *at) {
+  const qir_attr *bands = qir_op_attr(op, "tile_bands");
+  const qir_type *rt = op->n_results == 1 ? &op->results[0]->type : NULL;
+  if (!bands || bands->val.kind != QIR_ATTR_LIST || !rt) return -1;
+  int64_t run = 1;   /* the run's points: its symbolic extents' product */
+  for (int d = 0; d < rt->rank; d++)
+    if (rt->sym[d]) run *= qir_dim_eval(rt->sym[d], at);
+  double full = qir_op_attr_float(op, "est_us", -1);
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  const qir_attr_val *e = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "est_us") : NULL;
+  if (full < 0 && e) full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
+  for (int i = 0; full > 0 && i < bands->val.n; i++) {
+    const qir_attr_val *b = &bands->val.items[i], *points = qir_attr_dict_get(b, "points"), *bt = qir_attr_dict_get(b, "tile");
+    const qir_attr_val *be = bt && bt->kind == QIR_ATTR_DICT ? qir_attr_dict_get(bt, "est_us") : NULL;
+    if (points && points->kind == QIR_ATTR_INT && run <= points->i && be && (be->kind == QIR_ATTR_FLOAT || be->kind == QIR_ATTR_INT))
+      return (be->kind == QIR_ATTR_FLOAT ? be->f : (double)be->i) / full;
+  }
+  return -1;
+}

@@ -193,25 +193,8 @@ static int op_kernels(const welder *w, qir_op *op) {
  * in its program (qopt_rprogram_us_at). */
 static double run_share(const welder *w, const qir_op *op) {
   if (!w->at || qir_rprogram_packs(op)) return 1;
-  /* a band planned for runs of at most its points (#tile_bands): its own estimate */
-  const qir_attr *bands = qir_op_attr(op, "tile_bands");
-  const qir_type *rt = op->n_results == 1 ? &op->results[0]->type : NULL;
-  if (bands && bands->val.kind == QIR_ATTR_LIST && rt) {
-    int64_t run = 1;   /* the run's points: its symbolic extents' product */
-    for (int d = 0; d < rt->rank; d++)
-      if (rt->sym[d]) run *= qir_dim_eval(rt->sym[d], w->at);
-    double full = qir_op_attr_float(op, "est_us", -1);
-    const qir_attr *tile = qir_op_attr(op, "tile");
-    const qir_attr_val *e = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "est_us") : NULL;
-    if (full < 0 && e) full = e->kind == QIR_ATTR_FLOAT ? e->f : (double)e->i;
-    for (int i = 0; full > 0 && i < bands->val.n; i++) {
-      const qir_attr_val *b = &bands->val.items[i], *points = qir_attr_dict_get(b, "points"), *bt = qir_attr_dict_get(b, "tile");
-      const qir_attr_val *be = bt && bt->kind == QIR_ATTR_DICT ? qir_attr_dict_get(bt, "est_us") : NULL;
-      if (points && points->kind == QIR_ATTR_INT && run <= points->i && be && (be->kind == QIR_ATTR_FLOAT || be->kind == QIR_ATTR_INT))
-        return (be->kind == QIR_ATTR_FLOAT ? be->f : (double)be->i) / full;
-    }
-  }
-  return qopt_run_share(w->t, op, w->at);
+  double band = qopt_band_share(op, w->at);
+  return band >= 0 ? band : qopt_run_share(w->t, op, w->at);
 }
 
 
