@@ -73,7 +73,7 @@ if ! make -s -j"$JOBS" BUILD=build/asan SAN=1 all >"$log/build-asan.log" 2>&1; t
 fi
 
 lit_suite() {
-  QIR_BIN="$top/build/asan/bin" python3 /usr/lib/llvm-14/build/utils/lit/lit.py -v --no-progress-bar -j"$JOBS" test/lit
+  QIR_BIN="$top/build/asan/bin" python3 /usr/lib/llvm-14/build/utils/lit/lit.py -v --no-progress-bar --time-tests -j"$JOBS" test/lit
   rc=$?
   # lit's own summary ("  Passed: N", ...), restated in the common form
   count() { grep -E "^ *($1) *: *[0-9]+" "$log/lit.log" | sed -E 's/.*: *([0-9]+).*/\1/' | awk '{s+=$1} END{print s+0}'; }
