@@ -32,6 +32,7 @@ static void usage(FILE *f) {
         "  --seed S             seed for generated inputs (default 0): floats uniform in\n"
         "                       [-1,1], integers in [0,8), bools 0/1\n"
         "  --save-inputs DIR    write every input used to DIR/<name>.npy\n"
+        "  --inputs-only        with --save-inputs: write them and stop (no run)\n"
         "  --print-limit N      values printed per output (default 16; 0 = all)\n"
         "  --print-stats        time spent, on stderr\n"
         "  --no-verify          skip the verifier before running\n"
@@ -242,7 +243,7 @@ int main(int argc, char **argv) {
   double atol = 1e-7, rtol = 1e-3;
   uint64_t seed = 0;
   int64_t limit = 16;
-  bool stats = false, verify = true;
+  bool stats = false, verify = true, inputs_only = false;
   const char *save_dir = NULL;
   /* Everything below is released at `done`, whatever path leads there. */
   qir_module *m = NULL;
@@ -259,6 +260,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--version")) { printf("qrun %s\n", QIR_VERSION); status = 0; goto done; }
     else if (!strcmp(a, "--print-stats")) { stats = true; takes = false; }
     else if (!strcmp(a, "--no-verify")) { verify = false; takes = false; }
+    else if (!strcmp(a, "--inputs-only")) { inputs_only = true; takes = false; }
     else if (!strcmp(a, "--in") || !strcmp(a, "--out") || !strcmp(a, "--expect") || !strcmp(a, "--atol") ||
              !strcmp(a, "--rtol") || !strcmp(a, "--seed") || !strcmp(a, "--print-limit") || !strcmp(a, "--save-inputs")) {
       if (!val) { fprintf(stderr, "qrun: error: %s needs a value\n", a); goto done; }
@@ -394,6 +396,11 @@ int main(int argc, char **argv) {
         if (*p == '/') *p = '_';
       if (!qir_tensor_write(path, &in_t[i], port_name(&ins[i]), &d)) goto done;
     }
+  }
+  if (inputs_only) { /* the inputs a test hands a compiled program: no interpretation */
+    status = save_dir ? 0 : 1;
+    if (!save_dir) fprintf(stderr, "qrun: error: --inputs-only needs --save-inputs DIR\n");
+    goto done;
   }
   /* outputs to write and to check */
   for (int pass = 0; pass < 2; pass++) {

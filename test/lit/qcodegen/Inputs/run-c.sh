@@ -13,7 +13,7 @@ shift 3
 rm -rf "$dir" && mkdir -p "$dir/in"
 qcodegen -c -main "$planned" -o "$dir/prog.c"
 ${CC:-cc} -O2 -fopenmp -o "$dir/prog" "$dir/prog.c" -lm
-qrun "$module" --save-inputs "$dir/in" > /dev/null
+qrun "$module" --save-inputs "$dir/in" --inputs-only
 ins="" outs="" expects="" couts="" cexpects=""
 for f in "$dir"/in/*.npy; do n=$(basename "$f" .npy); ins="$ins --in $n=$f"; done
 for n in $(sed -n 's/^ *output %[A-Za-z0-9_]* {name = "\([A-Za-z0-9_]*\)"}.*/\1/p' "$module"); do
