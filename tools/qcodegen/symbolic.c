@@ -17,8 +17,12 @@
  * window sliding along it, a concat along it) becomes its computes at the
  * run's extents (qir_op_expand_symbolic, qir/symte.c), which read the
  * symbols' values from a tensor qir_run fills (q_dims) and mask what lies
- * past them.  Inside a kernel group or an rprogram such an op is refused:
- * -welder and -rammer leave them alone.
+ * past them.  Where that is one compute over the op's own axes it keeps the
+ * op's plans, and may stand in a kernel group (expand_group: q_dims becomes
+ * an operand of the group) or be an rprogram's member; any other form there
+ * is refused, at the op (-welder and -rammer make neither).  Every tiled
+ * kernel skips the blocks past the run's extents (skip_blocks_past_run,
+ * lower.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -4,13 +4,14 @@
 
 #include "qir.h"
 
-/* Rewrites each op of the module body that is not row-wise along a symbolic
- * axis into its computes at the run's extents (qir_op_expand_symbolic),
- * reading the symbols' values from a new input `q_dims` (attribute
- * q_run_dims) that qir_run fills.  Reports an op it cannot rewrite (inside a
- * kernel group, or without such a form), at the op. */
-/* *run_dims: the new input q_dims (NULL without symbols), which kernels read
- * to skip their blocks past the run's extents (skip_blocks_past_run). */
+/* Rewrites each op of the module body, or of a kernel group, that is not
+ * row-wise along a symbolic axis into its computes at the run's extents
+ * (qir_op_expand_symbolic), reading the symbols' values from a new input
+ * `q_dims` (attribute q_run_dims) that qir_run fills.  Reports an op it
+ * cannot rewrite (in a group or an rprogram as anything but one compute over
+ * its own axes, or without such a form), at the op.  *run_dims: that input
+ * (NULL without symbols), which kernels also read to skip their blocks past
+ * the run's extents (skip_blocks_past_run). */
 bool cg_symbolic_lower(qir_module *m, qir_diag *d, qir_value **run_dims);
 /* A symbolic extent as a C expression over the array `syms` of symbol
  * values (`q_floordiv` for its divisions); returns chars that would be written. */
