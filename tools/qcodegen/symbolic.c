@@ -64,8 +64,9 @@ static bool check_op(qir_op *op, void *vk) {
   return false;
 }
 
-/* Replaces op (in the module body) by its computes at the run's extents. */
-static bool expand_op(checker *k, qir_op *op) {
+/* Replaces op (in the module body, or in a kernel group: in_group) by its
+ * computes at the run's extents. */
+static bool expand_op(checker *k, qir_op *op, bool in_group) {
   qir_op *chain[MAX_CHAIN];
   qir_value *results[QIR_MAX_RANK + 8] = {0};
   const char *why = NULL;
@@ -78,16 +79,17 @@ static bool expand_op(checker *k, qir_op *op) {
   }
   /* one compute over the op's own axes: Roller's plans for the op are its */
   const qir_attr *tile = qir_op_attr(op, "tile"), *bands = qir_op_attr(op, "tile_bands");
-  bool same_axes = n == 1 && tile && chain[0]->comp && qir_compute_has_axes_of(k->m, op, chain[0]->comp);
-  if (!same_axes && qir_rprogram_packs(op)) {   /* its tasks are the rprogram's: they must stay one kernel's */
+  bool one = n == 1 && chain[0]->comp && qir_compute_has_axes_of(k->m, op, chain[0]->comp);
+  if (!one && (in_group || qir_rprogram_packs(op))) {   /* a group's member, or its tasks are an rprogram's */
+    for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
+    if (in_group) return check_op(op, k);   /* says why */
     qir_error(k->d, op->loc, "'%s' packed by an rprogram runs at the run's extents as %d compute%s, not one over its own axes: "
               "its tasks would not be the plan's (issue 29); qopt -rammer packs only ops that run as one",
               qir_opinfo_get(op->code)->name, n, n == 1 ? "" : "s");
-    for (int c = 0; c < n; c++) qir_op_unlink(chain[c]);
     return false;
   }
   for (int c = 0; c < n; c++) qir_op_insert_before(op, chain[c]);
-  if (same_axes) {
+  if (one && tile) {
     qir_op_set_attr(k->m, chain[0], "tile", tile->val, true);
     if (bands) qir_op_set_attr(k->m, chain[0], "tile_bands", bands->val, true);
   }
@@ -104,7 +106,7 @@ static bool expand_op(checker *k, qir_op *op) {
 
 /* A kernel group's members that are not row-wise: each becomes its compute
  * at the run's extents in its place, which must be one compute over its own
- * axes (qir_op_expands_to_one: what -welder fuses), taking the symbols'
+ * axes (what -welder fuses: qir_op_expands_to_one), taking the symbols'
  * values through a new operand of the group.  A group that then does not
  * compose runs as separate kernels, with a warning (cg_compose_groups). */
 static bool expand_group(checker *k, qir_op *group) {
@@ -117,14 +119,13 @@ static bool expand_group(checker *k, qir_op *group) {
     checker probe = *k;
     probe.d = &quiet;
     if (check_op(op, &probe)) continue;
-    if (!qir_op_expands_to_one(k->m, op)) return check_op(op, k);   /* says why */
     if (!arg) {
       qir_op_add_operand(k->m, group, k->dims);
       arg = qir_region_add_arg(k->m, r, k->dims->type, "q_dims");
     }
     checker inner = *k;
     inner.dims = arg;
-    if (!expand_op(&inner, op)) return false;
+    if (!expand_op(&inner, op, true)) return false;
   }
   return true;
 }
@@ -164,7 +165,7 @@ bool cg_symbolic_lower(qir_module *m, qir_diag *d, qir_value **run_dims) {
       ok = check_op(op, &k); /* says why */
       break;
     }
-    ok = expand_op(&k, op);
+    ok = expand_op(&k, op, false);
   }
   return ok;
 }

@@ -63,6 +63,11 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
  * `at` takes: its blocks for the run's rows of a symbolic axis 0, counted in
  * waves of the blocks target keeps resident (1: no such axis or plan). */
 double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t *at);
+/* op's blocks as tiles of its output (its #tile's block over every axis,
+ * row-major), as qcodegen's kernels skip them: per axis d, nb[d] tiles and
+ * live[d] of them starting within the run's extent at `at` (nb[d] along a
+ * static axis).  Returns the rank; 0 where the plan has no such tiles. */
+int qopt_run_tiles(const qir_op *op, const int64_t *at, int64_t *nb, int64_t *live);
 /* The same where op has #tile_bands and the run picks one: that band's
  * estimate over the op's own; -1 where it picks none. */
 double qopt_band_share(const qir_op *op, const int64_t *at);

@@ -85,7 +85,12 @@ typedef struct {
   int *deps;                    /* indices of kernels of the segment it reads */
   int64_t veu_lo, n_veus;       /* its run in its wave */
   int seg_wave;                 /* its wave in the whole segment (parts are wave ranges of it) */
-  int64_t live;                 /* qopt_rprogram_us_at: its tasks that do work in the run (0: not counted) */
+  /* in a run at rammer.at: its tasks that do work (0: not counted) and, where
+   * its tasks are tiles of its output (qopt_run_tiles), per axis the tiles
+   * and those the run reaches; tile_rank 0: every task works */
+  int64_t live;
+  int tile_rank;
+  int64_t nb[QIR_MAX_RANK], run_tiles[QIR_MAX_RANK];
 } rk;
 
 typedef struct {
@@ -150,43 +155,32 @@ static double busy_us(const rammer *r, const rk *k) {
   return k->est_us * (double)k->k.tasks / (double)((waves ? waves : 1) * cap);
 }
 
-/* Modules with dimension symbols: whether task `task` of kernel k does work
- * in a run at r->at.  qcodegen's member kernels skip a block whose tile starts
- * past the run's extent along a symbolic axis of the output (the tile grid
- * row-major over the plan's block); a plan whose grid is not that (flat and
- * row kernels) runs every task. */
-static bool task_live(const rammer *r, const rk *k, int64_t task) {
-  const qir_type *t = &k->op->results[0]->type;
-  const qir_attr *plan = qir_op_attr(k->op, "tile");
-  const qir_attr_val *blk = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "block") : NULL;
-  if (!r->at || !blk || blk->kind != QIR_ATTR_LIST || blk->n != t->rank) return true;
-  int64_t nb[QIR_MAX_RANK], grid = 1;
-  for (int d = 0; d < t->rank; d++) {
-    int64_t b = blk->items[d].kind == QIR_ATTR_INT && blk->items[d].i > 0 ? blk->items[d].i : 1;
-    nb[d] = (t->dims[d] + b - 1) / b;
-    grid *= nb[d];
-  }
-  if (grid != k->k.tasks) return true;
-  for (int d = t->rank - 1; d >= 0; d--) {
-    int64_t c = task % nb[d];
-    task /= nb[d];
-    if (t->sym[d] && c * blk->items[d].i >= qir_dim_eval(t->sym[d], r->at)) return false;
+/* Modules with dimension symbols: the kernel's tasks in a run at r->at.
+ * qcodegen's member kernels skip a block whose tile starts past the run's
+ * extent along a symbolic axis of the output; a plan whose grid is not its
+ * output's tiles (flat and row kernels) runs every task. */
+static void run_tasks(const rammer *r, rk *k) {
+  k->tile_rank = qopt_run_tiles(k->op, r->at, k->nb, k->run_tiles);
+  int64_t grid = 1, live = 1;
+  for (int d = 0; d < k->tile_rank; d++) grid *= k->nb[d], live *= k->run_tiles[d];
+  if (grid != k->k.tasks) k->tile_rank = 0;
+  k->live = k->tile_rank ? live : k->k.tasks;
+}
+
+/* Whether task `task` of k works in the run (run_tasks). */
+static bool task_live(const rk *k, int64_t task) {
+  for (int d = k->tile_rank - 1; d >= 0; d--) {
+    if (task % k->nb[d] >= k->run_tiles[d]) return false;
+    task /= k->nb[d];
   }
   return true;
 }
 
 /* Of the `count` tasks vEU `v` (of the kernel's run) takes, strided, those that do work. */
 static int64_t live_tasks(const rammer *r, const rk *k, int64_t v, int64_t count) {
-  if (!r->at) return count;
+  if (!r->at || !k->tile_rank) return count;
   int64_t live = 0;
-  for (int64_t j = 0; j < count; j++) live += task_live(r, k, v + j * k->n_veus);
-  return live;
-}
-
-/* Of all the kernel's tasks, those that do work in the run at r->at. */
-static int64_t all_live_tasks(const rammer *r, const rk *k) {
-  int64_t live = 0;
-  for (int64_t t = 0; t < k->k.tasks; t++) live += task_live(r, k, t);
+  for (int64_t j = 0; j < count; j++) live += task_live(k, v + j * k->n_veus);
   return live;
 }
 
@@ -293,16 +287,14 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
     for (int a = r->wave_first[w]; a < r->wave_first[w + 1]; a++) {
       int i = r->wave_ks[a];
       rk *k = &r->ks[i];
-      if (r->at) k->live = all_live_tasks(r, k);
+      if (r->at) run_tasks(r, k);
       double tau = task_us(r, k);
       int64_t per = (k->k.tasks + k->n_veus - 1) / k->n_veus;
       double last = done[i];   /* (the hot loop: plain comparisons, no libm calls) */
-      int64_t live = 0;
       for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
         mine = live_tasks(r, k, v - k->veu_lo, mine);
-        live += mine;
         double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)mine * tau;
         clock[v] = c;
         busy += (double)mine * tau;
@@ -310,7 +302,7 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
       }
       done[i] = last;
       if (last > end) end = last;
-      throughput += busy_us(r, k) * (r->at ? (double)live / (double)k->k.tasks : 1);
+      throughput += busy_us(r, k) * (r->at ? (double)k->live / (double)k->k.tasks : 1);
       /* a wave that waits for this kernel starts after its last task */
       if (ordered[i] < r->n_waves && !r->barrier[ordered[i]]) ready[ordered[i]] = fmax(ready[ordered[i]], done[i]);
     }
@@ -1050,6 +1042,12 @@ static void sum_region(totals *t, qir_region *reg) {
   }
 }
 
+/* The target's launch and grid-barrier costs unless the command line says otherwise. */
+static void set_costs(qopt_ctx *ctx, rammer *r) {
+  r->launch_us = qopt_option_given(ctx, "rammer-launch-us") ? qopt_option_float(ctx, "rammer-launch-us") : r->t->launch_us;
+  r->sync_us = qopt_option_given(ctx, "rammer-sync-us") ? qopt_option_float(ctx, "rammer-sync-us") : r->t->grid_barrier_us;
+}
+
 /* The modelled time of rprogram `rp` in a run at `at` (the symbols' values):
  * its schedule as written, each task that skips its tile (task_live) taking
  * no time, or its members' own launches where #unpacked_upto covers the run.
@@ -1061,9 +1059,8 @@ double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const
   qir_diag_init_quiet(&quiet);
   qir_rprogram p;
   if (!t || !qir_rprogram_read(m, rp, &p, &quiet)) return written;
-  rammer r = {.m = m, .t = t, .at = at, .veus = p.veus,
-              .launch_us = qopt_option_given(ctx, "rammer-launch-us") ? qopt_option_float(ctx, "rammer-launch-us") : t->launch_us,
-              .sync_us = qopt_option_given(ctx, "rammer-sync-us") ? qopt_option_float(ctx, "rammer-sync-us") : t->grid_barrier_us};
+  rammer r = {.m = m, .t = t, .at = at, .veus = p.veus};
+  set_costs(ctx, &r);
   r.n = p.n_kernels;
   r.ks = qir_alloc(m, sizeof *r.ks * (size_t)(r.n + 1));
   memset(r.ks, 0, sizeof *r.ks * (size_t)(r.n + 1));
@@ -1103,10 +1100,8 @@ bool qopt_rammer(qopt_ctx *ctx, qir_module *m) {
   bool has = false;
   for (qir_op *op = m->body->first; op; op = op->next) has |= op->code == QIR_OP_RPROGRAM;
   if (has) return true;   /* packed already: a second -rammer keeps the first's programs */
-  /* the target's launch and grid-barrier costs unless the command line says otherwise */
-  rammer r = {.m = m, .t = t,
-              .launch_us = qopt_option_given(ctx, "rammer-launch-us") ? qopt_option_float(ctx, "rammer-launch-us") : t->launch_us,
-              .sync_us = qopt_option_given(ctx, "rammer-sync-us") ? qopt_option_float(ctx, "rammer-sync-us") : t->grid_barrier_us};
+  rammer r = {.m = m, .t = t};
+  set_costs(ctx, &r);
   if (r.launch_us < 0 || r.sync_us < 0) {
     qir_error(ctx->diag, (qir_loc){0}, "-rammer-launch-us and -rammer-sync-us must not be negative");
     return false;

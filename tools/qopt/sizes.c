@@ -6,6 +6,20 @@
 #include "rprogram.h"
 #include "target.h"
 
+int qopt_run_tiles(const qir_op *op, const int64_t *at, int64_t *nb, int64_t *live) {
+  if (op->n_results != 1) return 0;
+  const qir_type *t = &op->results[0]->type;
+  const qir_attr *plan = qir_op_attr(op, "tile");
+  const qir_attr_val *blk = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "block") : NULL;
+  if (!blk || blk->kind != QIR_ATTR_LIST || blk->n != t->rank) return 0;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t tile = blk->items[d].kind == QIR_ATTR_INT && blk->items[d].i > 0 ? blk->items[d].i : 1;
+    nb[d] = (t->dims[d] + tile - 1) / tile;
+    live[d] = t->sym[d] ? (qir_dim_eval(t->sym[d], at) + tile - 1) / tile : nb[d];
+  }
+  return t->rank;
+}
+
 /* The share of an op's blocks that do work in a run at `at`.  qcodegen
  * launches a kernel whose blocks walk its output's symbolic axis 0 slowest
  * for the run's rows only, and a block of a tiled plan whose tile starts past
@@ -14,15 +28,12 @@
  * along axis 0 only. */
 static double live_blocks(const qir_op *op, const int64_t *at, int64_t tasks) {
   const qir_type *t = &op->results[0]->type;
-  const qir_attr *plan = qir_op_attr(op, "tile");
-  const qir_attr_val *blk = plan && plan->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&plan->val, "block") : NULL;
-  bool tiled = blk && blk->kind == QIR_ATTR_LIST && blk->n == t->rank;
+  int64_t nb[QIR_MAX_RANK], live_tiles[QIR_MAX_RANK];
+  int tiled = qopt_run_tiles(op, at, nb, live_tiles);
   double live = (double)tasks;
   for (int d = 0; d < t->rank && (tiled || d == 0); d++) {
     if (!t->sym[d] || t->dims[d] <= 0) continue;
-    int64_t tile = tiled && blk->items[d].kind == QIR_ATTR_INT && blk->items[d].i > 0 ? blk->items[d].i : 1;
-    int64_t run = qir_dim_eval(t->sym[d], at), bound = t->dims[d];
-    int64_t tiles_bound = (bound + tile - 1) / tile, tiles_run = (run + tile - 1) / tile;
+    int64_t tiles_run = tiled ? live_tiles[d] : qir_dim_eval(t->sym[d], at), tiles_bound = tiled ? nb[d] : t->dims[d];
     live *= (double)(tiles_run > 0 ? tiles_run : 1) / (double)tiles_bound;
   }
   return ceil(live);
