@@ -306,6 +306,68 @@ def prepare(name, work_dir, bindir, passes, arch, threads):
     return res
 
 
+def start_builds(names, work_dir, bindir, passes, arch, jobs):
+    """Export + our pipeline + nvcc for every name, in spawned worker processes
+    (a CUDA context cannot survive fork), longest first."""
+    import multiprocessing as mp
+    jobs = max(1, jobs)
+    threads = max(1, (os.cpu_count() or 2) // jobs)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+    # Longest builds first (nvcc on a large generated file is the long pole).
+    order = sorted(names, key=lambda n: -BUILD_COST.get(spec(n)["kind"], 0))
+    futures = {pool.submit(prepare, n, work_dir, bindir, passes, arch, threads): n for n in order}
+    log("preparing %d models/ops in %d worker processes" % (len(names), jobs))
+    return pool, futures
+
+
+def finish_builds(pool, futures, timeout):
+    """{name: prepare()'s dict} for the builds done within timeout; the rest are cancelled."""
+    done, not_done = wait(futures, timeout=timeout)
+    for fut in not_done:
+        fut.cancel()
+    pool.shutdown(wait=False, cancel_futures=True)
+    built = {}
+    for fut in done:
+        try:
+            built[futures[fut]] = fut.result()
+        except Exception as e:
+            built[futures[fut]] = {"error": "worker died: %s" % e}
+    return built
+
+
+def build_only(args, bindir, work_dir, deadline):
+    """--build-only: the builds alone, for sm_90 (the device's arch, not asked of CUDA,
+    so that this process never touches the GPU).  WORK/prepared.json is rewritten as
+    each build ends, so that a caller that stops this early keeps the finished ones."""
+    from concurrent.futures import as_completed, TimeoutError as FutTimeout
+    names = [n for n in filter(None, args.only.split(","))] or [n for n, *_ in MODELS]
+    passes = available_passes(os.path.join(bindir, "qopt"), args.passes.split(","))
+    pool, futures = start_builds(names, work_dir, bindir, passes, "sm_90", args.jobs)
+    built, path = {}, os.path.join(work_dir, "prepared.json")
+    try:
+        for fut in as_completed(futures, timeout=max(0.0, deadline - time.time())):
+            n = futures[fut]
+            try:
+                built[n] = fut.result()
+            except Exception as e:
+                built[n] = {"error": "worker died: %s" % e}
+            log("%-16s %s" % (n, built[n].get("error") or "built: " + ", ".join(
+                "%s %.1f" % kv for kv in built[n].get("times", {}).items())))
+            with open(path + ".tmp", "w") as f:
+                json.dump(built, f, indent=1)
+            os.replace(path + ".tmp", path)
+    except FutTimeout:
+        log("build budget spent: %s not built" % ", ".join(sorted(set(names) - set(built))))
+    pool.shutdown(wait=False, cancel_futures=True)
+    return 0
+
+
+def load_prepared(work_dir, names):
+    path = os.path.join(work_dir, "prepared.json")
+    built = json.load(open(path)) if os.path.exists(path) else {}
+    return {n: p for n, p in built.items() if n in names}
+
+
 class OurModel:
     """ctypes face of the generated host API (see qcodegen's header comment):
        int qir_init(qir_model **, const char *weights); int qir_run(qir_model *,
@@ -391,7 +453,14 @@ def main():
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 2), help="worker processes for export+nvcc")
     ap.add_argument("--cpu-dry-run", action="store_true", help="no GPU: build, export, compile; time nothing")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--build-only", action="store_true",
+                    help="only export and compile (into --work, for sm_90; no GPU use), then write "
+                    "WORK/prepared.json and stop: started first, alongside other GPU work")
+    ap.add_argument("--prebuilt", action="store_true",
+                    help="take the builds from --work's prepared.json (a --build-only run) instead of building")
     args = ap.parse_args()
+    if (args.build_only or args.prebuilt) and not args.work:
+        ap.error("--build-only and --prebuilt need --work")
     deadline = T0 + args.budget
     left = lambda: deadline - time.time()
     os.makedirs(args.out, exist_ok=True)
@@ -401,6 +470,8 @@ def main():
     os.makedirs(work_dir, exist_ok=True)
 
     dry = args.cpu_dry_run
+    if args.build_only:
+        return build_only(args, bindir, work_dir, deadline)
     if not dry and not torch.cuda.is_available():
         log("ERROR: no CUDA device visible to PyTorch (use --cpu-dry-run to check the script without one)")
         return 2
@@ -443,14 +514,11 @@ def main():
         # 1. workers: export + our pipeline + nvcc, for everything, in parallel
         # (spawned: a CUDA context cannot survive fork).  Nothing is timed while
         # they run, so their CPU load cannot distort a measurement.
-        import multiprocessing as mp
-        jobs = max(1, args.jobs)
-        threads = max(1, (os.cpu_count() or 2) // jobs)
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
-        # Longest builds first (nvcc on a large generated file is the long pole).
-        order = sorted(names, key=lambda n: -BUILD_COST.get(spec(n)["kind"], 0))
-        futures = {pool.submit(prepare, n, work_dir, bindir, passes, arch, threads): n for n in order}
-        log("preparing %d models/ops in %d worker processes" % (len(names), jobs))
+        if args.prebuilt:
+            pool, futures = None, {}
+            log("builds from %s" % os.path.join(work_dir, "prepared.json"))
+        else:
+            pool, futures = start_builds(names, work_dir, bindir, passes, arch, args.jobs)
 
         # 2. meanwhile: every PyTorch model on the device, its reference output and
         # eager peak memory (one run each; no timing yet).
@@ -477,20 +545,17 @@ def main():
         log("PyTorch references ready for %d of %d" % (len(live), len(names)))
 
         # Wait for the workers, keeping time for the measurements.
-        reserve = 60 if dry else 200
-        done, not_done = wait(futures, timeout=max(0.0, left() - reserve))
-        for fut in not_done:
-            fut.cancel()
-            results[futures[fut]]["ours_note"] = "skipped: build did not finish within the time budget"
-        pool.shutdown(wait=False, cancel_futures=True)
+        if args.prebuilt:
+            built = load_prepared(work_dir, names)
+        else:
+            built = finish_builds(pool, futures, max(0.0, left() - (60 if dry else 200)))
         prepared = {}
-        for fut in done:
-            n = futures[fut]
-            try:
-                prep = fut.result()
-            except Exception as e:
-                prep = {"error": "worker died: %s" % e}
+        for n in names:
+            prep = built.get(n)
             r = results[n]
+            if prep is None:
+                r["ours_note"] = "skipped: build did not finish within the time budget"
+                continue
             r["compile_times"] = prep.get("times", {})
             if prep.get("error"):
                 r["ours_note"] = prep["error"]

@@ -35,13 +35,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 T0 = time.time()
-TOTAL_S = 410          # the whole call (the issue's cap is 7 minutes)
-CAPS = {"outputs": 70, "sanitizers": 110, "ops": 100, "profile": 45, "models": 150}
-PROFILE = ["bert_base.roller", "bert_base.full"]   # per-kernel times (ncu), where the passes differ most
+TOTAL_S = 415          # the whole call (the issue's cap is 7 minutes)
+CAPS = {"outputs": 85, "sanitizers": 85, "ops": 100, "profile": 25, "models": 150}
+PROFILE = ["bert_base.full"]   # per-kernel times (ncu), where the passes differ most
 # Each step starts with min(its cap, what is left less what the later steps are
 # promised): the whole-model step (as time allows, says the issue) gets the rest.
 LOG = []
-RACE_TARGETS = ("lstm100", "greedy_decoder", "ch_ppocr_mobile_v2.0_cls_infer", "light_resnet50")
+RACE_TARGETS = ("lstm100", "greedy_decoder", "ch_ppocr_mobile_v2.0_cls_infer", "light_shufflenet",
+                "dyn_cnn_batch@b3", "dyn_seg_hw@h64w96")
 
 
 def log(msg):
@@ -79,8 +80,10 @@ def guarded(fn, fallback, *a):
         return fallback
 
 
-def compare(got_npy, want_pb, atol, rtol):
-    """(ok, message): every element within atol + rtol*|want|; NaN, a poisoned (unwritten) element or a shape fails."""
+def compare(got_npy, want_pb, atol, rtol, rel_l2=None):
+    """(ok, message): every element within atol + rtol*|want| (or, with rel_l2, |got - want| / |want|
+    over the whole tensor within rel_l2: reduced precision); NaN, a poisoned (unwritten) element or
+    a shape fails."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -97,9 +100,12 @@ def compare(got_npy, want_pb, atol, rtol):
         if bad_nan > 0:
             return False, "%d NaN (unwritten or invalid) elements" % bad_nan
     err = np.abs(g - w)
-    ok = bool(np.all(err <= atol + rtol * np.abs(w)))
-    return ok, "max_abs_err=%.3g max|want|=%.3g" % (float(err.max()) if err.size else 0.0,
-                                                   float(np.abs(w).max()) if w.size else 0.0)
+    msg = "max_abs_err=%.3g max|want|=%.3g" % (float(err.max()) if err.size else 0.0,
+                                              float(np.abs(w).max()) if w.size else 0.0)
+    if rel_l2 is not None:
+        rel = float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30))
+        return bool(np.isfinite(g).all()) and rel <= rel_l2, msg + " rel_l2=%.3g" % rel
+    return bool(np.all(err <= atol + rtol * np.abs(w))), msg
 
 
 def kernel_times(csv_path):
@@ -144,7 +150,8 @@ def regen(d, p, exe_dir):
         got = hashlib.sha256(f.read().replace(work, "@WORK@").encode()).hexdigest()
     if got != p["cu_sha256"]:
         return None, "the .cu made here differs from the one compiled (sha %s, want %s)" % (got[:12], p["cu_sha256"][:12])
-    return os.path.join(work, "m.qw"), "sidecar made again, .cu identical"
+    qw = os.path.join(work, "o.qw")   # a pass's new weights (prepare.py's choice), else onnx2qir's
+    return (qw if os.path.exists(qw) else os.path.join(work, "m.qw")), "sidecar made again, .cu identical"
 
 
 def main():
@@ -174,8 +181,8 @@ def main():
     log("device: %s; commit %s; %d programs" % (results["device"], results["commit"], len(progs)))
     pipelines = {"roller": ["-roller"], "welder": ["-roller", "-welder"], "rammer": ["-roller", "-rammer"],
                  "full": ["-roller", "-welder", "-rammer", "-grinder"]}
-    for p in progs:
-        p["passes"] = ["-canonicalize"] + pipelines[p["pipeline"]]
+    for p in progs:   # programs.json names its passes since the f16 pipeline; older ones by pipeline
+        p.setdefault("passes", ["-canonicalize"] + pipelines.get(p["pipeline"], []))
     # DIR/config.json (prepare.py --config): this call's caps, racecheck targets, memcheck, models step
     cfg = {}
     if os.path.exists(os.path.join(d, "config.json")):
@@ -183,6 +190,24 @@ def main():
     CAPS.update(cfg.get("caps", {}))
     race_targets = cfg.get("race", RACE_TARGETS)
     results["config"] = cfg
+
+    # The whole models (step 4) are exported and compiled on the CPUs from the start, while
+    # the GPU steps run: built when step 4 begins, not inside its budget.
+    models = cfg.get("models", "bert_b1,resnet50_b1")
+    bdir, bwork = os.path.join(d, ".bench"), os.path.join(d, ".bench-work")
+    builder = None
+    if not dry and models:
+        os.makedirs(bwork, exist_ok=True)
+        blog = open(os.path.join(out, "models_build.log"), "w")
+        try:
+            builder = subprocess.Popen(
+                ["nice", "-n", "10", sys.executable, "-u", os.path.join(d, "gen", "bench.py"), "--out", bdir,
+                 "--bin", os.path.join(d, "bin"), "--work", bwork, "--only", models, "--build-only",
+                 "--jobs", "2", "--budget", str(TOTAL_S - 100), *cfg.get("models_args", [])],
+                stdout=blog, stderr=subprocess.STDOUT)
+            log("whole models: building %s in the background" % models)
+        except OSError as e:
+            log("whole models: the background build did not start: %s" % e)
 
     # 0. sidecars made again (in parallel with nothing else: they take seconds)
     def weights_of(p):
@@ -239,7 +264,7 @@ def main():
                 with open(w, "rb") as f:
                     t.ParseFromString(f.read())
                 np.save(g, numpy_helper.to_array(t))
-                selfcheck.append(compare(g, w, p["atol"], p["rtol"])[0])
+                selfcheck.append(compare(g, w, p["atol"], p["rtol"], p.get("rel_l2"))[0])
             st = "dry" if reached and all(selfcheck) else "DRY-FAIL"
             return key, {"status": st, "detail": txt.strip().splitlines()[-1][:200] if txt.strip() else "", "cmd": " ".join(a)}
         rc, secs, txt = run(a, min(60, max(5, step_end - time.time())))
@@ -250,7 +275,7 @@ def main():
         msgs, ok = [], True
         for g, w in files:
             try:
-                good, m = compare(g, w, p["atol"], p["rtol"])
+                good, m = compare(g, w, p["atol"], p["rtol"], p.get("rel_l2"))
             except Exception as e:  # an unreadable output is a failure, with its reason
                 good, m = False, "compare: %s" % e
             ok &= good
@@ -359,21 +384,27 @@ def main():
             "%s %.1f us x%d" % (k, us, n) for k, us, n in r3b[key]["kernels"][:4])))
     results["steps"]["profile"] = r3b
 
-    # 4. whole models against PyTorch
-    budget = min(CAPS["models"], left() - 15)
+    # 4. whole models against PyTorch (built in the background since the start)
     r4 = {}
+    if builder is not None:
+        try:
+            builder.wait(timeout=max(1, left() - 110))
+        except subprocess.TimeoutExpired:
+            builder.terminate()
+            log("whole models: build stopped at %.0f s; the finished ones are timed" % (time.time() - T0))
+        r4["build_rc"] = builder.poll()
+    budget = min(CAPS["models"], left() - 15)
     if budget < 60:
         r4["status"] = "skipped: %.0f s left" % left()
     else:
-        bdir = os.path.join(d, ".bench")
         a = [sys.executable, "-u", os.path.join(d, "gen", "bench.py"), "--out", bdir, "--bin", os.path.join(d, "bin"),
-             "--only", cfg.get("models", "bert_b1,resnet50_b1"), "--budget", str(int(budget - 10)), "--jobs", "8",
+             "--only", models, "--budget", str(int(budget - 10)), "--work", bwork, "--prebuilt",
              *cfg.get("models_args", [])]
         if dry:
             r4["status"], r4["cmd"] = "dry", " ".join(a)
         else:
             rc, secs, txt = run(a, budget)
-            r4 = {"rc": rc, "secs": round(secs, 1), "tail": txt[-2500:]}
+            r4.update({"rc": rc, "secs": round(secs, 1), "tail": txt[-2500:]})
             for f in ("results.json", "table.md"):
                 if os.path.exists(os.path.join(bdir, f)):
                     shutil.copy(os.path.join(bdir, f), os.path.join(out, "models_" + f))

@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,12 +44,30 @@ PIPELINES = {
     "welder": ["-canonicalize", "-roller", "-welder"],
     "rammer": ["-canonicalize", "-roller", "-rammer"],
     "full": ["-canonicalize", "-roller", "-welder", "-rammer", "-grinder"],
+    # mixed precision: f16 operands on the matrix units, f32 accumulation (issue 26)
+    "f16": ["-canonicalize", "-autocast=f16", "-roller", "-welder", "-rammer", "-grinder"],
 }
+# -autocast=f16 programs: checked by relative L2 error against the f32 reference
+F16_MODELS = ["bert_base", "vit_base", "light_resnet50", "ch_PP-OCRv4_det_infer"]
+F16_REL_L2 = 2e-2
+# One program for every size in a range (issue 29): (program, model, onnx2qir flags,
+# data sets it runs, each checked against ONNX Runtime).  test/dynamic's models with
+# their refs, and PP-OCRv4 det over 32..640 x 32..640 on its own test image.
+DYNAMIC = [
+    ("dyn_cnn_batch", "test/dynamic/cnn_batch.onnx", ["--dim", "batch=1..16"],
+     ["cnn_batch_b1", "cnn_batch_b3", "cnn_batch_b16"]),
+    ("dyn_decode_step", "test/dynamic/decode_step.onnx", ["--dim", "past=1..64"],
+     ["decode_step_p1", "decode_step_p5", "decode_step_p64"]),
+    ("dyn_seg_hw", "test/dynamic/seg_hw.onnx", ["--dim", "height=32..640%2", "--dim", "width=32..640%2"],
+     ["seg_hw_h32w32", "seg_hw_h64w96", "seg_hw_h96w64"]),
+]
+DYNAMIC_DET = ("dyn_ppocr_det", "ch_PP-OCRv4_det_infer", ["--shape", "x=1,3,32..640%32,32..640%32"])
 LIGHT = ["light_resnet50", "light_squeezenet", "light_inception_v2", "light_densenet121", "light_shufflenet"]
 SYS_PY = "/usr/bin/python3"   # Debian's, with numpy and onnx (the transformer and LSTM generators)
 NVCC_FLAGS = ["-O3", "-gencode", "arch=compute_90,code=sm_90", "-cudart", "static", "-Xcompiler", "-s"]
 CACHE = os.path.join(TOP, "build", "gpu-prepare-cache", hashlib.sha256(" ".join(NVCC_FLAGS).encode()).hexdigest()[:8])
 T0 = time.time()
+EXE_LOCKS = {}   # binary path -> lock (setdefault is atomic under the GIL)
 
 
 def log(msg):
@@ -121,6 +140,21 @@ def sources(work, want=None):
     for f in os.listdir(os.path.join(TOP, "examples", "greedy_decoder_data")):
         shutil.copy(os.path.join(TOP, "examples", "greedy_decoder_data", f), os.path.join(d, "test_data_set_0", f))
     out.append(("greedy_decoder", d, {"atol": 1e-4, "rtol": 1e-3}))
+    # Symbolic programs: one binary (extra["prog"]) per program and pipeline, one entry per size.
+    for prog, model, flags, sets in DYNAMIC:
+        for ref in sets:
+            name = "%s@%s" % (prog, ref.rsplit("_", 1)[1])
+            if not wanted(name) and not wanted(prog):
+                continue
+            d = os.path.join(work, name)
+            os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+            shutil.copy(os.path.join(TOP, model), os.path.join(d, "model.onnx"))
+            for f in os.listdir(os.path.join(TOP, "test", "dynamic", "refs", ref)):
+                shutil.copy(os.path.join(TOP, "test", "dynamic", "refs", ref, f), os.path.join(d, "test_data_set_0", f))
+            out.append((name, d, {"atol": 1e-4, "rtol": 1e-3, "flags": flags, "prog": prog}))
+    prog, model, flags = DYNAMIC_DET
+    if wanted(prog) and os.path.isdir(os.path.join(mroot, model)):
+        out.append((prog + "@test", os.path.join(mroot, model), {"atol": 1e-4, "rtol": 1e-3, "flags": flags, "prog": prog}))
     return out
 
 
@@ -139,30 +173,36 @@ def build_program(name, mdir, extra, pipe, args):
     """onnx2qir | qopt | qcodegen -cuda -main | nvcc: one program; returns its programs.json entry."""
     work = os.path.join(args.work, name, pipe)
     os.makedirs(work, exist_ok=True)
-    flags = onnx_inputs.onnx2qir_flags(mdir)
+    flags = extra.get("flags") or onnx_inputs.onnx2qir_flags(mdir)
     base = os.path.join(work, "m.qir")
     run([os.path.join(BIN, "onnx2qir"), *flags, os.path.join(mdir, "model.onnx"), "-o", base])
     opt = os.path.join(work, "o.qir")
     run([os.path.join(BIN, "qopt"), *PIPELINES[pipe], "-target=h100", base, "-o", opt])
     cu = os.path.join(work, "m.cu")
     run([os.path.join(BIN, "qcodegen"), "-cuda", "-main", opt, "-o", cu])
-    exe = os.path.join(args.dir, "prog", "%s.%s" % (name, pipe))
+    # the sizes of one symbolic program share its binary
+    exe = os.path.join(args.dir, "prog", "%s.%s" % (extra.get("prog", name), pipe))
     t = time.time()
     # nvcc is the long pole: a binary built before from the same .cu is reused.
     key = cu_sha256(cu, work)
     cached = os.path.join(CACHE, key[:32])
-    if os.path.exists(cached):
-        shutil.copy(cached, exe)
-    else:
-        run([NVCC, *NVCC_FLAGS, "-o", exe, cu])
-        os.makedirs(CACHE, exist_ok=True)
-        shutil.copy(exe, cached + ".tmp")
-        os.replace(cached + ".tmp", cached)
+    with EXE_LOCKS.setdefault(exe, threading.Lock()):   # one symbolic program's sizes build it once
+        if os.path.exists(cached):
+            shutil.copy(cached, exe)
+        else:
+            run([NVCC, *NVCC_FLAGS, "-o", exe, cu])
+            os.makedirs(CACHE, exist_ok=True)
+            shutil.copy(exe, cached + ".tmp")
+            os.replace(cached + ".tmp", cached)
     qir = open(opt).read()
     entry = {"name": name, "pipeline": pipe, "exe": os.path.relpath(exe, args.dir),
              "kinds": kinds_of(qir), "cu_sha256": key, "nvcc_s": round(time.time() - t, 1),
-             "atol": extra["atol"], "rtol": extra["rtol"]}
-    qw = [w for w in os.listdir(work) if w.endswith(".qw")]
+             "atol": extra["atol"], "rtol": extra["rtol"], "passes": PIPELINES[pipe]}
+    if pipe == "f16":
+        entry["rel_l2"] = F16_REL_L2
+    # the sidecar the optimised module reads: o.qw where a pass wrote new weights
+    # (-autocast's converted ones, Welder's merged siblings), else onnx2qir's m.qw
+    qw = [w for w in ("o.qw", "m.qw") if os.path.exists(os.path.join(work, w))]
     entry["weights"] = None
     if qw:
         src = os.path.join(work, qw[0])
@@ -205,7 +245,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="comma list of program names (default: all)")
     ap.add_argument("--no-ops", action="store_true", help="skip the Roller top-10 operators")
-    ap.add_argument("--pipelines", default="roller,full", help="comma list of %s (default roller,full)" % ",".join(PIPELINES))
+    ap.add_argument("--pipelines", default="roller,full,f16", help="comma list of %s (default roller,full)" % ",".join(PIPELINES))
     ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
                     help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
     ap.add_argument("--config", default="", help="JSON merged into DIR/config.json: device.py's caps "
@@ -224,8 +264,8 @@ def main():
         subprocess.run(["strip", os.path.join(args.dir, "bin", t)])
     log("tools from %s" % BIN)
     keep = set(args.only.split(",")) if args.only else None
-    srcs = [s for s in sources(args.work, keep) if not keep or s[0] in keep]
-    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",")]
+    srcs = [s for s in sources(args.work, keep) if not keep or s[0] in keep or s[2].get("prog") in keep]
+    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",") if p != "f16" or s[0] in F16_MODELS]
     progs, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         fut = {ex.submit(build_program, s[0], s[1], s[2], p, args): (s[0], p) for s, p in jobs}
