@@ -353,6 +353,8 @@ def build_only(args, bindir, work_dir, deadline):
                 built[n] = {"error": "worker died: %s" % e}
             log("%-16s %s" % (n, built[n].get("error") or "built: " + ", ".join(
                 "%s %.1f" % kv for kv in built[n].get("times", {}).items())))
+            if built[n].get("trace"):   # the tool's own message (nvcc's error lines), whole
+                log(built[n]["trace"][-4000:])
             with open(path + ".tmp", "w") as f:
                 json.dump(built, f, indent=1)
             os.replace(path + ".tmp", path)

@@ -44,12 +44,15 @@ PIPELINES = {
     "welder": ["-canonicalize", "-roller", "-welder"],
     "rammer": ["-canonicalize", "-roller", "-rammer"],
     "full": ["-canonicalize", "-roller", "-welder", "-rammer", "-grinder"],
-    # mixed precision: f16 operands on the matrix units, f32 accumulation (issue 26)
+    # mixed precision: f16 or bf16 operands on the matrix units, f32 accumulation (issue 26)
     "f16": ["-canonicalize", "-autocast=f16", "-roller", "-welder", "-rammer", "-grinder"],
+    "bf16": ["-canonicalize", "-autocast=bf16", "-roller", "-welder", "-rammer", "-grinder"],
 }
-# -autocast=f16 programs: checked by relative L2 error against the f32 reference
-F16_MODELS = ["bert_base", "vit_base", "light_resnet50", "ch_PP-OCRv4_det_infer"]
-F16_REL_L2 = 2e-2
+# The models each reduced-precision pipeline builds, checked by relative L2 error against
+# the f32 reference.  light/ ResNet-50's random weights carry its activations past f16's
+# range (65504: NaN in C as on the device, first call of 2026-11-27), so it runs in bf16.
+PRECISION_MODELS = {"f16": ["bert_base", "vit_base", "ch_PP-OCRv4_det_infer"], "bf16": ["light_resnet50"]}
+PRECISION_REL_L2 = {"f16": 2e-2, "bf16": 5e-2}
 # One program for every size in a range (issue 29): (program, model, onnx2qir flags,
 # data sets it runs, each checked against ONNX Runtime).  test/dynamic's models with
 # their refs, and PP-OCRv4 det over 32..640 x 32..640 on its own test image.
@@ -198,8 +201,8 @@ def build_program(name, mdir, extra, pipe, args):
     entry = {"name": name, "pipeline": pipe, "exe": os.path.relpath(exe, args.dir),
              "kinds": kinds_of(qir), "cu_sha256": key, "nvcc_s": round(time.time() - t, 1),
              "atol": extra["atol"], "rtol": extra["rtol"], "passes": PIPELINES[pipe]}
-    if pipe == "f16":
-        entry["rel_l2"] = F16_REL_L2
+    if pipe in PRECISION_REL_L2:
+        entry["rel_l2"] = PRECISION_REL_L2[pipe]
     # the sidecar the optimised module reads: o.qw where a pass wrote new weights
     # (-autocast's converted ones, Welder's merged siblings), else onnx2qir's m.qw
     qw = [w for w in ("o.qw", "m.qw") if os.path.exists(os.path.join(work, w))]
@@ -245,7 +248,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="comma list of program names (default: all)")
     ap.add_argument("--no-ops", action="store_true", help="skip the Roller top-10 operators")
-    ap.add_argument("--pipelines", default="roller,full,f16", help="comma list of %s (default roller,full)" % ",".join(PIPELINES))
+    ap.add_argument("--pipelines", default="roller,full,f16,bf16", help="comma list of %s (default roller,full)" % ",".join(PIPELINES))
     ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
                     help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
     ap.add_argument("--config", default="", help="JSON merged into DIR/config.json: device.py's caps "
@@ -265,7 +268,7 @@ def main():
     log("tools from %s" % BIN)
     keep = set(args.only.split(",")) if args.only else None
     srcs = [s for s in sources(args.work, keep) if not keep or s[0] in keep or s[2].get("prog") in keep]
-    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",") if p != "f16" or s[0] in F16_MODELS]
+    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",") if s[0] in PRECISION_MODELS.get(p, [s[0]])]
     progs, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         fut = {ex.submit(build_program, s[0], s[1], s[2], p, args): (s[0], p) for s, p in jobs}

@@ -244,6 +244,10 @@ typedef struct {
                                  * (set by kkernel_choose_index, reset by kkernel_new) */
 } kbuilder;
 
+/* A variable named STEM followed by a fresh number.  STEM must not be "p": the
+ * persistent (rprogram) and device-loop kernels name their parameters p0, p1, ...,
+ * and a local p3 would hide parameter p3 (a compile error nvcc found on the device
+ * in BERT-base's embedding row group). */
 kvar *kvar_new(kbuilder *b, kkernel *k, const char *stem, ktype t, int64_t size, kvar_space sp);
 kvar *kvar_new_raw_shared(kbuilder *b, kkernel *k, const char *stem, qir_dtype dt, int64_t size);
 kvar *kvar_new_frag(kbuilder *b, kkernel *k, const char *stem, kfrag_role role, qir_dtype dt, bool col_major, int64_t count);

@@ -817,7 +817,7 @@ static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *pa
       ks_add(b, pass, ks_assign(b, corr[rr], NULL, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_var(b, m[rr]), ke_var(b, bv), KT_F32), KT_F32)));
       ks_add(b, pass, ks_assign(b, m[rr], NULL, ke_var(b, mx[rr])));
       ks_add(b, pass, ks_assign(b, l[rr], NULL, ke_bin(b, QIR_FN_MUL, ke_var(b, l[rr]), ke_var(b, corr[rr]), KT_F32)));
-      kvar *c = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL), *pv = kvar_new(b, k, "p", KT_F32, 0, KV_LOCAL);
+      kvar *c = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL), *pv = kvar_new(b, k, "pt", KT_F32, 0, KV_LOCAL);
       kstmt *one = ks_seq(b);
       ks_add(b, one, ks_decl(b, pv, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_elem(b, sc, ke_add(b, ke_int(b, rr * TC), ke_var(b, c))),
                                                                   ke_var(b, bv), KT_F32), KT_F32)));
@@ -935,7 +935,7 @@ kkernel *cg_lower_attention_combine(cg_ctx *cg, const qir_op *op, qir_value *par
   kexpr *row = ke_add(b, ke_mul(b, ke_mod(b, h, ke_int(b, s->G)), ke_int(b, s->S)), i);
   kstmt *work = ks_seq(b);
   kvar *M = kvar_new(b, k, "mx", KT_F32, 0, KV_LOCAL), *L = kvar_new(b, k, "sum", KT_F32, 0, KV_LOCAL);
-  kvar *acc = kvar_new(b, k, "acc", KT_F32, 0, KV_LOCAL), *pv = kvar_new(b, k, "p", KT_I32, 0, KV_LOCAL);
+  kvar *acc = kvar_new(b, k, "acc", KT_F32, 0, KV_LOCAL), *pv = kvar_new(b, k, "pt", KT_I32, 0, KV_LOCAL);
   kvar *base = kvar_new(b, k, "base", KT_F32, 0, KV_LOCAL), *w = kvar_new(b, k, "w", KT_F32, 0, KV_LOCAL);
   kexpr *at = partial_at(f, bb, kvh, ke_var(b, pv), row);
   ks_add(b, work, ks_decl(b, M, ke_float(b, -INFINITY, KT_F32)));

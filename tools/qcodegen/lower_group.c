@@ -599,7 +599,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
   /* one lane-strided walk over the row; `stage` < 0: the result's variables */
   #define ROW_LOOP(p, body, stage)                                                          \
     do {                                                                                  \
-      p = kvar_new(b, k, "p", b->index_type, 0, KV_LOCAL);                                       \
+      p = kvar_new(b, k, "pt", b->index_type, 0, KV_LOCAL);                                       \
       body = ks_seq(b);                                                                   \
       kexpr *pc_[MAX_AXES];                                                               \
       decompose(env, ke_var(b, p), red, nr, pc_);                                         \
@@ -631,7 +631,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     const qir_compute *pc = rows->point;
     qir_dtype pd = rows->dtypes[rows->n_stages + 1];
     ktype pt = ktype_of_dtype(pd);
-    p = kvar_new(b, k, "p", b->index_type, 0, KV_LOCAL);
+    p = kvar_new(b, k, "pt", b->index_type, 0, KV_LOCAL);
     body = ks_seq(b);
     kexpr *at[8][MAX_AXES], *pos[8];
     kvar *pacc[8];
@@ -712,7 +712,7 @@ void lower_rows(lower_env *env, const cg_rows *rows) {
     /* each lane a point of the row's result of the tail, its reduction walking the staged row */
     ks_add(b, k->body, ks_barrier(b));
     env->comp = tail;
-    kvar *q = kvar_new(b, k, "p", b->index_type, 0, KV_LOCAL);
+    kvar *q = kvar_new(b, k, "pt", b->index_type, 0, KV_LOCAL);
     kstmt *tb = ks_seq(b);
     int64_t own[MAX_AXES], n_own = 1;
     for (int d = 0, m = 0; d < n; d++)

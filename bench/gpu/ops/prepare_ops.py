@@ -158,7 +158,8 @@ def ops_table():
         ops.append(dict(name=name, dtype="f16", inputs=[("q", q), ("k", k), ("v", k)], outputs=[("y", y)],
                         body="  %%z = const dense<0> : f16[]\n  %%y = attention %%q, %%k, %%v, %%z {%sscale = %r} : %s\n"
                              % ("causal = 1, " if causal else "", scale, ty(y)),
-                        flops=4 * B * H * D * visible, torch={"kind": "sdpa", "causal": causal, "scale": scale}))
+                        flops=4 * B * H * D * visible, torch={"kind": "sdpa", "causal": causal, "scale": scale},
+                        lower=False))   # -lower would write it out as five computes: Roller's flash plans are the subject
     for op in ops:
         op["min_bytes"] = sum(nelem(t) * BYTES[t["dtype"]] for _, t in op["inputs"] + op["outputs"])
     return ops
@@ -406,7 +407,9 @@ def main():
                  "flops": op["flops"], "min_bytes": op["min_bytes"],
                  "torch": op["torch"], "plans": [], "error": ""}
         manifest["ops"].append(entry)
-        r = run([os.path.join(qbin, "qopt")] + passes + [src])
+        op_passes = [a for a in passes if op.get("lower", True) or a != "-lower"]
+        entry["qopt"] = " ".join(op_passes)
+        r = run([os.path.join(qbin, "qopt")] + op_passes + [src])
         if r.returncode != 0:
             entry["error"] = "qopt failed: " + r.stderr.strip()[-2000:]
             print("%s: qopt failed:\n%s" % (op["name"], r.stderr), file=sys.stderr)
