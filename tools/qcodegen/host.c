@@ -652,6 +652,25 @@ static const char *buf_ptr(host *h, int buf) { return qir_sprintf(h->m, "(m->are
 
 static void ind(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
 
+/* A kernel with bid_remap: the run's tiles, as C over m->dim (the product over
+ * its tile axes of ceil(run extent / tile) where the axis is symbolic, else the
+ * bound's count; the same counts the kernel's remap reads from q_dims). */
+static const char *run_tiles_c(host *h, const kkernel *k) {
+  const qir_type *t = &k->args[0]->type;
+  const char *text = qir_sprintf(h->m, "INT64_C(1)");
+  for (int i = 0; i < k->tile_axes; i++) {
+    int d = k->tile_axis[i];
+    if (d < t->rank && t->sym[d] && t->sym[d]->kind != QIR_DIM_CONST && k->tile_nb[i] > 1) {
+      char e[1024];
+      cg_dim_c(t->sym[d], "m->dim", e, sizeof e);
+      text = qir_sprintf(h->m, "%s * ((%s + %" PRId64 ") / %" PRId64 ")", text, e, k->tile_block[i] - 1, k->tile_block[i]);
+    } else {
+      text = qir_sprintf(h->m, "%s * %" PRId64, text, k->tile_nb[i]);
+    }
+  }
+  return text;
+}
+
 static void launch(host *h, FILE *o, kkernel *k, int level) {
   if (k->grid == 0) return;
   const char **argv = qir_alloc(h->m, sizeof *argv * (size_t)k->n_params);
@@ -659,7 +678,9 @@ static void launch(host *h, FILE *o, kkernel *k, int level) {
   char pad[64];
   snprintf(pad, sizeof pad, "%*s", 2 * level, "");
   /* the run's blocks (not in qir_run_stream, which a symbolic module refuses) */
-  if (k->rows && !k->chk) {
+  if (k->bid_remap && !k->chk) {
+    k->grid_text = h->stream_mode || h->dev_ptr ? qir_sprintf(h->m, "%" PRId64, k->grid) : run_tiles_c(h, k);
+  } else if (k->rows && !k->chk) {
     char e[1024];
     cg_dim_c(k->rows, "m->dim", e, sizeof e);
     k->grid_text = h->stream_mode || h->dev_ptr ? qir_sprintf(h->m, "%" PRId64, k->grid)

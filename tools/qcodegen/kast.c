@@ -912,7 +912,7 @@ void kprint_expr(FILE *o, const kexpr *e, const kkernel *k, const kprint_style *
   case KE_VAR: print_var_ref(o, e->var, NULL, k, st); return;
   case KE_ELEM: print_var_ref(o, e->var, e->a, k, st); return;
   case KE_TID: fputs(st->c_threads ? "tid" : "(int)threadIdx.x", o); return;
-  case KE_BID: fputs(st->c_threads ? "bid" : "(int)blockIdx.x", o); return;
+  case KE_BID: fputs(st->bid_remap ? "q_vb" : st->c_threads ? "bid" : "(int)blockIdx.x", o); return;
   case KE_ALIGNED16:
     fprintf(o, "((((uintptr_t)%s) & 15u) == 0)", k->params[e->param].name);
     return;

@@ -212,6 +212,15 @@ typedef struct {
   int tile_axes;
   int tile_axis[8];
   int64_t tile_nb[8], tile_block[8];
+  /* Where a tile axis is symbolic: launched on its own (not as an rprogram's
+   * task), the kernel gets only the run's tiles, not the bound's with most
+   * skipping (empty blocks cost a wave's worth of scheduling each: on an H100,
+   * PP-OCRv4 det built for 640 x 640 ran 7.8x slower at 96 x 160 than a static
+   * build).  The host launches their count (cg_run_grid_c), and the kernel
+   * numbers its block as the bound's grid would: q_vb = bid_remap over the raw
+   * block index, which KE_BID then prints as.  A raw index past the run's count
+   * maps to the bound's grid, a block that skips its tile. */
+  const kexpr *bid_remap;
   const char *grid_text;        /* the host, for one launch: the block count as C */
   bool coherent;                /* GPU: tensors without const/__restrict__ (one kernel writes and
                                  * later reads them, maybe through two names) */
@@ -416,6 +425,7 @@ typedef struct {
   cg_check *chk;                /* C: instrument every access (qcodegen -check) */
   bool c_threads;               /* C: KV_THREAD variables are indexed by tid */
   bool hip;
+  bool bid_remap;               /* KE_BID prints as q_vb (kkernel.bid_remap) */
   int c_tid_split;              /* C: > 0: the thread loop is split as tid = ty * this + tx,
                                  * and tid % this prints as tx, tid / this as ty */
 } kprint_style;

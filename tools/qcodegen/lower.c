@@ -360,19 +360,34 @@ static void skip_blocks_past_run(cg_ctx *cg, kkernel *k) {
   args[p] = cg->run_dims;
   k->params = params, k->args = args, k->n_params = p + 1;
   kexpr *inside = NULL, *stride = ke_int(b, 1);
+  /* bid_remap: the raw block index over the run's tiles (run_stride, column
+   * counts run_nb) renumbered over the bound's (stride) */
+  kexpr *raw = ke_bid(b), *run_stride = ke_int(b, 1), *remap = NULL;
+  bool prefix = true;   /* only the slowest axis varies: the run's blocks are a prefix, numbered alike */
   for (int i = k->tile_axes - 1; i >= 0; i--) {
     int d = k->tile_axis[i];
+    kexpr *run_nb = ke_int(b, k->tile_nb[i]);
     if (d < t->rank && t->sym[d] && t->sym[d]->kind != QIR_DIM_CONST && k->tile_nb[i] > 1) {
       kexpr *q = ke_div(b, ke_bid(b), stride);
       kexpr *tile = i == 0 ? q : ke_mod(b, q, ke_int(b, k->tile_nb[i]));
-      inside = ke_and(b, inside, ke_lt(b, ke_mul(b, tile, ke_int(b, k->tile_block[i])), run_extent(b, k, p, t->sym[d])));
+      kexpr *extent = run_extent(b, k, p, t->sym[d]);
+      inside = ke_and(b, inside, ke_lt(b, ke_mul(b, tile, ke_int(b, k->tile_block[i])), extent));
+      run_nb = ke_div(b, ke_add(b, extent, ke_int(b, k->tile_block[i] - 1)), ke_int(b, k->tile_block[i]));
+      prefix &= i == 0;
     }
+    kexpr *q = ke_div(b, raw, run_stride);
+    kexpr *at = ke_mul(b, i == 0 ? q : ke_mod(b, q, run_nb), stride);
+    remap = remap ? ke_add(b, remap, at) : at;
+    run_stride = ke_mul(b, run_stride, run_nb);
     stride = ke_mul(b, stride, ke_int(b, k->tile_nb[i]));
   }
   if (!inside) {   /* every symbolic axis is one tile */
     k->n_params = p;
     return;
   }
+  /* a raw index past the run's tiles (a launch of the bound's grid) maps past the bound's */
+  inside = ke_and(b, inside, ke_lt(b, ke_bid(b), stride));
+  k->bid_remap = ke_select(b, ke_lt(b, raw, run_stride), prefix ? raw : remap, stride, b->index_type);
   kvar *once = kvar_new(b, k, "run", KT_I32, 0, KV_BLOCK);
   kstmt *body = k->body;
   k->body = ks_seq(b);

@@ -60,7 +60,7 @@ static void print_params(FILE *o, const kkernel *k) {
   for (int i = 0; i < k->n_params; i++)
     fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written ? "" : "const ", kdtype_c(k->params[i].dtype),
             k->params[i].aliased ? "" : "restrict ", k->params[i].name);
-  if (k->rows && !k->chk) fputs(", int64_t q_grid", o);   /* the run's blocks */
+  if ((k->rows || k->bid_remap) && !k->chk) fputs(", int64_t q_grid", o);   /* the run's blocks */
 }
 
 static void indent_to(FILE *o, int n) { fprintf(o, "%*s", 2 * n, ""); }
@@ -462,12 +462,18 @@ static void kernel(FILE *o, const kkernel *k) {
     for (int i = 0; i < k->n_vars; i++)
       if (k->vars[i]->space == KV_SHARED) fprintf(o, "    q_shadow_reset(q_sh_%s, %" PRId64 "L);\n", k->vars[i]->name, k->vars[i]->size);
   } else {
-    if (k->rows)
+    if (k->rows || k->bid_remap)
       fputs("#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < (int)q_grid; bid++) {\n", o);
     else
       fprintf(o, "#ifdef _OPENMP\n  #pragma omp parallel for schedule(static)\n#endif\n  for (int bid = 0; bid < %" PRId64 "; bid++) {\n", k->grid);
   }
   for (int i = 0; i < k->n_vars; i++) kprint_var_decl(o, k->vars[i], k, &st, 2);
+  if (k->bid_remap && !k->chk) {   /* the run's tiles only: this block's number in the bound's grid */
+    fputs("    const int q_vb = (int)(", o);
+    kprint_expr(o, k->bid_remap, k, &st);
+    fputs(");\n", o);
+    st.bid_remap = true;
+  }
   /* each thread's queue of copies in flight */
   bool async = ks_contains(k->body, KS_CP_ASYNC) || ks_contains(k->body, KS_CP_COMMIT) || ks_contains(k->body, KS_CP_WAIT);
   if (async) fprintf(o, "    q_cpa_block q_cpa;\n    q_cpa_init(&q_cpa, %d);\n", k->threads);
@@ -497,7 +503,7 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
             k->chk_group && k->chk_kernel == k->id);
   fprintf(o, "%s%s(", indent, k->name);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
-  if (k->rows && !k->chk) fprintf(o, ", %s", k->grid_text ? k->grid_text : "0");
+  if ((k->rows || k->bid_remap) && !k->chk) fprintf(o, ", %s", k->grid_text ? k->grid_text : "0");
   fputs(");\n", o);
 }
 

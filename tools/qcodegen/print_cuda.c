@@ -59,6 +59,12 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
               kvar_dynamic_offset(k, v));
     else kprint_var_decl(o, v, k, &st, 1);
   }
+  if (k->bid_remap) {   /* the run's tiles only: this block's number in the bound's grid */
+    fputs("  const int q_vb = (int)(", o);
+    kprint_expr(o, k->bid_remap, k, &st);
+    fputs(");\n", o);
+    st.bid_remap = true;
+  }
   const char *sync = k->rp_sync ? k->params[k->n_params - 1].name : NULL;
   if (sync)   /* this launch's generation: launches finished before it, plus one */
     fprintf(o, "  const unsigned long long q_gen = (unsigned long long)%s[%d] + 1ULL;\n", sync, RP_SYNC_DONE_LAUNCHES);
