@@ -290,7 +290,9 @@ def prepare(name, work_dir, bindir, passes, arch, threads):
         t["qcodegen"] = run_tool([os.path.join(bindir, "qcodegen"), "-cuda", "m.opt.qir", "-o", "m.cu"], wd,
                                  "qcodegen -cuda")
         res["times"].update({k + "_s": v for k, v in t.items()})
-        weights = [f for f in os.listdir(wd) if f.endswith(".qw")]
+        # the sidecar the optimised module reads: qopt's new one where a pass wrote weights
+        # (Welder's merged siblings), else onnx2qir's
+        weights = [f for f in ("m.opt.qw", "m.qw") if os.path.exists(os.path.join(wd, f))]
         res["weights"] = os.path.join(wd, weights[0]) if weights else None
         nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
         if os.path.exists(nvcc):

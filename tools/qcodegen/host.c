@@ -1786,16 +1786,11 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     if (!h.cg.kernels[i]->unprinted) h.pr->kernel(o, h.cg.kernels[i]);
   if (chk) cg_check_trailer(o, chk);
   cg_symbolic_prelude(o, m, h.inputs, h.n_inputs);
-  int64_t stage_bytes = 0;   /* the largest symbolic input or output, staged between layouts */
-  for (int i = 0; i < h.n_inputs + h.n_outputs; i++) {
-    qir_value *v = i < h.n_inputs ? h.inputs[i]->results[0] : h.outputs[i - h.n_inputs]->operands[0];
-    if (qir_type_is_symbolic(&v->type) && value_bytes(v) > stage_bytes) stage_bytes = value_bytes(v);
-  }
 
   /* ---- constants */
   fputs("\n/* ---- model */\ntypedef struct qir_model {\n  unsigned char *arena, *cbuf;\n", o);
   fprintf(o, "  int64_t out_rows[%d];   /* rows each output holds (bounded loop scan outputs) */\n", h.n_outputs ? h.n_outputs : 1);
-  cg_symbolic_model_fields(o, m, h.n_inputs, stage_bytes);
+  cg_symbolic_model_fields(o, m, h.n_inputs);
   if (h.n_rp) fprintf(o, "  int rp_ok[%d];   /* each rprogram: its blocks fit on the device at once */\n", h.n_rp);
   if (h.n_dl && be != CG_C) fprintf(o, "  int dl_ok[%d];   /* each device-resident loop/if: its blocks fit on the device at once */\n", h.n_dl);
   fputs("} qir_model;\n", o);
@@ -1811,7 +1806,6 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   fputs("\nQAPI void qir_free(qir_model *m) {\n  if (!m) return;\n  if (m->arena) q_free(m->arena);\n"
         "  if (m->cbuf) q_free(m->cbuf);\n",
         o);
-  if (m->n_syms) fputs("  free(m->stage);\n", o);
   fputs("  free(m);\n", o);
   if (chk) fputs("  q_arena_watch(NULL, 0);\n", o);
   fputs("}\n\n", o);
@@ -1824,7 +1818,6 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     const qir_type *t = &h.outputs[i]->operands[0]->type;
     fprintf(o, "  m->out_rows[%d] = %" PRId64 ";\n", i, t->rank ? (t->bounded ? 0 : t->dims[0]) : 1);
   }
-  if (m->n_syms) fprintf(o, "  m->stage = (unsigned char *)malloc(%" PRId64 " + 1);\n  if (!m->stage) return 1;\n", stage_bytes);
   fprintf(o, "  QCHECK(q_alloc((void **)&m->arena, %" PRId64 "));\n", h.arena_bytes);
   if (chk) fprintf(o, "  q_arena_watch(m->arena, %" PRId64 ");   /* poisoned, as cudaMalloc does not zero */\n", h.arena_bytes);
   fprintf(o, "  QCHECK(q_alloc((void **)&m->cbuf, %" PRId64 "));\n", h.const_bytes);
@@ -1919,7 +1912,7 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fclose(so);
     fprintf(o, "\nQAPI int qir_run_stream(qir_model *m, const void *const *inputs, void *const *outputs, q_stream_t q_stream) {\n");
     fputs("  (void)inputs; (void)outputs; (void)q_stream;\n", o);
-    if (m->n_syms && !h.not_stream) h.not_stream = "a program for every size stages its inputs and outputs through the host";
+    if (m->n_syms && !h.not_stream) h.not_stream = "a program for every size copies its inputs and outputs from and to the host";
     if (h.not_stream) {
       fputs("  (void)m;\n  fputs(\"qir_run_stream: not stream-ordered: ", o);
       for (const char *c = h.not_stream; *c; c++) fputc(*c == '"' || *c == '\\' ? '_' : *c, o);

@@ -214,9 +214,8 @@ typedef struct {
   int64_t tile_nb[8], tile_block[8];
   /* Where a tile axis is symbolic: launched on its own (not as an rprogram's
    * task), the kernel gets only the run's tiles, not the bound's with most
-   * skipping (empty blocks cost a wave's worth of scheduling each: on an H100,
-   * PP-OCRv4 det built for 640 x 640 ran 7.8x slower at 96 x 160 than a static
-   * build).  The host launches their count (cg_run_grid_c), and the kernel
+   * skipping (an empty block still costs the scheduler).  The host launches
+   * their count (run_tiles_c in host.c), and the kernel
    * numbers its block as the bound's grid would: q_vb = bid_remap over the raw
    * block index, which KE_BID then prints as.  A raw index past the run's count
    * maps to the bound's grid, a block that skips its tile. */

@@ -20,6 +20,8 @@ static void prelude(FILE *o) {
         "#define q_free(p) (void)hipFree(p)\n"
         "#define q_h2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyHostToDevice)\n"
         "#define q_d2h(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToHost)\n"
+        "#define q_h2d_2d(d, dp, s, sp, w, h) hipMemcpy2D((d), (dp), (s), (sp), (w), (h), hipMemcpyHostToDevice)\n"
+        "#define q_d2h_2d(d, dp, s, sp, w, h) hipMemcpy2D((d), (dp), (s), (sp), (w), (h), hipMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToDevice)\n"
         "#define q_d2d_async(d, s, n) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToDevice, q_stream)\n"
         "typedef hipStream_t q_stream_t;\n"

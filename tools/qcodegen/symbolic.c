@@ -197,23 +197,34 @@ static const char floordiv_text[] =
 
 
 static const char pad_copy_text[] =
-    "/* Copies the run's elements between a compact tensor of extents ext and its\n"
-    " * buffer laid out at the bound (extents bound): into_bound 1 copies in. */\n"
-    "static void q_pad_copy(unsigned char *bound_buf, unsigned char *compact, size_t esize, int rank, const int64_t *bound,\n"
-    "                       const int64_t *ext, int into_bound) {\n"
+    "/* Copies the run's elements between a compact host tensor (extents ext) and\n"
+    " * its device buffer laid out at the bound (extents bound); into_bound 1 copies in.\n"
+    " * The innermost axes the run fills whole travel with the next axis out as one\n"
+    " * piece, a row of a 2D copy over the axis outside that; the axes further out are\n"
+    " * a loop.  Elements past the run are neither written nor read: the kernels never\n"
+    " * let them reach the run's outputs.  Returns 1 on a failed copy. */\n"
+    "static int q_pad_copy(unsigned char *dev, unsigned char *host, size_t esize, int rank, const int64_t *bound,\n"
+    "                      const int64_t *ext, int into_bound) {\n"
+    "  int j = rank - 1;\n"
+    "  size_t inner = esize;\n"
+    "  while (j >= 0 && ext[j] == bound[j]) inner *= (size_t)bound[j--];\n"
+    "  if (j < 0) return (into_bound ? q_h2d(dev, host, inner) : q_d2h(host, dev, inner)) != 0;\n"
+    "  size_t width = (size_t)ext[j] * inner, pitch = (size_t)bound[j] * inner, rows = j > 0 ? (size_t)ext[j - 1] : 1;\n"
     "  int64_t outer = 1;\n"
-    "  for (int d = 0; d + 1 < rank; d++) outer *= ext[d];\n"
-    "  size_t run = (size_t)(rank ? ext[rank - 1] : 1) * esize;\n"
-    "  for (int64_t o = 0; o < outer && run; o++) {\n"
-    "    int64_t rem = o, off = 0, stride = rank ? bound[rank - 1] : 1;\n"
-    "    for (int d = rank - 2; d >= 0; d--) {\n"
-    "      off += rem % ext[d] * stride;\n"
+    "  for (int d = 0; d + 1 < j; d++) outer *= ext[d];\n"
+    "  for (int64_t o = 0; o < outer; o++) {\n"
+    "    int64_t rem = o;\n"
+    "    size_t off = 0, stride = j > 0 ? (size_t)bound[j - 1] * pitch : 0;\n"
+    "    for (int d = j - 2; d >= 0; d--) {\n"
+    "      off += (size_t)(rem % ext[d]) * stride;\n"
     "      rem /= ext[d];\n"
-    "      stride *= bound[d];\n"
+    "      stride *= (size_t)bound[d];\n"
     "    }\n"
-    "    if (into_bound) memcpy(bound_buf + (size_t)off * esize, compact + (size_t)o * run, run);\n"
-    "    else memcpy(compact + (size_t)o * run, bound_buf + (size_t)off * esize, run);\n"
+    "    unsigned char *h = host + (size_t)o * rows * width;\n"
+    "    if ((into_bound ? q_h2d_2d(dev + off, pitch, h, width, width, rows) : q_d2h_2d(h, width, dev + off, pitch, width, rows)) != 0)\n"
+    "      return 1;\n"
     "  }\n"
+    "  return 0;\n"
     "}\n";
 
 void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in) {
@@ -253,13 +264,11 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
  * (q_bind_dims names it, for compilers that warn of an unused one). */
 void cg_symbolic_floordiv(FILE *o) { fputs(floordiv_text, o); }
 
-void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes) {
+void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in) {
   if (!m->n_syms) return;
   fprintf(o, "  int64_t dim[%d];   /* the symbols' values for this run */\n", m->n_syms);
   fprintf(o, "  int64_t in_dims[%d][8];   /* each input's shape (qir_set_input_shape) */\n  int in_set[%d];\n", n_in ? n_in : 1,
           n_in ? n_in : 1);
-  fprintf(o, "  unsigned char *stage;   /* %lld bytes: a run's tensor between its compact and bound layouts */\n",
-          (long long)stage_bytes);
 }
 
 static void emit_ext(FILE *o, const qir_type *t, const char *name) {
@@ -275,7 +284,6 @@ static void emit_ext(FILE *o, const qir_type *t, const char *name) {
 }
 
 void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index, bool input, int level) {
-  int64_t bytes = qir_type_numel(t) * qir_dtype_size(t->dtype);
   for (int i = 0; i < level; i++) fputs("  ", o);
   fputs("{\n", o);
   for (int i = 0; i <= level; i++) fputs("  ", o);
@@ -285,15 +293,14 @@ void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index,
   if (!t->rank) fputs("1", o);
   fputs("};\n", o);
   for (int i = 0; i <= level; i++) fputs("  ", o);
-  if (input)
-    fprintf(o,
-            "memset(m->stage, 0, %lld);\n%*sq_pad_copy(m->stage, (unsigned char *)inputs[%d], %d, %d, q_bnd, q_ext, 1);\n"
-            "%*sQCHECK(q_h2d(%s, m->stage, %lld));\n",
-            (long long)bytes, 2 * (level + 1), "", io_index, qir_dtype_size(t->dtype), t->rank, 2 * (level + 1), "", dev,
-            (long long)bytes);
-  else
-    fprintf(o, "QCHECK(q_d2h(m->stage, %s, %lld));\n%*sq_pad_copy(m->stage, (unsigned char *)outputs[%d], %d, %d, q_bnd, q_ext, 0);\n",
-            dev, (long long)bytes, 2 * (level + 1), "", io_index, qir_dtype_size(t->dtype), t->rank);
+  fprintf(o, "if (q_pad_copy((unsigned char *)%s, (unsigned char *)%s[%d], %d, %d, q_bnd, q_ext, %d)) {\n", dev,
+          input ? "inputs" : "outputs", io_index, qir_dtype_size(t->dtype), t->rank, input);
+  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
+  fprintf(o, "fputs(\"qir_run: copying %s %d failed\\n\", stderr);\n", input ? "input" : "output", io_index);
+  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
+  fputs("return 1;\n", o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  fputs("}\n", o);
   for (int i = 0; i < level; i++) fputs("  ", o);
   fputs("}\n", o);
 }

@@ -23,10 +23,10 @@ int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n);
 void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in);
 /* ... q_floordiv (before the kernels) ... */
 void cg_symbolic_floordiv(FILE *o);
-/* ... the model's fields for the run's sizes (stage_bytes: its staging buffer) ... */
-void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in, int64_t stage_bytes);
-/* ... an input's or output's copy between the caller's compact tensor and
- * its bound-sized buffer `dev` (through m->stage) ... */
+/* ... the model's fields for the run's sizes ... */
+void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in);
+/* ... an input's or output's copy of the run's elements between the caller's
+ * compact tensor and its bound-sized buffer `dev` (q_pad_copy) ... */
 void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index, bool input, int level);
 /* ... and after q_check_input: qir_set_input_shape, q_bind_dims, qir_output_shape. */
 void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out);

@@ -294,8 +294,11 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
       for (int64_t v = k->veu_lo; v < k->veu_lo + k->n_veus && v < r->veus; v++) {
         int64_t mine = per;
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
-        mine = live_tasks(r, k, v - k->veu_lo, mine);
-        double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)mine * tau;
+        int64_t live = live_tasks(r, k, v - k->veu_lo, mine);
+        /* a task that skips its tile still publishes its flag (a fence and a store) after
+         * its wave's wait: a quarter of a grid barrier, as the model's waits */
+        double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)live * tau + (double)(mine - live) * 0.25 * r->sync_us;
+        mine = live;
         clock[v] = c;
         busy += (double)mine * tau;
         if (c > last) last = c;
@@ -1050,7 +1053,8 @@ static void set_costs(qopt_ctx *ctx, rammer *r) {
 
 /* The modelled time of rprogram `rp` in a run at `at` (the symbols' values):
  * its schedule as written, each task that skips its tile (task_live) taking
- * no time, or its members' own launches where #unpacked_upto covers the run.
+ * a quarter of a grid barrier (it still publishes its flag), or its members'
+ * own launches where #unpacked_upto covers the run.
  * At the bound it is the est_us -rammer wrote. */
 double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const int64_t *at) {
   double written = attr_float(rp, "est_us");
