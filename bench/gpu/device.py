@@ -394,7 +394,9 @@ def main():
             log("whole models: build stopped at %.0f s; the finished ones are timed" % (time.time() - T0))
         r4["build_rc"] = builder.poll()
     budget = min(CAPS["models"], left() - 15)
-    if budget < 60:
+    if not models:
+        r4["status"] = "skipped (config: no models)"
+    elif budget < 60:
         r4["status"] = "skipped: %.0f s left" % left()
     else:
         a = [sys.executable, "-u", os.path.join(d, "gen", "bench.py"), "--out", bdir, "--bin", os.path.join(d, "bin"),
