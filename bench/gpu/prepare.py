@@ -102,6 +102,16 @@ def node_oracle(model, ds):
     run(["node", os.path.join(ONNX_TESTS, "oracle", "gen_ref.js"), model, ds], env=env)
 
 
+def model_dir(work, name, model, data):
+    """work/name/ with model.onnx a copy of `model` and test_data_set_0 of the files in `data`."""
+    d = os.path.join(work, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    shutil.copy(model, os.path.join(d, "model.onnx"))
+    for f in os.listdir(data):
+        shutil.copy(os.path.join(data, f), os.path.join(d, "test_data_set_0", f))
+    return d
+
+
 def sources(work, want=None):
     """(name, model.onnx, data set folder, extra) for every program (those named in want, when
     given); generated models go under work, made only when wanted."""
@@ -137,11 +147,8 @@ def sources(work, want=None):
         for f in os.listdir(os.path.join(TOP, "examples", "lstm100_data")):
             shutil.copy(os.path.join(TOP, "examples", "lstm100_data", f), os.path.join(d, "test_data_set_0", f))
         out.append(("lstm100", d, {"atol": 1e-4, "rtol": 1e-3}))
-    d = os.path.join(work, "greedy_decoder")
-    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
-    shutil.copy(os.path.join(TOP, "examples", "greedy_decoder.onnx"), os.path.join(d, "model.onnx"))
-    for f in os.listdir(os.path.join(TOP, "examples", "greedy_decoder_data")):
-        shutil.copy(os.path.join(TOP, "examples", "greedy_decoder_data", f), os.path.join(d, "test_data_set_0", f))
+    d = model_dir(work, "greedy_decoder", os.path.join(TOP, "examples", "greedy_decoder.onnx"),
+                  os.path.join(TOP, "examples", "greedy_decoder_data"))
     out.append(("greedy_decoder", d, {"atol": 1e-4, "rtol": 1e-3}))
     # Symbolic programs: one binary (extra["prog"]) per program and pipeline, one entry per size.
     for prog, model, flags, sets in DYNAMIC:
@@ -149,11 +156,7 @@ def sources(work, want=None):
             name = "%s@%s" % (prog, ref.rsplit("_", 1)[1])
             if not wanted(name) and not wanted(prog):
                 continue
-            d = os.path.join(work, name)
-            os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
-            shutil.copy(os.path.join(TOP, model), os.path.join(d, "model.onnx"))
-            for f in os.listdir(os.path.join(TOP, "test", "dynamic", "refs", ref)):
-                shutil.copy(os.path.join(TOP, "test", "dynamic", "refs", ref, f), os.path.join(d, "test_data_set_0", f))
+            d = model_dir(work, name, os.path.join(TOP, model), os.path.join(TOP, "test", "dynamic", "refs", ref))
             out.append((name, d, {"atol": 1e-4, "rtol": 1e-3, "flags": flags, "prog": prog}))
     # the same models built static at one size each (their shapes from the data set), the
     # baseline issue 29 measures a symbolic program against
@@ -162,11 +165,7 @@ def sources(work, want=None):
         name = "static_%s@%s" % (prog[4:], ref.rsplit("_", 1)[1])
         if not wanted(name) and not wanted(prog):
             continue
-        d = os.path.join(work, name)
-        os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
-        shutil.copy(os.path.join(TOP, model), os.path.join(d, "model.onnx"))
-        for f in os.listdir(os.path.join(TOP, "test", "dynamic", "refs", ref)):
-            shutil.copy(os.path.join(TOP, "test", "dynamic", "refs", ref, f), os.path.join(d, "test_data_set_0", f))
+        d = model_dir(work, name, os.path.join(TOP, model), os.path.join(TOP, "test", "dynamic", "refs", ref))
         out.append((name, d, {"atol": 1e-4, "rtol": 1e-3}))
     prog, model, flags = DYNAMIC_DET
     if wanted(prog) and os.path.isdir(os.path.join(mroot, model)):
