@@ -328,13 +328,15 @@ def finish_builds(pool, futures, timeout):
     for fut in not_done:
         fut.cancel()
     pool.shutdown(wait=False, cancel_futures=True)
-    built = {}
-    for fut in done:
-        try:
-            built[futures[fut]] = fut.result()
-        except Exception as e:
-            built[futures[fut]] = {"error": "worker died: %s" % e}
-    return built
+    return {futures[fut]: build_result(fut) for fut in done}
+
+
+def build_result(fut):
+    """prepare()'s dict of a finished build, or the worker's death as its error."""
+    try:
+        return fut.result()
+    except Exception as e:
+        return {"error": "worker died: %s" % e}
 
 
 def build_only(args, bindir, work_dir, deadline):
@@ -349,10 +351,7 @@ def build_only(args, bindir, work_dir, deadline):
     try:
         for fut in as_completed(futures, timeout=max(0.0, deadline - time.time())):
             n = futures[fut]
-            try:
-                built[n] = fut.result()
-            except Exception as e:
-                built[n] = {"error": "worker died: %s" % e}
+            built[n] = build_result(fut)
             log("%-16s %s" % (n, built[n].get("error") or "built: " + ", ".join(
                 "%s %.1f" % kv for kv in built[n].get("times", {}).items())))
             if built[n].get("trace"):   # the tool's own message (nvcc's error lines), whole

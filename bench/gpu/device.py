@@ -179,10 +179,6 @@ def main():
     rc, _, nv = run(["nvcc", "--version"], 20)
     results["nvcc"] = nv.strip().splitlines()[-1] if rc == 0 and nv.strip() else "none"
     log("device: %s; commit %s; %d programs" % (results["device"], results["commit"], len(progs)))
-    pipelines = {"roller": ["-roller"], "welder": ["-roller", "-welder"], "rammer": ["-roller", "-rammer"],
-                 "full": ["-roller", "-welder", "-rammer", "-grinder"]}
-    for p in progs:   # programs.json names its passes since the f16 pipeline; older ones by pipeline
-        p.setdefault("passes", ["-canonicalize"] + pipelines.get(p["pipeline"], []))
     # DIR/config.json (prepare.py --config): this call's caps, racecheck targets, memcheck, models step
     cfg = {}
     if os.path.exists(os.path.join(d, "config.json")):

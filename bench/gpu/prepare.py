@@ -163,7 +163,7 @@ def sources(work, want=None):
     for prog, model, flags, sets in DYNAMIC:
         ref = sets[1]
         name = "static_%s@%s" % (prog[4:], ref.rsplit("_", 1)[1])
-        if not wanted(name) and not wanted(prog):
+        if not wanted(name):
             continue
         d = model_dir(work, name, os.path.join(TOP, model), os.path.join(TOP, "test", "dynamic", "refs", ref))
         out.append((name, d, {"atol": 1e-4, "rtol": 1e-3}))
@@ -260,7 +260,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="comma list of program names (default: all)")
     ap.add_argument("--no-ops", action="store_true", help="skip the Roller top-10 operators")
-    ap.add_argument("--pipelines", default="roller,full,f16,bf16", help="comma list of %s (default roller,full)" % ",".join(PIPELINES))
+    ap.add_argument("--pipelines", default="roller,full,f16,bf16", help="comma list of %s (default %%(default)s; f16 and bf16 build PRECISION_MODELS only)" % ",".join(PIPELINES))
     ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
                     help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
     ap.add_argument("--config", default="", help="JSON merged into DIR/config.json: device.py's caps "

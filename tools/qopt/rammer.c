@@ -67,10 +67,11 @@
 #include <string.h>
 
 /* A task that skips its tile (a run below the bound) still waits and publishes
- * its flag: it costs one grid barrier's time.  Measured on an H100 (2026-11-27),
- * PP-OCRv4 det built for 640 x 640 ran its four packed programs in 4.8 ms at
- * 96 x 160 (its members launched one by one: 2.0 ms for the whole model), where
- * a skipped task at no cost had modelled them faster than their members' launches. */
+ * its flag: it costs one grid barrier's time.  Chosen, not fitted: on an H100
+ * (2026-11-27) PP-OCRv4 det built for 640 x 640 ran its four packed programs in
+ * 4.8 ms at 96 x 160, where skipped tasks at no cost (and at a quarter of a
+ * barrier) had modelled them faster than their members' own launches; at one
+ * barrier they run apart there, and the whole model took 2.25 ms. */
 #define SKIP_BARRIERS 1.0
 
 /* One plan an rOperator may run with: its #tile or one of its alternatives. */
@@ -303,9 +304,8 @@ static double program_us_parts(const rammer *r, double *bound_us, double *util) 
         if ((v - k->veu_lo) + (per - 1) * k->n_veus >= k->k.tasks) mine = per - 1;
         int64_t live = live_tasks(r, k, v - k->veu_lo, mine);
         double c = (clock[v] > floor_us ? clock[v] : floor_us) + (double)live * tau + (double)(mine - live) * SKIP_BARRIERS * r->sync_us;
-        mine = live;
         clock[v] = c;
-        busy += (double)mine * tau;
+        busy += (double)live * tau;
         if (c > last) last = c;
       }
       done[i] = last;
