@@ -85,7 +85,7 @@ RT_INC = $(RT_H:tools/qcodegen/runtime/%.h=$(GEN)/runtime/%.inc)
 $(GEN)/runtime/%.inc: tools/qcodegen/runtime/%.h
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
-$(BUILD)/obj/tools/qcodegen/print_sm80.o: $(RT_INC)
+$(BUILD)/obj/tools/qcodegen/print_sm80.o $(BUILD)/obj/tools/qcodegen/print_sm90.o: $(RT_INC)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -485,12 +485,14 @@ static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, co
     ERR(v, attr_loc(op, at), "'%s' #%s mma_precision must be \"tf32\", with mma = [16, 8, 8]", op_name(op), what);
     return;
   }
-  bool pipelined = shape_ok && sh[0] == 16 && sh[1] == 8 && sh[2] == (tf32 ? 8 : 16);
+  /* [64, N, 16]: Hopper's wgmma (N a multiple of 8 up to 256), pipelined by TMA */
+  bool wgmma = shape_ok && !tf32 && sh[0] == 64 && sh[1] >= 8 && sh[1] <= 256 && sh[1] % 8 == 0 && sh[2] == 16;
+  bool pipelined = wgmma || (shape_ok && sh[0] == 16 && sh[1] == 8 && sh[2] == (tf32 ? 8 : 16));
   if (mma && !(shape_ok && (pipelined || (!tf32 && sh[0] == 16 && sh[1] == 16 && sh[2] == 16)))) {
     ERR(v, attr_loc(op, at),
         tf32 ? "'%s' #%s mma must be [16, 8, 8] with mma_precision = \"tf32\" (mma.sync m16n8k8 .tf32, pipelined)"
-             : "'%s' #%s mma must be [16, 16, 16] (wmma, MFMA) or [16, 8, 16] (mma.sync, pipelined); [16, 8, 8] needs "
-               "mma_precision = \"tf32\"",
+             : "'%s' #%s mma must be [16, 16, 16] (wmma, MFMA), [16, 8, 16] (mma.sync, pipelined) or [64, N, 16] (wgmma, N a "
+               "multiple of 8 up to 256); [16, 8, 8] needs mma_precision = \"tf32\"",
         op_name(op), what);
     return;
   }

@@ -486,6 +486,42 @@ kstmt *ks_vstore(kbuilder *b, int param, kexpr *index, kvar *values, int count) 
 
 bool ks_is_mma(const kstmt *s) { return s->kind >= KS_MMA_FILL && s->kind <= KS_MMA16816; }
 
+kstmt *ks_mbar(kbuilder *b, kstmt_kind kind, kvar *bars, kexpr *index, int64_t step, kexpr *parity) {
+  kstmt *s = ks_new(b, kind);
+  s->var = bars;
+  s->index = index;
+  s->step = step;
+  s->value = parity;
+  return s;
+}
+
+kstmt *ks_tma_load(kbuilder *b, int tmap, kvar *dst, kexpr *index, kvar *bars, kexpr *bar, kexpr *const *coord, int rank) {
+  kstmt *s = ks_new(b, KS_TMA_LOAD);
+  s->step = tmap;
+  s->var = dst;
+  s->index = index;
+  s->mem = bars;
+  s->ia = bar;
+  for (int i = 0; i < rank; i++) s->coord[i] = coord[i];
+  return s;
+}
+
+kstmt *ks_wgmma(kbuilder *b, kstmt_kind kind, const kwgmma *wg, kvar *acc, kexpr *index, kvar *sa, kexpr *ia, kvar *sb, kexpr *ib,
+                int64_t step) {
+  kstmt *s = ks_new(b, kind);
+  s->wg = wg;
+  s->var = acc;
+  s->index = index;
+  s->mem = sa;
+  s->ia = ia;
+  s->fb = sb;
+  s->ib = ib;
+  s->step = step;
+  return s;
+}
+
+bool ks_is_wgmma(const kstmt *s) { return s->kind >= KS_WGMMA && s->kind <= KS_WGMMA_WAIT; }
+
 bool ks_contains(const kstmt *s, kstmt_kind kind) {
   if (!s) return false;
   if (s->kind == kind) return true;
@@ -496,7 +532,7 @@ bool ks_contains(const kstmt *s, kstmt_kind kind) {
 
 bool ks_has_sync(const kstmt *s) {
   if (!s) return false;
-  if (ks_is_mma(s)) return true;
+  if (ks_is_mma(s) || ks_is_wgmma(s)) return true;
   switch (s->kind) {
   case KS_BARRIER: case KS_WARP_REDUCE: case KS_GRID_SYNC: case KS_FLAG_WAIT: case KS_GRID_BARRIER: return true;
   case KS_SEQ:
@@ -550,6 +586,8 @@ bool ks_uses_var(const kstmt *s, const kvar *v) {
   if (ke_uses_var(s->init, v) || ke_uses_var(s->lo, v) || ke_uses_var(s->hi, v) || ke_uses_var(s->cond, v) ||
       ke_uses_var(s->index, v) || ke_uses_var(s->value, v))
     return true;
+  for (int i = 0; i < KTMAP_MAX_RANK; i++)
+    if (ke_uses_var(s->coord[i], v)) return true;
   for (int i = 0; i < s->n_items; i++)
     if (ks_uses_var(s->items[i], v)) return true;
   return ks_uses_var(s->body, v) || ks_uses_var(s->els, v);
@@ -584,6 +622,8 @@ static bool prune(kstmt *s) {
 
 void kkernel_prune(kkernel *k) {
   while (prune(k->body)) {
+  }
+  while (k->gpu_body && prune(k->gpu_body)) {
   }
 }
 
@@ -1217,9 +1257,11 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
   }
   case KS_IF:
     indent_to(o, ind);
-    fputs("if (", o);
+    /* a role branch: lane 0's condition, so that ptxas sees it warp-uniform
+     * (else it serialises the wgmma inside: C7518 / C7520) */
+    fputs(s->wg && !st->c_threads ? "if (__shfl_sync(0xffffffffu, (int)(" : "if (", o);
     kprint_expr(o, s->cond, k, st);
-    fputs(") {\n", o);
+    fputs(s->wg && !st->c_threads ? "), 0)) {\n" : ") {\n", o);
     kprint_stmt(o, s->body, k, st, ind + 1);
     indent_to(o, ind);
     if (s->els) {
@@ -1270,6 +1312,10 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     return;
   case KS_LDMATRIX: case KS_MMA16816: case KS_CP_ASYNC: case KS_CP_COMMIT: case KS_CP_WAIT: case KS_VSTORE:
     kprint_sm80_stmt(o, s, k, st, ind);
+    return;
+  case KS_MBAR_INIT: case KS_MBAR_FENCE_INIT: case KS_MBAR_ARRIVE: case KS_MBAR_WAIT: case KS_TMA_LOAD: case KS_FENCE_PROXY_ASYNC:
+  case KS_WGMMA: case KS_WGMMA_FENCE: case KS_WGMMA_COMMIT: case KS_WGMMA_WAIT: case KS_SETMAXNREG:
+    kprint_sm90_stmt(o, s, k, st, ind);
     return;
   case KS_VCOPY16:
     indent_to(o, ind);

@@ -149,7 +149,55 @@ typedef enum {
    * loop as its phases, one launch each. */
   KS_GRID_BARRIER,              /* every thread of the grid (cooperative_groups grid sync) */
   KS_BREAK,                     /* leaves the innermost loop (a grid-uniform early exit) */
+  /* Hopper (lower_wgmma.c, print_sm90.c; C: the emulation of runtime/
+   * mbarrier.h, tma.h, wgmma.h).  mbarriers are elements of a shared u64
+   * array `var`; C keeps their state beside it (q_mbar_block). */
+  KS_MBAR_INIT,                 /* mbarrier var[index] expects `step` arrivals per phase (one thread) */
+  KS_MBAR_FENCE_INIT,           /* fence.mbarrier_init: the inits visible before the barrier after it */
+  KS_MBAR_ARRIVE,               /* arrive on var[index]; step > 0: arrive.expect_tx of `step` bytes */
+  KS_MBAR_WAIT,                 /* wait until the phase of var[index] with parity `value` completed */
+  KS_TMA_LOAD,                  /* cp.async.bulk.tensor: the box of tensor map `step` (k->tmaps) at
+                                 * coord[] into shared var[index ..], completing on mbarrier mem[ia] */
+  KS_FENCE_PROXY_ASYNC,         /* fence.proxy.async.shared::cta: this thread's shared stores
+                                 * visible to the async proxy (TMA, wgmma) */
+  /* collectives of warpgroups wg->wg_first .. + wg_count (4 warps each) */
+  KS_WGMMA,                     /* wgmma.mma_async m64nNk16: var[index ..] (f32 accumulators, N/2 per
+                                 * thread) += A (shared mem[ia ..], descriptor wg->a) x B (shared
+                                 * fb[ib ..], descriptor wg->b) */
+  KS_WGMMA_FENCE,               /* wgmma.fence: accumulator registers ready for the next wgmma */
+  KS_WGMMA_COMMIT,              /* closes the warpgroup's open group of wgmma */
+  KS_WGMMA_WAIT,                /* waits until at most `step` of its committed groups are in flight */
+  KS_SETMAXNREG,                /* GPU: setmaxnreg.inc (value non-NULL) or .dec to `step` registers
+                                 * (the warpgroup's role branch; nothing in C) */
 } kstmt_kind;
+
+/* The shared-memory layout a wgmma descriptor states (PTX ISA "matrix
+ * descriptor"): byte offsets between core-matrix groups and the swizzle. */
+typedef struct {
+  bool mn_major;                /* the tile's contiguous dimension is M (A) or N (B): imm-trans 1 */
+  int64_t lbo, sbo;             /* leading / stride dimension byte offsets */
+  int swizzle;                  /* bytes: 128, 64, 32, or 0 (interleaved) */
+} kwgmma_desc;
+
+typedef struct {
+  int n;                        /* N of m64nNk16 */
+  qir_dtype dtype;              /* QIR_F16 or QIR_BF16 */
+  kwgmma_desc a, b;
+  int wg_first, wg_count;       /* the warpgroups that run it */
+  bool in_role;                 /* GPU: inside its warpgroups' role branch (no guard of its own) */
+} kwgmma;
+
+/* A TMA tensor map of a kernel (cuTensorMapEncodeTiled on the host): the
+ * tensor of parameter `param` seen as `rank` dimensions, innermost first. */
+#define KTMAP_MAX_RANK 5
+typedef struct {
+  int param;
+  int rank;
+  int64_t dims[KTMAP_MAX_RANK];
+  int64_t strides[KTMAP_MAX_RANK];   /* bytes between consecutive indices of each dimension ([0]: element) */
+  int64_t box[KTMAP_MAX_RANK];
+  int swizzle;                       /* bytes: 128, 64, 32 or 0 */
+} ktmap;
 
 typedef struct kstmt kstmt;
 struct kstmt {
@@ -170,6 +218,9 @@ struct kstmt {
   kexpr *ia, *ib;               /* MMA_SYNC, MMA16816: operand fragment indices */
   bool trans;                   /* LDMATRIX: .trans */
   qir_dtype dtype;              /* MMA16816: QIR_F16 or QIR_BF16; QIR_F32: m16n8k8 .tf32 */
+  kexpr *coord[KTMAP_MAX_RANK]; /* TMA_LOAD: the box's first element, innermost dimension first */
+  const kwgmma *wg;             /* WGMMA*: the instruction and its warpgroups; IF: a role branch
+                                 * (GPU: cond is warpgroup-uniform, read through a shuffle) */
 };
 
 typedef struct {
@@ -230,6 +281,12 @@ typedef struct {
                                  * failing, when the device cannot hold the grid at once */
   bool grid_phase;              /* C: a phase of a device loop, after a grid barrier */
   ktype index_type;             /* KT_I32, or KT_I64: it touches a tensor of KINDEX64_NUMEL elements or more */
+  int n_tmaps;                  /* TMA tensor maps (GPU: __grid_constant__ parameters after the tensors) */
+  ktmap *tmaps;
+  bool sm90a;                   /* CUDA: needs compute_90a (wgmma, setmaxnreg) */
+  int n_mbars;                  /* mbarriers (C: the emulation's per-block state) */
+  kstmt *gpu_body;              /* CUDA: the body as warpgroup roles (lower_wgmma.c), NULL: body.
+                                 * body runs the same statements interleaved, which C runs */
 } kkernel;
 
 /* ---- index arithmetic
@@ -318,6 +375,12 @@ kstmt *ks_cp_async_n(kbuilder *b, kvar *mem, kexpr *index, int param, kexpr *src
 kstmt *ks_cp_commit(kbuilder *b);
 kstmt *ks_cp_wait(kbuilder *b, int pending);
 kstmt *ks_vstore(kbuilder *b, int param, kexpr *index, kvar *values, int count);
+/* Hopper statements (KS_MBAR_* .. KS_WGMMA_WAIT above) */
+kstmt *ks_mbar(kbuilder *b, kstmt_kind kind, kvar *bars, kexpr *index, int64_t step, kexpr *parity);
+kstmt *ks_tma_load(kbuilder *b, int tmap, kvar *dst, kexpr *index, kvar *bars, kexpr *bar, kexpr *const *coord, int rank);
+kstmt *ks_wgmma(kbuilder *b, kstmt_kind kind, const kwgmma *wg, kvar *acc, kexpr *index, kvar *sa, kexpr *ia, kvar *sb, kexpr *ib,
+                int64_t step);
+bool ks_is_wgmma(const kstmt *s);             /* a collective of warpgroups (KS_WGMMA .. KS_WGMMA_WAIT) */
 bool ks_is_mma(const kstmt *s);               /* a matrix-unit statement (collective over a warp) */
 bool ks_contains(const kstmt *s, kstmt_kind kind);
 kstmt *ks_comment(kbuilder *b, const char *text);
@@ -444,6 +507,14 @@ void kprint_mma_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_sty
 void kprint_sm80_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
 void kprint_sm80_collective_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
 void kprint_sm80_runtime(FILE *o);            /* C: the emulation (the files of runtime/) */
+/* print_sm90.c: the Hopper statements as inline PTX (GPU) or calls of the C
+ * emulation; C runs the warpgroup collectives once per warpgroup. */
+void kprint_sm90_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
+void kprint_sm90_collective_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int indent);
+void kprint_sm90_runtime(FILE *o);
+/* CUDA: the kernel's tensor-map parameters; the host's encoding of them before a launch */
+void kprint_sm90_tmap_params(FILE *o, const kkernel *k);
+void kprint_sm90_tmap_encode(FILE *o, const kkernel *k, const char *const *argv, const char *indent);
 int64_t kkernel_dynamic_smem(const kkernel *k, int64_t static_limit);  /* bytes, 0 if static fits */
 int64_t kvar_dynamic_offset(const kkernel *k, const kvar *v);         /* of a shared var in that buffer */
 

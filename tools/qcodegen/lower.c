@@ -1050,14 +1050,19 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
     return false;
   }
   bool sync = sh[0] == Q_MMA && sh[1] == Q_MMA / 2 && sh[2] == (tf32 ? Q_MMA / 2 : Q_MMA);
-  if (!sync && (tf32 || sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA)) {
+  /* Hopper's wgmma: m64nNk16, N a multiple of 8 up to 256 (lower_wgmma.c) */
+  bool wgmma = !tf32 && sh[0] == 64 && sh[1] % 8 == 0 && sh[1] <= 256 && sh[2] == Q_MMA;
+  if (!sync && !wgmma && (tf32 || sh[0] != Q_MMA || sh[1] != Q_MMA || sh[2] != Q_MMA)) {
     qir_error(env->cg->d, env->loc,
               tf32 ? "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: with mma_precision = \"tf32\" qcodegen emits [16, 8, 8] (mma.sync .tf32) only"
-                   : "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits [16, 16, 16] (wmma, MFMA) and [16, 8, 16] (mma.sync) only",
+                   : "#tile mma = [%" PRId64 ", %" PRId64 ", %" PRId64 "]: qcodegen emits [16, 16, 16] (wmma, MFMA), [16, 8, 16] (mma.sync) "
+                     "and [64, N, 16] (wgmma, N a multiple of 8 up to 256) only",
               sh[0], sh[1], sh[2]);
     return false;
   }
   p->tf32 = tf32;
+  p->wgmma = wgmma;
+  if (wgmma) sync = true;   /* stages as the pipelined loop's */
   /* the pipelined loop stages its tiles; 16x16x16 fragments load once per step */
   const qir_attr_val *sv = qir_attr_dict_get(dict, "stages");
   int64_t lo_stages = sync ? 2 : 1, hi_stages = sync ? QIR_MAX_STAGES : 1;
@@ -1066,7 +1071,7 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
     else qir_error(env->cg->d, env->loc, "#tile stages needs mma = [16, 8, 16] (the cp.async pipeline)");
     return false;
   }
-  p->mma_sync = sync;
+  p->mma_sync = sync && !wgmma;
   p->stages = sv ? (int)sv->i : (int)lo_stages;
   bool ok = axes && axes->kind == QIR_ATTR_LIST && axes->n == 3;
   for (int i = 0; ok && i < 3; i++) {
@@ -1425,7 +1430,12 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
                                 "qcodegen has no xf32 MFMA lowering");
       return NULL;
     }
-    if (p.mma && p.mma_sync && cg->warp == 32 && cg->backend != CG_HIP) lower_mma_pipe(&env, &p);
+    if (p.wgmma && (cg->warp != 32 || cg->backend == CG_HIP)) {
+      qir_error(cg->d, env.loc, "#tile mma = [64, N, 16] (wgmma) needs CUDA, or C with 32-lane warps");
+      return NULL;
+    }
+    if (p.wgmma) lower_wgmma(&env, &p);
+    else if (p.mma && p.mma_sync && cg->warp == 32 && cg->backend != CG_HIP) lower_mma_pipe(&env, &p);
     else if (p.mma) lower_mma(&env, &p);
     else if (p.rsplit > 1) lower_rsplit(&env, &p);
     else lower_tiled(&env, &p);

@@ -19,6 +19,7 @@ typedef struct {
                                  * block read each element (0: 2) */
   bool mma;                     /* matrix units: thread = warp tile, mma_axes below */
   bool mma_sync;                /* mma = [16, 8, 16]: the sm_80 main loop (lower_mma_pipe.c) */
+  bool wgmma;                   /* mma = [64, N, 16]: Hopper's warpgroup loop (lower_wgmma.c) */
   bool tf32;                    /* mma_precision = "tf32": mma = [16, 8, 8], f32 operands rounded to
                                  * TF32, the same loop (requires mma_sync) */
   int stages;                   /* mma_sync: shared-memory stages of the cp.async pipeline; a SIMT
@@ -224,12 +225,19 @@ int64_t mma_grid(const lower_env *env, const tile_plan *p, int64_t *nb, int64_t 
 /* "WHAT: block [..] warp tile [..]" into buf: the start of an mma kernel's
  * summary; returns its length. */
 int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const tile_plan *p);
+/* What an mma kernel stores at output point oidx for accumulated value v:
+ * plus the bias term (once per point), through the group's epilogue. */
+kexpr *mma_final_value(lower_env *env, const qir_expr *bias, kexpr *const *oidx, kexpr *v);
 /* Whether the operand's tile rows can be copied 16 bytes at a time. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
 /* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a
  * cp.async pipeline of p->stages shared tiles) for plans with mma = [16, 8, 16];
  * with p->tf32 (mma = [16, 8, 8]) f32 tiles and mma.sync.m16n8k8 .tf32. */
 void lower_mma_pipe(lower_env *env, const tile_plan *p);
+/* lower_wgmma.c: Hopper's main loop for plans with mma = [64, N, 16]: TMA
+ * copies into a ring of stages on mbarriers, a producer warpgroup and
+ * consumer warpgroups issuing wgmma (see there). */
+void lower_wgmma(lower_env *env, const tile_plan *p);
 /* How a tile is laid out in its shared slots: stored [outer][inner] with
  * inner contiguous, its 16-byte chunks XOR-swizzled so that the eight rows
  * one ldmatrix phase reads fall in eight distinct bank groups: chunk c of

@@ -151,6 +151,17 @@ int64_t mma_grid(const lower_env *env, const tile_plan *p, int64_t *nb, int64_t 
   return grid;
 }
 
+kexpr *mma_final_value(lower_env *env, const qir_expr *bias, kexpr *const *oidx, kexpr *v) {
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  if (bias) {
+    for (int d = 0; d < c->n_axes; d++) env->vars[d] = oidx[d];
+    for (int a = 0; a < c->n_red; a++) env->vars[c->n_axes + a] = ke_int(b, 0);
+    v = ke_bin(b, QIR_FN_ADD, v, tr_as(env, bias, KT_F32), KT_F32);
+  }
+  return stored_value(env, oidx, v, ktype_of_dtype(env->k->args[0]->type.dtype));
+}
+
 int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const tile_plan *p) {
   int len = snprintf(buf, size, "%s: block [", what);
   for (int d = 0; d < n; d++) len += snprintf(buf + len, size - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);

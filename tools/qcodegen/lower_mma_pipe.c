@@ -235,17 +235,7 @@ static kstmt *copy_operand(pipe *pp, int s, kexpr *slot, kexpr *k0, copy_mode re
 /* What is stored at output point oidx for accumulated value v: plus the bias
  * term (Gemm's C, a convolution's b: once per point), through the group's
  * epilogue. */
-static kexpr *final_value(pipe *pp, kexpr *const *oidx, kexpr *v) {
-  lower_env *env = pp->env;
-  kbuilder *b = env->b;
-  const qir_compute *c = env->comp;
-  if (pp->bias) {
-    for (int d = 0; d < c->n_axes; d++) env->vars[d] = oidx[d];
-    for (int a = 0; a < c->n_red; a++) env->vars[c->n_axes + a] = ke_int(b, 0);
-    v = ke_bin(b, QIR_FN_ADD, v, tr_as(env, pp->bias, KT_F32), KT_F32);
-  }
-  return stored_value(env, oidx, v, ktype_of_dtype(env->k->args[0]->type.dtype));
-}
+static kexpr *final_value(pipe *pp, kexpr *const *oidx, kexpr *v) { return mma_final_value(pp->env, pp->bias, oidx, v); }
 
 /* The output point (row gm, column gn) and its guard (NULL: always inside). */
 static kexpr *output_point(pipe *pp, kexpr *gm, kexpr *gn, kexpr **oidx) {

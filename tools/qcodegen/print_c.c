@@ -59,6 +59,7 @@ static void prelude(FILE *o) {
         "}\n",
         o);
   kprint_sm80_runtime(o);
+  kprint_sm90_runtime(o);
 }
 
 static void print_params(FILE *o, const kkernel *k) {
@@ -328,6 +329,11 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
       kprint_sm80_collective_c(o, c, k, st, ind);
       continue;
     }
+    if (ks_is_wgmma(c)) {                    /* collective: once per warpgroup */
+      flush_phase(o, k, &phase, st, ind);
+      kprint_sm90_collective_c(o, c, k, st, ind);
+      continue;
+    }
     if (ks_is_mma(c)) {                      /* collective: once per warp */
       flush_phase(o, k, &phase, st, ind);
       indent_to(o, ind);
@@ -483,7 +489,23 @@ static void kernel(FILE *o, const kkernel *k) {
   bool async = ks_contains(k->body, KS_CP_ASYNC) || ks_contains(k->body, KS_CP_COMMIT) || ks_contains(k->body, KS_CP_WAIT);
   if (async) fprintf(o, "    q_cpa_block q_cpa;\n    q_cpa_init(&q_cpa, %d);\n", k->threads);
   if (async && k->chk) fprintf(o, "    q_cpc_block q_cpc;\n    q_cpc_init(&q_cpc, %d);\n", k->threads);
+  /* Hopper: the block's mbarriers (with the copies completing on them) and warpgroups' wgmma queues */
+  if (k->n_mbars) fprintf(o, "    q_mbar_block q_mbs;\n    q_mbar_block_init(&q_mbs, %d);\n", k->n_mbars);
+  bool wgmma = ks_contains(k->body, KS_WGMMA);
+  if (wgmma) fprintf(o, "    q_wgmma_block q_wgs;\n    q_wgmma_block_init(&q_wgs, %d);\n", k->threads / 128);
+  for (int i = 0; i < k->n_tmaps; i++) {
+    const ktmap *m = &k->tmaps[i];
+    fprintf(o, "    static const q_tmap q_tm%d = {.rank = %d, .dims = {", i, m->rank);
+    for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", m->dims[d]);
+    fputs("}, .strides = {", o);
+    for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", m->strides[d]);
+    fputs("}, .box = {", o);
+    for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", m->box[d]);
+    fprintf(o, "}, .swizzle = %d};\n", m->swizzle);
+  }
   print_block_level(o, k, k->body, &st, 2);
+  if (wgmma) fputs("    q_wgmma_block_free(&q_wgs);\n", o);
+  if (k->n_mbars) fputs("    q_mbar_block_free(&q_mbs);\n", o);
   if (async && k->chk) fputs("    q_cpc_end(&q_b, &q_cpc);\n", o);   /* copies never waited for */
   if (async) fputs("    q_cpa_free(&q_cpa);\n", o);
   fputs("  }\n", o);

@@ -33,6 +33,36 @@ static void prelude(FILE *o) {
         "static const q_stream_t q_stream = 0;\n"
         "#define q_sync() cudaDeviceSynchronize()\n",
         o);
+  /* TMA tensor maps (sm_90 kernels): cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda) */
+  fputs("\n#include <cuda.h>\n#include <cudaTypedefs.h>\n"
+        "static int q_tmap_encode(CUtensorMap *m, CUtensorMapDataType dt, int rank, void *base, const cuuint64_t *dims,\n"
+        "                         const cuuint64_t *strides, const cuuint32_t *box, CUtensorMapSwizzle swizzle) {\n"
+        "  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;\n"
+        "  if (!encode) {\n"
+        "    void *fn = NULL;\n"
+        "    cudaDriverEntryPointQueryResult found;\n"
+        "    if (cudaGetDriverEntryPointByVersion(\"cuTensorMapEncodeTiled\", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||\n"
+        "        found != cudaDriverEntryPointSuccess || !fn) {\n"
+        "      fprintf(stderr, \"qir: the driver has no cuTensorMapEncodeTiled (a Hopper kernel needs it)\\n\");\n"
+        "      return 1;\n"
+        "    }\n"
+        "    encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;\n"
+        "  }\n"
+        "  const cuuint32_t ones[5] = {1, 1, 1, 1, 1};\n"
+        "  CUresult rc = encode(m, dt, (cuuint32_t)rank, base, dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,\n"
+        "                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);\n"
+        "  if (rc != CUDA_SUCCESS) {\n"
+        "    fprintf(stderr, \"qir: cuTensorMapEncodeTiled failed (%d): a tensor not 16-byte aligned?\\n\", (int)rc);\n"
+        "    return 1;\n"
+        "  }\n"
+        "  return 0;\n"
+        "}\n"
+        "/* a wgmma shared-memory matrix descriptor (PTX ISA): address, LBO, SBO >> 4; swizzle mode in bits 62-63 */\n"
+        "QDEV uint64_t q_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {\n"
+        "  return (uint64_t)((addr & 0x3ffffu) >> 4) | (uint64_t)((lbo & 0x3ffffu) >> 4) << 16 | (uint64_t)((sbo & 0x3ffffu) >> 4) << 32 |\n"
+        "         (uint64_t)mode << 62;\n"
+        "}\n",
+        o);
 }
 
 void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
@@ -50,10 +80,14 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   for (int i = 0; i < k->n_params; i++)
     fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written || k->coherent ? "" : "const ", kdtype_c(k->params[i].dtype),
             k->coherent || k->params[i].aliased ? "" : "__restrict__ ", k->params[i].name);
+  if (!hip) kprint_sm90_tmap_params(o, k);
   fputs(") {\n", o);
   /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
   int64_t dyn = hip && !k->carved_smem ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
-  if (dyn) fputs("  extern __shared__ __align__(128) unsigned char q_smem[];\n", o);
+  if (dyn && k->n_tmaps)   /* 128B-swizzled tiles: the pattern wgmma and the copies share needs 1024-byte atoms */
+    fputs("  extern __shared__ __align__(1024) unsigned char q_smem[];\n"
+          "  if ((unsigned)__cvta_generic_to_shared(q_smem) & 1023u) __trap();\n", o);
+  else if (dyn) fputs("  extern __shared__ __align__(128) unsigned char q_smem[];\n", o);
   for (int i = 0; i < k->n_vars; i++) {
     const kvar *v = k->vars[i];
     if (dyn && v->space == KV_SHARED)
@@ -70,8 +104,9 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   const char *sync = k->rp_sync ? k->params[k->n_params - 1].name : NULL;
   if (sync)   /* this launch's generation: launches finished before it, plus one */
     fprintf(o, "  const unsigned long long q_gen = (unsigned long long)%s[%d] + 1ULL;\n", sync, RP_SYNC_DONE_LAUNCHES);
-  kprint_lets(o, k, k->body, &st, 1);
-  kprint_stmt(o, k->body, k, &st, 1);
+  const kstmt *body = k->gpu_body ? k->gpu_body : k->body;
+  kprint_lets(o, k, body, &st, 1);
+  kprint_stmt(o, body, k, &st, 1);
   if (sync)   /* the last block to finish counts the launch (every block has read q_gen by then) */
     fprintf(o, "  __syncthreads();\n"
                "  if (threadIdx.x == 0) {\n"
@@ -119,10 +154,16 @@ static void launch(FILE *o, const kkernel *k, const char *const *argv, const cha
     kprint_coop_launch(o, k, argv, indent, "cudaLaunchCooperativeKernel", "cudaErrorCooperativeLaunchTooLarge", dyn);
     return;
   }
+  if (k->n_tmaps) {   /* the tensor maps, encoded before the first launch */
+    fprintf(o, "%s{\n", indent);
+    kprint_sm90_tmap_encode(o, k, argv, indent);
+  }
   if (k->grid_text) fprintf(o, "%s%s<<<(unsigned)%s, %d, %" PRId64 ", q_stream>>>(", indent, k->name, k->grid_text, k->threads, dyn);
   else fprintf(o, "%s%s<<<%" PRId64 ", %d, %" PRId64 ", q_stream>>>(", indent, k->name, k->grid, k->threads, dyn);
   for (int i = 0; i < k->n_params; i++) fprintf(o, "%s%s", i ? ", " : "", argv[i]);
+  for (int i = 0; i < k->n_tmaps; i++) fprintf(o, ", q_tm%d", i);
   fprintf(o, ");\n%sQCHECK_LAUNCH();\n", indent);
+  if (k->n_tmaps) fprintf(o, "%s}\n", indent);
 }
 
 /* An rprogram's persistent kernel waits on other blocks: run it only when

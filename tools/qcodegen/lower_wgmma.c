@@ -1,0 +1,392 @@
+/* lower_wgmma.c: Hopper's main loop of a contraction (sm_90a), from a #tile
+ * plan with mma = [64, N, 16] (qopt -roller writes them for the h100 and h200
+ * targets).  The body is what lower_mma.c takes (mma_analyse), with one
+ * reduction axis (K) and operands the tensor memory accelerator can copy
+ * (qir_tma_view_of: each index one variable, rows 16-byte strided).
+ *
+ *   - Warpgroups.  C = block[M] / 64 consumer warpgroups, then one producer
+ *     warpgroup (the last: the C back end runs threads in order, and the
+ *     producer must see the consumers' releases of a stage before it refills
+ *     it).  Consumer c owns rows 64c .. 64c+63 of the block tile and all its
+ *     N = block[N] columns: N / 2 f32 accumulators per thread.
+ *   - Stages.  A ring of `stages` slots of 64 of K: A's block[M] x 64 and B's
+ *     64 x block[N], each in 128-byte rows with the 128B swizzle, every slot
+ *     and atom on a 1024-byte boundary.  K-major operands (K contiguous) are
+ *     one copy per slot (rows along M or N); MN-major ones (M or N
+ *     contiguous, wgmma's imm-trans) one copy per 64-wide atom.
+ *   - Barriers.  full[s] (one arrival: the producer's arrive.expect_tx of the
+ *     slot's bytes; the copies complete its transactions) and empty[s] (lane 0
+ *     of each consumer warp, once the wgmma reading the slot retired).
+ *   - Loop.  Iteration t: the consumers wait for full[t % S] (parity
+ *     (t / S) & 1), issue four wgmma m64nNk16 (K = 64) from the slot's
+ *     descriptors, commit, and wait until one group is in flight: step t-1's
+ *     wgmma retired, so they release its slot on empty[(t-1) % S]; the
+ *     producer waits for that release and refills the slot with step t-1+S.
+ *     The prologue fills slots 0 .. S-1.
+ *   - Epilogue.  After wait_group 0 each consumer thread stores its
+ *     accumulators where the PTX ISA puts them (row 16w + g + 8h, column
+ *     8j + 2q + e), plus the bias, through the group's epilogue.
+ * The C printer runs the same statements with the instructions emulated
+ * (runtime/ mbarrier.h, tma.h, wgmma.h): copies land when their phase is
+ * found complete and wgmma run at the wait that retires them. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "lower.h"
+
+#define WG_THREADS 128
+#define WG_BK 64                /* K per stage: one 128-byte swizzle row of 16-bit values */
+#define WG_ATOM_ELEMS 4096      /* an MN-major atom: 64 of M or N by 64 of K (8 KiB) */
+#define WG_SWIZZLE 128
+
+typedef struct {
+  const mma_operand *op;
+  qir_tma_view view;
+  bool mn_major;                /* contiguous along M (A) or N (B): imm-trans 1 */
+  int mn_var, k_var;            /* compute variables of its M or N, and of K */
+  int64_t mn;                   /* the tile's extent along M or N */
+  int64_t slot;                 /* elements per stage: mn * 64 */
+  int tmap;                     /* its tensor map (one per operand) */
+  int64_t copies;               /* copies per stage: 1, or mn / 64 atoms */
+} wg_operand;
+
+static bool fail(lower_env *env, const char *fmt, const char *arg) {
+  qir_error(env->cg->d, env->loc, fmt, arg);
+  env->failed = true;
+  return false;
+}
+
+static bool setup_operand(lower_env *env, const mma_operand *op, int mn_var, int k_var, int64_t mn, const char *name, wg_operand *w) {
+  const qir_compute *c = env->comp;
+  const char *why;
+  *w = (wg_operand){.op = op, .mn_var = mn_var, .k_var = k_var, .mn = mn, .slot = mn * WG_BK};
+  if (op->mask) return fail(env, "#tile mma = [64, N, 16]: operand %s is read under a padding mask (no tensor copy)", name);
+  if (!qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, -1, &w->view, &why)) {
+    qir_error(env->cg->d, env->loc, "#tile mma = [64, N, 16]: operand %s cannot be a tensor copy: %s", name, why);
+    env->failed = true;
+    return false;
+  }
+  w->mn_major = w->view.var[0] == mn_var;
+  if (!w->mn_major && w->view.var[0] != k_var) return fail(env, "#tile mma = [64, N, 16]: operand %s is contiguous along neither K nor its own axis", name);
+  if (w->mn_major && mn % 64) return fail(env, "#tile mma = [64, N, 16]: operand %s is MN-major: its block must be a multiple of 64", name);
+  for (int d = 0; d < w->view.rank; d++) {
+    int v = w->view.var[d];
+    if (v >= c->n_axes && v != k_var) return fail(env, "#tile mma = [64, N, 16]: operand %s walks a second reduction axis", name);
+  }
+  w->copies = w->mn_major ? mn / 64 : 1;
+  return true;
+}
+
+/* The operand's tensor map: the box is 64 along its contiguous variable,
+ * the tile's rows along the other tile variable, 1 elsewhere. */
+static void add_tmap(kkernel *k, wg_operand *w) {
+  ktmap *m = &k->tmaps[k->n_tmaps];
+  m->param = 1 + w->op->access->operand;
+  m->rank = w->view.rank;
+  m->swizzle = WG_SWIZZLE;
+  for (int d = 0; d < m->rank; d++) {
+    int v = w->view.var[d];
+    m->dims[d] = w->view.dims[d];
+    m->strides[d] = w->view.strides[d];
+    m->box[d] = d == 0 ? 64 : v == w->k_var ? WG_BK : v == w->mn_var ? w->mn : 1;
+  }
+  w->tmap = k->n_tmaps++;
+}
+
+typedef struct {
+  lower_env *env;
+  const tile_plan *p;
+  wg_operand a, b;
+  kvar *sa, *sb, *mb, *acc;
+  kexpr *blo[MAX_AXES];
+  int S;
+  int64_t bytes;                /* per stage, both operands */
+  int64_t C, steps;             /* consumer warpgroups; steps of 64 along K */
+  const qir_expr *bias;
+  qir_dtype dtype;
+  const kwgmma *w;
+} wg;
+
+/* The copies of step `step` into slot `slot`, announced on full[slot]. */
+static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot) {
+  kbuilder *b = g->env->b;
+  kstmt *s = ks_seq(b);
+  ks_add(b, s, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, g->bytes, NULL));
+  kexpr *k0 = ke_mul(b, step, ke_int(b, WG_BK));
+  for (int o = 0; o < 2; o++) {
+    wg_operand *w = o ? &g->b : &g->a;
+    kvar *dst = o ? g->sb : g->sa;
+    for (int64_t j = 0; j < w->copies; j++) {
+      kexpr *coord[KTMAP_MAX_RANK];
+      for (int d = 0; d < w->view.rank; d++) {
+        int v = w->view.var[d];
+        kexpr *x = v < 0 ? ke_int(b, w->view.cst[d]) : v == w->k_var ? k0 : g->blo[v];
+        if (v == w->mn_var && w->mn_major) x = ke_add(b, x, ke_int(b, 64 * j));
+        coord[d] = ke_cast(b, x, KT_I32);
+      }
+      kexpr *at = ke_add(b, ke_mul(b, slot, ke_int(b, w->slot)), ke_int(b, j * WG_ATOM_ELEMS));
+      ks_add(b, s, ks_tma_load(b, w->tmap, dst, at, g->mb, slot, coord, w->view.rank));
+    }
+  }
+  return s;
+}
+
+/* Where slice kk (16 of K) of an operand's tile starts in slot `slot`, for
+ * consumer warpgroup `c` (A) or every one (B: c NULL). */
+static kexpr *slice_at(kbuilder *b, const wg_operand *w, kexpr *slot, kexpr *kk, kexpr *c) {
+  kexpr *at = ke_mul(b, slot, ke_int(b, w->slot));
+  /* K-major: 32 bytes along the swizzled row; MN-major: 16 rows of 128 bytes */
+  at = ke_add(b, at, ke_mul(b, kk, ke_int(b, w->mn_major ? 1024 : 16)));
+  if (c) at = ke_add(b, at, ke_mul(b, c, ke_int(b, w->mn_major ? WG_ATOM_ELEMS : 64 * WG_BK)));
+  return at;
+}
+
+static kwgmma_desc desc_of(const wg_operand *w) {
+  /* K-major 128B: LBO unused (the PTX ISA assumes 1), SBO 8 rows of 128 bytes;
+   * MN-major 128B: LBO from one 64-wide atom to the next, SBO 8 rows of K */
+  return (kwgmma_desc){.mn_major = w->mn_major, .lbo = w->mn_major ? 2 * WG_ATOM_ELEMS : 16, .sbo = 1024, .swizzle = WG_SWIZZLE};
+}
+
+static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, kstmt *body, bool unroll) {
+  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, hi), 1, body);
+  l->uniform = true;
+  l->unroll = unroll;
+  return l;
+}
+
+static kexpr *eq(kbuilder *b, kexpr *x, int64_t v) { return ke_bin(b, QIR_FN_EQ, x, ke_int(b, v), KT_BOOL); }
+
+static kstmt *zero_acc(wg *g) {
+  kbuilder *b = g->env->b;
+  kvar *zi = kvar_new(b, g->env->k, "i", KT_I32, 0, KV_LOCAL);
+  kstmt *zero = ks_for(b, zi, ke_int(b, 0), ke_int(b, g->p->block[g->p->mma_n] / 2), 1,
+                       ks_assign(b, g->acc, ke_var(b, zi), ke_float(b, 0, KT_F32)));
+  zero->unroll = true;
+  return zero;
+}
+
+/* Slots 0 .. min(S, steps) - 1, by the producer thread. */
+static kstmt *prologue(wg *g) {
+  kbuilder *b = g->env->b;
+  kstmt *pro = ks_seq(b);
+  for (int s = 0; s < g->S && s < g->steps; s++) ks_add(b, pro, issue_step(g, ke_int(b, s), ke_int(b, s)));
+  return pro;
+}
+
+/* Iteration t of the producer thread: once step t-1's slot is released,
+ * refill it with step t-1+S. */
+static kstmt *refill(wg *g, kexpr *tv) {
+  kbuilder *b = g->env->b;
+  kexpr *prev = ke_sub(b, tv, ke_int(b, 1)), *prev_slot = ke_mod(b, prev, ke_int(b, g->S));
+  kstmt *r = ks_seq(b);
+  ks_add(b, r, ks_mbar(b, KS_MBAR_WAIT, g->mb, ke_add(b, prev_slot, ke_int(b, g->S)), 0,
+                       ke_mod(b, ke_div(b, prev, ke_int(b, g->S)), ke_int(b, 2))));
+  ks_add(b, r, issue_step(g, ke_add(b, prev, ke_int(b, g->S)), prev_slot));
+  kexpr *live = ke_and(b, ke_lt(b, ke_int(b, 0), tv), ke_lt(b, ke_add(b, prev, ke_int(b, g->S)), ke_int(b, g->steps)));
+  return ks_if(b, live, r, NULL);
+}
+
+/* Iteration t of the consumer warpgroups (guard: the per-thread statements'
+ * condition, NULL inside their role branch). */
+static void consume(wg *g, kstmt *iter, kexpr *tv, const kwgmma *w, kexpr *guard) {
+  lower_env *env = g->env;
+  kbuilder *b = env->b;
+  kexpr *tid = ke_tid(b), *slot = ke_mod(b, tv, ke_int(b, g->S));
+  kstmt *wait = ks_mbar(b, KS_MBAR_WAIT, g->mb, slot, 0, ke_mod(b, ke_div(b, tv, ke_int(b, g->S)), ke_int(b, 2)));
+  ks_add(b, iter, guard ? ks_if(b, guard, wait, NULL) : wait);
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_FENCE, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  kvar *kk = kvar_new(b, env->k, "kk", KT_I32, 0, KV_BLOCK);
+  kexpr *wgi = ke_div(b, tid, ke_int(b, WG_THREADS));
+  kstmt *one = ks_seq(b);
+  ks_add(b, one, ks_wgmma(b, KS_WGMMA, w, g->acc, ke_int(b, 0), g->sa, slice_at(b, &g->a, slot, ke_var(b, kk), wgi), g->sb,
+                          slice_at(b, &g->b, slot, ke_var(b, kk), NULL), 0));
+  ks_add(b, iter, uniform_loop(b, kk, WG_BK / 16, one, true));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 1));
+  /* step t-1's wgmma retired: lane 0 of each warp releases its slot */
+  kexpr *prev_slot = ke_mod(b, ke_sub(b, tv, ke_int(b, 1)), ke_int(b, g->S));
+  kexpr *release = ke_and(b, ke_and(b, guard, eq(b, ke_mod(b, tid, ke_int(b, 32)), 0)), ke_lt(b, ke_int(b, 0), tv));
+  ks_add(b, iter, ks_if(b, release, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, ke_add(b, prev_slot, ke_int(b, g->S)), 0, NULL), NULL));
+}
+
+/* The consumers' stores: register i of thread (warp w4, lane g q) is row
+ * 16 w4 + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 q + i % 2. */
+static kstmt *epilogue(wg *g) {
+  lower_env *env = g->env;
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, vm = g->p->mma_m, vn = g->p->mma_n;
+  int64_t BM = g->p->block[vm], BN = g->p->block[vn];
+  kexpr *tid = ke_tid(b);
+  kvar *ri = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
+  kexpr *i = ke_var(b, ri), *lane = ke_mod(b, tid, ke_int(b, 32));
+  kexpr *row = ke_add(b, ke_add(b, ke_mul(b, ke_div(b, tid, ke_int(b, WG_THREADS)), ke_int(b, 64)),
+                                ke_mul(b, ke_mod(b, ke_div(b, tid, ke_int(b, 32)), ke_int(b, 4)), ke_int(b, 16))),
+                      ke_add(b, ke_div(b, lane, ke_int(b, 4)), ke_mul(b, ke_mod(b, ke_div(b, i, ke_int(b, 2)), ke_int(b, 2)), ke_int(b, 8))));
+  kexpr *col = ke_add(b, ke_mul(b, ke_div(b, i, ke_int(b, 4)), ke_int(b, 8)),
+                      ke_add(b, ke_mul(b, ke_mod(b, lane, ke_int(b, 4)), ke_int(b, 2)), ke_mod(b, i, ke_int(b, 2))));
+  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
+  kstmt *st = ks_seq(b);
+  ks_add(b, st, ks_decl(b, gmv, ke_add(b, g->blo[vm], ke_cast(b, row, b->index_type))));
+  ks_add(b, st, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, col, b->index_type))));
+  kexpr *oidx[MAX_AXES];
+  for (int d = 0; d < n; d++) oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : g->blo[d];
+  kexpr *guard = NULL;
+  if (c->axis_extents[vm] % BM) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, c->axis_extents[vm]));
+  if (c->axis_extents[vn] % BN) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, c->axis_extents[vn])));
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, i)));
+  ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
+  kstmt *l = ks_for(b, ri, ke_int(b, 0), ke_int(b, BN / 2), 1, st);
+  l->unroll = true;
+  return l;
+}
+
+/* C's body: every role's statements in one loop, consumers before the
+ * producer in each iteration (the order the emulation needs). */
+static void interleaved(wg *g, kstmt *body) {
+  kbuilder *b = g->env->b;
+  kkernel *k = g->env->k;
+  kexpr *tid = ke_tid(b);
+  int producer = (int)(g->C * WG_THREADS);
+  kexpr *consumer = ke_lt(b, tid, ke_int(b, producer)), *is_producer = eq(b, tid, producer);
+  ks_add(b, body, zero_acc(g));
+  ks_add(b, body, ks_if(b, is_producer, prologue(g), NULL));
+  kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
+  kstmt *iter = ks_seq(b);
+  consume(g, iter, ke_var(b, t), g->w, consumer);
+  ks_add(b, iter, ks_if(b, is_producer, refill(g, ke_var(b, t)), NULL));
+  ks_add(b, body, uniform_loop(b, t, g->steps, iter, false));
+  ks_add(b, body, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, body, ks_if(b, consumer, epilogue(g), NULL));
+}
+
+/* The GPU's body: the producer warpgroup's branch (its first thread issues
+ * every copy) and the consumers' (wgmma and the epilogue), which meet only
+ * at the mbarriers; with two consumer warpgroups, setmaxnreg moves registers
+ * from the producer to them. */
+static kstmt *role_split(wg *g) {
+  kbuilder *b = g->env->b;
+  kkernel *k = g->env->k;
+  kexpr *tid = ke_tid(b);
+  int producer = (int)(g->C * WG_THREADS);
+  kwgmma *w = qir_alloc(b->m, sizeof *w);
+  *w = *g->w;
+  w->in_role = true;
+  kstmt *prod = ks_seq(b), *cons = ks_seq(b);
+  if (g->C == 2) {   /* 384 threads: 170 registers each at entry; 40 + 2 x 232 per thread of each warpgroup */
+    ks_add(b, prod, ks_mbar(b, KS_SETMAXNREG, NULL, NULL, 40, NULL));
+    ks_add(b, cons, ks_mbar(b, KS_SETMAXNREG, NULL, NULL, 232, ke_int(b, 1)));
+  }
+  kstmt *issue = ks_seq(b);
+  ks_add(b, issue, prologue(g));
+  kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
+  ks_add(b, issue, ks_for(b, t, ke_int(b, 1), ke_int(b, g->steps), 1, refill(g, ke_var(b, t))));
+  ks_add(b, prod, ks_if(b, eq(b, tid, producer), issue, NULL));
+  ks_add(b, cons, zero_acc(g));
+  kvar *tc = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
+  kstmt *iter = ks_seq(b);
+  consume(g, iter, ke_var(b, tc), w, NULL);
+  ks_add(b, cons, ks_for(b, tc, ke_int(b, 0), ke_int(b, g->steps), 1, iter));
+  ks_add(b, cons, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, cons, epilogue(g));
+  kstmt *role = ks_if(b, ke_lt(b, tid, ke_int(b, producer)), cons, prod);
+  role->wg = w;
+  return role;
+}
+
+void lower_wgmma(lower_env *env, const tile_plan *p) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, vm = p->mma_m, vn = p->mma_n, S = p->stages;
+  mma_operand A, B;
+  const qir_expr *bias;
+  if (!mma_analyse(env, p, &A, &B, &bias)) return;
+  int64_t BM = p->block[vm], BN = p->block[vn], C = BM / 64;
+  if (c->n_red != 1) {
+    fail(env, "#tile mma = [64, N, 16]: %s", "the contraction must have one reduction axis (K)");
+    return;
+  }
+  int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (a plan's rstep stops at the extent) */
+  if (BM % 64 || C < 1 || C > 2 || p->thread[vm] != 64 || p->thread[vn] != BN || BN % 8 || BN > 256 ||
+      (rk != WG_BK && rk != c->axis_extents[n])) {
+    fail(env, "#tile mma = [64, N, 16]: %s",
+         "block[M] must be 64 or 128 (a consumer warpgroup per 64 rows), thread = [64, block[N]], block[N] a multiple of 8 up to 256, rstep[K] = 64 (or all of a shorter K)");
+    return;
+  }
+  wg g = {.env = env, .p = p, .S = S, .bytes = (BM + BN) * WG_BK * 2};
+  if (!setup_operand(env, &A, vm, n, BM, "A", &g.a) || !setup_operand(env, &B, vn, n, BN, "B", &g.b)) return;
+
+  int64_t nb[MAX_AXES], grid = 1, E = c->axis_extents[n], steps = ceil_div(E, WG_BK);
+  for (int d = 0; d < n; d++) {
+    nb[d] = ceil_div(c->axis_extents[d], p->block[d]);
+    grid *= nb[d];
+  }
+  k->grid = grid;
+  kkernel_tile_grid(k, n, NULL, nb, p->block);
+  int producer = (int)(C * WG_THREADS);
+  k->threads = producer + WG_THREADS;
+  k->min_blocks = 1;
+  k->sm90a = true;
+  k->tmaps = qir_alloc(b->m, sizeof *k->tmaps * 2);
+  add_tmap(k, &g.a);
+  add_tmap(k, &g.b);
+
+  kexpr *bc[MAX_AXES];
+  decompose(env, ke_bid(b), nb, n, bc);
+  for (int d = 0; d < n; d++) {
+    kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
+    g.blo[d] = start->kind == KE_INT ? start : ke_var(b, let(env, "b", start));
+  }
+
+  /* shared memory: A's slots at 0, B's at the next 1024-byte boundary, then the barriers */
+  g.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * g.a.slot);
+  g.sb = kvar_new_raw_shared(b, k, "sb", B.dtype, S * g.b.slot);
+  g.mb = kvar_new(b, k, "mb", KT_U64, 2 * S, KV_SHARED);
+  int64_t b_off = (kvar_bytes(g.sa) + 1023) / 1024 * 1024, m_off = b_off + (kvar_bytes(g.sb) + 1023) / 1024 * 1024;
+  g.sa->carve = 1;
+  g.sb->carve = 1 + b_off;
+  g.mb->carve = 1 + m_off;
+  k->carved_smem = true;
+  k->smem_bytes = m_off + kvar_bytes(g.mb);
+  k->n_mbars = 2 * S;
+  kvar *acc = kvar_new(b, k, "acc", KT_F32, BN / 2, KV_THREAD);
+  kwgmma *w = qir_alloc(b->m, sizeof *w);
+  *w = (kwgmma){.n = (int)BN, .dtype = A.dtype, .a = desc_of(&g.a), .b = desc_of(&g.b), .wg_first = 0, .wg_count = (int)C};
+  g.w = w;
+
+  g.acc = acc;
+  g.C = C;
+  g.steps = steps;
+  g.bias = bias;
+  g.dtype = A.dtype;
+  kexpr *tid = ke_tid(b);
+  /* barriers: full[s] = s (the producer's one arrival), empty[s] = S + s (each consumer warp) */
+  kstmt *init = ks_seq(b);
+  for (int s = 0; s < S; s++) {
+    ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, g.mb, ke_int(b, s), 1, NULL));
+    ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, g.mb, ke_int(b, S + s), 4 * C, NULL));
+  }
+  ks_add(b, init, ks_mbar(b, KS_MBAR_FENCE_INIT, g.mb, ke_int(b, 0), 0, NULL));
+  for (int gpu = 0; gpu < 2; gpu++) {
+    kstmt *body = gpu ? ks_seq(b) : k->body;
+    ks_add(b, body, ks_if(b, eq(b, tid, 0), init, NULL));
+    ks_add(b, body, ks_barrier(b));
+    if (gpu) {
+      ks_add(b, body, role_split(&g));
+      k->gpu_body = body;
+    } else {
+      interleaved(&g, body);
+    }
+  }
+
+  char buf[512];
+  int len = mma_summary_tiles(buf, sizeof buf, A.dtype == QIR_BF16 ? "wgmma m64nNk16 bf16" : "wgmma m64nNk16 f16", n, p);
+  snprintf(buf + len, sizeof buf - (size_t)len,
+           "] N %" PRId64 " rstep 64 stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64
+           " consumer warpgroups, 1 producer) A %s B %s by TMA (128B swizzle) smem %" PRId64 "B",
+           BN, S, steps, grid, k->threads, C, g.a.mn_major ? "MN-major" : "K-major", g.b.mn_major ? "MN-major" : "K-major",
+           k->smem_bytes);
+  k->summary = qir_strdup(b->m, buf);
+}
