@@ -77,6 +77,11 @@ typedef struct {
    * barrier.  Optional in a target file: QIR_LOAD_LATENCY_CYCLES and
    * QIR_BARRIER_CYCLES without a base. */
   double load_latency_cycles, barrier_cycles;
+  /* Hopper's warpgroup MMA (wgmma m64nNk16, sm_90a): the largest N, 0 = none.
+   * Where it exists, the matrix peaks are wgmma's and mma.sync reaches
+   * mma_sync_share of them (0 in a target file: 1). */
+  int wgmma_n_max;
+  double mma_sync_share;
 } qir_target;
 
 #define QIR_LOAD_LATENCY_CYCLES 500.0

@@ -1771,8 +1771,19 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
     fprintf(o, " * output %d: %s %s\n", i, value_name(h.outputs[i]->operands[0], h.outputs[i]), tb);
   }
   fprintf(o, " *\n * Memory plan: peak %" PRId64 " bytes of device memory for tensors (%" PRId64
-             " bytes if none were reused), %" PRId64 " bytes of constants.\n */\n",
+             " bytes if none were reused), %" PRId64 " bytes of constants.\n",
           h.arena_bytes, h.tensor_bytes, h.const_bytes);
+  /* Hopper's own kernels (wgmma, setmaxnreg) assemble for sm_90a only */
+  int sm90a = 0;
+  for (int i = 0; i < h.cg.n_kernels; i++) sm90a += h.cg.kernels[i]->sm90a;
+  if (sm90a && be == CG_CUDA)
+    fprintf(o, " *\n * %d kernel%s run%s on Hopper's wgmma and tensor memory accelerator: build with\n"
+               " *   nvcc -gencode=arch=compute_90a,code=sm_90a (H100, H200).\n */\n"
+               "#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+               "#error \"this program's Hopper kernels need nvcc -gencode=arch=compute_90a,code=sm_90a\"\n"
+               "#endif\n",
+            sm90a, sm90a > 1 ? "s" : "", sm90a > 1 ? "" : "s");
+  else fputs(" */\n", o);
   cg_check *chk = NULL;
   if (opt->check) {
     chk = cg_check_new(m, d->file);

@@ -1198,7 +1198,8 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   const qir_attr_val *v;
   /* mma plans count warps: the plan's target may have 32- or 64-lane warps */
   if ((v = qir_attr_dict_get(dict, "threads")) &&
-      (v->kind != QIR_ATTR_INT || (p->mma ? v->i != threads * 32 && v->i != threads * 64
+      (v->kind != QIR_ATTR_INT || (p->wgmma ? v->i != (threads + 1) * 128   /* consumer warpgroups and a producer */
+                                   : p->mma ? v->i != threads * 32 && v->i != threads * 64
                                    : v->i != threads * p->rsplit))) {
     qir_error(env->cg->d, env->loc, "#tile threads = %" PRId64 " but block/thread give %" PRId64 "%s", v->i, threads,
               p->mma ? " warps" : "");

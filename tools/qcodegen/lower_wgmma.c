@@ -308,9 +308,9 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
     fail(env, "#tile mma = [64, N, 16]: %s", "the contraction must have one reduction axis (K)");
     return;
   }
-  int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (a plan's rstep stops at the extent) */
+  int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (the plan's rstep, rounded up to 16) */
   if (BM % 64 || C < 1 || C > 2 || p->thread[vm] != 64 || p->thread[vn] != BN || BN % 8 || BN > 256 ||
-      (rk != WG_BK && rk != c->axis_extents[n])) {
+      (rk != WG_BK && rk < c->axis_extents[n])) {
     fail(env, "#tile mma = [64, N, 16]: %s",
          "block[M] must be 64 or 128 (a consumer warpgroup per 64 rows), thread = [64, block[N]], block[N] a multiple of 8 up to 256, rstep[K] = 64 (or all of a shorter K)");
     return;

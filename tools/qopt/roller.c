@@ -165,6 +165,8 @@ typedef struct {
   int op_bytes;                 /* bytes per staged A / B element (2: f16/bf16; 4: tf32) */
   bool simt_pipe;               /* GPU target: qcodegen stages a SIMT plan's tiles twice (simt_stages) */
   int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
+  bool wgmma_ok;                /* the target has wgmma and the operands suit it (roller_wgmma.c) */
+  roller_wgmma_problem wg;
   double unique_in_bytes, out_bytes;
   int vec_max;                  /* widest vector along the innermost output axis */
 } rl_problem;
@@ -174,6 +176,7 @@ typedef struct {
   int64_t thr[RL_MAX_VARS];     /* thread (or warp) tile, output vars */
   int64_t rsplit;               /* lanes sharing each output's reduction (0, 1: none) */
   int stages;                   /* pipelined mma plans: shared tiles in flight (0: not pipelined) */
+  bool wgmma;                   /* mma = [64, N, 16] (roller_wgmma.c): rated by roller_wgmma_eval */
   double global_bytes;          /* pipelined mma plans: the traffic, to break ties (less first) */
   const char *bound;            /* pipelined mma plans: the model's limiting term */
   /* derived by rl_eval */
@@ -396,6 +399,7 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   p->op_bytes = tf32 ? 4 : 2;
   memcpy(p->mma_axis, best, sizeof best);
   p->peak_gflops = qir_target_peak(t, op->operands[ab[0]->operand]->type.dtype, true);
+  p->wgmma_ok = sync_target && !tf32 && roller_wgmma_problem_of(op, t, best[0], best[1], best[2], &p->wg);
 }
 
 static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t, bool tf32_ok) {
@@ -792,6 +796,7 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   double warps = (double)pl->threads / ws, resident = conc * warps;
   double mma_flops = 2.0 * p->mma_m * p->mma_n * p->mma_k, eb = p->op_bytes;
   double tc_per_clk = p->peak_gflops * 1e9 / (units * clk);   /* flops per clock per SM */
+  if (t->wgmma_n_max > 0 && t->mma_sync_share > 0) tc_per_clk *= t->mma_sync_share;   /* the peak is wgmma's */
   double n_mma = bm / p->mma_m * (bn / p->mma_n) * (rk / p->mma_k);
   double r_tc = n_mma * mma_flops / tc_per_clk;
   double smem_per_clk = t->smem_gbs * 1e9 / (units * clk);
@@ -842,9 +847,29 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   return fmax(t_main, fmax(t_dram, t_l2)) + t_fill;
 }
 
+/* A wgmma plan's derived fields from roller_wgmma_eval. */
+static void wgmma_eval(const rl_problem *p, rl_plan *pl) {
+  roller_wgmma_plan w = {.bm = pl->tile[p->mma_axis[0]], .bn = pl->tile[p->mma_axis[1]], .stages = pl->stages};
+  roller_wgmma_eval(p->t, &p->wg, &w);
+  pl->valid = w.valid;
+  pl->threads = w.threads;
+  pl->smem = w.smem;
+  pl->regs = w.regs;
+  pl->blocks = w.blocks;
+  pl->smem_pad = 0;
+  pl->vec = 0;
+  pl->est_us = w.est_us;
+  pl->global_bytes = w.global_bytes;
+  pl->bound = w.bound;
+}
+
 /* Fills the derived fields and the estimate; valid = within every limit. */
 static void rl_eval(const rl_problem *p, rl_plan *pl) {
   const qir_target *t = p->t;
+  if (pl->wgmma) {
+    wgmma_eval(p, pl);
+    return;
+  }
   pl->threads = plan_threads(p, pl);
   pl->blocks = plan_blocks(p, pl);
   pl->smem_pad = plan_pad(p, pl);
@@ -1490,6 +1515,26 @@ static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
   }
 }
 
+/* Hopper's wgmma plans (roller_wgmma.c), ranked with the mma.sync ones. */
+static void wgmma_plans(const rl_problem *p, rl_path *path) {
+  roller_wgmma_plan w[64];
+  int n = roller_wgmma_plans(p->t, &p->wg, w, 64);
+  int vm = p->mma_axis[0], vn = p->mma_axis[1], vk = p->mma_axis[2];
+  for (int i = 0; i < n; i++) {
+    rl_plan pl;
+    memset(&pl, 0, sizeof pl);
+    for (int v = 0; v < p->n_vars; v++) pl.tile[v] = 1;
+    for (int v = 0; v < p->n_out; v++) pl.thr[v] = 1;
+    pl.tile[vm] = w[i].bm, pl.tile[vn] = w[i].bn, pl.tile[vk] = p->ext[vk] < 64 ? p->ext[vk] : 64;
+    pl.thr[vm] = 64, pl.thr[vn] = w[i].bn;
+    pl.stages = w[i].stages;
+    pl.wgmma = true;
+    if (plan_span(p, &pl) > QIR_TILE_MAX) continue;
+    wgmma_eval(p, &pl);
+    if (pl.valid) keep_best(p, path, &pl);
+  }
+}
+
 /* Split reductions: with few output points, one thread per point leaves the
  * machine idle while each runs a long serial loop.  A group of lanes can
  * share each point's reduction instead (strided over the flattened
@@ -1603,7 +1648,7 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
   if (full) {
     e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
     if (p->mma) {
-      int64_t shape[3] = {p->mma_m, p->mma_n, p->mma_k};
+      int64_t shape[3] = {pl->wgmma ? 64 : p->mma_m, pl->wgmma ? pl->tile[p->mma_axis[1]] : p->mma_n, p->mma_k};
       int64_t axes[3] = {p->mma_axis[0], p->mma_axis[1], p->mma_axis[2] - p->n_out};
       e[n++] = (qir_attr){.key = "mma", .val = qir_attr_ints(m, 3, shape)};
       e[n++] = (qir_attr){.key = "mma_axes", .val = qir_attr_ints(m, 3, axes)};
@@ -1686,6 +1731,11 @@ static void estimate_plan(qir_module *m, const rl_problem *p0, qir_attr_val *dic
     return;
   pl.rsplit = rsplit && rsplit->kind == QIR_ATTR_INT ? rsplit->i : 0;
   pl.stages = stages && stages->kind == QIR_ATTR_INT ? (int)stages->i : 0;
+  int64_t shape[3];
+  if (p.mma && plan_ints(dict, "mma", shape, 3) == 3 && shape[0] == 64) {
+    if (!p.wgmma_ok) return;                  /* a wgmma plan the target or the operands cannot take */
+    pl.wgmma = true;
+  }
   rl_eval(&p, &pl);
   if (!pl.valid) return;
   qir_attr_val *est = plan_entry(dict, "est_us"), *bound = plan_entry(dict, "bound");
@@ -1744,6 +1794,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   }
   if (p.pipelined) mma_pipeline_plans(&p, &path);
   else construct(&p, &path);
+  if (p.pipelined && p.wgmma_ok) wgmma_plans(&p, &path);
   if (o->split != ROLLER_NEVER) split_plans(&p, &path);
   sort_plans(&p, path.plans, path.n);
   if (p.mma && o->mma == ROLLER_BY_MODEL) {

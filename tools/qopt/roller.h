@@ -33,6 +33,28 @@ bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, rol
 bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d);
 
+/* roller_wgmma.c: Hopper's wgmma plans (mma = [64, N, 16]) for a
+ * contraction whose M, N (output axes vm, vn) and K (compute variable vk, the
+ * only reduction) reads the tensor memory accelerator can copy. */
+typedef struct {
+  int64_t m, n, k, batch;       /* extents of M, N, K; the product of the other output axes */
+  bool a_mn_major, b_mn_major;  /* A contiguous along M, B along N (wgmma's imm-trans) */
+  double peak_gflops;           /* the target's matrix peak for the operands' type */
+  int out_elem_bytes;
+  double in_bytes;              /* A and B once */
+} roller_wgmma_problem;
+typedef struct {
+  int64_t bm, bn;               /* block along M (64 per consumer warpgroup) and N (the instruction's N) */
+  int stages;
+  /* derived by roller_wgmma_eval */
+  bool valid;
+  int64_t threads, smem, regs, blocks;
+  double est_us, global_bytes;
+  const char *bound;
+} roller_wgmma_plan;
+bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int vn, int vk, roller_wgmma_problem *w);
+void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl);
+int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *out, int cap);
 /* roller_flash.c: a flash-attention plan (#tile{flash = [..], ...}) for an
  * `attention` op where the target and the op's types allow one, and its next
  * topk - 1 as #tile_alternatives; false (the op untouched) otherwise. */

@@ -1,0 +1,130 @@
+/* roller_wgmma.c: Roller's plans for Hopper's warpgroup MMA (targets with
+ * wgmma_n_max: h100, h200), realised by qcodegen's lower_wgmma.c.
+ *
+ * The plan: #tile{block = [.., 64 C, .., N, ..], thread = [.., 64, .., N, ..],
+ * rstep = [64], mma = [64, N, 16], stages = S}: C consumer warpgroups of 64
+ * rows each (C = 1 or 2) and one producer warpgroup, K in steps of 64 (one
+ * 128-byte swizzled row of 16-bit values), S stages of A's 64C x 64 and B's
+ * 64 x N tiles, copied by the tensor memory accelerator.
+ *
+ * The model, per SM, in clock cycles, for one step of one block:
+ *   - tensor cores: 2 x 64C x N x 64 flops at the target's matrix peak per SM;
+ *   - shared memory: what the wgmma read (each consumer reads its A slice and
+ *     all of B for each of the four k16 slices) at the SM's shared-memory
+ *     bandwidth;
+ *   - latency: a copy's load latency, hidden by S - 1 stages in flight and by
+ *     the other resident blocks;
+ * the largest term, times the steps and the blocks each SM runs, plus the
+ * pipeline's fill and the epilogue's stores; against the DRAM and L2 time of
+ * the traffic (every operand from DRAM once when a wave's footprint fits in
+ * L2).  Constants are the target's; nothing here is fitted to a device. */
+#include <math.h>
+#include <string.h>
+
+#include "roller.h"
+
+#define WG_BK 64
+#define WG_THREADS 128
+
+bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int vn, int vk, roller_wgmma_problem *w) {
+  const qir_compute *c = op->comp;
+  qir_contraction ct;
+  memset(w, 0, sizeof *w);
+  if (t->wgmma_n_max <= 0 || !c || c->n_red != 1 || vk != c->n_axes || !qir_compute_contraction(c, &ct) || ct.mask) return false;
+  /* A is the read that walks M */
+  const qir_expr *ab[2] = {ct.a, ct.b};
+  for (int s = 0; s < 2; s++) {
+    qir_tma_view v;
+    const char *why;
+    const qir_type *ty = &op->operands[ab[s]->operand]->type;
+    if (ty->dtype != QIR_F16 && ty->dtype != QIR_BF16) return false;
+    if (!qir_tma_view_of(c, ab[s], ty, -1, &v, &why)) return false;
+    bool has_m = false, has_n = false;
+    for (int d = 0; d < v.rank; d++) {
+      has_m |= v.var[d] == vm;
+      has_n |= v.var[d] == vn;
+    }
+    int role = has_m && !has_n ? 0 : has_n && !has_m ? 1 : -1;
+    if (role < 0) return false;
+    int mn = role ? vn : vm;
+    if (v.var[0] != mn && v.var[0] != vk) return false;
+    if (role) w->b_mn_major = v.var[0] == mn;
+    else w->a_mn_major = v.var[0] == mn;
+  }
+  w->m = c->axis_extents[vm];
+  w->n = c->axis_extents[vn];
+  w->k = c->axis_extents[vk];
+  w->batch = 1;
+  for (int d = 0; d < c->n_axes; d++)
+    if (d != vm && d != vn) w->batch *= c->axis_extents[d];
+  qir_dtype dt = op->operands[ct.a->operand]->type.dtype;
+  w->peak_gflops = qir_target_peak(t, dt, true);
+  w->out_elem_bytes = qir_dtype_size(op->results[0]->type.dtype);
+  w->in_bytes = 2.0 * (double)(w->m * w->k + w->k * w->n) * (double)w->batch;
+  return w->peak_gflops > 0;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl) {
+  double units = t->compute_units, clk = t->clock_ghz * 1e9;
+  int64_t C = pl->bm / 64, steps = cdiv(w->k, WG_BK);
+  pl->threads = WG_THREADS * (C + 1);
+  pl->smem = (int64_t)pl->stages * (pl->bm + pl->bn) * WG_BK * 2 + 16 * pl->stages;
+  pl->regs = pl->bn / 2 + 40;   /* accumulators, descriptors, addresses (ptxas: 58 to 168 on the tests' plans) */
+  pl->blocks = cdiv(w->m, pl->bm) * cdiv(w->n, pl->bn) * w->batch;
+  pl->valid = pl->smem <= t->smem_per_block && pl->threads <= t->max_threads_per_block && pl->regs <= t->max_regs_per_thread;
+  if (!pl->valid) {
+    pl->est_us = INFINITY;
+    return;
+  }
+  int64_t bpu = t->max_threads_per_unit / pl->threads;
+  if (t->smem_per_unit / pl->smem < bpu) bpu = t->smem_per_unit / pl->smem;
+  if (t->regs_per_unit / (pl->regs * pl->threads) < bpu) bpu = t->regs_per_unit / (pl->regs * pl->threads);
+  if (bpu < 1) bpu = 1;
+  double per_unit = ceil((double)pl->blocks / units), conc = fmin(per_unit, (double)bpu);
+  double tc_per_clk = w->peak_gflops * 1e9 / (units * clk), smem_per_clk = t->smem_gbs * 1e9 / (units * clk);
+  double r_tc = 2.0 * (double)pl->bm * (double)pl->bn * WG_BK / tc_per_clk;
+  double r_smem = (double)C * 4 * (64.0 * 16 * 2 + 16.0 * (double)pl->bn * 2) / smem_per_clk;
+  double period = t->load_latency_cycles / (double)(pl->stages - 1);
+  double step = fmax(fmax(r_tc, r_smem), period / conc);
+  double epilogue = (double)pl->bm * (double)pl->bn / (WG_THREADS * (double)C) * 4;   /* a store per accumulator pair */
+  double t_main = (per_unit * ((double)steps * step + epilogue) + ceil(per_unit / conc) * t->load_latency_cycles) / clk;
+  double active = fmin((double)pl->blocks, units), mem_eff = fmin(2.0 * active / units, 1);
+  double out_bytes = (double)w->m * (double)w->n * (double)w->batch * w->out_elem_bytes;
+  pl->global_bytes = (double)pl->blocks * (double)steps * (double)(pl->bm + pl->bn) * WG_BK * 2 + out_bytes;
+  double wave_footprint = fmin(units * conc, (double)pl->blocks) * (double)(pl->bm + pl->bn) * (double)w->k * 2;
+  double dram = wave_footprint <= (double)t->l2_bytes ? fmin(pl->global_bytes, w->in_bytes + out_bytes) : pl->global_bytes;
+  double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff), t_l2 = pl->global_bytes / (t->l2_gbs * 1e9 * mem_eff);
+  const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : "latency";
+  if (t_main < t_dram || t_main < t_l2) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
+  bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
+  pl->bound = !tail ? term
+              : !strcmp(term, "tensor cores")  ? "tensor cores, partial last wave"
+              : !strcmp(term, "shared memory") ? "shared memory, partial last wave"
+              : !strcmp(term, "latency")       ? "latency, partial last wave"
+                                               : term;
+  pl->est_us = fmax(t_main, fmax(t_dram, t_l2)) * 1e6;
+}
+
+/* Every plan: block M 64 or 128 (not past M rounded up to 64), N a
+ * multiple of 16 from 16 to the target's largest (64's multiples when B is
+ * MN-major: one copy per 64-wide atom), not past N rounded up to 16 beyond
+ * the first that covers it, 2 to 4 stages (no more in flight than steps). */
+int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *out, int cap) {
+  int n = 0;
+  int64_t steps = cdiv(w->k, WG_BK);
+  for (int64_t bm = 64; bm <= 128; bm += 64) {
+    if (bm > 64 && bm > cdiv(w->m, 64) * 64) break;
+    for (int64_t bn = w->b_mn_major ? 64 : 16; bn <= t->wgmma_n_max; bn += w->b_mn_major ? 64 : 16) {
+      if (bn - (w->b_mn_major ? 64 : 16) >= w->n) break;   /* the previous one already covered N */
+      if (bn != 16 && bn != 32 && bn % 64) continue;       /* 16, 32, 64, 128, 192, 256 */
+      for (int st = 2; st <= 4 && (st == 2 || st - 1 <= steps); st++) {
+        roller_wgmma_plan pl = {.bm = bm, .bn = bn, .stages = st};
+        roller_wgmma_eval(t, w, &pl);
+        if (pl.valid && n < cap) out[n++] = pl;
+      }
+    }
+  }
+  return n;
+}
