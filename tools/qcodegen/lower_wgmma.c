@@ -101,7 +101,7 @@ typedef struct {
   kexpr *blo[MAX_AXES];
   int S;
   int64_t bytes;                /* per stage, both operands */
-  int64_t C, steps;             /* consumer warpgroups; steps of 64 along K */
+  int64_t C, MW, steps;         /* consumer warpgroups, m64 tiles each; steps of 64 along K */
   const qir_expr *bias;
   qir_dtype dtype;
   const kwgmma *w;
@@ -132,7 +132,7 @@ static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot) {
 }
 
 /* Where slice kk (16 of K) of an operand's tile starts in slot `slot`, for
- * consumer warpgroup `c` (A) or every one (B: c NULL). */
+ * A's 64-row tile `c` (B: c NULL). */
 static kexpr *slice_at(kbuilder *b, const wg_operand *w, kexpr *slot, kexpr *kk, kexpr *c) {
   kexpr *at = ke_mul(b, slot, ke_int(b, w->slot));
   /* K-major: 32 bytes along the swizzled row; MN-major: 16 rows of 128 bytes */
@@ -159,7 +159,7 @@ static kexpr *eq(kbuilder *b, kexpr *x, int64_t v) { return ke_bin(b, QIR_FN_EQ,
 static kstmt *zero_acc(wg *g) {
   kbuilder *b = g->env->b;
   kvar *zi = kvar_new(b, g->env->k, "i", KT_I32, 0, KV_LOCAL);
-  kstmt *zero = ks_for(b, zi, ke_int(b, 0), ke_int(b, g->p->block[g->p->mma_n] / 2), 1,
+  kstmt *zero = ks_for(b, zi, ke_int(b, 0), ke_int(b, g->MW * g->p->block[g->p->mma_n] / 2), 1,
                        ks_assign(b, g->acc, ke_var(b, zi), ke_float(b, 0, KT_F32)));
   zero->unroll = true;
   return zero;
@@ -198,8 +198,12 @@ static void consume(wg *g, kstmt *iter, kexpr *tv, const kwgmma *w, kexpr *guard
   kvar *kk = kvar_new(b, env->k, "kk", KT_I32, 0, KV_BLOCK);
   kexpr *wgi = ke_div(b, tid, ke_int(b, WG_THREADS));
   kstmt *one = ks_seq(b);
-  ks_add(b, one, ks_wgmma(b, KS_WGMMA, w, g->acc, ke_int(b, 0), g->sa, slice_at(b, &g->a, slot, ke_var(b, kk), wgi), g->sb,
-                          slice_at(b, &g->b, slot, ke_var(b, kk), NULL), 0));
+  int64_t BN = g->p->block[g->p->mma_n];
+  for (int64_t j = 0; j < g->MW; j++) {   /* the warpgroup's m64 tiles: rows 64 (MW c + j) of the block */
+    kexpr *tile = ke_add(b, ke_mul(b, wgi, ke_int(b, g->MW)), ke_int(b, j));
+    ks_add(b, one, ks_wgmma(b, KS_WGMMA, w, g->acc, ke_int(b, j * BN / 2), g->sa, slice_at(b, &g->a, slot, ke_var(b, kk), tile), g->sb,
+                            slice_at(b, &g->b, slot, ke_var(b, kk), NULL), 0));
+  }
   ks_add(b, iter, uniform_loop(b, kk, WG_BK / 16, one, true));
   ks_add(b, iter, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, iter, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 1));
@@ -219,9 +223,14 @@ static kstmt *epilogue(wg *g) {
   int n = c->n_axes, vm = g->p->mma_m, vn = g->p->mma_n;
   int64_t BM = g->p->block[vm], BN = g->p->block[vn];
   kexpr *tid = ke_tid(b);
+  (void)BM;
   kvar *ri = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
   kexpr *i = ke_var(b, ri), *lane = ke_mod(b, tid, ke_int(b, 32));
-  kexpr *row = ke_add(b, ke_add(b, ke_mul(b, ke_div(b, tid, ke_int(b, WG_THREADS)), ke_int(b, 64)),
+  /* register i of m64 tile j = i / (N / 2) of the warpgroup */
+  kexpr *j = ke_div(b, i, ke_int(b, BN / 2)), *ii = ke_mod(b, i, ke_int(b, BN / 2));
+  kexpr *tile = ke_add(b, ke_mul(b, ke_div(b, tid, ke_int(b, WG_THREADS)), ke_int(b, g->MW)), j);
+  i = ii;
+  kexpr *row = ke_add(b, ke_add(b, ke_mul(b, tile, ke_int(b, 64)),
                                 ke_mul(b, ke_mod(b, ke_div(b, tid, ke_int(b, 32)), ke_int(b, 4)), ke_int(b, 16))),
                       ke_add(b, ke_div(b, lane, ke_int(b, 4)), ke_mul(b, ke_mod(b, ke_div(b, i, ke_int(b, 2)), ke_int(b, 2)), ke_int(b, 8))));
   kexpr *col = ke_add(b, ke_mul(b, ke_div(b, i, ke_int(b, 4)), ke_int(b, 8)),
@@ -235,9 +244,9 @@ static kstmt *epilogue(wg *g) {
   kexpr *guard = NULL;
   if (c->axis_extents[vm] % BM) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, c->axis_extents[vm]));
   if (c->axis_extents[vn] % BN) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, c->axis_extents[vn])));
-  kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, i)));
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, ke_var(b, ri))));
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
-  kstmt *l = ks_for(b, ri, ke_int(b, 0), ke_int(b, BN / 2), 1, st);
+  kstmt *l = ks_for(b, ri, ke_int(b, 0), ke_int(b, g->MW * BN / 2), 1, st);
   l->unroll = true;
   return l;
 }
@@ -303,16 +312,16 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   mma_operand A, B;
   const qir_expr *bias;
   if (!mma_analyse(env, p, &A, &B, &bias)) return;
-  int64_t BM = p->block[vm], BN = p->block[vn], C = BM / 64;
+  int64_t BM = p->block[vm], BN = p->block[vn], WM = p->thread[vm], MW = WM / 64, C = WM > 0 ? BM / WM : 0;
   if (c->n_red != 1) {
     fail(env, "#tile mma = [64, N, 16]: %s", "the contraction must have one reduction axis (K)");
     return;
   }
   int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (the plan's rstep, rounded up to 16) */
-  if (BM % 64 || C < 1 || C > 2 || p->thread[vm] != 64 || p->thread[vn] != BN || BN % 8 || BN > 256 ||
+  if ((WM != 64 && WM != 128) || BM % WM || C < 1 || C > 2 || p->thread[vn] != BN || BN % 8 || BN > 256 || MW * BN > 256 ||
       (rk != WG_BK && rk < c->axis_extents[n])) {
     fail(env, "#tile mma = [64, N, 16]: %s",
-         "block[M] must be 64 or 128 (a consumer warpgroup per 64 rows), thread = [64, block[N]], block[N] a multiple of 8 up to 256, rstep[K] = 64 (or all of a shorter K)");
+         "thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] one or two of it, thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), rstep[K] = 64 (or all of a shorter K)");
     return;
   }
   wg g = {.env = env, .p = p, .S = S, .bytes = (BM + BN) * WG_BK * 2};
@@ -351,13 +360,14 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   k->carved_smem = true;
   k->smem_bytes = m_off + kvar_bytes(g.mb);
   k->n_mbars = 2 * S;
-  kvar *acc = kvar_new(b, k, "acc", KT_F32, BN / 2, KV_THREAD);
+  kvar *acc = kvar_new(b, k, "acc", KT_F32, MW * BN / 2, KV_THREAD);
   kwgmma *w = qir_alloc(b->m, sizeof *w);
   *w = (kwgmma){.n = (int)BN, .dtype = A.dtype, .a = desc_of(&g.a), .b = desc_of(&g.b), .wg_first = 0, .wg_count = (int)C};
   g.w = w;
 
   g.acc = acc;
   g.C = C;
+  g.MW = MW;
   g.steps = steps;
   g.bias = bias;
   g.dtype = A.dtype;

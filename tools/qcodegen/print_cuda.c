@@ -35,7 +35,7 @@ static void prelude(FILE *o) {
         o);
   /* TMA tensor maps (sm_90 kernels): cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda) */
   fputs("\n#include <cuda.h>\n#include <cudaTypedefs.h>\n"
-        "static int q_tmap_encode(CUtensorMap *m, CUtensorMapDataType dt, int rank, void *base, const cuuint64_t *dims,\n"
+        "static inline int q_tmap_encode(CUtensorMap *m, CUtensorMapDataType dt, int rank, void *base, const cuuint64_t *dims,\n"
         "                         const cuuint64_t *strides, const cuuint32_t *box, CUtensorMapSwizzle swizzle) {\n"
         "  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;\n"
         "  if (!encode) {\n"

@@ -849,7 +849,8 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
 
 /* A wgmma plan's derived fields from roller_wgmma_eval. */
 static void wgmma_eval(const rl_problem *p, rl_plan *pl) {
-  roller_wgmma_plan w = {.bm = pl->tile[p->mma_axis[0]], .bn = pl->tile[p->mma_axis[1]], .stages = pl->stages};
+  roller_wgmma_plan w = {.bm = pl->tile[p->mma_axis[0]], .wm = pl->thr[p->mma_axis[0]], .bn = pl->tile[p->mma_axis[1]],
+                         .stages = pl->stages};
   roller_wgmma_eval(p->t, &p->wg, &w);
   pl->valid = w.valid;
   pl->threads = w.threads;
@@ -1526,7 +1527,7 @@ static void wgmma_plans(const rl_problem *p, rl_path *path) {
     for (int v = 0; v < p->n_vars; v++) pl.tile[v] = 1;
     for (int v = 0; v < p->n_out; v++) pl.thr[v] = 1;
     pl.tile[vm] = w[i].bm, pl.tile[vn] = w[i].bn, pl.tile[vk] = p->ext[vk] < 64 ? p->ext[vk] : 64;
-    pl.thr[vm] = 64, pl.thr[vn] = w[i].bn;
+    pl.thr[vm] = w[i].wm, pl.thr[vn] = w[i].bn;
     pl.stages = w[i].stages;
     pl.wgmma = true;
     if (plan_span(p, &pl) > QIR_TILE_MAX) continue;

@@ -44,7 +44,7 @@ typedef struct {
   double in_bytes;              /* A and B once */
 } roller_wgmma_problem;
 typedef struct {
-  int64_t bm, bn;               /* block along M (64 per consumer warpgroup) and N (the instruction's N) */
+  int64_t bm, wm, bn;           /* block along M, a consumer warpgroup's rows (64 or 128), N (the instruction's) */
   int stages;
   /* derived by roller_wgmma_eval */
   bool valid;

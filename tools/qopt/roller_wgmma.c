@@ -1,9 +1,10 @@
 /* roller_wgmma.c: Roller's plans for Hopper's warpgroup MMA (targets with
  * wgmma_n_max: h100, h200), realised by qcodegen's lower_wgmma.c.
  *
- * The plan: #tile{block = [.., 64 C, .., N, ..], thread = [.., 64, .., N, ..],
- * rstep = [64], mma = [64, N, 16], stages = S}: C consumer warpgroups of 64
- * rows each (C = 1 or 2) and one producer warpgroup, K in steps of 64 (one
+ * The plan: #tile{block = [.., W C, .., N, ..], thread = [.., W, .., N, ..],
+ * rstep = [64], mma = [64, N, 16], stages = S}: C consumer warpgroups of W
+ * rows each (C = 1 or 2, W = 64 or 128: one or two m64 tiles, W N / 128
+ * accumulators per thread, at most 128) and one producer warpgroup, K in steps of 64 (one
  * 128-byte swizzled row of 16-bit values), S stages of A's 64C x 64 and B's
  * 64 x N tiles, copied by the tensor memory accelerator.
  *
@@ -68,12 +69,14 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl) {
   double units = t->compute_units, clk = t->clock_ghz * 1e9;
-  int64_t C = pl->bm / 64, steps = cdiv(w->k, WG_BK);
+  int64_t C = pl->bm / pl->wm, MW = pl->wm / 64, steps = cdiv(w->k, WG_BK);
   pl->threads = WG_THREADS * (C + 1);
   pl->smem = (int64_t)pl->stages * (pl->bm + pl->bn) * WG_BK * 2 + 16 * pl->stages;
-  pl->regs = pl->bn / 2 + 40;   /* accumulators, descriptors, addresses (ptxas: 58 to 168 on the tests' plans) */
+  pl->regs = MW * pl->bn / 2 + 40;   /* accumulators, descriptors, addresses (ptxas: 42 to 168 on the tests' plans) */
   pl->blocks = cdiv(w->m, pl->bm) * cdiv(w->n, pl->bn) * w->batch;
-  pl->valid = pl->smem <= t->smem_per_block && pl->threads <= t->max_threads_per_block && pl->regs <= t->max_regs_per_thread;
+  /* two consumer warpgroups take 232 registers each by setmaxnreg (qcodegen), one keeps the 255 of a thread */
+  pl->valid = pl->smem <= t->smem_per_block && pl->threads <= t->max_threads_per_block && pl->regs <= (C == 2 ? 232 : t->max_regs_per_thread) &&
+              MW * pl->bn <= 256;
   if (!pl->valid) {
     pl->est_us = INFINITY;
     return;
@@ -85,7 +88,7 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   double per_unit = ceil((double)pl->blocks / units), conc = fmin(per_unit, (double)bpu);
   double tc_per_clk = w->peak_gflops * 1e9 / (units * clk), smem_per_clk = t->smem_gbs * 1e9 / (units * clk);
   double r_tc = 2.0 * (double)pl->bm * (double)pl->bn * WG_BK / tc_per_clk;
-  double r_smem = (double)C * 4 * (64.0 * 16 * 2 + 16.0 * (double)pl->bn * 2) / smem_per_clk;
+  double r_smem = (double)(C * MW) * 4 * (64.0 * 16 * 2 + 16.0 * (double)pl->bn * 2) / smem_per_clk;
   double period = t->load_latency_cycles / (double)(pl->stages - 1);
   double step = fmax(fmax(r_tc, r_smem), period / conc);
   double epilogue = (double)pl->bm * (double)pl->bn / (WG_THREADS * (double)C) * 4;   /* a store per accumulator pair */
@@ -93,7 +96,10 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   double active = fmin((double)pl->blocks, units), mem_eff = fmin(2.0 * active / units, 1);
   double out_bytes = (double)w->m * (double)w->n * (double)w->batch * w->out_elem_bytes;
   pl->global_bytes = (double)pl->blocks * (double)steps * (double)(pl->bm + pl->bn) * WG_BK * 2 + out_bytes;
-  double wave_footprint = fmin(units * conc, (double)pl->blocks) * (double)(pl->bm + pl->bn) * (double)w->k * 2;
+  /* a wave's blocks in raster order (N fastest): the A rows and B columns they share once */
+  double wave = fmin(units * conc, (double)pl->blocks), nbn = (double)cdiv(w->n, pl->bn), nbm = (double)cdiv(w->m, pl->bm);
+  double mats = ceil(wave / (nbm * nbn)), rows = fmin(ceil(wave / nbn), nbm), cols = fmin(wave, nbn);
+  double wave_footprint = mats * (rows * (double)pl->bm + cols * (double)pl->bn) * (double)w->k * 2;
   double dram = wave_footprint <= (double)t->l2_bytes ? fmin(pl->global_bytes, w->in_bytes + out_bytes) : pl->global_bytes;
   double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff), t_l2 = pl->global_bytes / (t->l2_gbs * 1e9 * mem_eff);
   const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : "latency";
@@ -107,20 +113,23 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   pl->est_us = fmax(t_main, fmax(t_dram, t_l2)) * 1e6;
 }
 
-/* Every plan: block M 64 or 128 (not past M rounded up to 64), N a
+/* Every plan: block M 64 to 256 in one or two consumer warpgroups of 64 or
+ * 128 rows (not past M rounded up to 64), N a
  * multiple of 16 from 16 to the target's largest (64's multiples when B is
  * MN-major: one copy per 64-wide atom), not past N rounded up to 16 beyond
  * the first that covers it, 2 to 4 stages (no more in flight than steps). */
 int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *out, int cap) {
   int n = 0;
   int64_t steps = cdiv(w->k, WG_BK);
-  for (int64_t bm = 64; bm <= 128; bm += 64) {
-    if (bm > 64 && bm > cdiv(w->m, 64) * 64) break;
+  for (int64_t tiles = 1; tiles <= 4; tiles++)   /* m64 tiles per block: one or two warpgroups of one or two */
+  for (int64_t wm = 64; wm <= 128; wm += 64) {
+    int64_t bm = 64 * tiles;
+    if (tiles == 3 || bm % wm || bm / wm > 2 || (bm > 64 && bm > cdiv(w->m, 64) * 64)) continue;
     for (int64_t bn = w->b_mn_major ? 64 : 16; bn <= t->wgmma_n_max; bn += w->b_mn_major ? 64 : 16) {
       if (bn - (w->b_mn_major ? 64 : 16) >= w->n) break;   /* the previous one already covered N */
       if (bn != 16 && bn != 32 && bn % 64) continue;       /* 16, 32, 64, 128, 192, 256 */
       for (int st = 2; st <= 4 && (st == 2 || st - 1 <= steps); st++) {
-        roller_wgmma_plan pl = {.bm = bm, .bn = bn, .stages = st};
+        roller_wgmma_plan pl = {.bm = bm, .wm = wm, .bn = bn, .stages = st};
         roller_wgmma_eval(t, w, &pl);
         if (pl.valid && n < cap) out[n++] = pl;
       }
