@@ -1778,8 +1778,9 @@ int cg_generate(qir_module *m, qir_diag *d, cg_backend be, const cg_options *opt
   for (int i = 0; i < h.cg.n_kernels; i++) sm90a += h.cg.kernels[i]->sm90a;
   if (sm90a && be == CG_CUDA)
     fprintf(o, " *\n * %d kernel%s run%s on Hopper's wgmma and tensor memory accelerator: build with\n"
-               " *   nvcc -gencode=arch=compute_90a,code=sm_90a (H100, H200).\n */\n"
-               "#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+               " *   nvcc -gencode=arch=compute_90a,code=sm_90a (H100, H200).  Built for another\n"
+               " * architecture too (a fat binary), they trap there.\n */\n"
+               "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
                "#error \"this program's Hopper kernels need nvcc -gencode=arch=compute_90a,code=sm_90a\"\n"
                "#endif\n",
             sm90a, sm90a > 1 ? "s" : "", sm90a > 1 ? "" : "s");

@@ -35,7 +35,7 @@ static void prelude(FILE *o) {
         o);
   /* TMA tensor maps (sm_90 kernels): cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda) */
   fputs("\n#include <cuda.h>\n#include <cudaTypedefs.h>\n"
-        "static inline int q_tmap_encode(CUtensorMap *m, CUtensorMapDataType dt, int rank, void *base, const cuuint64_t *dims,\n"
+        "__attribute__((unused)) static int q_tmap_encode(CUtensorMap *m, CUtensorMapDataType dt, int rank, void *base, const cuuint64_t *dims,\n"
         "                         const cuuint64_t *strides, const cuuint32_t *box, CUtensorMapSwizzle swizzle) {\n"
         "  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;\n"
         "  if (!encode) {\n"
@@ -82,6 +82,8 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
             k->coherent || k->params[i].aliased ? "" : "__restrict__ ", k->params[i].name);
   if (!hip) kprint_sm90_tmap_params(o, k);
   fputs(") {\n", o);
+  /* Hopper's own instructions assemble for sm_90a only: elsewhere the kernel traps */
+  if (k->sm90a) fputs("#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)\n", o);
   /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
   int64_t dyn = hip && !k->carved_smem ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
   if (dyn && k->n_tmaps)   /* 128B-swizzled tiles: the pattern wgmma and the copies share needs 1024-byte atoms */
@@ -107,6 +109,7 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   const kstmt *body = k->gpu_body ? k->gpu_body : k->body;
   kprint_lets(o, k, body, &st, 1);
   kprint_stmt(o, body, k, &st, 1);
+  if (k->sm90a) fputs("#else\n  __trap();\n#endif\n", o);
   if (sync)   /* the last block to finish counts the launch (every block has read q_gen by then) */
     fprintf(o, "  __syncthreads();\n"
                "  if (threadIdx.x == 0) {\n"

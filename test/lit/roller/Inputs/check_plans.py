@@ -35,6 +35,9 @@ LIMITS = {
 # targets with mma.sync.m16n8k16 (PTX ISA: sm_80 and up)
 PIPELINED = {"h100", "h200", "a100", "rtx4090"}
 
+# targets with wgmma.mma_async m64nNk16 (PTX ISA: sm_90a), N a multiple of 8 up to 256
+WGMMA = {"h100", "h200"}
+
 MAX_WASTE = 0.15  # padding of an axis relative to its extent (tools/qopt/roller.c)
 
 
@@ -117,7 +120,9 @@ def main():
                             or not p.get("rstep")):
             bad(f"rsplit {rsplit}: needs whole warps of lanes ({warp}), a power of two, thread tile 1, "
                 "a reduction, no mma")
-        threads = owners * (warp if mma else 1) * rsplit
+        wgmma = bool(mma) and len(mma) == 3 and mma[0] == 64
+        # wgmma: a consumer warpgroup (128 threads) per warp tile, and one producer warpgroup
+        threads = (owners + 1) * 128 if wgmma else owners * (warp if mma else 1) * rsplit
         if p["threads"] != threads:
             bad(f"threads {p['threads']} != {threads}")
         if p["threads"] > max_threads:
@@ -146,7 +151,24 @@ def main():
         stages = p.get("stages")
         if mma == [16, 8, 16] and p["target"] not in PIPELINED:
             bad("mma [16, 8, 16] on a target without mma.sync.m16n8k16")
-        if (mma == [16, 8, 16]) != (stages is not None):
+        if wgmma:
+            ax = p.get("mma_axes", [])
+            if p["target"] not in WGMMA:
+                bad("mma [64, N, 16] on a target without wgmma")
+            elif len(ax) == 3:
+                bm, bn, wm, rk = block[ax[0]], block[ax[1]], thread[ax[0]], p["rstep"][ax[2]]
+                # A's bm x 64 and B's 64 x bn per stage, 16-bit, plus an 8-byte mbarrier pair per stage
+                if stages is None or not 2 <= stages <= 4:
+                    bad("wgmma plans have 2 to 4 stages")
+                elif p.get("smem") != stages * (bm + bn) * 64 * 2 + 16 * stages:
+                    bad(f"smem {p.get('smem')} != stages x (block M + block N) x 64 x 2 + 16 x stages")
+                if mma[1] != bn or thread[ax[1]] != bn or bn % 8 or bn > 256:
+                    bad("wgmma: N = block N = thread N, a multiple of 8 up to 256")
+                if wm not in (64, 128) or bm // wm not in (1, 2) or wm // 64 * bn > 256:
+                    bad("wgmma: one or two consumer warpgroups of 64 or 128 rows, at most 128 accumulators each")
+                if rk != 64 and (rk > 64 or rk % 16):
+                    bad("wgmma: rstep 64 (or a shorter K's, in whole k16 slices)")
+        elif (mma == [16, 8, 16]) != (stages is not None):
             bad("stages go with mma [16, 8, 16], and only with it")
         if stages is not None and mma == [16, 8, 16] and len(p.get("mma_axes", [])) == 3:
             ax = p["mma_axes"]
