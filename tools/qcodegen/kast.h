@@ -287,6 +287,9 @@ typedef struct {
   int n_mbars;                  /* mbarriers (C: the emulation's per-block state) */
   kstmt *gpu_body;              /* CUDA: the body as warpgroup roles (lower_wgmma.c), NULL: body.
                                  * body runs the same statements interleaved, which C runs */
+  /* lower_wgmma.c, in body: the step whose stage iteration t releases (t - 1), whether it has
+   * one (t > 0), and t; plant.c's wgmma-early-release rewrites the first two */
+  kexpr *wg_release_step, *wg_release_started, *wg_step;
 } kkernel;
 
 /* ---- index arithmetic

@@ -173,22 +173,23 @@ static kstmt *prologue(wg *g) {
   return pro;
 }
 
-/* Iteration t of the producer thread: once step t-1's slot is released,
- * refill it with step t-1+S. */
-static kstmt *refill(wg *g, kexpr *tv) {
+/* Iteration t of the producer thread: once step prev = t-1's slot is
+ * released, refill it with step t-1+S (started: t > 0). */
+static kstmt *refill(wg *g, kexpr *prev, kexpr *started) {
   kbuilder *b = g->env->b;
-  kexpr *prev = ke_sub(b, tv, ke_int(b, 1)), *prev_slot = ke_mod(b, prev, ke_int(b, g->S));
+  kexpr *prev_slot = ke_mod(b, prev, ke_int(b, g->S));
   kstmt *r = ks_seq(b);
   ks_add(b, r, ks_mbar(b, KS_MBAR_WAIT, g->mb, ke_add(b, prev_slot, ke_int(b, g->S)), 0,
                        ke_mod(b, ke_div(b, prev, ke_int(b, g->S)), ke_int(b, 2))));
   ks_add(b, r, issue_step(g, ke_add(b, prev, ke_int(b, g->S)), prev_slot));
-  kexpr *live = ke_and(b, ke_lt(b, ke_int(b, 0), tv), ke_lt(b, ke_add(b, prev, ke_int(b, g->S)), ke_int(b, g->steps)));
+  kexpr *live = ke_and(b, started, ke_lt(b, ke_add(b, prev, ke_int(b, g->S)), ke_int(b, g->steps)));
   return ks_if(b, live, r, NULL);
 }
 
 /* Iteration t of the consumer warpgroups (guard: the per-thread statements'
- * condition, NULL inside their role branch). */
-static void consume(wg *g, kstmt *iter, kexpr *tv, const kwgmma *w, kexpr *guard) {
+ * condition, NULL inside their role branch): step prev = t-1's slot is
+ * released once its wgmma retired (started: t > 0). */
+static void consume(wg *g, kstmt *iter, kexpr *tv, kexpr *prev, kexpr *started, const kwgmma *w, kexpr *guard) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
   kexpr *tid = ke_tid(b), *slot = ke_mod(b, tv, ke_int(b, g->S));
@@ -208,8 +209,8 @@ static void consume(wg *g, kstmt *iter, kexpr *tv, const kwgmma *w, kexpr *guard
   ks_add(b, iter, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, iter, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 1));
   /* step t-1's wgmma retired: lane 0 of each warp releases its slot */
-  kexpr *prev_slot = ke_mod(b, ke_sub(b, tv, ke_int(b, 1)), ke_int(b, g->S));
-  kexpr *release = ke_and(b, ke_and(b, guard, eq(b, ke_mod(b, tid, ke_int(b, 32)), 0)), ke_lt(b, ke_int(b, 0), tv));
+  kexpr *prev_slot = ke_mod(b, prev, ke_int(b, g->S));
+  kexpr *release = ke_and(b, ke_and(b, guard, eq(b, ke_mod(b, tid, ke_int(b, 32)), 0)), started);
   ks_add(b, iter, ks_if(b, release, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, ke_add(b, prev_slot, ke_int(b, g->S)), 0, NULL), NULL));
 }
 
@@ -263,8 +264,15 @@ static void interleaved(wg *g, kstmt *body) {
   ks_add(b, body, ks_if(b, is_producer, prologue(g), NULL));
   kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
   kstmt *iter = ks_seq(b);
-  consume(g, iter, ke_var(b, t), g->w, consumer);
-  ks_add(b, iter, ks_if(b, is_producer, refill(g, ke_var(b, t)), NULL));
+  /* one node each for the released step and its guard, which the consumers'
+   * release and the producer's refill share: plant.c's wgmma-early-release
+   * rewrites them (t, true) to release a stage its wgmma still reads */
+  kexpr *prev = ke_sub(b, ke_var(b, t), ke_int(b, 1)), *started = ke_lt(b, ke_int(b, 0), ke_var(b, t));
+  k->wg_release_step = prev;
+  k->wg_release_started = started;
+  k->wg_step = ke_var(b, t);
+  consume(g, iter, ke_var(b, t), prev, started, g->w, consumer);
+  ks_add(b, iter, ks_if(b, is_producer, refill(g, prev, started), NULL));
   ks_add(b, body, uniform_loop(b, t, g->steps, iter, false));
   ks_add(b, body, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, body, ks_if(b, consumer, epilogue(g), NULL));
@@ -290,12 +298,13 @@ static kstmt *role_split(wg *g) {
   kstmt *issue = ks_seq(b);
   ks_add(b, issue, prologue(g));
   kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
-  ks_add(b, issue, ks_for(b, t, ke_int(b, 1), ke_int(b, g->steps), 1, refill(g, ke_var(b, t))));
+  ks_add(b, issue, ks_for(b, t, ke_int(b, 1), ke_int(b, g->steps), 1,
+                          refill(g, ke_sub(b, ke_var(b, t), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, t)))));
   ks_add(b, prod, ks_if(b, eq(b, tid, producer), issue, NULL));
   ks_add(b, cons, zero_acc(g));
   kvar *tc = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
   kstmt *iter = ks_seq(b);
-  consume(g, iter, ke_var(b, tc), w, NULL);
+  consume(g, iter, ke_var(b, tc), ke_sub(b, ke_var(b, tc), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, tc)), w, NULL);
   ks_add(b, cons, ks_for(b, tc, ke_int(b, 0), ke_int(b, g->steps), 1, iter));
   ks_add(b, cons, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, cons, epilogue(g));

@@ -31,6 +31,11 @@ typedef enum {
   PLANT_STAGE_OVERWRITE,       /* the Nth cp.async pipeline issues the next step's copies above that barrier:
                                 * a slot is refilled while warps still read it */
   PLANT_WAIT_NONE,             /* the Nth cp.async pipeline never waits: its wait_groups disappear */
+  /* Hopper kernels (lower_wgmma.c), N counting them; C's body only (the GPU's roles keep theirs) */
+  PLANT_TMA_NOWAIT,            /* the consumers read each stage without waiting for its mbarrier */
+  PLANT_WGMMA_EARLY_RELEASE,   /* the consumers release a stage right after its wgmma are issued, before
+                                * the wait_group that retires them: the producer refills it meanwhile */
+  PLANT_WGMMA_SWIZZLE,         /* B's descriptor says a 64-byte swizzle where the copies wrote 128 */
   PLANT_COUNT
 } plant_kind;
 
@@ -38,7 +43,7 @@ static const char *const plant_names[PLANT_COUNT] = {
     "drop-barrier", "diverge-barrier", "diverge-loop", "shrink-smem", "shift-smem",
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
     "late-wait", "drop-grid-barrier", "nc-written", "drop-store", "wait-short", "wait-nobarrier",
-    "stage-overwrite", "wait-none",
+    "stage-overwrite", "wait-none", "tma-nowait", "wgmma-early-release", "wgmma-swizzle",
 };
 
 typedef struct {
@@ -186,6 +191,49 @@ static bool plant_pipe(planter *p, kstmt *seq, int at) {
   }
 }
 
+/* The main loop of a Hopper kernel's C body: the loop whose body issues wgmma. */
+static kstmt *wgmma_loop(kstmt *s) {
+  if (!s) return NULL;
+  if (s->kind == KS_FOR && s->body && s->body->kind == KS_SEQ && ks_contains(s->body, KS_WGMMA)) return s;
+  for (int i = 0; i < s->n_items; i++) {
+    kstmt *r = wgmma_loop(s->items[i]);
+    if (r) return r;
+  }
+  return NULL;
+}
+
+static bool plant_hopper(planter *p) {
+  kbuilder *b = &p->cg->kb;
+  kkernel *k = p->k;
+  kstmt *loop = wgmma_loop(k->body);
+  if (!loop) return false;
+  switch (p->kind) {
+  case PLANT_TMA_NOWAIT:   /* the consumers' waits on the full barriers: `if (consumer) wait` items of the loop */
+    for (int i = 0; i < loop->body->n_items; i++) {
+      kstmt *it = loop->body->items[i];
+      if (it->kind == KS_IF && it->body && it->body->kind == KS_MBAR_WAIT)
+        loop->body->items[i] = ks_comment(b, "planted bug: the consumers' mbarrier wait dropped");
+    }
+    return true;
+  case PLANT_WGMMA_EARLY_RELEASE:
+    if (!k->wg_release_step || !k->wg_release_started || !k->wg_step) return false;
+    *k->wg_release_step = *k->wg_step;                 /* release step t's stage, not t-1's */
+    *k->wg_release_started = *ke_int(b, 1);
+    return true;
+  case PLANT_WGMMA_SWIZZLE:
+    for (int i = 0; i < loop->body->n_items; i++) {
+      kstmt *it = loop->body->items[i];
+      kstmt *one = it->kind == KS_FOR && it->body && it->body->n_items ? it->body->items[0] : NULL;
+      if (one && one->kind == KS_WGMMA) {
+        ((kwgmma *)one->wg)->b.swizzle = 64;
+        return true;
+      }
+    }
+    return false;
+  default: return false;
+  }
+}
+
 bool cg_plant(cg_ctx *cg, const char *spec) {
   const char *colon = strchr(spec, ':');
   size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -259,6 +307,14 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       break;
     }
     break;
+  case PLANT_TMA_NOWAIT: case PLANT_WGMMA_EARLY_RELEASE: case PLANT_WGMMA_SWIZZLE:
+    for (int i = 0; i < cg->n_kernels && !p.done; i++) {
+      if (!cg->kernels[i]->n_tmaps || p.seen++ != p.target) continue;
+      p.k = cg->kernels[i];
+      p.done = plant_hopper(&p);
+      break;
+    }
+    break;
   case PLANT_NC_WRITTEN: {   /* C: the program's waves are kernels of one group (chk_kernel), wave 0 first */
     int group = -1;
     for (int i = 0; i < cg->n_kernels; i++) {
@@ -284,6 +340,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
             : p.kind == PLANT_DROP_GRID_BARRIER ? "grid barrier of a device loop"
             : p.kind == PLANT_NC_WRITTEN ? "rprogram run as waves"
             : p.kind == PLANT_DROP_STORE ? "kernel"
+            : p.kind >= PLANT_TMA_NOWAIT ? "Hopper kernel (a #tile mma = [64, N, 16] plan)"
             : p.kind >= PLANT_WAIT_SHORT ? "cp.async pipeline (the main loop of a #tile mma = [16, 8, 16] or TF32 [16, 8, 8] kernel)"
             : p.kind >= PLANT_DROP_WAIT ? "wait of an rprogram" : "kernel");
     cg->d->n_errors++;

@@ -490,7 +490,9 @@ static void kernel(FILE *o, const kkernel *k) {
   if (async) fprintf(o, "    q_cpa_block q_cpa;\n    q_cpa_init(&q_cpa, %d);\n", k->threads);
   if (async && k->chk) fprintf(o, "    q_cpc_block q_cpc;\n    q_cpc_init(&q_cpc, %d);\n", k->threads);
   /* Hopper: the block's mbarriers (with the copies completing on them) and warpgroups' wgmma queues */
-  if (k->n_mbars) fprintf(o, "    q_mbar_block q_mbs;\n    q_mbar_block_init(&q_mbs, %d);\n", k->n_mbars);
+  if (k->n_mbars) fprintf(o, "    q_mbar_block q_mbs;\n    q_mbar_block_init(&q_mbs, %d, %d);\n", k->n_mbars, k->threads);
+  for (int i = 0; k->n_mbars && i < k->n_vars; i++)   /* the GPU's mbarrier words: C keeps their state in q_mbs */
+    if (k->vars[i]->space == KV_SHARED && k->vars[i]->type == KT_U64) fprintf(o, "    (void)%s;\n", k->vars[i]->name);
   bool wgmma = ks_contains(k->body, KS_WGMMA);
   if (wgmma) fprintf(o, "    q_wgmma_block q_wgs;\n    q_wgmma_block_init(&q_wgs, %d);\n", k->threads / 128);
   for (int i = 0; i < k->n_tmaps; i++) {

@@ -63,6 +63,15 @@ static void print_tma_gpu(FILE *o, const kstmt *s, const kkernel *k, const kprin
 
 static void print_tma_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
   const ktmap *m = &k->tmaps[s->step];
+  if (st->chk) {   /* the checker: the box's cells belong to the barrier's current phase */
+    int64_t elems = 1;
+    for (int d = 0; d < m->rank; d++) elems *= m->box[d];
+    fputs("q_tma_check(&q_b, &q_mbs, (int)(", o);
+    kprint_expr(o, s->ia, k, st);
+    fprintf(o, "), q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
+    kprint_expr(o, s->index, k, st);
+    fprintf(o, "), %" PRId64 "L, tid, %d); ", elems, cg_check_shared_site(st->chk, k, s->var->name, "tensor copy into shared `%s`", s->var->name));
+  }
   fputs("q_tma_load(&q_mbs, (int)(", o);
   kprint_expr(o, s->ia, k, st);
   fprintf(o, "), &%s[", s->var->name);
@@ -132,7 +141,7 @@ void kprint_sm90_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
       if (s->kind == KS_MBAR_WAIT) {
         fputs("), (int)(", o);
         kprint_expr(o, s->value, k, st);
-        fputs("));\n", o);
+        fputs("), tid);\n", o);
       } else {
         fprintf(o, "), %" PRId64 ");\n", s->step);
       }
@@ -157,6 +166,13 @@ void kprint_sm90_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
     fputs(c ? "/* fence.mbarrier_init */\n" : "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n", o);
     return;
   case KS_FENCE_PROXY_ASYNC:
+    if (c && st->chk) {   /* the checker: this thread's ordinary stores are visible to the async proxy */
+      fputs("/* fence.proxy.async.shared::cta */", o);
+      for (int i = 0; i < k->n_vars; i++)
+        if (k->vars[i]->space == KV_SHARED) fprintf(o, " q_proxy_fence(q_sh_%s, %" PRId64 "L, tid);", k->vars[i]->name, k->vars[i]->size);
+      fputc('\n', o);
+      return;
+    }
     fputs(c ? "/* fence.proxy.async.shared::cta */\n" : "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n", o);
     return;
   case KS_SETMAXNREG:
@@ -184,7 +200,7 @@ void kprint_sm90_collective_c(FILE *o, const kstmt *s, const kkernel *k, const k
     fputs("const int tid = q_g * 128;\n", o);
     kprint_lets(o, k, s, st, ind + 1);
     indent_to(o, ind + 1);
-    fprintf(o, "q_wgmma_issue(&q_wgs, q_g, (q_wgmma_op){.acc = &%s[", s->var->name);
+    fprintf(o, "q_wgmma_op q_op = {.acc = &%s[", s->var->name);
     kprint_expr(o, s->index, k, st);
     fprintf(o, "][q_g * 128], .stride = %d, .n = %d, .bf16 = %d, .a = %s, .b = %s, .a_base = %" PRId64 "u, .b_base = %" PRId64
                "u, .a_elems = %" PRId64 ", .b_elems = %" PRId64 ", .da = ",
@@ -193,11 +209,23 @@ void kprint_sm90_collective_c(FILE *o, const kstmt *s, const kkernel *k, const k
     print_desc(o, &w->a, s->mem, s->ia, k, st);
     fputs(", .db = ", o);
     print_desc(o, &w->b, s->fb, s->ib, k, st);
-    fprintf(o, ", .ta = %d, .tb = %d});\n", w->a.mn_major, w->b.mn_major);
+    fprintf(o, ", .ta = %d, .tb = %d};\n", w->a.mn_major, w->b.mn_major);
+    if (st->chk) {   /* the checker: the cells it reads, until the wait that retires it */
+      indent_to(o, ind + 1);
+      fprintf(o, "q_wgmma_check(&q_b, &q_mbs, &q_op, q_g, q_sh_%s, q_sh_%s, %d, %d);\n", s->mem->name, s->fb->name,
+              cg_check_shared_site(st->chk, k, s->mem->name, "wgmma reading A from shared `%s`", s->mem->name),
+              cg_check_shared_site(st->chk, k, s->fb->name, "wgmma reading B from shared `%s`", s->fb->name));
+    }
+    indent_to(o, ind + 1);
+    fputs("q_wgmma_issue(&q_wgs, q_g, q_op);\n", o);
     break;
   case KS_WGMMA_FENCE: fputs("(void)q_g;   /* wgmma.fence */\n", o); break;
   case KS_WGMMA_COMMIT: fputs("q_wgmma_commit(&q_wgs, q_g);\n", o); break;
-  default: fprintf(o, "q_wgmma_wait(&q_wgs, q_g, %d);\n", (int)s->step); break;
+  default:
+    if (st->chk) fprintf(o, "q_wgmma_check_wait(&q_b, &q_mbs, &q_wgs, q_g, %d);\n", (int)s->step);
+    if (st->chk) indent_to(o, ind + 1);
+    fprintf(o, "q_wgmma_wait(&q_wgs, q_g, %d);\n", (int)s->step);
+    break;
   }
   indent_to(o, ind);
   fputs("}\n", o);

@@ -28,11 +28,12 @@ typedef struct {
   long phase;                   /* phases completed */
   q_mbar_copy *copies;
   int n, cap;
+  long *seen;                   /* per thread: the phases it saw complete by waiting (the checker's) */
 } q_mbar;
 
 typedef struct {
   q_mbar *b;
-  int n;
+  int n, threads;
 } q_mbar_block;
 
 static void q_mbar_fail(int i, const char *what) {
@@ -40,16 +41,20 @@ static void q_mbar_fail(int i, const char *what) {
   exit(3);
 }
 
-static inline void q_mbar_block_init(q_mbar_block *s, int n) {
+static inline void q_mbar_block_init(q_mbar_block *s, int n, int threads) {
   s->n = n;
+  s->threads = threads;
   s->b = (q_mbar *)calloc((size_t)n, sizeof *s->b);
   if (!s->b) { fputs("qir: out of memory (mbarriers)\n", stderr); exit(2); }
+  for (int i = 0; i < n; i++)
+    if (!(s->b[i].seen = (long *)calloc((size_t)threads, sizeof(long)))) { fputs("qir: out of memory (mbarriers)\n", stderr); exit(2); }
 }
 
 static inline void q_mbar_block_free(q_mbar_block *s) {
   for (int i = 0; i < s->n; i++) {
     for (int c = 0; c < s->b[i].n; c++) free(s->b[i].copies[c].bytes);
     free(s->b[i].copies);
+    free(s->b[i].seen);
   }
   free(s->b);
 }
@@ -93,11 +98,12 @@ static inline void q_mbar_arrive(q_mbar_block *s, int i, long tx) {
   b->pending--;
 }
 
-/* mbarrier.try_wait.parity in a loop. */
-static inline void q_mbar_wait(q_mbar_block *s, int i, int parity) {
+/* mbarrier.try_wait.parity in a loop, by thread tid. */
+static inline void q_mbar_wait(q_mbar_block *s, int i, int parity, int tid) {
   q_mbar *b = q_mbar_at(s, i);
-  if ((b->phase & 1) != parity) return;
-  if (!q_mbar_settle(b, i)) q_mbar_fail(i, "a wait for a phase whose arrivals never come (the GPU would hang or race)");
+  if ((b->phase & 1) == parity && !q_mbar_settle(b, i))
+    q_mbar_fail(i, "a wait for a phase whose arrivals never come (the GPU would hang or race)");
+  if (tid >= 0 && tid < s->threads) b->seen[tid] = b->phase;
 }
 
 /* A copy of n bytes, already read from global memory, completing on barrier i. */

@@ -33,6 +33,8 @@ typedef struct {
   uint64_t da, db;
   int ta, tb;
   long group;
+  void *chk_a, *chk_b;          /* -check: the operands' shadow cells (q_wgmma_check) */
+  int chk_site;
 } q_wgmma_op;
 
 typedef struct {
