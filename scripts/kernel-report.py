@@ -12,6 +12,13 @@ source names) one row:
   ldmatrix  ldmatrix instructions, with the variants seen (x1/x2/x4, .trans)
   cp.async  cp.async.ca/cg copies, and `wait` the deepest cp.async.wait_group N
             (N = stages in flight minus one; cp.async.wait_all counts as 0)
+  tma       cp.async.bulk copies (the tensor memory accelerator)
+  stages    the pipeline's stages: wait + 1 with cp.async; with tensor copies, the
+            mbarrier.init count over two (qcodegen's wgmma loop: a full and an
+            empty barrier per stage); else 1
+  roles     warpgroup roles of a kernel that both copies by TMA and issues wgmma:
+            p1cN (one producer warpgroup, N consumers: the block's warpgroups
+            less one), `+reg` where setmaxnreg moves registers between them
   g128      128-bit global accesses: loads (ld.global[.nc].v4.b32, .v2.b64, ...,
             and 16-byte cp.async) / stores (st.global.v4 ...)
   s128      128-bit shared accesses (ld/st.shared.v4 ...; ldmatrix is counted apart)
@@ -23,11 +30,11 @@ that qcodegen wrote, the `op` column names the module output each kernel writes
 (a kernel writing a temporary gets the name of the next kernel's output).
 
 --suite compiles the fixed operator set of issue 25 (bench/ops/ops-{f16,bf16,f32}.qir,
-`qopt -canonicalize -roller -target=T | qcodegen -cuda`, T = a100 with sm_80 and
-h100 with sm_90: one nvcc run per module and target), prints the table, and
+`qopt -canonicalize -roller -target=T | qcodegen -cuda`, T = a100 with sm_80, h100
+and h200 with sm_90a: one nvcc run per module and target), prints the table, and
 compares every kernel with the record bench/ops/kernel-report.expected: a kernel
 fails when it lost a feature the record gives it (its matrix instruction, or a
-weaker one; ldmatrix; cp.async; a shallower wait_group; 128-bit global loads),
+weaker one; ldmatrix; cp.async; tensor copies; a shallower wait_group; 128-bit global loads),
 when it spills, or when it is missing.  --update rewrites the record.  The goals
 of bench/ops/kernel-report.goals are printed as met/unmet; they do not fail the
 suite.  Without nvcc the suite is skipped, visibly.
@@ -56,7 +63,7 @@ GOALS = os.path.join(OPS_DIR, "kernel-report.goals")
 # The operator set: module files (bench/ops/ops-GROUP.qir) and the targets, each
 # with the architecture nvcc compiles for.
 SUITE_GROUPS = ["f16", "bf16", "f32"]
-SUITE_TARGETS = [("a100", "sm_80"), ("h100", "sm_90")]
+SUITE_TARGETS = [("a100", "sm_80"), ("h100", "sm_90a"), ("h200", "sm_90a")]
 # Matrix instructions from weakest to strongest: a kernel whose kind drops in
 # this order lost its matrix instruction.
 MATRIX_RANK = {"": 0, "wmma": 1, "mma": 2, "wgmma": 3}
@@ -91,7 +98,9 @@ def compile_cu(nvcc, cu, arch, extra_flags):
     """One nvcc run: the cubin with ptxas -v, keeping the PTX it compiled.
     Returns (ptx text, ptxas report)."""
     with tempfile.TemporaryDirectory(prefix="kernel-report.") as tmp:
-        cmd = [nvcc, "-cubin", "-arch=" + arch, "-Xptxas", "-v", "--keep", "--keep-dir", tmp,
+        # sm_90a (wgmma, setmaxnreg) is a -gencode target; -arch=sm_90a also runs a plain sm_90 pass
+        target = ("-gencode=arch=compute_%s,code=%s" % (arch[3:], arch)) if arch.endswith("a") else "-arch=" + arch
+        cmd = [nvcc, "-cubin", target, "-Xptxas", "-v", "--keep", "--keep-dir", tmp,
                "-o", os.path.join(tmp, "out.cubin")] + list(extra_flags) + [cu]
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -158,7 +167,8 @@ def access_bits(tokens):
 
 def new_features():
     return {"matrix": {}, "ldmatrix": 0, "ldmatrix_variants": [], "cp_async": 0,
-            "cp_async_bytes": {}, "wait_group": None, "commit_group": 0, "tma": 0,
+            "cp_async_bytes": {}, "wait_group": None, "commit_group": 0, "tma": 0, "mbar_init": 0,
+            "setmaxnreg": 0,
             "g128_ld": 0, "g128_st": 0, "g128_cp": 0, "gld": 0, "gst": 0,
             "s128_ld": 0, "s128_st": 0, "block": None}
 
@@ -200,6 +210,10 @@ def scan_body(body, f):
             f["commit_group"] += 1
         elif op.startswith("cp.async.bulk"):
             f["tma"] += 1
+        elif op.startswith("mbarrier.init"):
+            f["mbar_init"] += 1
+        elif op.startswith("setmaxnreg"):
+            f["setmaxnreg"] += 1
         elif op.startswith("cp.async.ca") or op.startswith("cp.async.cg"):
             f["cp_async"] += 1
             args = [a.strip() for a in re.sub(r"\[[^\]]*\]", "ADDR", operands).split(",")]
@@ -371,6 +385,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
                "static_smem": r.get("smem", 0), "dynamic_smem": dyn.get(base)}
         row["smem"] = row["static_smem"] + (row["dynamic_smem"] or 0)
         row["stages"] = stages(row)
+        row["roles"] = roles(row)
         rows.append(row)
     rows.sort(key=lambda r: (order.get(r["kernel"].split("::")[-1], len(order)), r["kernel"]))
     return rows
@@ -382,7 +397,16 @@ def stages(row):
     recognised)."""
     if row["cp_async"] and row["wait_group"] is not None:
         return row["wait_group"] + 1
+    if row["tma"] and row["mbar_init"] >= 2:
+        return row["mbar_init"] // 2
     return 1
+
+
+def roles(row):
+    """p1cN for a kernel that copies by TMA and issues wgmma (warpgroup roles), else '-'."""
+    if not row["tma"] or matrix_kind(row) != "wgmma" or not row["block"]:
+        return "-"
+    return "p1c%d%s" % (row["block"] // 128 - 1, "+reg" if row["setmaxnreg"] else "")
 
 
 def matrix_text(row):
@@ -409,12 +433,13 @@ def columns(row):
     spill = "%d/%d" % (row["spill_st"], row["spill_ld"])
     where = [row["target"], row["group"]] if "group" in row else [row["arch"]]
     return where + [row.get("op") or "-", row["kernel"], matrix_text(row), ldm,
-            str(row["cp_async"]), wait, "%d/%d" % (row["g128_ld"] + row["g128_cp"], row["g128_st"]),
+            str(row["cp_async"]), wait, str(row["tma"]), str(row["stages"]), row["roles"],
+            "%d/%d" % (row["g128_ld"] + row["g128_cp"], row["g128_st"]),
             "%d/%d" % (row["s128_ld"], row["s128_st"]), "-" if row["regs"] is None else str(row["regs"]),
             spill, str(row["smem"]), "-" if row["block"] is None else str(row["block"])]
 
 
-HEADER = ["arch", "op", "kernel", "matrix", "ldmatrix", "cp.async", "wait", "g128 ld/st",
+HEADER = ["arch", "op", "kernel", "matrix", "ldmatrix", "cp.async", "wait", "tma", "stages", "roles", "g128 ld/st",
           "s128 ld/st", "regs", "spill st/ld", "smem", "block"]
 
 
@@ -445,11 +470,11 @@ def record_key(row):
 def record_line(row, known_spill=None):
     wait = "-" if row["wait_group"] is None else str(row["wait_group"])
     matrix = ",".join("%s:%d" % kv for kv in sorted(row["matrix"].items())) or "-"
-    return ("%s %s %s %d  kernel=%s matrix=%s ldmatrix=%d cp_async=%d wait=%s g128=%d "
+    return ("%s %s %s %d  kernel=%s matrix=%s ldmatrix=%d cp_async=%d wait=%s tma=%d stages=%d roles=%s g128=%d "
             "spill=%d regs=%s smem=%d block=%s"
             % (row["target"], row["group"], row["op"] or "-", row["index"], row["kernel"], matrix,
-               row["ldmatrix"], row["cp_async"], wait, row["g128_ld"] + row["g128_cp"],
-               row["spill_st"] + row["spill_ld"], row["regs"], row["smem"], row["block"])
+               row["ldmatrix"], row["cp_async"], wait, row["tma"], row["stages"], row["roles"],
+               row["g128_ld"] + row["g128_cp"], row["spill_st"] + row["spill_ld"], row["regs"], row["smem"], row["block"])
             + ("" if known_spill is None else " known_spill=" + known_spill))
 
 
@@ -487,8 +512,13 @@ def regressions(row, rec):
     if MATRIX_RANK[matrix_kind(row)] < MATRIX_RANK[had_kind]:
         lost.append("matrix instruction %s (now %s)"
                     % (",".join(sorted(had["matrix"])), matrix_text(row)))
+    # a stronger matrix instruction (wgmma where the record has mma.sync) brings its own
+    # loop: TMA copies and shared-memory descriptors instead of cp.async and ldmatrix
+    if MATRIX_RANK[matrix_kind(row)] > MATRIX_RANK[had_kind]:
+        return lost
     for field, now, name in [("ldmatrix", row["ldmatrix"], "ldmatrix"),
                              ("cp_async", row["cp_async"], "cp.async"),
+                             ("tma", row["tma"], "tensor copies (cp.async.bulk)"),
                              ("g128", row["g128_ld"] + row["g128_cp"], "128-bit global loads")]:
         if int(rec.get(field, "0")) > 0 and now == 0:
             lost.append("%s (record %s, now 0)" % (name, rec[field]))
@@ -516,19 +546,28 @@ def read_goals(path):
         if not line:
             continue
         words = line.split()
+        targets = None
+        if len(words) > 2 and words[2].startswith("targets="):
+            targets = words[2][8:].split(",")
+            del words[2]
         if len(words) < 3:
-            raise ReportError("%s:%d: expected 'OP GROUP[,GROUP] GOAL ...'" % (path, n))
+            raise ReportError("%s:%d: expected 'OP GROUP[,GROUP] [targets=T[,T]] GOAL ...'" % (path, n))
         for g in words[2:]:
-            if not re.match(r"^(matrix=[\w.]+|ldmatrix|cp_async|g128|s128|(wait|stages)>=\d+|nospill)$", g):
-                raise ReportError("%s:%d: unknown goal '%s' (matrix=KIND.SHAPE, ldmatrix, cp_async, "
+            if not re.match(r"^(matrix=[\w.]+|ldmatrix|cp_async|tma|roles|g128|s128|(wait|stages)>=\d+|nospill)$", g):
+                raise ReportError("%s:%d: unknown goal '%s' (matrix=KIND[.SHAPE], ldmatrix, cp_async, tma, roles, "
                                   "g128, s128, wait>=N, stages>=N, nospill)" % (path, n, g))
-        goals.append((words[0], words[1].split(","), words[2:]))
+        goals.append((words[0], words[1].split(","), targets, words[2:]))
     return goals
 
 
 def goal_met(row, goal):
-    if goal.startswith("matrix="):
-        return goal[7:] in row["matrix"]
+    if goal.startswith("matrix="):   # KIND.SHAPE, or KIND alone: any shape of it
+        want = goal[7:]
+        return want in row["matrix"] or any(name.split(".")[0] == want for name in row["matrix"])
+    if goal == "tma":
+        return row["tma"] > 0
+    if goal == "roles":
+        return row["roles"] != "-"
     if goal == "ldmatrix":
         return row["ldmatrix"] > 0
     if goal == "cp_async":
@@ -604,7 +643,7 @@ def run_suite(args):
             f.write("# The kernel report of bench/ops (scripts/kernel-report.py --suite --update):\n"
                     "# TARGET GROUP OP INDEX, then what the kernel had. --suite fails when a kernel\n"
                     "# loses its matrix instruction (or has a weaker one: wgmma > mma > wmma), its\n"
-                    "# ldmatrix, cp.async, wait_group depth or 128-bit global loads, or spills;\n"
+                    "# ldmatrix, cp.async, tensor copies, wait_group depth or 128-bit global loads, or spills;\n"
                     "# the other fields are for reading. known_spill=BYTES (added by hand, kept by\n"
                     "# --update) lets the kernel spill up to BYTES as a known failure (XFAIL,\n"
                     "# counted as skipped); remove it when the spill is gone.\n")
@@ -615,8 +654,8 @@ def run_suite(args):
         goals = read_goals(args.goals)
         lines, met_all = [], 0
         for r in rows:
-            for op, groups, words in goals:
-                if op != r["op"] or r["group"] not in groups:
+            for op, groups, only, words in goals:
+                if op != r["op"] or r["group"] not in groups or (only and r["target"] not in only):
                     continue
                 unmet = [g for g in words if not goal_met(r, g)]
                 met_all += not unmet
