@@ -265,6 +265,12 @@ def available_passes(qopt, wanted):
     return [p for p in wanted if p in listed]
 
 
+def gencode(arch):
+    """nvcc's target: Hopper (sm_90) builds for sm_90a, where qcodegen's wgmma kernels assemble."""
+    a = arch + "a" if arch == "sm_90" else arch
+    return "-gencode=arch=compute_%s,code=%s" % (a[3:], a)
+
+
 def prepare(name, work_dir, bindir, passes, arch, threads):
     """Worker process: build + export (on the CPU: the GPU stays free) + our
     pipeline + nvcc.  Returns a dict; errors are reported, not raised."""
@@ -297,7 +303,7 @@ def prepare(name, work_dir, bindir, passes, arch, threads):
         nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
         if os.path.exists(nvcc):
             res["times"]["nvcc_s"] = run_tool(
-                [nvcc, "-O3", "-std=c++17", "-arch=" + arch, "-Xcompiler", "-fPIC", "-shared",
+                [nvcc, "-O3", "-std=c++17", gencode(arch), "-Xcompiler", "-fPIC", "-shared",
                  "-o", "libm.so", "m.cu"], wd, "nvcc", timeout=600)
             res["lib"] = os.path.join(wd, "libm.so")
         else:

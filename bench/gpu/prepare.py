@@ -6,7 +6,7 @@ DIR/
   bin/           the static tools (onnx2qir, qopt, qcodegen, qrun), stripped
   prog/NAME.P    one CUDA program per model and pipeline P (roller: -canonicalize
                  -roller; full: ... -welder -rammer -grinder), `qcodegen -cuda -main`,
-                 nvcc -O3 for sm_90, CUDA runtime linked statically
+                 nvcc -O3 for sm_90a (Hopper's wgmma kernels), CUDA runtime linked statically
   prog/NAME.P.qw its weights sidecar, where the program has one (deduplicated:
                  two pipelines whose sidecars are equal share one file)
   data/NAME/     inputs (.pb) and expected outputs (.pb, from onnxruntime: the
@@ -67,7 +67,7 @@ DYNAMIC = [
 DYNAMIC_DET = ("dyn_ppocr_det", "ch_PP-OCRv4_det_infer", ["--shape", "x=1,3,32..640%32,32..640%32"])
 LIGHT = ["light_resnet50", "light_squeezenet", "light_inception_v2", "light_densenet121", "light_shufflenet"]
 SYS_PY = "/usr/bin/python3"   # Debian's, with numpy and onnx (the transformer and LSTM generators)
-NVCC_FLAGS = ["-O3", "-gencode", "arch=compute_90,code=sm_90", "-cudart", "static", "-Xcompiler", "-s"]
+NVCC_FLAGS = ["-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-cudart", "static", "-Xcompiler", "-s"]
 CACHE = os.path.join(TOP, "build", "gpu-prepare-cache", hashlib.sha256(" ".join(NVCC_FLAGS).encode()).hexdigest()[:8])
 T0 = time.time()
 EXE_LOCKS = {}   # binary path -> lock (setdefault is atomic under the GIL)

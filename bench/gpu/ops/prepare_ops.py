@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NVCC_FLAGS = ["-O3", "-shared", "-Xcompiler", "-fPIC",
-              "-gencode", "arch=compute_90,code=sm_90", "-cudart", "shared"]
+              "-gencode", "arch=compute_90a,code=sm_90a", "-cudart", "shared"]
 QOPT_PASSES = ["-lower", "-canonicalize", "-roller", "-roller-topk=10", "-target=h100"]
 
 
@@ -356,7 +356,7 @@ def build_op(qbin, nvcc, entry, opdir, modules):
 
 def build_driver(nvcc, outdir):
     """Compiles plan_timer.cu into OUTDIR/plan_timer; returns the error text or ''."""
-    r = run([nvcc, "-O2", "-std=c++17", "-cudart", "shared", "-gencode", "arch=compute_90,code=sm_90",
+    r = run([nvcc, "-O2", "-std=c++17", "-cudart", "shared", "-gencode", "arch=compute_90a,code=sm_90a",
              "-Xlinker", "-rpath=/usr/local/cuda/lib64",
              os.path.join(HERE, "plan_timer.cu"), "-o", os.path.join(outdir, "plan_timer"), "-ldl"])
     if r.returncode != 0:
