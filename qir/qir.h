@@ -692,8 +692,8 @@ bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
  * (qir/tma.c): at most five dimensions, innermost first, each walked by one
  * compute variable with coefficient 1 or held at a constant; dimension 0
  * contiguous and walked by `inner_var` (-1: by any variable), every other stride a multiple of 16
- * bytes (cuTensorMapEncodeTiled's rules).  Dimensions of extent 1 indexed by
- * a constant are left out.  Hopper's wgmma plans (qopt -roller) and their
+ * bytes (cuTensorMapEncodeTiled's rules).  Dimensions of extent 1 (a 1x1
+ * convolution's window) are left out.  Hopper's wgmma plans (qopt -roller) and their
  * lowering (qcodegen) both ask this one question. */
 #define QIR_TMA_MAX_RANK 5
 typedef struct {

@@ -24,17 +24,19 @@ bool qir_tma_view_of(const qir_compute *c, const qir_expr *access, const qir_typ
     }
     int var = -1, n_vars = 0;
     for (int x = 0; x < nv; x++)
-      if (coef[x]) {
+      if (coef[x] && c->axis_extents[x] != 1) {   /* an axis of extent 1 (a 1x1 window's) is 0 */
         n_vars++;
         var = x;
       }
     bool keep = true;
+    if (t->dims[j] == 1) {   /* index 0 wherever it is in range: no dimension of the map */
+      continue;
+    }
     if (n_vars == 0) {
       if (k0 < 0 || k0 >= t->dims[j]) {
         *why = "a constant index outside the tensor";
         return false;
       }
-      keep = t->dims[j] != 1;
     } else if (n_vars > 1 || coef[var] != 1 || k0 != 0 || used[var]) {
       *why = "an index that is not one variable (a window, a stride or an offset: no tiled tensor map)";
       return false;

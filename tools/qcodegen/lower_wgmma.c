@@ -322,21 +322,24 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   const qir_expr *bias;
   if (!mma_analyse(env, p, &A, &B, &bias)) return;
   int64_t BM = p->block[vm], BN = p->block[vn], WM = p->thread[vm], MW = WM / 64, C = WM > 0 ? BM / WM : 0;
-  if (c->n_red != 1) {
-    fail(env, "#tile mma = [64, N, 16]: %s", "the contraction must have one reduction axis (K)");
-    return;
-  }
+  for (int a = 0; a < c->n_red; a++)
+    if (a != p->mma_k && c->axis_extents[n + a] != 1) {
+      fail(env, "#tile mma = [64, N, 16]: %s", "the contraction must have one reduction axis (K) longer than 1");
+      return;
+    }
   int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (the plan's rstep, rounded up to 16) */
   if ((WM != 64 && WM != 128) || BM % WM || C < 1 || C > 2 || p->thread[vn] != BN || BN % 8 || BN > 256 || MW * BN > 256 ||
-      (rk != WG_BK && rk < c->axis_extents[n])) {
+      (rk != WG_BK && rk < c->axis_extents[n + p->mma_k])) {
     fail(env, "#tile mma = [64, N, 16]: %s",
          "thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] one or two of it, thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), rstep[K] = 64 (or all of a shorter K)");
     return;
   }
   wg g = {.env = env, .p = p, .S = S, .bytes = (BM + BN) * WG_BK * 2};
-  if (!setup_operand(env, &A, vm, n, BM, "A", &g.a) || !setup_operand(env, &B, vn, n, BN, "B", &g.b)) return;
+  int vk = n + p->mma_k;
+  if (!setup_operand(env, &A, vm, vk, BM, "A", &g.a) || !setup_operand(env, &B, vn, vk, BN, "B", &g.b)) return;
+  for (int a = 0; a < c->n_red; a++) env->vars[n + a] = ke_int(b, 0);   /* the extent-1 reduction axes */
 
-  int64_t nb[MAX_AXES], grid = 1, E = c->axis_extents[n], steps = ceil_div(E, WG_BK);
+  int64_t nb[MAX_AXES], grid = 1, E = c->axis_extents[vk], steps = ceil_div(E, WG_BK);
   for (int d = 0; d < n; d++) {
     nb[d] = ceil_div(c->axis_extents[d], p->block[d]);
     grid *= nb[d];

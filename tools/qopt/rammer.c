@@ -926,9 +926,22 @@ static bool plan_default(rammer *r, qir_op **opp) {
  * kernel that fills the device several times over joins too (its tasks
  * strided over its vEUs); where the vDevice's block would cost it (and the
  * others) more than the launches saved, the model splits the segment. */
+/* A plan on Hopper's wgmma (mma = [64, N, 16]) on the op or, for a kernel group, on one of
+ * its ops: qcodegen launches such a kernel on its own (tensor maps, warpgroup roles). */
+static bool plan_is_wgmma(const qir_op *op) {
+  const qir_attr *t = qir_op_attr(op, "tile");
+  const qir_attr_val *mma = t && t->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&t->val, "mma") : NULL;
+  if (mma && mma->kind == QIR_ATTR_LIST && mma->n == 3 && mma->items[0].kind == QIR_ATTR_INT && mma->items[0].i == 64) return true;
+  for (int i = 0; i < op->n_regions; i++)
+    for (const qir_op *in = op->regions[i]->first; in; in = in->next)
+      if (plan_is_wgmma(in)) return true;
+  return false;
+}
+
 static bool is_kernel(rammer *r, qir_op **opp, rk *out) {
   qir_op *op = *opp;
   if (op->n_results < 1 || qir_op_is_view(op)) return false;
+  if (plan_is_wgmma(op)) return false;
   /* a flash attention that reads a KV cache's past and new in place (and writes
    * its present) launches on its own; the concat launches nothing */
   if (qir_attention_reads_cache(op) || qir_attention_folds_concat(op)) return false;

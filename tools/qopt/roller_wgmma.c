@@ -31,7 +31,9 @@ bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int 
   const qir_compute *c = op->comp;
   qir_contraction ct;
   memset(w, 0, sizeof *w);
-  if (t->wgmma_n_max <= 0 || !c || c->n_red != 1 || vk != c->n_axes || !qir_compute_contraction(c, &ct) || ct.mask) return false;
+  if (t->wgmma_n_max <= 0 || !c || vk < c->n_axes || !qir_compute_contraction(c, &ct) || ct.mask) return false;
+  for (int a = 0; a < c->n_red; a++)   /* K, and reduction axes of extent 1 (a 1x1 window) */
+    if (c->n_axes + a != vk && c->axis_extents[c->n_axes + a] != 1) return false;
   /* A is the read that walks M */
   const qir_expr *ab[2] = {ct.a, ct.b};
   for (int s = 0; s < 2; s++) {
