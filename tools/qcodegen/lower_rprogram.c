@@ -171,7 +171,7 @@ kstmt *lower_run_tasks(kbuilder *b, const kkernel *mk, const int *pmap, int64_t 
 const char *lower_run_unfit(qir_module *m, const kkernel *mk, int threads, int warp) {
   if (mk->warp != warp) return "a kernel assumes another warp width";
   /* its tensor maps are parameters of its own launch, its roles fixed warpgroups */
-  if (mk->n_tmaps || mk->gpu_body) return qir_sprintf(m, "%s is a Hopper kernel (TMA tensor maps, warpgroup roles): it runs on its own", mk->name);
+  if (mk->sm90a || mk->gpu_body) return qir_sprintf(m, "%s is a Hopper kernel (TMA tensor maps, warpgroup roles): it runs on its own", mk->name);
   if (mk->threads == threads) return NULL;
   if (has_kind(mk->body, ks_is_mma))
     return qir_sprintf(m, "%s uses the matrix units with %d of the block's %d threads", mk->name, mk->threads, threads);
@@ -277,7 +277,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
       *why = "a packed kernel assumes another warp width";
       return 0;
     }
-    if (k->n_tmaps || k->gpu_body) {
+    if (k->sm90a || k->gpu_body) {
       *why = qir_sprintf(m, "kernel %d is a Hopper kernel (TMA tensor maps, warpgroup roles): it runs on its own", i);
       return 0;
     }

@@ -42,12 +42,14 @@
 typedef struct {
   const mma_operand *op;
   qir_tma_view view;
-  bool mn_major;                /* contiguous along M (A) or N (B): imm-trans 1 */
+  bool generic;                 /* copied by the producer warpgroup's ordinary loads and stores (a
+                                 * window, a padding mask, rows a tensor map cannot stride) */
+  bool mn_major;                /* contiguous along M (A) or N (B) in shared memory: imm-trans 1 */
   int mn_var, k_var;            /* compute variables of its M or N, and of K */
   int64_t mn;                   /* the tile's extent along M or N */
   int64_t slot;                 /* elements per stage: mn * 64 */
   int tmap;                     /* its tensor map (one per operand) */
-  int64_t copies;               /* copies per stage: 1, or mn / 64 atoms */
+  int64_t copies;               /* tensor copies per stage: 1, or mn / 64 atoms */
 } wg_operand;
 
 static bool fail(lower_env *env, const char *fmt, const char *arg) {
@@ -56,29 +58,31 @@ static bool fail(lower_env *env, const char *fmt, const char *arg) {
   return false;
 }
 
-static bool setup_operand(lower_env *env, const mma_operand *op, int mn_var, int k_var, int64_t mn, const char *name, wg_operand *w) {
+/* A tensor map's copy where the read allows one; else the producer warpgroup's
+ * loads, laid out MN-major where the operand's innermost index moves with M or N
+ * (coalesced reads) and the tile is whole 64-wide atoms, K-major otherwise. */
+static bool setup_operand(lower_env *env, const mma_operand *op, bool is_b, int mn_var, int k_var, int64_t mn, const char *name,
+                          wg_operand *w) {
   const qir_compute *c = env->comp;
-  const char *why;
+  const char *why = "a padding mask";
   *w = (wg_operand){.op = op, .mn_var = mn_var, .k_var = k_var, .mn = mn, .slot = mn * WG_BK};
-  if (op->mask) return fail(env, "#tile mma = [64, N, 16]: operand %s is read under a padding mask (no tensor copy)", name);
-  if (!qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, -1, &w->view, &why)) {
-    qir_error(env->cg->d, env->loc, "#tile mma = [64, N, 16]: operand %s cannot be a tensor copy: %s", name, why);
-    env->failed = true;
-    return false;
+  bool tma = !op->mask && qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, -1, &w->view, &why);
+  if (tma && w->view.var[0] != mn_var && w->view.var[0] != k_var) tma = false;   /* contiguous along another axis */
+  if (tma && w->view.var[0] == mn_var && mn % 64) tma = false;                     /* MN-major copies whole atoms */
+  if (!tma) {
+    w->generic = true;
+    w->mn_major = (is_b ? !op->col_major : op->col_major) && mn % 64 == 0;
+    return true;
   }
   w->mn_major = w->view.var[0] == mn_var;
-  if (!w->mn_major && w->view.var[0] != k_var) return fail(env, "#tile mma = [64, N, 16]: operand %s is contiguous along neither K nor its own axis", name);
-  if (w->mn_major && mn % 64) return fail(env, "#tile mma = [64, N, 16]: operand %s is MN-major: its block must be a multiple of 64", name);
-  for (int d = 0; d < w->view.rank; d++) {
-    int v = w->view.var[d];
-    if (v >= c->n_axes && v != k_var) return fail(env, "#tile mma = [64, N, 16]: operand %s walks a second reduction axis", name);
-  }
   w->copies = w->mn_major ? mn / 64 : 1;
+  (void)name;
   return true;
 }
 
 /* The operand's tensor map: the box is 64 along its contiguous variable,
- * the tile's rows along the other tile variable, 1 elsewhere. */
+ * the tile's rows along the other tile variable, 1 elsewhere (a batch, or
+ * another reduction axis, which a step walks one at a time). */
 static void add_tmap(kkernel *k, wg_operand *w) {
   ktmap *m = &k->tmaps[k->n_tmaps];
   m->param = 1 + w->op->access->operand;
@@ -100,34 +104,102 @@ typedef struct {
   kvar *sa, *sb, *mb, *acc;
   kexpr *blo[MAX_AXES];
   int S;
-  int64_t bytes;                /* per stage, both operands */
-  int64_t C, MW, steps;         /* consumer warpgroups, m64 tiles each; steps of 64 along K */
+  int64_t tma_bytes;            /* per stage, the operands copied by tensor maps */
+  int64_t C, MW, steps;         /* consumer warpgroups, m64 tiles each; steps (K by 64, other reduction axes by 1) */
+  int64_t count[MAX_AXES];      /* steps per reduction axis */
+  int producers;                /* producer threads that copy: 128 with an operand by loads, else 1 */
   const qir_expr *bias;
   qir_dtype dtype;
   const kwgmma *w;
 } wg;
 
-/* The copies of step `step` into slot `slot`, announced on full[slot]. */
-static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot) {
+/* Points env->vars at step `step`'s origin (the other reduction axes
+ * outermost, K innermost; the output axes at the block's) and returns K's. */
+static kexpr *step_origin(wg *g, kexpr *step) {
+  lower_env *env = g->env;
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, ka = g->p->mma_k;
+  for (int d = 0; d < n; d++) env->vars[d] = g->blo[d];
+  kexpr *k0 = ke_mul(b, ke_mod(b, step, ke_int(b, g->count[ka])), ke_int(b, WG_BK));
+  kexpr *rest = ke_div(b, step, ke_int(b, g->count[ka]));
+  for (int a = c->n_red - 1; a >= 0; a--) {
+    if (a == ka) continue;
+    env->vars[n + a] = ke_mod(b, rest, ke_int(b, g->count[a]));
+    rest = ke_div(b, rest, ke_int(b, g->count[a]));
+  }
+  env->vars[n + ka] = k0;
+  return k0;
+}
+
+/* The producer thread p's share of an operand's tile by loads: elements p,
+ * p + 128, ... of the slot, each read where the operand says (zero outside
+ * the tensor or the mask) and stored where the 128B swizzle puts it, as a
+ * tensor copy would: K-major, row r (of M or N) chunk c of 8 at chunk
+ * c ^ (r % 8); MN-major, atom a of 64, row k, chunk c at chunk c ^ (k % 8). */
+static kstmt *copy_by_loads(wg *g, const wg_operand *w, kvar *dst, kexpr *slot, kexpr *k0, kexpr *p) {
+  lower_env *env = g->env;
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const mma_operand *op = w->op;
+  bool is_b = w == &g->b;
+  kvar *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kstmt *body = ks_seq(b);
+  kexpr *ev = ke_var(b, e), *mn, *kk, *at;
+  if (w->mn_major) {
+    kexpr *atom = ke_div(b, ev, ke_int(b, WG_ATOM_ELEMS)), *in = ke_mod(b, ev, ke_int(b, WG_ATOM_ELEMS));
+    kk = ke_div(b, in, ke_int(b, 64));
+    kexpr *m64 = ke_mod(b, in, ke_int(b, 64));
+    mn = ke_add(b, ke_mul(b, atom, ke_int(b, 64)), m64);
+    kexpr *chunk = ke_bin(b, QIR_FN_BITXOR, ke_div(b, m64, ke_int(b, 8)), ke_mod(b, kk, ke_int(b, 8)), KT_I32);
+    at = ke_add(b, ke_add(b, ke_mul(b, atom, ke_int(b, WG_ATOM_ELEMS)), ke_mul(b, kk, ke_int(b, 64))),
+                ke_add(b, ke_mul(b, chunk, ke_int(b, 8)), ke_mod(b, m64, ke_int(b, 8))));
+  } else {
+    mn = ke_div(b, ev, ke_int(b, WG_BK));
+    kk = ke_mod(b, ev, ke_int(b, WG_BK));
+    kexpr *chunk = ke_bin(b, QIR_FN_BITXOR, ke_div(b, kk, ke_int(b, 8)), ke_mod(b, mn, ke_int(b, 8)), KT_I32);
+    at = ke_add(b, ke_mul(b, mn, ke_int(b, WG_BK)), ke_add(b, ke_mul(b, chunk, ke_int(b, 8)), ke_mod(b, kk, ke_int(b, 8))));
+  }
+  at = ke_add(b, ke_mul(b, slot, ke_int(b, w->slot)), at);
+  /* A's rows are M and columns K; B's rows K and columns N */
+  kexpr *row0 = is_b ? k0 : g->blo[g->p->mma_m], *col0 = is_b ? g->blo[g->p->mma_n] : k0;
+  kexpr *inb, *src = mma_operand_source(env, op, body, row0, col0, is_b ? kk : mn, is_b ? mn : kk, &inb);
+  ks_add(b, body, ks_assign(b, dst, at, ke_select(b, inb, ke_load_raw(b, 1 + op->access->operand, src), ke_cast(b, ke_int(b, 0), KT_U32), KT_U32)));
+  return ks_for(b, e, p, ke_int(b, w->slot), WG_THREADS, body);
+}
+
+/* Step `step` into slot `slot`, announced on full[slot], by producer thread
+ * p: its share of the operands copied by loads, fenced for the async proxy
+ * (wgmma reads them), then its arrival; the first producer thread's arrival
+ * announces the tensor copies' bytes, which it then issues. */
+static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot, kexpr *p) {
   kbuilder *b = g->env->b;
-  kstmt *s = ks_seq(b);
-  ks_add(b, s, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, g->bytes, NULL));
-  kexpr *k0 = ke_mul(b, step, ke_int(b, WG_BK));
+  kstmt *s = ks_seq(b), *first = ks_seq(b);
+  kexpr *k0 = step_origin(g, step);
+  for (int o = 0; o < 2; o++) {
+    wg_operand *w = o ? &g->b : &g->a;
+    if (w->generic) ks_add(b, s, copy_by_loads(g, w, o ? g->sb : g->sa, slot, k0, p));
+  }
+  if (g->producers > 1) ks_add(b, s, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));
+  step_origin(g, step);   /* the copies by loads pointed the variables at their own coordinates */
+  ks_add(b, first, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, g->tma_bytes, NULL));
   for (int o = 0; o < 2; o++) {
     wg_operand *w = o ? &g->b : &g->a;
     kvar *dst = o ? g->sb : g->sa;
-    for (int64_t j = 0; j < w->copies; j++) {
+    for (int64_t j = 0; !w->generic && j < w->copies; j++) {
       kexpr *coord[KTMAP_MAX_RANK];
       for (int d = 0; d < w->view.rank; d++) {
         int v = w->view.var[d];
-        kexpr *x = v < 0 ? ke_int(b, w->view.cst[d]) : v == w->k_var ? k0 : g->blo[v];
+        kexpr *x = v < 0 ? ke_int(b, w->view.cst[d]) : g->env->vars[v];
         if (v == w->mn_var && w->mn_major) x = ke_add(b, x, ke_int(b, 64 * j));
         coord[d] = ke_cast(b, x, KT_I32);
       }
       kexpr *at = ke_add(b, ke_mul(b, slot, ke_int(b, w->slot)), ke_int(b, j * WG_ATOM_ELEMS));
-      ks_add(b, s, ks_tma_load(b, w->tmap, dst, at, g->mb, slot, coord, w->view.rank));
+      ks_add(b, first, ks_tma_load(b, w->tmap, dst, at, g->mb, slot, coord, w->view.rank));
     }
   }
+  if (g->producers == 1) return first;
+  ks_add(b, s, ks_if(b, ke_lt(b, p, ke_int(b, 1)), first, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, 0, NULL)));
   return s;
 }
 
@@ -165,23 +237,23 @@ static kstmt *zero_acc(wg *g) {
   return zero;
 }
 
-/* Slots 0 .. min(S, steps) - 1, by the producer thread. */
-static kstmt *prologue(wg *g) {
+/* Slots 0 .. min(S, steps) - 1, by producer thread p. */
+static kstmt *prologue(wg *g, kexpr *p) {
   kbuilder *b = g->env->b;
   kstmt *pro = ks_seq(b);
-  for (int s = 0; s < g->S && s < g->steps; s++) ks_add(b, pro, issue_step(g, ke_int(b, s), ke_int(b, s)));
+  for (int s = 0; s < g->S && s < g->steps; s++) ks_add(b, pro, issue_step(g, ke_int(b, s), ke_int(b, s), p));
   return pro;
 }
 
-/* Iteration t of the producer thread: once step prev = t-1's slot is
+/* Iteration t of producer thread p: once step prev = t-1's slot is
  * released, refill it with step t-1+S (started: t > 0). */
-static kstmt *refill(wg *g, kexpr *prev, kexpr *started) {
+static kstmt *refill(wg *g, kexpr *prev, kexpr *started, kexpr *p) {
   kbuilder *b = g->env->b;
   kexpr *prev_slot = ke_mod(b, prev, ke_int(b, g->S));
   kstmt *r = ks_seq(b);
   ks_add(b, r, ks_mbar(b, KS_MBAR_WAIT, g->mb, ke_add(b, prev_slot, ke_int(b, g->S)), 0,
                        ke_mod(b, ke_div(b, prev, ke_int(b, g->S)), ke_int(b, 2))));
-  ks_add(b, r, issue_step(g, ke_add(b, prev, ke_int(b, g->S)), prev_slot));
+  ks_add(b, r, issue_step(g, ke_add(b, prev, ke_int(b, g->S)), prev_slot, p));
   kexpr *live = ke_and(b, started, ke_lt(b, ke_add(b, prev, ke_int(b, g->S)), ke_int(b, g->steps)));
   return ks_if(b, live, r, NULL);
 }
@@ -259,9 +331,10 @@ static void interleaved(wg *g, kstmt *body) {
   kkernel *k = g->env->k;
   kexpr *tid = ke_tid(b);
   int producer = (int)(g->C * WG_THREADS);
-  kexpr *consumer = ke_lt(b, tid, ke_int(b, producer)), *is_producer = eq(b, tid, producer);
+  kexpr *consumer = ke_lt(b, tid, ke_int(b, producer)), *p = ke_sub(b, tid, ke_int(b, producer));
+  kexpr *is_producer = ke_and(b, ke_lt(b, ke_int(b, producer - 1), tid), ke_lt(b, p, ke_int(b, g->producers)));
   ks_add(b, body, zero_acc(g));
-  ks_add(b, body, ks_if(b, is_producer, prologue(g), NULL));
+  ks_add(b, body, ks_if(b, is_producer, prologue(g, p), NULL));
   kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
   kstmt *iter = ks_seq(b);
   /* one node each for the released step and its guard, which the consumers'
@@ -272,14 +345,15 @@ static void interleaved(wg *g, kstmt *body) {
   k->wg_release_started = started;
   k->wg_step = ke_var(b, t);
   consume(g, iter, ke_var(b, t), prev, started, g->w, consumer);
-  ks_add(b, iter, ks_if(b, is_producer, refill(g, prev, started), NULL));
+  ks_add(b, iter, ks_if(b, is_producer, refill(g, prev, started, p), NULL));
   ks_add(b, body, uniform_loop(b, t, g->steps, iter, false));
   ks_add(b, body, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, body, ks_if(b, consumer, epilogue(g), NULL));
 }
 
 /* The GPU's body: the producer warpgroup's branch (its first thread issues
- * every copy) and the consumers' (wgmma and the epilogue), which meet only
+ * the tensor copies; all its threads copy the operands read by loads) and
+ * the consumers' (wgmma and the epilogue), which meet only
  * at the mbarriers; with two consumer warpgroups, setmaxnreg moves registers
  * from the producer to them. */
 static kstmt *role_split(wg *g) {
@@ -296,11 +370,12 @@ static kstmt *role_split(wg *g) {
     ks_add(b, cons, ks_mbar(b, KS_SETMAXNREG, NULL, NULL, 232, ke_int(b, 1)));
   }
   kstmt *issue = ks_seq(b);
-  ks_add(b, issue, prologue(g));
+  kexpr *p = ke_sub(b, tid, ke_int(b, producer));
+  ks_add(b, issue, prologue(g, p));
   kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
   ks_add(b, issue, ks_for(b, t, ke_int(b, 1), ke_int(b, g->steps), 1,
-                          refill(g, ke_sub(b, ke_var(b, t), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, t)))));
-  ks_add(b, prod, ks_if(b, eq(b, tid, producer), issue, NULL));
+                          refill(g, ke_sub(b, ke_var(b, t), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, t)), p)));
+  ks_add(b, prod, g->producers > 1 ? issue : ks_if(b, eq(b, tid, producer), issue, NULL));
   ks_add(b, cons, zero_acc(g));
   kvar *tc = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
   kstmt *iter = ks_seq(b);
@@ -322,11 +397,6 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   const qir_expr *bias;
   if (!mma_analyse(env, p, &A, &B, &bias)) return;
   int64_t BM = p->block[vm], BN = p->block[vn], WM = p->thread[vm], MW = WM / 64, C = WM > 0 ? BM / WM : 0;
-  for (int a = 0; a < c->n_red; a++)
-    if (a != p->mma_k && c->axis_extents[n + a] != 1) {
-      fail(env, "#tile mma = [64, N, 16]: %s", "the contraction must have one reduction axis (K) longer than 1");
-      return;
-    }
   int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (the plan's rstep, rounded up to 16) */
   if ((WM != 64 && WM != 128) || BM % WM || C < 1 || C > 2 || p->thread[vn] != BN || BN % 8 || BN > 256 || MW * BN > 256 ||
       (rk != WG_BK && rk < c->axis_extents[n + p->mma_k])) {
@@ -334,12 +404,18 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
          "thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] one or two of it, thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), rstep[K] = 64 (or all of a shorter K)");
     return;
   }
-  wg g = {.env = env, .p = p, .S = S, .bytes = (BM + BN) * WG_BK * 2};
+  wg g = {.env = env, .p = p, .S = S};
   int vk = n + p->mma_k;
-  if (!setup_operand(env, &A, vm, vk, BM, "A", &g.a) || !setup_operand(env, &B, vn, vk, BN, "B", &g.b)) return;
-  for (int a = 0; a < c->n_red; a++) env->vars[n + a] = ke_int(b, 0);   /* the extent-1 reduction axes */
+  if (!setup_operand(env, &A, false, vm, vk, BM, "A", &g.a) || !setup_operand(env, &B, true, vn, vk, BN, "B", &g.b)) return;
+  g.producers = g.a.generic || g.b.generic ? WG_THREADS : 1;
+  g.tma_bytes = (g.a.generic ? 0 : BM * WG_BK * 2) + (g.b.generic ? 0 : BN * WG_BK * 2);
 
-  int64_t nb[MAX_AXES], grid = 1, E = c->axis_extents[vk], steps = ceil_div(E, WG_BK);
+  /* steps: K by 64, every other reduction axis by 1 (a convolution's window) */
+  int64_t nb[MAX_AXES], grid = 1, steps = 1;
+  for (int a = 0; a < c->n_red; a++) {
+    g.count[a] = a == p->mma_k ? ceil_div(c->axis_extents[n + a], WG_BK) : c->axis_extents[n + a];
+    steps *= g.count[a];
+  }
   for (int d = 0; d < n; d++) {
     nb[d] = ceil_div(c->axis_extents[d], p->block[d]);
     grid *= nb[d];
@@ -351,8 +427,8 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   k->min_blocks = 1;
   k->sm90a = true;
   k->tmaps = qir_alloc(b->m, sizeof *k->tmaps * 2);
-  add_tmap(k, &g.a);
-  add_tmap(k, &g.b);
+  if (!g.a.generic) add_tmap(k, &g.a);
+  if (!g.b.generic) add_tmap(k, &g.b);
 
   kexpr *bc[MAX_AXES];
   decompose(env, ke_bid(b), nb, n, bc);
@@ -384,10 +460,10 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   g.bias = bias;
   g.dtype = A.dtype;
   kexpr *tid = ke_tid(b);
-  /* barriers: full[s] = s (the producer's one arrival), empty[s] = S + s (each consumer warp) */
+  /* barriers: full[s] = s (each producer thread that copies), empty[s] = S + s (each consumer warp) */
   kstmt *init = ks_seq(b);
   for (int s = 0; s < S; s++) {
-    ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, g.mb, ke_int(b, s), 1, NULL));
+    ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, g.mb, ke_int(b, s), g.producers, NULL));
     ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, g.mb, ke_int(b, S + s), 4 * C, NULL));
   }
   ks_add(b, init, ks_mbar(b, KS_MBAR_FENCE_INIT, g.mb, ke_int(b, 0), 0, NULL));
@@ -405,10 +481,12 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
 
   char buf[512];
   int len = mma_summary_tiles(buf, sizeof buf, A.dtype == QIR_BF16 ? "wgmma m64nNk16 bf16" : "wgmma m64nNk16 f16", n, p);
+  const char *by_a = g.a.generic == g.b.generic ? "" : g.a.generic ? " by loads" : " by TMA";
+  const char *by_b = g.a.generic == g.b.generic ? (g.a.generic ? " by loads" : " by TMA") : g.b.generic ? " by loads" : " by TMA";
   snprintf(buf + len, sizeof buf - (size_t)len,
            "] N %" PRId64 " rstep 64 stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64
-           " consumer warpgroups, 1 producer) A %s B %s by TMA (128B swizzle) smem %" PRId64 "B",
-           BN, S, steps, grid, k->threads, C, g.a.mn_major ? "MN-major" : "K-major", g.b.mn_major ? "MN-major" : "K-major",
+           " consumer warpgroups, 1 producer) A %s%s B %s%s (128B swizzle) smem %" PRId64 "B",
+           BN, S, steps, grid, k->threads, C, g.a.mn_major ? "MN-major" : "K-major", by_a, g.b.mn_major ? "MN-major" : "K-major", by_b,
            k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
 }

@@ -35,9 +35,10 @@ static int usage(FILE *o) {
         "                  stage-overwrite, wait-none (the Nth cp.async pipeline: its main loop's\n"
         "                  wait_group leaves one group more in flight, the barrier after it is gone,\n"
         "                  the next step's copies go above that barrier, no wait at all), tma-nowait,\n"
-        "                  wgmma-early-release, wgmma-swizzle (the Nth Hopper kernel, in C: its consumers\n"
-        "                  skip the mbarrier wait, release a stage before its wgmma retire, or read B\n"
-        "                  through a descriptor with the wrong swizzle)\n",
+        "                  wgmma-early-release, wgmma-swizzle, proxy-nofence (the Nth Hopper kernel, in C:\n"
+        "                  its consumers skip the mbarrier wait, release a stage before its wgmma retire,\n"
+        "                  or read B through a descriptor with the wrong swizzle; its producers store an\n"
+        "                  operand without fence.proxy.async)\n",
         o);
   return o == stdout ? 0 : 1;
 }

@@ -36,6 +36,7 @@ typedef enum {
   PLANT_WGMMA_EARLY_RELEASE,   /* the consumers release a stage right after its wgmma are issued, before
                                 * the wait_group that retires them: the producer refills it meanwhile */
   PLANT_WGMMA_SWIZZLE,         /* B's descriptor says a 64-byte swizzle where the copies wrote 128 */
+  PLANT_PROXY_NOFENCE,         /* the producer threads that copy an operand by loads skip fence.proxy.async */
   PLANT_COUNT
 } plant_kind;
 
@@ -44,6 +45,7 @@ static const char *const plant_names[PLANT_COUNT] = {
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
     "late-wait", "drop-grid-barrier", "nc-written", "drop-store", "wait-short", "wait-nobarrier",
     "stage-overwrite", "wait-none", "tma-nowait", "wgmma-early-release", "wgmma-swizzle",
+    "proxy-nofence",
 };
 
 typedef struct {
@@ -202,6 +204,21 @@ static kstmt *wgmma_loop(kstmt *s) {
   return NULL;
 }
 
+/* Replaces every statement of `kind` under s by a comment; how many. */
+static int drop_kind(kbuilder *b, kstmt *s, kstmt_kind kind, const char *why) {
+  if (!s) return 0;
+  int n = 0;
+  for (int i = 0; i < s->n_items; i++) {
+    if (s->items[i]->kind == kind) {
+      s->items[i] = ks_comment(b, why);
+      n++;
+    } else {
+      n += drop_kind(b, s->items[i], kind, why);
+    }
+  }
+  return n + drop_kind(b, s->body, kind, why) + drop_kind(b, s->els, kind, why);
+}
+
 static bool plant_hopper(planter *p) {
   kbuilder *b = &p->cg->kb;
   kkernel *k = p->k;
@@ -230,6 +247,8 @@ static bool plant_hopper(planter *p) {
       }
     }
     return false;
+  case PLANT_PROXY_NOFENCE:
+    return drop_kind(b, k->body, KS_FENCE_PROXY_ASYNC, "planted bug: fence.proxy.async dropped") > 0;
   default: return false;
   }
 }
@@ -307,9 +326,9 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       break;
     }
     break;
-  case PLANT_TMA_NOWAIT: case PLANT_WGMMA_EARLY_RELEASE: case PLANT_WGMMA_SWIZZLE:
+  case PLANT_TMA_NOWAIT: case PLANT_WGMMA_EARLY_RELEASE: case PLANT_WGMMA_SWIZZLE: case PLANT_PROXY_NOFENCE:
     for (int i = 0; i < cg->n_kernels && !p.done; i++) {
-      if (!cg->kernels[i]->n_tmaps || p.seen++ != p.target) continue;
+      if (!cg->kernels[i]->sm90a || p.seen++ != p.target) continue;
       p.k = cg->kernels[i];
       p.done = plant_hopper(&p);
       break;

@@ -86,8 +86,10 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
   if (k->sm90a) fputs("#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)\n", o);
   /* over 48 KiB (CUDA's static limit), shared tiles live in one dynamic buffer */
   int64_t dyn = hip && !k->carved_smem ? 0 : kkernel_dynamic_smem(k, CUDA_STATIC_SMEM);
-  if (dyn && k->n_tmaps)   /* 128B-swizzled tiles: the pattern wgmma and the copies share needs 1024-byte atoms */
-    fputs("  extern __shared__ __align__(1024) unsigned char q_smem[];\n"
+  if (dyn && k->sm90a)   /* 128B-swizzled tiles: the pattern wgmma and the copies share needs 1024-byte atoms
+                           * (a name of its own: one translation unit's extern arrays agree on alignment) */
+    fputs("  extern __shared__ __align__(1024) unsigned char q_smem_1024[];\n"
+          "  unsigned char *const q_smem = q_smem_1024;\n"
           "  if ((unsigned)__cvta_generic_to_shared(q_smem) & 1023u) __trap();\n", o);
   else if (dyn) fputs("  extern __shared__ __align__(128) unsigned char q_smem[];\n", o);
   for (int i = 0; i < k->n_vars; i++) {
