@@ -33,12 +33,15 @@ bool roller_run(qir_module *m, const qir_target *t, const roller_options *o, rol
 bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
                     qir_diag *d);
 
-/* roller_wgmma.c: Hopper's wgmma plans (mma = [64, N, 16]) for a
- * contraction whose M, N (output axes vm, vn) and K (compute variable vk, the
- * only reduction) reads the tensor memory accelerator can copy. */
+/* roller_wgmma.c: Hopper's wgmma plans (mma = [64, N, 16]) for an f16/bf16
+ * contraction over M, N (output axes vm, vn) and K (compute variable vk; other
+ * reduction axes are steps of one), its operands copied by the tensor memory
+ * accelerator where it can, else by the producer warpgroup's loads. */
 typedef struct {
   int64_t m, n, k, batch;       /* extents of M, N, K; the product of the other output axes */
-  bool a_mn_major, b_mn_major;  /* A contiguous along M, B along N (wgmma's imm-trans) */
+  int64_t red_steps;            /* the product of the other reduction axes (steps of one: a window) */
+  bool a_mn_major, b_mn_major;  /* A contiguous along M, B along N (wgmma's imm-trans), copied by TMA */
+  bool a_generic, b_generic;    /* copied by the producer warpgroup's loads (no tensor map) */
   double peak_gflops;           /* the target's matrix peak for the operands' type */
   int out_elem_bytes;
   double in_bytes;              /* A and B once */

@@ -27,32 +27,44 @@
 #define WG_BK 64
 #define WG_THREADS 128
 
+/* Does the read e mention variable v (with a nonzero coefficient)? */
+static bool moves_with(const qir_compute *c, const qir_expr *e, int v) {
+  int nv = c->n_axes + c->n_red;
+  for (int i = 0; i < e->n_args; i++) {
+    int64_t coef[64], k0;
+    if (nv > 64 || !qir_expr_affine(e->args[i], nv, coef, &k0)) return false;
+    if (coef[v]) return true;
+  }
+  return false;
+}
+
 bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int vn, int vk, roller_wgmma_problem *w) {
   const qir_compute *c = op->comp;
   qir_contraction ct;
   memset(w, 0, sizeof *w);
-  if (t->wgmma_n_max <= 0 || !c || vk < c->n_axes || !qir_compute_contraction(c, &ct) || ct.mask) return false;
-  for (int a = 0; a < c->n_red; a++)   /* K, and reduction axes of extent 1 (a 1x1 window) */
-    if (c->n_axes + a != vk && c->axis_extents[c->n_axes + a] != 1) return false;
-  /* A is the read that walks M */
+  if (t->wgmma_n_max <= 0 || !c || vk < c->n_axes || !qir_compute_contraction(c, &ct)) return false;
   const qir_expr *ab[2] = {ct.a, ct.b};
+  w->red_steps = 1;
+  for (int a = 0; a < c->n_red; a++)   /* every other reduction axis is a step of one */
+    if (c->n_axes + a != vk) w->red_steps *= c->axis_extents[c->n_axes + a];
   for (int s = 0; s < 2; s++) {
-    qir_tma_view v;
-    const char *why;
     const qir_type *ty = &op->operands[ab[s]->operand]->type;
     if (ty->dtype != QIR_F16 && ty->dtype != QIR_BF16) return false;
-    if (!qir_tma_view_of(c, ab[s], ty, -1, &v, &why)) return false;
-    bool has_m = false, has_n = false;
-    for (int d = 0; d < v.rank; d++) {
-      has_m |= v.var[d] == vm;
-      has_n |= v.var[d] == vn;
-    }
+    bool has_m = moves_with(c, ab[s], vm), has_n = moves_with(c, ab[s], vn);
     int role = has_m && !has_n ? 0 : has_n && !has_m ? 1 : -1;
-    if (role < 0) return false;
+    if (role < 0 || !moves_with(c, ab[s], vk)) return false;
     int mn = role ? vn : vm;
-    if (v.var[0] != mn && v.var[0] != vk) return false;
-    if (role) w->b_mn_major = v.var[0] == mn;
-    else w->a_mn_major = v.var[0] == mn;
+    qir_tma_view v;
+    const char *why;
+    /* a tensor copy where the read allows one (see lower_wgmma.c), else the producer's loads */
+    bool tma = !ct.mask && qir_tma_view_of(c, ab[s], ty, -1, &v, &why) && (v.var[0] == mn || v.var[0] == vk);
+    if (role) {
+      w->b_generic = !tma;
+      w->b_mn_major = tma && v.var[0] == mn;
+    } else {
+      w->a_generic = !tma;
+      w->a_mn_major = tma && v.var[0] == mn;
+    }
   }
   w->m = c->axis_extents[vm];
   w->n = c->axis_extents[vn];
@@ -63,7 +75,10 @@ bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int 
   qir_dtype dt = op->operands[ct.a->operand]->type.dtype;
   w->peak_gflops = qir_target_peak(t, dt, true);
   w->out_elem_bytes = qir_dtype_size(op->results[0]->type.dtype);
-  w->in_bytes = 2.0 * (double)(w->m * w->k + w->k * w->n) * (double)w->batch;
+  double a_bytes = 2.0, b_bytes = 2.0;
+  for (int d = 0; d < op->operands[ct.a->operand]->type.rank; d++) a_bytes *= (double)op->operands[ct.a->operand]->type.dims[d];
+  for (int d = 0; d < op->operands[ct.b->operand]->type.rank; d++) b_bytes *= (double)op->operands[ct.b->operand]->type.dims[d];
+  w->in_bytes = a_bytes + b_bytes;
   return w->peak_gflops > 0;
 }
 
@@ -71,7 +86,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl) {
   double units = t->compute_units, clk = t->clock_ghz * 1e9;
-  int64_t C = pl->bm / pl->wm, MW = pl->wm / 64, steps = cdiv(w->k, WG_BK);
+  int64_t C = pl->bm / pl->wm, MW = pl->wm / 64, steps = cdiv(w->k, WG_BK) * w->red_steps;
   pl->threads = WG_THREADS * (C + 1);
   pl->smem = (int64_t)pl->stages * (pl->bm + pl->bn) * WG_BK * 2 + 16 * pl->stages;
   pl->regs = MW * pl->bn / 2 + 40;   /* accumulators, descriptors, addresses (ptxas: 42 to 168 on the tests' plans) */
@@ -92,25 +107,33 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   double r_tc = 2.0 * (double)pl->bm * (double)pl->bn * WG_BK / tc_per_clk;
   double r_smem = (double)(C * MW) * 4 * (64.0 * 16 * 2 + 16.0 * (double)pl->bn * 2) / smem_per_clk;
   double period = t->load_latency_cycles / (double)(pl->stages - 1);
-  double step = fmax(fmax(r_tc, r_smem), period / conc);
+  /* operands by the producer warpgroup's loads: 16-bit loads and swizzled stores, taken as
+   * 64 bytes per clock for its 128 threads (an ASSUMPTION: four warps of 16 bytes a clock) */
+  double generic = (w->a_generic ? (double)pl->bm : 0) + (w->b_generic ? (double)pl->bn : 0);
+  double r_loads = generic * WG_BK * 2 / 64.0;
+  double step = fmax(fmax(fmax(r_tc, r_smem), r_loads), period / conc);
   double epilogue = (double)pl->bm * (double)pl->bn / (WG_THREADS * (double)C) * 4;   /* a store per accumulator pair */
   double t_main = (per_unit * ((double)steps * step + epilogue) + ceil(per_unit / conc) * t->load_latency_cycles) / clk;
   double active = fmin((double)pl->blocks, units), mem_eff = fmin(2.0 * active / units, 1);
   double out_bytes = (double)w->m * (double)w->n * (double)w->batch * w->out_elem_bytes;
-  pl->global_bytes = (double)pl->blocks * (double)steps * (double)(pl->bm + pl->bn) * WG_BK * 2 + out_bytes;
+  /* a window's taps (the steps of the other reduction axes) read A's tile shifted by a tap:
+   * the same sectors, served by L1 once per K step (as roller.c counts the mma.sync loop's) */
+  double a_steps = w->a_generic && w->red_steps > 1 ? (double)steps / (double)w->red_steps : (double)steps;
+  pl->global_bytes = (double)pl->blocks * (a_steps * (double)pl->bm + (double)steps * (double)pl->bn) * WG_BK * 2 + out_bytes;
   /* a wave's blocks in raster order (N fastest): the A rows and B columns they share once */
   double wave = fmin(units * conc, (double)pl->blocks), nbn = (double)cdiv(w->n, pl->bn), nbm = (double)cdiv(w->m, pl->bm);
   double mats = ceil(wave / (nbm * nbn)), rows = fmin(ceil(wave / nbn), nbm), cols = fmin(wave, nbn);
-  double wave_footprint = mats * (rows * (double)pl->bm + cols * (double)pl->bn) * (double)w->k * 2;
+  double wave_footprint = mats * (rows * (double)pl->bm + cols * (double)pl->bn) * (double)w->k * (double)w->red_steps * 2;
   double dram = wave_footprint <= (double)t->l2_bytes ? fmin(pl->global_bytes, w->in_bytes + out_bytes) : pl->global_bytes;
   double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff), t_l2 = pl->global_bytes / (t->l2_gbs * 1e9 * mem_eff);
-  const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : "latency";
+  const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : step == r_loads ? "producer loads" : "latency";
   if (t_main < t_dram || t_main < t_l2) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
   bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
   pl->bound = !tail ? term
               : !strcmp(term, "tensor cores")  ? "tensor cores, partial last wave"
               : !strcmp(term, "shared memory") ? "shared memory, partial last wave"
               : !strcmp(term, "latency")       ? "latency, partial last wave"
+              : !strcmp(term, "producer loads") ? "producer loads, partial last wave"
                                                : term;
   pl->est_us = fmax(t_main, fmax(t_dram, t_l2)) * 1e6;
 }
