@@ -13,12 +13,12 @@ source names) one row:
   cp.async  cp.async.ca/cg copies, and `wait` the deepest cp.async.wait_group N
             (N = stages in flight minus one; cp.async.wait_all counts as 0)
   tma       cp.async.bulk copies (the tensor memory accelerator)
-  stages    the pipeline's stages: wait + 1 with cp.async; with tensor copies, the
-            mbarrier.init count over two (qcodegen's wgmma loop: a full and an
-            empty barrier per stage); else 1
-  roles     warpgroup roles of a kernel that both copies by TMA and issues wgmma:
-            p1cN (one producer warpgroup, N consumers: the block's warpgroups
-            less one), `+reg` where setmaxnreg moves registers between them
+  stages    the pipeline's stages: wait + 1 with cp.async; with tensor copies or
+            wgmma, the mbarrier.init count over two (qcodegen's wgmma loop: a full
+            and an empty barrier per stage); else 1
+  roles     warpgroup roles of a kernel whose wgmma consumers meet a producer at
+            mbarriers: p1cN (one producer warpgroup, N consumers: the block's
+            warpgroups less one), `+reg` where setmaxnreg moves registers between them
   g128      128-bit global accesses: loads (ld.global[.nc].v4.b32, .v2.b64, ...,
             and 16-byte cp.async) / stores (st.global.v4 ...)
   s128      128-bit shared accesses (ld/st.shared.v4 ...; ldmatrix is counted apart)
@@ -397,14 +397,14 @@ def stages(row):
     recognised)."""
     if row["cp_async"] and row["wait_group"] is not None:
         return row["wait_group"] + 1
-    if row["tma"] and row["mbar_init"] >= 2:
+    if (row["tma"] or matrix_kind(row) == "wgmma") and row["mbar_init"] >= 2:
         return row["mbar_init"] // 2
     return 1
 
 
 def roles(row):
-    """p1cN for a kernel that copies by TMA and issues wgmma (warpgroup roles), else '-'."""
-    if not row["tma"] or matrix_kind(row) != "wgmma" or not row["block"]:
+    """p1cN for a kernel whose wgmma consumers meet a producer at mbarriers (warpgroup roles), else '-'."""
+    if matrix_kind(row) != "wgmma" or not row["mbar_init"] or not row["block"]:
         return "-"
     return "p1c%d%s" % (row["block"] // 128 - 1, "+reg" if row["setmaxnreg"] else "")
 
