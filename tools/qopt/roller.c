@@ -837,14 +837,20 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
                                                                                    : "issue";
   bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
   if (t_main < t_l2 || t_main < t_dram) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
-  pl->bound = !tail ? term
-              : !strcmp(term, "tensor cores")  ? "tensor cores, partial last wave"
-              : !strcmp(term, "shared memory") ? "shared memory, partial last wave"
-              : !strcmp(term, "issue")         ? "issue, partial last wave"
-              : !strcmp(term, "latency")       ? "latency, partial last wave"
-                                               : term;
+  pl->bound = roller_bound_text(term, tail);
   pl->global_bytes = tr.global_bytes;
   return fmax(t_main, fmax(t_dram, t_l2)) + t_fill;
+}
+
+const char *roller_bound_text(const char *term, bool tail) {
+  static const char *const tails[][2] = {
+      {"tensor cores", "tensor cores, partial last wave"},     {"shared memory", "shared memory, partial last wave"},
+      {"issue", "issue, partial last wave"},                   {"latency", "latency, partial last wave"},
+      {"producer loads", "producer loads, partial last wave"},
+  };
+  for (size_t i = 0; tail && i < sizeof tails / sizeof *tails; i++)
+    if (!strcmp(term, tails[i][0])) return tails[i][1];
+  return term;   /* a bandwidth: the last wave's share does not change it */
 }
 
 /* A wgmma plan's derived fields from roller_wgmma_eval. */

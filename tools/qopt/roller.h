@@ -55,6 +55,9 @@ typedef struct {
   double est_us, global_bytes;
   const char *bound;
 } roller_wgmma_plan;
+/* A plan's `bound`: the limiting term, with ", partial last wave" where the
+ * last wave costs a tenth of the time or more (a static string). */
+const char *roller_bound_text(const char *term, bool tail);
 bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int vn, int vk, roller_wgmma_problem *w);
 void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl);
 int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *out, int cap);

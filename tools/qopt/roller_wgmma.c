@@ -129,12 +129,7 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : step == r_loads ? "producer loads" : "latency";
   if (t_main < t_dram || t_main < t_l2) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
   bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
-  pl->bound = !tail ? term
-              : !strcmp(term, "tensor cores")  ? "tensor cores, partial last wave"
-              : !strcmp(term, "shared memory") ? "shared memory, partial last wave"
-              : !strcmp(term, "latency")       ? "latency, partial last wave"
-              : !strcmp(term, "producer loads") ? "producer loads, partial last wave"
-                                               : term;
+  pl->bound = roller_bound_text(term, tail);
   pl->est_us = fmax(t_main, fmax(t_dram, t_l2)) * 1e6;
 }
 
