@@ -1,5 +1,6 @@
 /* rprogram.c: reading and checking Rammer's rProgram (see rprogram.h). */
 #include "rprogram.h"
+#include <stdint.h>
 #include "attention.h"
 
 #include <stdlib.h>
@@ -48,7 +49,8 @@ static bool only_keys(const qir_attr_val *d, const char *const *keys, qir_loc lo
 static bool read_range(const qir_attr_val *e, const char *range, const char *one, int64_t one_hi, int64_t *lo, int64_t *hi) {
   const qir_attr_val *v = qir_attr_dict_get(e, one);
   if (v) {
-    if (qir_attr_dict_get(e, range) || !get_int(v, lo)) return false;
+    /* a value so large that the range would overflow is no task (the reader's caller says which) */
+    if (qir_attr_dict_get(e, range) || !get_int(v, lo) || *lo > INT64_MAX - one_hi) return false;
     *hi = *lo + one_hi;
     return true;
   }
