@@ -316,9 +316,10 @@ def main():
 
     jobs = [(p, "memcheck") for p in progs if cfg.get("memcheck", True) and
             out1["%s.%s" % (p["name"], p["pipeline"])]["status"] in ("ok", "dry", "MISMATCH")]
-    # racecheck and synccheck: Grinder's device loops, a Rammer rprogram, a Welder-fused CNN.
+    # racecheck and synccheck: Grinder's device loops, a Rammer rprogram, a Welder-fused CNN,
+    # and the hand-planned Hopper kernels (mbarriers, tensor copies, wgmma: small programs).
     for p in progs:
-        if p["pipeline"] == "full" and p["ready"] and p["name"] in race_targets:
+        if p["ready"] and ((p["pipeline"] == "full" and p["name"] in race_targets) or "hopper" in p.get("kinds", [])):
             jobs += [(p, "racecheck"), (p, "synccheck")]
     # The slow ones first, so that the cap cuts the cheap ones.
     jobs.sort(key=lambda j: j[1] == "memcheck")

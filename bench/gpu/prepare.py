@@ -4,7 +4,8 @@ built on this machine (no GPU): bench/gpu/run.sh --prepare DIR runs it.
 
 DIR/
   bin/           the static tools (onnx2qir, qopt, qcodegen, qrun), stripped
-  prog/NAME.P    one CUDA program per model and pipeline P (roller: -canonicalize
+  prog/NAME.P    one CUDA program per model and pipeline P (asis: a hand-planned .qir
+                 of QIR_PROGRAMS, Hopper's kernels; roller: -canonicalize
                  -roller; full: ... -welder -rammer -grinder), `qcodegen -cuda -main`,
                  nvcc -O3 for sm_90a (Hopper's wgmma kernels), CUDA runtime linked statically
   prog/NAME.P.qw its weights sidecar, where the program has one (deduplicated:
@@ -28,6 +29,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +67,9 @@ DYNAMIC = [
      ["seg_hw_h32w32", "seg_hw_h64w96", "seg_hw_h96w64"]),
 ]
 DYNAMIC_DET = ("dyn_ppocr_det", "ch_PP-OCRv4_det_infer", ["--shape", "x=1,3,32..640%32,32..640%32"])
+# Hand-planned modules built as they are (no qopt): Hopper's wgmma kernels of issue 28, checked
+# on the device against qrun's numbers (their expected outputs) before anything measures them.
+QIR_PROGRAMS = [("wgmma", "test/lit/qcodegen/wgmma.qir"), ("wgmma_loads", "test/lit/qcodegen/wgmma-loads.qir")]
 LIGHT = ["light_resnet50", "light_squeezenet", "light_inception_v2", "light_densenet121", "light_shufflenet"]
 SYS_PY = "/usr/bin/python3"   # Debian's, with numpy and onnx (the transformer and LSTM generators)
 NVCC_FLAGS = ["-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-cudart", "static", "-Xcompiler", "-s"]
@@ -195,23 +200,13 @@ def build_program(name, mdir, extra, pipe, args):
     run([os.path.join(BIN, "qopt"), *PIPELINES[pipe], "-target=h100", base, "-o", opt])
     cu = os.path.join(work, "m.cu")
     run([os.path.join(BIN, "qcodegen"), "-cuda", "-main", opt, "-o", cu])
-    # the sizes of one symbolic program share its binary
+    # the sizes of one symbolic program share its binary; nvcc is the long pole, so a binary
+    # built before from the same .cu is reused
     exe = os.path.join(args.dir, "prog", "%s.%s" % (extra.get("prog", name), pipe))
-    t = time.time()
-    # nvcc is the long pole: a binary built before from the same .cu is reused.
-    key = cu_sha256(cu, work)
-    cached = os.path.join(CACHE, key[:32])
-    with EXE_LOCKS.setdefault(exe, threading.Lock()):   # one symbolic program's sizes build it once
-        if os.path.exists(cached):
-            shutil.copy(cached, exe)
-        else:
-            run([NVCC, *NVCC_FLAGS, "-o", exe, cu])
-            os.makedirs(CACHE, exist_ok=True)
-            shutil.copy(exe, cached + ".tmp")
-            os.replace(cached + ".tmp", cached)
+    key, secs = nvcc_cached(cu, work, exe)
     qir = open(opt).read()
     entry = {"name": name, "pipeline": pipe, "exe": os.path.relpath(exe, args.dir),
-             "kinds": kinds_of(qir), "cu_sha256": key, "nvcc_s": round(time.time() - t, 1),
+             "kinds": kinds_of(qir), "cu_sha256": key, "nvcc_s": secs,
              "atol": extra["atol"], "rtol": extra["rtol"], "passes": PIPELINES[pipe]}
     if pipe in PRECISION_REL_L2:
         entry["rel_l2"] = PRECISION_REL_L2[pipe]
@@ -253,6 +248,50 @@ def build_program(name, mdir, extra, pipe, args):
     return entry
 
 
+def nvcc_cached(cu, work, exe):
+    """nvcc -o exe cu, or a binary built before from the same .cu; returns (sha256, seconds)."""
+    t = time.time()
+    key = cu_sha256(cu, work)
+    cached = os.path.join(CACHE, key[:32])
+    with EXE_LOCKS.setdefault(exe, threading.Lock()):   # one symbolic program's sizes build it once
+        if os.path.exists(cached):
+            shutil.copy(cached, exe)
+        else:
+            run([NVCC, *NVCC_FLAGS, "-o", exe, cu])
+            os.makedirs(CACHE, exist_ok=True)
+            shutil.copy(exe, cached + ".tmp")
+            os.replace(cached + ".tmp", cached)
+    return key, round(time.time() - t, 1)
+
+
+def build_qir_program(name, path, args):
+    """qcodegen -cuda -main on a .qir module with its own plans, inputs from qrun's generator and
+    the expected outputs qrun computes (.pb); its programs.json entry (pipeline "asis")."""
+    work = os.path.join(args.work, name, "asis")
+    os.makedirs(work, exist_ok=True)
+    qir = os.path.join(TOP, path)
+    cu = os.path.join(work, "m.cu")
+    run([os.path.join(BIN, "qcodegen"), "-cuda", "-main", qir, "-o", cu])
+    exe = os.path.join(args.dir, "prog", name + ".asis")
+    key, secs = nvcc_cached(cu, work, exe)
+    ddir = os.path.join(args.dir, "data", name)
+    os.makedirs(ddir, exist_ok=True)
+    run([os.path.join(BIN, "qrun"), qir, "--save-inputs", ddir, "--inputs-only"])
+    ins = [[f[:-4], os.path.relpath(os.path.join(ddir, f), args.dir)] for f in sorted(os.listdir(ddir)) if f.endswith(".npy")]
+    text = open(qir).read()
+    onames = re.findall(r'^\s*output %\w+ \{name = "(\w+)"\}', text, re.M)
+    outs = [[n, os.path.relpath(os.path.join(ddir, "output_%d.pb" % k), args.dir)] for k, n in enumerate(onames)]
+    cmd = [os.path.join(BIN, "qrun"), qir]
+    for n, f in ins:
+        cmd += ["--in", "%s=%s" % (n, os.path.join(args.dir, f))]
+    for n, f in outs:
+        cmd += ["--out", "%s=%s" % (n, os.path.join(args.dir, f))]
+    run(cmd)
+    return {"name": name, "pipeline": "asis", "exe": os.path.relpath(exe, args.dir), "kinds": ["hopper"],
+            "cu_sha256": key, "nvcc_s": secs, "atol": 2e-2, "rtol": 2e-2, "passes": [], "weights": None,
+            "inputs": ins, "outputs": outs}
+
+
 def main():
     global BIN, NVCC, ONNX_TESTS
     ap = argparse.ArgumentParser(prog="prepare.py")
@@ -284,6 +323,9 @@ def main():
     progs, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         fut = {ex.submit(build_program, s[0], s[1], s[2], p, args): (s[0], p) for s, p in jobs}
+        for name, path in QIR_PROGRAMS:
+            if not keep or name in keep:
+                fut[ex.submit(build_qir_program, name, path, args)] = (name, "asis")
         for f in concurrent.futures.as_completed(fut):
             name, p = fut[f]
             try:
