@@ -1431,10 +1431,9 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
                                 "qcodegen has no xf32 MFMA lowering");
       return NULL;
     }
-    if (p.wgmma && (cg->warp != 32 || cg->backend == CG_HIP)) {
-      qir_error(cg->d, env.loc, "#tile mma = [64, N, 16] (wgmma) needs CUDA, or C with 32-lane warps");
-      return NULL;
-    }
+    /* wgmma exists on CUDA only: HIP (and C checking HIP's 64-lane plans) runs
+     * the plan's warpgroup tiles as warp tiles of its 16x16x16 MFMA loop */
+    if (p.wgmma && (cg->warp != 32 || cg->backend == CG_HIP)) p.wgmma = false;
     if (p.wgmma) lower_wgmma(&env, &p);
     else if (p.mma && p.mma_sync && cg->warp == 32 && cg->backend != CG_HIP) lower_mma_pipe(&env, &p);
     else if (p.mma) lower_mma(&env, &p);

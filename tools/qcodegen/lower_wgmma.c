@@ -1,34 +1,42 @@
 /* lower_wgmma.c: Hopper's main loop of a contraction (sm_90a), from a #tile
  * plan with mma = [64, N, 16] (qopt -roller writes them for the h100 and h200
- * targets).  The body is what lower_mma.c takes (mma_analyse), with one
- * reduction axis (K) and operands the tensor memory accelerator can copy
- * (qir_tma_view_of: each index one variable, rows 16-byte strided).
+ * targets).  The body is what lower_mma.c takes (mma_analyse): K in steps of
+ * 64, every other reduction axis (a convolution's window) in steps of one.
  *
- *   - Warpgroups.  C = block[M] / 64 consumer warpgroups, then one producer
- *     warpgroup (the last: the C back end runs threads in order, and the
- *     producer must see the consumers' releases of a stage before it refills
- *     it).  Consumer c owns rows 64c .. 64c+63 of the block tile and all its
- *     N = block[N] columns: N / 2 f32 accumulators per thread.
+ *   - Warpgroups.  C = block[M] / thread[M] consumer warpgroups (1 or 2), then
+ *     one producer warpgroup (the last: the C back end runs threads in order,
+ *     and the producer must see the consumers' releases of a stage before it
+ *     refills it).  Consumer c owns thread[M] = 64 or 128 rows of the block
+ *     (one or two m64 tiles) and all its N = block[N] columns: N / 2 f32
+ *     accumulators per thread and tile.
  *   - Stages.  A ring of `stages` slots of 64 of K: A's block[M] x 64 and B's
  *     64 x block[N], each in 128-byte rows with the 128B swizzle, every slot
- *     and atom on a 1024-byte boundary.  K-major operands (K contiguous) are
- *     one copy per slot (rows along M or N); MN-major ones (M or N
- *     contiguous, wgmma's imm-trans) one copy per 64-wide atom.
- *   - Barriers.  full[s] (one arrival: the producer's arrive.expect_tx of the
- *     slot's bytes; the copies complete its transactions) and empty[s] (lane 0
- *     of each consumer warp, once the wgmma reading the slot retired).
- *   - Loop.  Iteration t: the consumers wait for full[t % S] (parity
- *     (t / S) & 1), issue four wgmma m64nNk16 (K = 64) from the slot's
- *     descriptors, commit, and wait until one group is in flight: step t-1's
- *     wgmma retired, so they release its slot on empty[(t-1) % S]; the
- *     producer waits for that release and refills the slot with step t-1+S.
- *     The prologue fills slots 0 .. S-1.
+ *     and atom on a 1024-byte boundary, K-major (K contiguous: rows along M or
+ *     N) or MN-major (64-wide atoms of 64 rows of K; wgmma's imm-trans).
+ *   - Copies.  An operand a tensor map can copy (qir_tma_view_of) comes by
+ *     cp.async.bulk.tensor from the producer's first thread, one copy per
+ *     slot or per atom; any other (a window, a padding mask, an offset, rows
+ *     no map can stride) by the producer warpgroup's 128 threads, each
+ *     storing its share where the swizzle puts it, then fence.proxy.async.
+ *   - Barriers.  full[s]: an arrival per copying producer thread (the first's
+ *     is arrive.expect_tx of the tensor copies' bytes, which complete its
+ *     transactions); empty[s]: lane 0 of each consumer warp, once the wgmma
+ *     reading the slot retired.
+ *   - Loop.  Step t: the consumers wait for full[t % S] (parity (t / S) & 1),
+ *     issue four wgmma per m64 tile (K = 64) from the slot's descriptors,
+ *     commit, and wait until one group is in flight: step t-1's wgmma retired,
+ *     so they release its slot on empty[(t-1) % S]; the producer waits for
+ *     that release and refills the slot with step t-1+S.  The prologue fills
+ *     slots 0 .. S-1.
  *   - Epilogue.  After wait_group 0 each consumer thread stores its
  *     accumulators where the PTX ISA puts them (row 16w + g + 8h, column
  *     8j + 2q + e), plus the bias, through the group's epilogue.
- * The C printer runs the same statements with the instructions emulated
- * (runtime/ mbarrier.h, tma.h, wgmma.h): copies land when their phase is
- * found complete and wgmma run at the wait that retires them. */
+ *   - Two bodies of the same statements: the GPU's is two role branches of one
+ *     if (producer, consumers; setmaxnreg 40 / 232 with two consumers), C's
+ *     interleaves them in one loop, which the C printer runs with the
+ *     instructions emulated (runtime/ mbarrier.h, tma.h, wgmma.h): copies land
+ *     when their phase is found complete and wgmma run at the wait that
+ *     retires them. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -199,7 +207,8 @@ static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot, kexpr *p) {
     }
   }
   if (g->producers == 1) return first;
-  ks_add(b, s, ks_if(b, ke_lt(b, p, ke_int(b, 1)), first, ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, 0, NULL)));
+  kstmt *plain = ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, 0, NULL);
+  ks_add(b, s, g->a.generic && g->b.generic ? plain : ks_if(b, ke_lt(b, p, ke_int(b, 1)), first, plain));
   return s;
 }
 
