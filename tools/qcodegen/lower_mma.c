@@ -83,7 +83,12 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
   *B = (mma_operand){.access = y, .dtype = db, .row_var = vk, .col_var = vn, .rows = p->rstep[p->mma_k],
                      .cols = p->block[vn], .row_ext = E[vk], .col_ext = E[vn]};
   if (ct.mask) {                         /* padding: zeros in the tile of the operand it belongs to */
-    if (!mentions(ct.mask, vn)) A->mask = ct.mask;
+    bool output = false;                 /* does it mention an output axis at all? */
+    for (int d = 0; d < c->n_axes && !output; d++) output = mentions(ct.mask, d);
+    if (!output) A->mask = B->mask = ct.mask;   /* over reductions alone (a symbolic K's r < the run's extent):
+                                                 * past the run either operand may hold anything, NaN
+                                                 * included, and 0 x NaN is NaN */
+    else if (!mentions(ct.mask, vn)) A->mask = ct.mask;
     else if (!mentions(ct.mask, vm)) B->mask = ct.mask;
     else return fail(env, "the padding mask mentions both M and N");
   }
