@@ -388,13 +388,16 @@ static void skip_blocks_past_run(cg_ctx *cg, kkernel *k) {
   /* a raw index past the run's tiles (a launch of the bound's grid) maps past the bound's */
   inside = ke_and(b, inside, ke_lt(b, ke_bid(b), stride));
   k->bid_remap = ke_select(b, ke_lt(b, raw, run_stride), prefix ? raw : remap, stride, b->index_type);
-  kvar *once = kvar_new(b, k, "run", KT_I32, 0, KV_BLOCK);
-  kstmt *body = k->body;
-  k->body = ks_seq(b);
-  ks_add(b, k->body, ks_comment(b, "a block past the run's extents skips its tile"));
-  kstmt *l = ks_for(b, once, ke_int(b, 0), ke_pick(b, inside, ke_int(b, 1), ke_int(b, 0)), 1, body);
-  l->uniform = true;
-  ks_add(b, k->body, l);
+  /* C's body, and the GPU's where it has one of its own (a Hopper kernel's roles) */
+  for (kstmt **at = &k->body; at; at = at == &k->body && k->gpu_body ? &k->gpu_body : NULL) {
+    kvar *once = kvar_new(b, k, "run", KT_I32, 0, KV_BLOCK);
+    kstmt *body = *at;
+    *at = ks_seq(b);
+    ks_add(b, *at, ks_comment(b, "a block past the run's extents skips its tile"));
+    kstmt *l = ks_for(b, once, ke_int(b, 0), ke_pick(b, inside, ke_int(b, 1), ke_int(b, 0)), 1, body);
+    l->uniform = true;
+    ks_add(b, *at, l);
+  }
 }
 
 /* ---------------------------------------------------------------- flat kernel */
