@@ -390,7 +390,7 @@ static kstmt *role_split(wg *g) {
   kstmt *iter = ks_seq(b);
   consume(g, iter, ke_var(b, tc), ke_sub(b, ke_var(b, tc), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, tc)), w, NULL);
   ks_add(b, cons, ks_for(b, tc, ke_int(b, 0), ke_int(b, g->steps), 1, iter));
-  ks_add(b, cons, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, cons, ks_wgmma(b, KS_WGMMA_WAIT, w, g->acc, NULL, NULL, NULL, NULL, NULL, 0));   /* with its operand fence */
   ks_add(b, cons, epilogue(g));
   kstmt *role = ks_if(b, ke_lt(b, tid, ke_int(b, producer)), cons, prod);
   role->wg = w;

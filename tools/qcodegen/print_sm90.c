@@ -130,7 +130,16 @@ void kprint_sm90_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
     case KS_WGMMA: print_wgmma_gpu(o, s, k, st); return;
     case KS_WGMMA_FENCE: fputs("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n", o); return;
     case KS_WGMMA_COMMIT: fputs("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n", o); return;
-    default: fprintf(o, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");\n", (int)s->step); return;
+    default:
+      fprintf(o, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");\n", (int)s->step);
+      if (s->var) {   /* the accumulators are read next: no read may move above the wait (CUTLASS's operand fence) */
+        indent_to(o, ind);
+        fputs("#pragma unroll\n", o);
+        indent_to(o, ind);
+        fprintf(o, "for (int q_i = 0; q_i < %" PRId64 "; q_i++) asm volatile(\"\" : \"+f\"(%s[q_i]) :: \"memory\");\n", s->var->size,
+                s->var->name);
+      }
+      return;
     }
   }
   switch (s->kind) {
