@@ -4,21 +4,26 @@
  * The plan: #tile{block = [.., W C, .., N, ..], thread = [.., W, .., N, ..],
  * rstep = [64], mma = [64, N, 16], stages = S}: C consumer warpgroups of W
  * rows each (C = 1 or 2, W = 64 or 128: one or two m64 tiles, W N / 128
- * accumulators per thread, at most 128) and one producer warpgroup, K in steps of 64 (one
- * 128-byte swizzled row of 16-bit values), S stages of A's 64C x 64 and B's
- * 64 x N tiles, copied by the tensor memory accelerator.
+ * accumulators per thread, at most 128) and one producer warpgroup; K in
+ * steps of 64 (one 128-byte swizzled row of 16-bit values), any other
+ * reduction axis (a window) in steps of one; S stages of A's W C x 64 and B's
+ * 64 x N tiles, copied by the tensor memory accelerator where a tensor map
+ * can take the operand, else by the producer warpgroup's loads.
  *
  * The model, per SM, in clock cycles, for one step of one block:
- *   - tensor cores: 2 x 64C x N x 64 flops at the target's matrix peak per SM;
- *   - shared memory: what the wgmma read (each consumer reads its A slice and
+ *   - tensor cores: 2 x W C x N x 64 flops at the target's matrix peak per SM;
+ *   - shared memory: what the wgmma read (each m64 tile reads its A slice and
  *     all of B for each of the four k16 slices) at the SM's shared-memory
  *     bandwidth;
+ *   - producer loads: the operands copied by loads, at an assumed 64 bytes a
+ *     clock for the warpgroup;
  *   - latency: a copy's load latency, hidden by S - 1 stages in flight and by
  *     the other resident blocks;
  * the largest term, times the steps and the blocks each SM runs, plus the
  * pipeline's fill and the epilogue's stores; against the DRAM and L2 time of
  * the traffic (every operand from DRAM once when a wave's footprint fits in
- * L2).  Constants are the target's; nothing here is fitted to a device. */
+ * L2; a window's A taps once per K step).  Constants are the target's, the
+ * producer's rate an assumption; nothing here is fitted to a device. */
 #include <math.h>
 #include <string.h>
 
