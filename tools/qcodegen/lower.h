@@ -228,6 +228,14 @@ int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const til
 /* What an mma kernel stores at output point oidx for accumulated value v:
  * plus the bias term (once per point), through the group's epilogue. */
 kexpr *mma_final_value(lower_env *env, const qir_expr *bias, kexpr *const *oidx, kexpr *v);
+/* A loop of hi / step block-uniform trips (the matrix-unit loops: counters the
+ * same in every thread; unroll: constant register indices). */
+kstmt *mma_uniform_loop(kbuilder *b, kvar *v, int64_t hi, int64_t step, kstmt *body, bool unroll);
+/* The reduction as one flat sequence of steps (the other reduction axes
+ * outermost, count[a] steps each; K, axis ka, innermost in steps of rstep):
+ * points env->vars at step `step`'s other reduction coordinates and returns
+ * its K offset (in the kernel's index type). */
+kexpr *mma_step_origin(lower_env *env, int ka, const int64_t *count, int64_t rstep, kexpr *step);
 /* Whether the operand's tile rows can be copied 16 bytes at a time. */
 bool mma_vector_loads_fit(lower_env *env, const mma_operand *op);
 /* lower_mma_pipe.c: the sm_80 main loop (ldmatrix, mma.sync.m16n8k16, a

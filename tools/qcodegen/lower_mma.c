@@ -205,11 +205,26 @@ static kexpr *tile_offset(kbuilder *b, const mma_operand *op, kexpr *r, kexpr *c
   return op->col_major ? ke_add(b, ke_mul(b, c, ke_int(b, op->ld)), r) : ke_add(b, ke_mul(b, r, ke_int(b, op->ld)), c);
 }
 
-static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, int64_t step, kstmt *body, bool unroll) {
+kstmt *mma_uniform_loop(kbuilder *b, kvar *v, int64_t hi, int64_t step, kstmt *body, bool unroll) {
   kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, hi), step, body);
   l->uniform = true;
   l->unroll = unroll;
   return l;
+}
+
+kexpr *mma_step_origin(lower_env *env, int ka, const int64_t *count, int64_t rstep, kexpr *step) {
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes;
+  /* widened before it is scaled: K may pass 2^31 (64-bit index kernels) */
+  kexpr *kofs = ke_mul(b, ke_cast(b, ke_mod(b, step, ke_int(b, count[ka])), b->index_type), ke_int(b, rstep));
+  kexpr *rest = ke_div(b, step, ke_int(b, count[ka]));
+  for (int a = c->n_red - 1; a >= 0; a--) {
+    if (a == ka) continue;
+    env->vars[n + a] = ke_cast(b, ke_mod(b, rest, ke_int(b, count[a])), b->index_type);
+    rest = ke_div(b, rest, ke_int(b, count[a]));
+  }
+  return kofs;
 }
 
 void lower_mma(lower_env *env, const tile_plan *p) {
@@ -251,7 +266,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   kvar *fi = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK);
   kstmt *fill = ks_seq(b);
   ks_add(b, fill, ks_mma_fill(b, acc, ke_var(b, fi)));
-  ks_add(b, k->body, uniform_loop(b, fi, FM * FN, 1, fill, true));
+  ks_add(b, k->body, mma_uniform_loop(b, fi, FM * FN, 1, fill, true));
 
   /* reduction steps: K by rstep, the other reduction axes one at a time */
   kvar *ko[MAX_AXES];
@@ -260,7 +275,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
     ko[a] = kvar_new(b, k, "ko", b->index_type, 0, KV_BLOCK);
     env->vars[n + a] = ke_var(b, ko[a]);
     kstmt *body = ks_seq(b);
-    ks_add(b, cur, uniform_loop(b, ko[a], R[a], a == ka ? p->rstep[a] : 1, body, false));
+    ks_add(b, cur, mma_uniform_loop(b, ko[a], R[a], a == ka ? p->rstep[a] : 1, body, false));
     cur = body;
   }
   for (int s = 0; s < 2; s++) {
@@ -280,15 +295,15 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   ks_add(b, la, ks_mma_load(b, fa, ke_var(b, li), A.smem, tile_offset(b, &A, arow, ke_var(b, kk)), A.ld));
   kexpr *bcol = ke_add(b, ke_mul(b, wc[vn], ke_int(b, tn)), ke_mul(b, ke_var(b, lj), ke_int(b, Q_MMA)));
   ks_add(b, lb, ks_mma_load(b, fb, ke_var(b, lj), B.smem, tile_offset(b, &B, ke_var(b, kk), bcol), B.ld));
-  ks_add(b, slice, uniform_loop(b, li, FM, 1, la, true));
-  ks_add(b, slice, uniform_loop(b, lj, FN, 1, lb, true));
+  ks_add(b, slice, mma_uniform_loop(b, li, FM, 1, la, true));
+  ks_add(b, slice, mma_uniform_loop(b, lj, FN, 1, lb, true));
   kvar *si = kvar_new(b, k, "fi", KT_I32, 0, KV_BLOCK), *sj = kvar_new(b, k, "fj", KT_I32, 0, KV_BLOCK);
   kstmt *inner = ks_seq(b), *outer = ks_seq(b);
   kexpr *ai = ke_add(b, ke_mul(b, ke_var(b, si), ke_int(b, FN)), ke_var(b, sj));
   ks_add(b, inner, ks_mma_sync(b, acc, ai, fa, ke_var(b, si), fb, ke_var(b, sj)));
-  ks_add(b, outer, uniform_loop(b, sj, FN, 1, inner, true));
-  ks_add(b, slice, uniform_loop(b, si, FM, 1, outer, true));
-  ks_add(b, cur, uniform_loop(b, kk, p->rstep[ka], Q_MMA, slice, true));
+  ks_add(b, outer, mma_uniform_loop(b, sj, FN, 1, inner, true));
+  ks_add(b, slice, mma_uniform_loop(b, si, FM, 1, outer, true));
+  ks_add(b, cur, mma_uniform_loop(b, kk, p->rstep[ka], Q_MMA, slice, true));
   ks_add(b, cur, ks_barrier(b));
 
   /* epilogue, a fragment at a time through the warp's 16x16 buffer */
@@ -322,7 +337,7 @@ void lower_mma(lower_env *env, const tile_plan *p) {
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
   ks_add(b, ep, ks_for(b, e, ke_mod(b, ke_tid(b), ke_int(b, W)), ke_int(b, Q_MMA * Q_MMA), W, st));
   ks_add(b, ep, ks_warp_barrier(b));
-  ks_add(b, k->body, uniform_loop(b, fo, FM * FN, 1, ep, true));
+  ks_add(b, k->body, mma_uniform_loop(b, fo, FM * FN, 1, ep, true));
 
   char buf[512];
   int len = mma_summary_tiles(buf, sizeof buf, A.dtype == QIR_BF16 ? "mma bf16" : "mma f16", n, p);

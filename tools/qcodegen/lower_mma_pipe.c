@@ -135,12 +135,6 @@ static kstmt *copy_tile(lower_env *env, const pipe_tile *t, kvar *smem, kvar *re
   return loop;
 }
 
-static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, kstmt *body, bool unroll) {
-  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, hi), 1, body);
-  l->uniform = true;
-  l->unroll = unroll;
-  return l;
-}
 
 typedef struct {
   lower_env *env;
@@ -200,19 +194,7 @@ static void tf32_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k8, kvar 
 /* Sets env->vars to the origin of flat step `step` (the other reduction axes
  * outermost, K innermost) and returns K's. */
 static kexpr *step_origin(pipe *pp, kexpr *step) {
-  lower_env *env = pp->env;
-  kbuilder *b = env->b;
-  const qir_compute *c = env->comp;
-  int n = c->n_axes, m = c->n_red, ka = pp->p->mma_k;
-  /* widened before it is scaled: K may pass 2^31 (64-bit index kernels) */
-  kexpr *kofs = ke_mul(b, ke_cast(b, ke_mod(b, step, ke_int(b, pp->count[ka])), b->index_type), ke_int(b, pp->p->rstep[ka]));
-  kexpr *rest = ke_div(b, step, ke_int(b, pp->count[ka]));
-  for (int a = m - 1; a >= 0; a--) {
-    if (a == ka) continue;
-    env->vars[n + a] = ke_cast(b, ke_mod(b, rest, ke_int(b, pp->count[a])), b->index_type);
-    rest = ke_div(b, rest, ke_int(b, pp->count[a]));
-  }
-  return kofs;
+  return mma_step_origin(pp->env, pp->p->mma_k, pp->count, pp->p->rstep[pp->p->mma_k], step);
 }
 
 /* The copies of operand s (0: A, 1: B) for a step at K offset k0 into `slot`:
@@ -403,7 +385,7 @@ static void ldmatrix_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k16, 
                            pipe_tile_at(b, &pp->ta, slot, o, ch, ke_int(b, 0)));
     kstmt *body = ks_seq(b);
     ks_add(b, body, l);
-    ks_add(b, slice, uniform_loop(b, fi, FM, body, true));
+    ks_add(b, slice, mma_uniform_loop(b, fi, FM, 1, body, true));
   }
   {
     /* B fragments 2fj, 2fj+1 (16 columns): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) */
@@ -422,7 +404,7 @@ static void ldmatrix_fragments(pipe *pp, kstmt *slice, kexpr *slot, kexpr *k16, 
                            pipe_tile_at(b, &pp->tb, slot, o, ch, ke_int(b, 0)));
     kstmt *body = ks_seq(b);
     ks_add(b, body, l);
-    ks_add(b, slice, uniform_loop(b, fj, FN / 2, body, true));
+    ks_add(b, slice, mma_uniform_loop(b, fj, FN / 2, 1, body, true));
   }
 }
 
@@ -540,16 +522,16 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
                               ke_mul(b, ke_mod(b, ke_var(b, sj), ke_int(b, 2)), ke_int(b, 2)));
     kstmt *inner = ks_seq(b), *outer = ks_seq(b);
     ks_add(b, inner, ks_mma16816(b, acc, ai, fa, ke_mul(b, ke_var(b, si), ke_int(b, 4)), fb, bi, A.dtype));   /* F32: tf32 */
-    ks_add(b, outer, uniform_loop(b, sj, FN, inner, true));
-    ks_add(b, slice, uniform_loop(b, si, FM, outer, true));
+    ks_add(b, outer, mma_uniform_loop(b, sj, FN, 1, inner, true));
+    ks_add(b, slice, mma_uniform_loop(b, si, FM, 1, outer, true));
   }
   /* tf32: the slices stay a loop; unrolled, ptxas (13, sm_90) hoisted every
    * slice's loads and spilled 32x32 warp tiles at 255 registers */
-  ks_add(b, iter, uniform_loop(b, kk, BK / IK, slice, !tf32));
+  ks_add(b, iter, mma_uniform_loop(b, kk, BK / IK, 1, slice, !tf32));
   /* operands without cp.async: their loads were in flight during the
    * compute; the slot they land in was last read before this step's barrier */
   if (land->n_items) ks_add(b, iter, ks_if(b, refill, land, NULL));
-  ks_add(b, k->body, uniform_loop(b, t, steps, iter, false));
+  ks_add(b, k->body, mma_uniform_loop(b, t, steps, 1, iter, false));
   ks_add(b, k->body, ks_cp_wait(b, 0));
 
   int vw = vector_width(&pp);

@@ -60,19 +60,12 @@ typedef struct {
   int64_t copies;               /* tensor copies per stage: 1, or mn / 64 atoms */
 } wg_operand;
 
-static bool fail(lower_env *env, const char *fmt, const char *arg) {
-  qir_error(env->cg->d, env->loc, fmt, arg);
-  env->failed = true;
-  return false;
-}
-
 /* A tensor map's copy where the read allows one; else the producer warpgroup's
  * loads, laid out MN-major where the operand's innermost index moves with M or N
  * (coalesced reads) and the tile is whole 64-wide atoms, K-major otherwise. */
-static bool setup_operand(lower_env *env, const mma_operand *op, bool is_b, int mn_var, int k_var, int64_t mn, const char *name,
-                          wg_operand *w) {
+static void setup_operand(lower_env *env, const mma_operand *op, bool is_b, int mn_var, int k_var, int64_t mn, wg_operand *w) {
   const qir_compute *c = env->comp;
-  const char *why = "a padding mask";
+  const char *why;
   *w = (wg_operand){.op = op, .mn_var = mn_var, .k_var = k_var, .mn = mn, .slot = mn * WG_BK};
   bool tma = !op->mask && qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, -1, &w->view, &why);
   if (tma && w->view.var[0] != mn_var && w->view.var[0] != k_var) tma = false;   /* contiguous along another axis */
@@ -80,12 +73,10 @@ static bool setup_operand(lower_env *env, const mma_operand *op, bool is_b, int 
   if (!tma) {
     w->generic = true;
     w->mn_major = (is_b ? !op->col_major : op->col_major) && mn % 64 == 0;
-    return true;
+    return;
   }
   w->mn_major = w->view.var[0] == mn_var;
   w->copies = w->mn_major ? mn / 64 : 1;
-  (void)name;
-  return true;
 }
 
 /* The operand's tensor map: the box is 64 along its contiguous variable,
@@ -117,7 +108,6 @@ typedef struct {
   int64_t count[MAX_AXES];      /* steps per reduction axis */
   int producers;                /* producer threads that copy: 128 with an operand by loads, else 1 */
   const qir_expr *bias;
-  qir_dtype dtype;
   const kwgmma *w;
 } wg;
 
@@ -125,19 +115,9 @@ typedef struct {
  * outermost, K innermost; the output axes at the block's) and returns K's. */
 static kexpr *step_origin(wg *g, kexpr *step) {
   lower_env *env = g->env;
-  kbuilder *b = env->b;
-  const qir_compute *c = env->comp;
-  int n = c->n_axes, ka = g->p->mma_k;
+  int n = env->comp->n_axes, ka = g->p->mma_k;
   for (int d = 0; d < n; d++) env->vars[d] = g->blo[d];
-  kexpr *k0 = ke_mul(b, ke_mod(b, step, ke_int(b, g->count[ka])), ke_int(b, WG_BK));
-  kexpr *rest = ke_div(b, step, ke_int(b, g->count[ka]));
-  for (int a = c->n_red - 1; a >= 0; a--) {
-    if (a == ka) continue;
-    env->vars[n + a] = ke_mod(b, rest, ke_int(b, g->count[a]));
-    rest = ke_div(b, rest, ke_int(b, g->count[a]));
-  }
-  env->vars[n + ka] = k0;
-  return k0;
+  return env->vars[n + ka] = mma_step_origin(env, ka, g->count, WG_BK, step);
 }
 
 /* The producer thread p's share of an operand's tile by loads: elements p,
@@ -228,13 +208,6 @@ static kwgmma_desc desc_of(const wg_operand *w) {
   return (kwgmma_desc){.mn_major = w->mn_major, .lbo = w->mn_major ? 2 * WG_ATOM_ELEMS : 16, .sbo = 1024, .swizzle = WG_SWIZZLE};
 }
 
-static kstmt *uniform_loop(kbuilder *b, kvar *v, int64_t hi, kstmt *body, bool unroll) {
-  kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, hi), 1, body);
-  l->uniform = true;
-  l->unroll = unroll;
-  return l;
-}
-
 static kexpr *eq(kbuilder *b, kexpr *x, int64_t v) { return ke_bin(b, QIR_FN_EQ, x, ke_int(b, v), KT_BOOL); }
 
 static kstmt *zero_acc(wg *g) {
@@ -286,7 +259,7 @@ static void consume(wg *g, kstmt *iter, kexpr *tv, kexpr *prev, kexpr *started, 
     ks_add(b, one, ks_wgmma(b, KS_WGMMA, w, g->acc, ke_int(b, j * BN / 2), g->sa, slice_at(b, &g->a, slot, ke_var(b, kk), tile), g->sb,
                             slice_at(b, &g->b, slot, ke_var(b, kk), NULL), 0));
   }
-  ks_add(b, iter, uniform_loop(b, kk, WG_BK / 16, one, true));
+  ks_add(b, iter, mma_uniform_loop(b, kk, WG_BK / 16, 1, one, true));
   ks_add(b, iter, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, iter, ks_wgmma(b, KS_WGMMA_WAIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 1));
   /* step t-1's wgmma retired: lane 0 of each warp releases its slot */
@@ -355,7 +328,7 @@ static void interleaved(wg *g, kstmt *body) {
   k->wg_step = ke_var(b, t);
   consume(g, iter, ke_var(b, t), prev, started, g->w, consumer);
   ks_add(b, iter, ks_if(b, is_producer, refill(g, prev, started, p), NULL));
-  ks_add(b, body, uniform_loop(b, t, g->steps, iter, false));
+  ks_add(b, body, mma_uniform_loop(b, t, g->steps, 1, iter, false));
   ks_add(b, body, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, body, ks_if(b, consumer, epilogue(g), NULL));
 }
@@ -409,13 +382,16 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (the plan's rstep, rounded up to 16) */
   if ((WM != 64 && WM != 128) || BM % WM || C < 1 || C > 2 || p->thread[vn] != BN || BN % 8 || BN > 256 || MW * BN > 256 ||
       (rk != WG_BK && rk < c->axis_extents[n + p->mma_k])) {
-    fail(env, "#tile mma = [64, N, 16]: %s",
-         "thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] one or two of it, thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), rstep[K] = 64 (or all of a shorter K)");
+    qir_error(env->cg->d, env->loc,
+              "#tile mma = [64, N, 16]: thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] one or two of it, "
+              "thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), rstep[K] = 64 (or all of a shorter K)");
+    env->failed = true;
     return;
   }
   wg g = {.env = env, .p = p, .S = S};
   int vk = n + p->mma_k;
-  if (!setup_operand(env, &A, false, vm, vk, BM, "A", &g.a) || !setup_operand(env, &B, true, vn, vk, BN, "B", &g.b)) return;
+  setup_operand(env, &A, false, vm, vk, BM, &g.a);
+  setup_operand(env, &B, true, vn, vk, BN, &g.b);
   g.producers = g.a.generic || g.b.generic ? WG_THREADS : 1;
   g.tma_bytes = (g.a.generic ? 0 : BM * WG_BK * 2) + (g.b.generic ? 0 : BN * WG_BK * 2);
 
@@ -467,7 +443,6 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   g.MW = MW;
   g.steps = steps;
   g.bias = bias;
-  g.dtype = A.dtype;
   kexpr *tid = ke_tid(b);
   /* barriers: full[s] = s (each producer thread that copies), empty[s] = S + s (each consumer warp) */
   kstmt *init = ks_seq(b);

@@ -69,8 +69,9 @@ static void q_wgmma_fail(const char *what) {
   exit(3);
 }
 
-/* The element (mn, k) of an operand through its descriptor. */
-static inline float q_wgmma_elem(const uint16_t *mem, unsigned base, long elems, uint64_t d, int mn_major, int mn, int k, int bf16) {
+/* The shared address of element (mn, k) of an operand through its descriptor
+ * (the layouts above, then the swizzle). */
+static inline unsigned q_wgmma_addr(uint64_t d, int mn_major, int mn, int k) {
   unsigned start = (unsigned)(d & 0x3fffu) << 4, lbo = (unsigned)((d >> 16) & 0x3fffu) << 4, sbo = (unsigned)((d >> 32) & 0x3fffu) << 4;
   int mode = (int)(d >> 62), w = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
   unsigned a;
@@ -78,7 +79,12 @@ static inline float q_wgmma_elem(const uint16_t *mem, unsigned base, long elems,
                        : start + (unsigned)(mn / 8) * sbo + (unsigned)(mn % 8 * 16) + (unsigned)(k / 8) * lbo + (unsigned)(k % 8 * 2);
   else a = w ? start + (unsigned)(mn / (w / 2)) * lbo + (unsigned)(mn % (w / 2) * 2) + (unsigned)(k / 8) * sbo + (unsigned)(k % 8 * w)
              : start + (unsigned)(mn / 8) * sbo + (unsigned)(mn % 8 * 2) + (unsigned)(k / 8) * lbo + (unsigned)(k % 8 * 16);
-  a = q_swizzle_addr(a, w);
+  return q_swizzle_addr(a, w);
+}
+
+/* The element (mn, k) of an operand through its descriptor. */
+static inline float q_wgmma_elem(const uint16_t *mem, unsigned base, long elems, uint64_t d, int mn_major, int mn, int k, int bf16) {
+  unsigned a = q_wgmma_addr(d, mn_major, mn, k);
   if (a < base || (a - base) % 2 || (long)((a - base) / 2) >= elems) q_wgmma_fail("a descriptor addresses memory outside its tile");
   uint16_t h = mem[(a - base) / 2];
   return bf16 ? q_bf2f(h) : q_h2f(h);
