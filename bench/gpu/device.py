@@ -80,6 +80,15 @@ def guarded(fn, fallback, *a):
         return fallback
 
 
+def as_f64(a):
+    """An array as float64; bfloat16 as the generated programs write it (.npy descr '<V2': the
+    bits; numpy has no such type) or as onnx reads it (ml_dtypes' bfloat16, or its bits)."""
+    import numpy as np
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
+        a = (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float64)
+
+
 def compare(got_npy, want_pb, atol, rtol, rel_l2=None):
     """(ok, message): every element within atol + rtol*|want| (or, with rel_l2, |got - want| / |want|
     over the whole tensor within rel_l2: reduced precision); NaN, a poisoned (unwritten) element or
@@ -94,8 +103,8 @@ def compare(got_npy, want_pb, atol, rtol, rel_l2=None):
     want = numpy_helper.to_array(t)
     if got.shape != want.shape:
         return False, "shape %s, want %s" % (got.shape, want.shape)
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    if got.dtype.kind == "f":
+    g, w = as_f64(got), as_f64(want)
+    if got.dtype.kind == "f" or got.dtype.kind == "V":
         bad_nan = int(np.isnan(g).sum() - np.isnan(w).sum())
         if bad_nan > 0:
             return False, "%d NaN (unwritten or invalid) elements" % bad_nan
@@ -316,10 +325,12 @@ def main():
 
     jobs = [(p, "memcheck") for p in progs if cfg.get("memcheck", True) and
             out1["%s.%s" % (p["name"], p["pipeline"])]["status"] in ("ok", "dry", "MISMATCH")]
-    # racecheck and synccheck: Grinder's device loops, a Rammer rprogram, a Welder-fused CNN,
+    # racecheck and synccheck: Grinder's device loops, a Rammer rprogram, a Welder-fused CNN
+    # (a race target names a model, for its whole pipeline, or one program as NAME.PIPELINE),
     # and the hand-planned Hopper kernels (mbarriers, tensor copies, wgmma: small programs).
     for p in progs:
-        if p["ready"] and ((p["pipeline"] == "full" and p["name"] in race_targets) or "hopper" in p.get("kinds", [])):
+        if p["ready"] and ((p["pipeline"] == "full" and p["name"] in race_targets)
+                           or "%s.%s" % (p["name"], p["pipeline"]) in race_targets or "hopper" in p.get("kinds", [])):
             jobs += [(p, "racecheck"), (p, "synccheck")]
     # The slow ones first, so that the cap cuts the cheap ones.
     jobs.sort(key=lambda j: j[1] == "memcheck")
@@ -335,6 +346,9 @@ def main():
     # 3. Roller's top-10 per operator, and PyTorch's time for each (bench/gpu/ops/run_ops.sh),
     # for every set of operators prepared (ops: h100's model; ops-NAME: another target file)
     sets = sorted(x for x in os.listdir(d) if x.startswith("ops") and os.path.exists(os.path.join(d, x, "manifest.json")))
+    first = cfg.get("ops_first", [])   # the sets this call is for, before the others
+    sets = [x for x in first if x in sets] + [x for x in sets if x not in first]
+    torch_timed = set()
     r3 = {}
     if not sets:
         r3["status"] = "no ops/manifest.json"
@@ -348,7 +362,10 @@ def main():
             r3[name] = {"status": "dry" if rc == 0 else "DRY-FAIL (exit %d)" % rc, "tail": txt[-800:]}
             log("%s: plan_timer --dry-run: exit %d\n%s" % (name, rc, txt[-400:]))
             continue
-        torch_share = 0.35 if i == 0 else 0.0     # PyTorch's times do not depend on our model: once
+        # PyTorch's times do not depend on our model: once per operator
+        names = {o["name"] for o in json.load(open(os.path.join(ops, "manifest.json")))["ops"]}
+        torch_share = 0.35 if names - torch_timed else 0.0
+        torch_timed |= names
         env = dict(os.environ, TIMER_TIMEOUT=str(int(cap * 0.6)), PLAN_DEADLINE=str(int(cap * 0.45)),
                    TORCH_TIMEOUT=str(max(1, int(cap * torch_share))))
         rc, secs, txt = run(["sh", os.path.join(d, "gen", "run_ops.sh"), ops, os.path.join(out, name)], cap + 10, env=env)

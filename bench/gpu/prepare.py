@@ -302,6 +302,7 @@ def main():
     ap.add_argument("--pipelines", default="roller,full,f16,bf16", help="comma list of %s (default %%(default)s; f16 and bf16 build PRECISION_MODELS only)" % ",".join(PIPELINES))
     ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
                     help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
+    ap.add_argument("--ops-args", default="", help="prepare_ops.py's options for DIR/ops (e.g. '--set hopper --target h200')")
     ap.add_argument("--config", default="", help="JSON merged into DIR/config.json: device.py's caps "
                     "(caps), racecheck targets (race), memcheck (bool), models step (models, models_args)")
     args = ap.parse_args()
@@ -351,7 +352,7 @@ def main():
         ops = os.path.join(TOP, "bench", "gpu", "ops", "prepare_ops.py")
         if os.path.exists(ops):
             log("operators: %s" % ops)
-            r = subprocess.run([sys.executable, ops, os.path.join(args.dir, "ops")],
+            r = subprocess.run([sys.executable, ops, os.path.join(args.dir, "ops"), *args.ops_args.split()],
                                env=dict(os.environ, QIR_BIN=BIN))
             if r.returncode:
                 failed.append({"name": "ops", "pipeline": "-", "error": "prepare_ops.py exit %d" % r.returncode})

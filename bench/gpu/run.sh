@@ -18,7 +18,7 @@
 # QIR_BIN overrides where the tools are (default build/static/bin, then build/bin);
 # PYTHON the interpreter that has torch (default python3).
 #
-# bench/gpu/run.sh --prepare DIR  (issue 23: on a machine with no GPU)
+# bench/gpu/run.sh --prepare DIR [prepare.py options]  (issue 23: on a machine with no GPU)
 # builds the static tools and every program the one device call runs
 # (bench/gpu/prepare.py: models, light/ networks, transformer layers, device
 # loops, each with -canonicalize -roller and with the whole pipeline; the
@@ -38,8 +38,10 @@ if [ "${1:-}" = "--prepare" ]; then
     (cd "$top/bench/cpu" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund \
       --onnxruntime-node-install=skip >/dev/null) || echo "run.sh: npm install failed: no transformer layers" >&2
   fi
-  rm -rf "$2" && mkdir -p "$2" || exit 2
-  QIR_BIN=$top/build/static/bin exec python3 "$top/bench/gpu/prepare.py" "$2"
+  dir=$2
+  shift 2
+  rm -rf "$dir" && mkdir -p "$dir" || exit 2
+  QIR_BIN=$top/build/static/bin exec python3 "$top/bench/gpu/prepare.py" "$dir" "$@"
 fi
 if [ $# -lt 1 ]; then
   echo "usage: bench/gpu/run.sh OUTDIR [bench.py options]" >&2

@@ -15,6 +15,7 @@
 // --deadline S (default 200): ops not started S seconds after the start are recorded as
 // not_run, so that RESULTS.json stays whole inside an outer timeout.
 // --dry-run needs no GPU: it loads every plan library and resolves its API.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -42,7 +43,7 @@ struct Tensor {
     for (int64_t d : dims) n *= (size_t)d;
     return n;
   }
-  size_t elem_bytes() const { return dtype == "f16" ? 2 : 4; }
+  size_t elem_bytes() const { return dtype == "f16" || dtype == "bf16" ? 2 : 4; }
   size_t bytes() const { return elems() * elem_bytes(); }
 };
 
@@ -96,7 +97,7 @@ static bool read_manifest(const std::string &path, std::vector<Op> &ops) {
       int rank, used;
       if (sscanf(rest, "%15s %d%n", dt, &rank, &used) != 2 || rank < 0 || rank > 8) goto bad;
       t.dtype = dt;
-      if (t.dtype != "f32" && t.dtype != "f16") goto bad;
+      if (t.dtype != "f32" && t.dtype != "f16" && t.dtype != "bf16") goto bad;
       rest += used;
       for (int i = 0; i < rank; i++) {
         long long d;
@@ -181,6 +182,9 @@ static void fill_host(std::vector<char> &buf, const Tensor &t, uint64_t seed) {
     if (t.dtype == "f16") {
       __half h = __float2half(v);
       memcpy(&buf[i * 2], &h, 2);
+    } else if (t.dtype == "bf16") {
+      __nv_bfloat16 h = __float2bfloat16(v);
+      memcpy(&buf[i * 2], &h, 2);
     } else {
       memcpy(&buf[i * 4], &v, 4);
     }
@@ -194,6 +198,10 @@ static void to_float(const std::vector<char> &raw, const Tensor &t, std::vector<
       __half h;
       memcpy(&h, &raw[i * 2], 2);
       out[i] = __half2float(h);
+    } else if (t.dtype == "bf16") {
+      __nv_bfloat16 h;
+      memcpy(&h, &raw[i * 2], 2);
+      out[i] = __bfloat162float(h);
     } else {
       memcpy(&out[i], &raw[i * 4], 4);
     }
@@ -381,7 +389,8 @@ static int child(const std::string &dir, const Op &op, int start, int ref_hint, 
           check = "nan_no_reference";
         }
       } else {
-        double tol = op.outs[0].dtype == "f16" ? 2e-2 : 1e-3;
+        // plans round differently (K split, accumulation order): about 8 bits of mantissa in bf16
+        double tol = op.outs[0].dtype == "bf16" ? 6e-2 : op.outs[0].dtype == "f16" ? 2e-2 : 1e-3;
         check = nan_count ? "nan" : (max_rel <= tol ? "ok" : "mismatch");
       }
       if (poison_count) check += "+unwritten";

@@ -52,14 +52,14 @@ def nelem(t):
     return n
 
 
-BYTES = {"f32": 4, "f16": 2}
+BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
 def matmul_op(name, M, K, N, dtype):
     x, w, y = tensor(dtype, [M, K]), tensor(dtype, [K, N]), tensor(dtype, [M, N])
     if dtype == "f32":
         body = "sum(%x[i, r] * %w[r, j])"
-    else:  # f16 operands, f32 accumulation, f16 result (as bench/ops/ops-f16.qir)
+    else:  # f16/bf16 operands, f32 accumulation, a result of their type (as bench/ops/ops-f16.qir)
         body = "sum(f32(%x[i, r]) * f32(%w[r, j]))"
     text = "  %%y = compute [i:%d, j:%d] reduce [r:%d] %s : %s\n" % (M, N, K, body, ty(y))
     return dict(name=name, dtype=dtype, inputs=[("x", x), ("w", w)], outputs=[("y", y)],
@@ -99,7 +99,25 @@ def conv_op(name, dtype, N, C, H, W, M, k, stride, pad, groups=1):
                 torch={"kind": "conv2d", "stride": stride, "pad": pad, "groups": groups})
 
 
-def ops_table():
+def hopper_ops():
+    """Issue 28's GPU goals: BERT-base's GEMMs at batch 64 (seq 128: M = 8192; QKV merged as
+    Welder merges it) in f16 and bf16, and ResNet-50's stride-1 3x3 convolutions at batch 32
+    in f16, against cuBLAS/cuDNN."""
+    ops = []
+    for dt in ("f16", "bf16"):
+        for name, K, N in (("qkv", 768, 2304), ("proj", 768, 768), ("ffn1", 768, 3072), ("ffn2", 3072, 768)):
+            ops.append(matmul_op("b64_%s_%s" % (name, dt), 8192, K, N, dt))
+    for C, H in ((64, 56), (128, 28), (256, 14), (512, 7)):
+        ops.append(conv_op("b32_conv3x3_%d_f16" % C, "f16", 32, C, H, H, C, 3, 1, 1))
+    return ops
+
+
+def ops_table(which="default"):
+    if which == "hopper":
+        ops = hopper_ops()
+        for op in ops:
+            op["min_bytes"] = sum(nelem(t) * BYTES[t["dtype"]] for _, t in op["inputs"] + op["outputs"])
+        return ops
     ops = []
     for dt in ("f32", "f16"):
         ops.append(matmul_op("mm_qkv_%s" % dt, 128, 768, 768, dt))
@@ -372,6 +390,9 @@ def main():
     ap.add_argument("--ops", default="", help="only these ops (comma-separated)")
     ap.add_argument("--driver-only", action="store_true", help="only rebuild OUTDIR/plan_timer")
     ap.add_argument("--target-file", default="", help="plan with this device model (qopt -target-file) instead of h100's")
+    ap.add_argument("--target", default="h100", help="plan for this built-in target (default h100)")
+    ap.add_argument("--set", default="default", choices=("default", "hopper"),
+                    help="the operators: default (issue 23's 23) or hopper (issue 28's batch-64 GEMMs, batch-32 3x3 convolutions)")
     args = ap.parse_args()
     t0 = time.time()
     qbin = os.environ.get("QIR_BIN", "build/bin")
@@ -380,16 +401,16 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     if args.driver_only:
         return 1 if build_driver(nvcc, outdir) else 0
-    ops = ops_table()
+    ops = ops_table(args.set)
     if args.ops:
         want = set(args.ops.split(","))
         ops = [o for o in ops if o["name"] in want]
     jobs = []  # (manifest entry, op folder, plan modules)
-    passes = list(QOPT_PASSES)
-    target = "h100"
+    passes = [a if a != "-target=h100" else "-target=" + args.target for a in QOPT_PASSES]
+    target = args.target
     if args.target_file:
         target = os.path.abspath(args.target_file)
-        passes = [a if a != "-target=h100" else "-target-file=" + target for a in passes]
+        passes = [a if not a.startswith("-target=") else "-target-file=" + target for a in passes]
         shutil.copy(target, os.path.join(outdir, "model.target"))
     manifest = {"target": target, "qopt": " ".join(passes),
                 "nvcc": " ".join([nvcc] + NVCC_FLAGS), "ops": []}

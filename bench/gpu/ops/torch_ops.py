@@ -4,7 +4,7 @@
     torch_ops.py OUTDIR/manifest.json RESULTS_TORCH.json [--dump DIR] [--ops a,b]
 
 Shapes and the operator kinds come from the manifest's "inputs" and "torch" entries.
-f32 runs with TF32 off (cuBLAS and cuDNN), f16 in f16 (f32 accumulation: reduced-precision
+f32 runs with TF32 off (cuBLAS and cuDNN), f16 (bf16) in f16 (bf16) (f32 accumulation: reduced-precision
 reductions off); cudnn.benchmark on; CUDA events
 around each run, each run on one of 3 rotating input sets, median after a warm-up.
 With --dump DIR (the folder plan_timer --dump wrote: input set 0 and plan 0's output per
@@ -22,8 +22,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16}
+TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 NP_DTYPE = {"f32": np.float32, "f16": np.float16}
+
+
+def read_f64(path, dtype):
+    """A dump of plan_timer's as float64 (numpy has no bfloat16: its bits are a float32's top half)."""
+    if dtype == "bf16":
+        bits = np.fromfile(path, dtype=np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64)
+    return np.fromfile(path, dtype=NP_DTYPE[dtype]).astype(np.float64)
 SPIN_CYCLES = 10_000_000  # about 5 ms at the H100's 1.98 GHz
 
 
@@ -86,16 +94,16 @@ def oracle(op, fn, dump):
     d = os.path.join(dump, op["name"])
     ins = []
     for i, t in enumerate(op["inputs"]):
-        a = np.fromfile(os.path.join(d, "in%d.bin" % i), dtype=NP_DTYPE[t["dtype"]])
-        ins.append(torch.from_numpy(a.astype(np.float64).reshape(t["dims"])).cuda())
+        a = read_f64(os.path.join(d, "in%d.bin" % i), t["dtype"])
+        ins.append(torch.from_numpy(a.reshape(t["dims"])).cuda())
     ref = fn(*ins).double().cpu().numpy().ravel()
     t = op["outputs"][0]
-    ours = np.fromfile(os.path.join(d, "out0.bin"), dtype=NP_DTYPE[t["dtype"]]).astype(np.float64)
+    ours = read_f64(os.path.join(d, "out0.bin"), t["dtype"])
     if ours.size != ref.size:
         return {"error": "size %d, expected %d" % (ours.size, ref.size), "ok": False}
     rel_l2 = float(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-300))
     max_rel = float(np.max(np.abs(ours - ref)) / max(np.max(np.abs(ref)), 1e-300))
-    tol = 1e-2 if t["dtype"] == "f16" else 1e-4
+    tol = {"f16": 1e-2, "bf16": 2e-2}.get(t["dtype"], 1e-4)
     return {"rel_l2": rel_l2, "max_rel": max_rel, "tol_rel_l2": tol,
             "ok": bool(np.isfinite(rel_l2) and rel_l2 <= tol)}
 
@@ -112,6 +120,7 @@ def main():
     torch.backends.cudnn.benchmark = True
     # f16 matmuls accumulate in f32 throughout, as ours do.
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     with open(args.manifest) as f:
         man = json.load(f)
     want = set(args.ops.split(",")) if args.ops else None
