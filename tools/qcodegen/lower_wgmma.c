@@ -46,6 +46,7 @@
 #define WG_BK 64                /* K per stage: one 128-byte swizzle row of 16-bit values */
 #define WG_ATOM_ELEMS 4096      /* an MN-major atom: 64 of M or N by 64 of K (8 KiB) */
 #define WG_SWIZZLE 128
+#define WG_SMEM_MAX 232448      /* sm_90's dynamic shared memory per block (227 KiB) */
 
 typedef struct {
   const mma_operand *op;
@@ -109,6 +110,7 @@ typedef struct {
   int producers;                /* producer threads that copy: 128 with an operand by loads, else 1 */
   const qir_expr *bias;
   const kwgmma *w;
+  kvar *se;                     /* the epilogue's staging tiles (epilogue_staged), or NULL */
 } wg;
 
 /* Points env->vars at step `step`'s origin (the other reduction axes
@@ -306,6 +308,122 @@ static kstmt *epilogue(wg *g) {
   return l;
 }
 
+/* The consumers' stores through shared memory, 16 bytes at a time, where the
+ * output's innermost axis is N (whole vectors of vw: 8 halves or 4 floats):
+ * per m64 tile, 8-row half h (rows 16 w4 + 8 h ..) and chunk of up to 128
+ * columns (staged_chunk), each consumer warp writes its accumulators to its own f32 tile of
+ * 8 x (chunk + 4) (the pad spreads rows over the banks), then each lane reads
+ * vw consecutive values of a row back, applies the bias and the epilogue and
+ * stores them at once (a tensor not 16-byte aligned at run time: a value at a
+ * time).  On the device, direct stores of two-byte values at a four-byte
+ * stride took 30 of 125 us of BERT-base's QKV GEMM at batch 64 (H200,
+ * 2026-11-27).  The tiles lie past the mbarriers (the ring may still be read
+ * by the other consumer warpgroup); NULL where they do not fit beside it or
+ * the output has no such vectors (staging_tiles).  `guard` (C's interleaved body): the
+ * consumers' statements; the warp barriers stay at block level. */
+/* Columns staged at a time: block[N], halved down to at most 128 (192: 96) */
+static int64_t staged_chunk(int64_t BN) {
+  int64_t CW = BN;
+  while (CW > 128 && CW % 2 == 0) CW /= 2;
+  return CW;
+}
+
+static int staged_width(wg *g) {
+  const qir_compute *c = g->env->comp;
+  int vn = g->p->mma_n;
+  int64_t BN = g->p->block[vn], CW = staged_chunk(BN);
+  qir_dtype dt = g->env->k->params[0].dtype;
+  int vw = dt == QIR_F32 ? 4 : dt == QIR_F16 || dt == QIR_BF16 ? 8 : 0;
+  return !vw || vn != c->n_axes - 1 || c->axis_extents[vn] % vw || CW % vw || BN % CW ? 0 : vw;
+}
+
+/* The staging tiles past the kernel's shared memory so far, or NULL */
+static kvar *staging_tiles(wg *g) {
+  kbuilder *b = g->env->b;
+  kkernel *k = g->env->k;
+  int64_t BN = g->p->block[g->p->mma_n], CW = staged_chunk(BN);
+  int64_t at = (k->smem_bytes + 15) / 16 * 16, elems = 4 * g->C * 8 * (CW + 4);
+  if (!staged_width(g) || at + elems * 4 > WG_SMEM_MAX) return NULL;
+  kvar *se = kvar_new(b, k, "se", KT_F32, elems, KV_SHARED);
+  se->carve = 1 + at;
+  k->smem_bytes = at + elems * 4;
+  return se;
+}
+
+static kstmt *epilogue_staged(wg *g, kexpr *guard) {
+  lower_env *env = g->env;
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  const qir_compute *c = env->comp;
+  int n = c->n_axes, vm = g->p->mma_m, vn = g->p->mma_n, vw = staged_width(g);
+  int64_t BM = g->p->block[vm], BN = g->p->block[vn], CW = staged_chunk(BN);
+  int64_t ld = CW + 4, tile_elems = 8 * ld;
+  kvar *se = g->se;
+  kexpr *tid = ke_tid(b), *lane = ke_mod(b, tid, ke_int(b, 32)), *warp = ke_div(b, tid, ke_int(b, 32));
+  kexpr *mine = ke_mul(b, warp, ke_int(b, tile_elems));
+  kexpr *gq = ke_div(b, lane, ke_int(b, 4)), *tq = ke_mod(b, lane, ke_int(b, 4));
+  /* part = (j * 2 + h) * chunks + cc: m64 tile j of the warpgroup, half h, column chunk cc */
+  int64_t chunks = BN / CW, parts = g->MW * 2 * chunks;
+  kvar *part = kvar_new(b, k, "hr", KT_I32, 0, KV_BLOCK);
+  kexpr *cc = ke_mod(b, ke_var(b, part), ke_int(b, chunks)), *jh = ke_div(b, ke_var(b, part), ke_int(b, chunks));
+  kexpr *j = ke_div(b, jh, ke_int(b, 2)), *h = ke_mod(b, jh, ke_int(b, 2));
+  kstmt *body = ks_seq(b);
+
+  /* register 4 (col / 8) + 2 h + e of tile j holds row g + 8 h, column col = 8 (col / 8) + 2 q + e */
+  kvar *jj = kvar_new(b, k, "fj", KT_I32, 0, KV_LOCAL), *ee = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *scol = ke_add(b, ke_add(b, ke_mul(b, ke_var(b, jj), ke_int(b, 8)), ke_mul(b, tq, ke_int(b, 2))), ke_var(b, ee));
+  kexpr *reg = ke_add(b, ke_add(b, ke_mul(b, j, ke_int(b, BN / 2)),
+                                ke_mul(b, ke_add(b, ke_mul(b, cc, ke_int(b, CW / 8)), ke_var(b, jj)), ke_int(b, 4))),
+                      ke_add(b, ke_mul(b, h, ke_int(b, 2)), ke_var(b, ee)));
+  kstmt *put = ks_for(b, ee, ke_int(b, 0), ke_int(b, 2), 1,
+                      ks_assign(b, se, ke_add(b, ke_add(b, mine, ke_mul(b, gq, ke_int(b, ld))), scol), ke_elem(b, g->acc, reg)));
+  put->unroll = true;
+  put = ks_for(b, jj, ke_int(b, 0), ke_int(b, CW / 8), 1, put);
+  put->unroll = true;
+  ks_add(b, body, guard ? ks_if(b, guard, put, NULL) : put);
+  ks_add(b, body, ks_warp_barrier(b));
+
+  /* segment q * 32 + lane: row seg / per_row of the 8, columns from (seg % per_row) * vw */
+  int64_t per_row = CW / vw, segs = 8 * per_row, passes = ceil_div(segs, 32);
+  kvar *q = kvar_new(b, k, "q", KT_I32, 0, KV_LOCAL), *sg = kvar_new(b, k, "s", KT_I32, 0, KV_LOCAL);
+  kstmt *seg = ks_seq(b), *work = ks_seq(b);
+  ks_add(b, seg, ks_decl(b, sg, ke_add(b, lane, ke_mul(b, ke_var(b, q), ke_int(b, 32)))));
+  kexpr *row = ke_div(b, ke_var(b, sg), ke_int(b, per_row)), *col = ke_mul(b, ke_mod(b, ke_var(b, sg), ke_int(b, per_row)), ke_int(b, vw));
+  kexpr *tile = ke_add(b, ke_mul(b, ke_div(b, tid, ke_int(b, WG_THREADS)), ke_int(b, g->MW)), j);
+  kexpr *brow = ke_add(b, ke_add(b, ke_mul(b, tile, ke_int(b, 64)), ke_mul(b, ke_mod(b, warp, ke_int(b, 4)), ke_int(b, 16))),
+                       ke_add(b, ke_mul(b, h, ke_int(b, 8)), row));
+  kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
+  ks_add(b, seg, ks_decl(b, gmv, ke_add(b, g->blo[vm], ke_cast(b, brow, b->index_type))));
+  ks_add(b, seg, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, ke_add(b, ke_mul(b, cc, ke_int(b, CW)), col), b->index_type))));
+  kvar *vals = kvar_new(b, k, "v", KT_F32, vw, KV_LOCAL);
+  ks_add(b, work, ks_decl(b, vals, NULL));
+  kexpr *base = ke_add(b, ke_add(b, mine, ke_mul(b, row, ke_int(b, ld))), col);
+  kvar *ev = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL), *sv = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *oidx[MAX_AXES], *pidx[MAX_AXES], *sidx[MAX_AXES];
+  for (int d = 0; d < n; d++) {
+    oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : g->blo[d];
+    pidx[d] = d == vn ? ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, ev), b->index_type)) : oidx[d];
+    sidx[d] = d == vn ? ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, sv), b->index_type)) : oidx[d];
+  }
+  kstmt *fin = ks_for(b, ev, ke_int(b, 0), ke_int(b, vw), 1,
+                      ks_assign(b, vals, ke_var(b, ev), mma_final_value(env, g->bias, pidx, ke_elem(b, se, ke_add(b, base, ke_var(b, ev))))));
+  fin->unroll = true;
+  ks_add(b, work, fin);
+  kstmt *scalar = ks_for(b, sv, ke_int(b, 0), ke_int(b, vw), 1, ks_store(b, 0, out_index(env, sidx), ke_elem(b, vals, ke_var(b, sv))));
+  scalar->unroll = true;
+  ks_add(b, work, ks_if(b, ke_aligned16(b, 0), ks_vstore(b, 0, out_index(env, oidx), vals, vw), scalar));
+  kexpr *live = NULL;   /* vw divides N: a vector is all in or all out */
+  if (c->axis_extents[vm] % BM) live = ke_lt(b, ke_var(b, gmv), ke_int(b, c->axis_extents[vm]));
+  if (c->axis_extents[vn] % BN) live = ke_and(b, live, ke_lt(b, ke_var(b, gnv), ke_int(b, c->axis_extents[vn])));
+  if (segs % 32) live = ke_and(b, ke_lt(b, ke_var(b, sg), ke_int(b, segs)), live);
+  ks_add(b, seg, live ? ks_if(b, live, work, NULL) : work);
+  kstmt *each = ks_for(b, q, ke_int(b, 0), ke_int(b, passes), 1, seg);
+  each->unroll = true;
+  ks_add(b, body, guard ? ks_if(b, guard, each, NULL) : each);
+  ks_add(b, body, ks_warp_barrier(b));
+  return mma_uniform_loop(b, part, parts, 1, body, true);   /* unrolled: the accumulators stay registers */
+}
+
 /* C's body: every role's statements in one loop, consumers before the
  * producer in each iteration (the order the emulation needs). */
 static void interleaved(wg *g, kstmt *body) {
@@ -330,7 +448,7 @@ static void interleaved(wg *g, kstmt *body) {
   ks_add(b, iter, ks_if(b, is_producer, refill(g, prev, started, p), NULL));
   ks_add(b, body, mma_uniform_loop(b, t, g->steps, 1, iter, false));
   ks_add(b, body, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
-  ks_add(b, body, ks_if(b, consumer, epilogue(g), NULL));
+  ks_add(b, body, g->se ? epilogue_staged(g, consumer) : ks_if(b, consumer, epilogue(g), NULL));
 }
 
 /* The GPU's body: the producer warpgroup's branch (its first thread issues
@@ -364,7 +482,7 @@ static kstmt *role_split(wg *g) {
   consume(g, iter, ke_var(b, tc), ke_sub(b, ke_var(b, tc), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, tc)), w, NULL);
   ks_add(b, cons, ks_for(b, tc, ke_int(b, 0), ke_int(b, g->steps), 1, iter));
   ks_add(b, cons, ks_wgmma(b, KS_WGMMA_WAIT, w, g->acc, NULL, NULL, NULL, NULL, NULL, 0));   /* with its operand fence */
-  ks_add(b, cons, epilogue(g));
+  ks_add(b, cons, g->se ? epilogue_staged(g, NULL) : epilogue(g));
   kstmt *role = ks_if(b, ke_lt(b, tid, ke_int(b, producer)), cons, prod);
   role->wg = w;
   return role;
@@ -432,6 +550,9 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   g.mb->carve = 1 + m_off;
   k->carved_smem = true;
   k->smem_bytes = m_off + kvar_bytes(g.mb);
+  g.C = C;
+  g.MW = MW;
+  g.se = staging_tiles(&g);
   k->n_mbars = 2 * S;
   kvar *acc = kvar_new(b, k, "acc", KT_F32, MW * BN / 2, KV_THREAD);
   kwgmma *w = qir_alloc(b->m, sizeof *w);
