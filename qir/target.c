@@ -73,9 +73,15 @@
  * target (a global load's few hundred cycles, a barrier's tens). */
 #define KERNEL_LATENCIES .load_latency_cycles = QIR_LOAD_LATENCY_CYCLES, .barrier_cycles = QIR_BARRIER_CYCLES
 
-/* Hopper: wgmma m64nNk16 up to N = 256 [PTX]; mma.sync at 0.625 of the tensor
- * peak, an ASSUMPTION (the issue's "perhaps 60-65%"; not measured here). */
-#define HOPPER_WGMMA .wgmma_n_max = 256, .mma_sync_share = 0.625
+/* Hopper: wgmma m64nNk16 up to N = 256 [PTX]; mma.sync at half the tensor peak,
+ * measured: on the H200 (2026-11-27, BERT-base's GEMMs at batch 64) our mma.sync
+ * plans ran at 0.35-0.56 (f16) and 0.60-0.95 (bf16) of our wgmma plans' speed
+ * (0.625 had been assumed from the issue's "perhaps 60-65%"). */
+/* The producer warpgroups' loads (a 16-bit load, a guard and a swizzled store per element,
+ * instruction-bound): 3 bytes a clock per SM, measured on the H200 (2026-11-27: a batch-32
+ * 3x3 convolution's wgmma plan moved 3.0 B/clk per SM with four blocks resident; 64 had
+ * been assumed, which ranked that plan first at 27 us: it ran 500). */
+#define HOPPER_WGMMA .wgmma_n_max = 256, .mma_sync_share = 0.5, .wgmma_load_bytes_per_clk = 3.0
 
 static const qir_target builtin_targets[] = {
     {
@@ -382,7 +388,7 @@ static const key_desc keys[] = {
     K_INT(mma_m, true), K_INT(mma_n, true), K_INT(mma_k, true),
     K_DBL_OPT(launch_us), K_DBL_OPT(read_back_us), K_DBL_OPT(coop_launch_us), K_DBL_OPT(grid_barrier_us),
     K_DBL_OPT(block_barrier_us), K_DBL_OPT(load_latency_cycles), K_DBL_OPT(barrier_cycles),
-    K_INT(wgmma_n_max, true), K_DBL_OPT(mma_sync_share),
+    K_INT(wgmma_n_max, true), K_DBL_OPT(mma_sync_share), K_DBL_OPT(wgmma_load_bytes_per_clk),
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -496,6 +502,7 @@ static bool check_target(parse_ctx *c, const qir_target *t) {
   else if (t->wgmma_n_max && (t->wgmma_n_max % 8 || t->wgmma_n_max > 256 || strcmp(t->backend, "cuda") || t->mma_m != 16))
     why = "wgmma_n_max must be 0 or a multiple of 8 up to 256, on a cuda target with mma.sync (mma_m = 16)";
   else if (t->mma_sync_share < 0 || t->mma_sync_share > 1) why = "mma_sync_share must be from 0 to 1";
+  else if (t->wgmma_load_bytes_per_clk < 0) why = "wgmma_load_bytes_per_clk must not be negative";
   else if (!t->name[0]) why = "missing key 'name'";
   else if (strcmp(t->backend, "cuda") && strcmp(t->backend, "hip") && strcmp(t->backend, "c")) why = "backend must be cuda, hip or c";
   if (!why) return true;

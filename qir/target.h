@@ -79,9 +79,12 @@ typedef struct {
   double load_latency_cycles, barrier_cycles;
   /* Hopper's warpgroup MMA (wgmma m64nNk16, sm_90a): the largest N, 0 = none.
    * Where it exists, the matrix peaks are wgmma's and mma.sync reaches
-   * mma_sync_share of them (0 in a target file: 1). */
+   * mma_sync_share of them (0 in a target file: 1).  wgmma_load_bytes_per_clk:
+   * what its producer warpgroups' ordinary loads move into the swizzled stages
+   * per SM and clock (operands no tensor map can copy; 0 in a target file: 3). */
   int wgmma_n_max;
   double mma_sync_share;
+  double wgmma_load_bytes_per_clk;
 } qir_target;
 
 #define QIR_LOAD_LATENCY_CYCLES 500.0

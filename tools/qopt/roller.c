@@ -827,6 +827,10 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
                       ? fmin(tr.global_bytes, p->unique_in_bytes + p->out_bytes) / (t->dram_gbs * 1e9 * mem_eff)
                       : dram_seconds(p, tr.global_bytes, mem_eff);
   double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
+  /* on Hopper, as roller_wgmma.c has it (measured on the H200): with one block an SM,
+   * past the first, a partial wave of blocks takes a whole wave's L2 time */
+  double waves = (double)pl->blocks / units;
+  if (t->wgmma_n_max > 0 && conc == 1 && waves > 1) t_l2 *= ceil(waves) / waves;
   /* the limiting term: the SM's (of all resident blocks, else of one block
    * alone, else the latency the stages leave exposed) or a bandwidth; a last
    * wave that costs a tenth of the time or more is said too */
