@@ -73,14 +73,14 @@
  * target (a global load's few hundred cycles, a barrier's tens). */
 #define KERNEL_LATENCIES .load_latency_cycles = QIR_LOAD_LATENCY_CYCLES, .barrier_cycles = QIR_BARRIER_CYCLES
 
-/* Hopper: wgmma m64nNk16 up to N = 256 [PTX]; mma.sync at half the tensor peak,
- * measured: on the H200 (2026-11-27, BERT-base's GEMMs at batch 64) our mma.sync
- * plans ran at 0.35-0.56 (f16) and 0.60-0.95 (bf16) of our wgmma plans' speed
- * (0.625 had been assumed from the issue's "perhaps 60-65%"). */
-/* The producer warpgroups' loads (a 16-bit load, a guard and a swizzled store per element,
- * instruction-bound): 3 bytes a clock per SM, measured on the H200 (2026-11-27: a batch-32
- * 3x3 convolution's wgmma plan moved 3.0 B/clk per SM with four blocks resident; 64 had
- * been assumed, which ranked that plan first at 27 us: it ran 500). */
+/* Hopper: wgmma m64nNk16 up to N = 256 [PTX].  Measured on an H200 (2026-11-27,
+ * docs/perf.md): mma.sync at half the tensor peak (our mma.sync plans of BERT-base's
+ * GEMMs at batch 64 ran at 0.38-0.56 (f16) and 0.50-0.95 (bf16) of the speed of our wgmma
+ * plans of the same tiles; 0.625 had been assumed from "perhaps 60-65%"); the producer
+ * warpgroups' loads (a 16-bit load, a guard and a swizzled store per element,
+ * instruction-bound) at 3 bytes a clock per SM (a batch-32 3x3 convolution's wgmma plan
+ * moved 3.0 with four blocks resident; 64 had been assumed, which rated it 27 us: it ran
+ * 500). */
 #define HOPPER_WGMMA .wgmma_n_max = 256, .mma_sync_share = 0.5, .wgmma_load_bytes_per_clk = 3.0
 
 static const qir_target builtin_targets[] = {

@@ -135,8 +135,8 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
    * takes a whole wave's time (the SMs' own ports, not the L2's total, bound its blocks;
    * with several resident blocks the tail smooths out).  On the H200 a 8192 x 768 x 768
    * GEMM ran 256 x 128 tiles (1.45 waves) in 50 us, 128 x 192 (1.94 waves, 11% more
-   * traffic) in 41; re-rated so, the measured plans of issue 28's 12 operators rank with
-   * rho 0.53 (was -0.03), the first within 10% of the best on 9 of 12 (was 5) */
+   * traffic) in 41; with this rule the measured plans of issue 28's 12 operators rank
+   * with rho 0.53 (-0.03 without), the first within 10% of the best on 9 of 12 (5) */
   double waves = (double)pl->blocks / units, quantized = bpu == 1 && waves > 1 ? ceil(waves) / waves : 1;
   double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff), t_l2 = pl->global_bytes * quantized / (t->l2_gbs * 1e9 * mem_eff);
   const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : step == r_loads ? "producer loads" : "latency";
