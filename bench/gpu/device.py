@@ -14,6 +14,8 @@ GPU).  Steps, each with its own cap, all inside TOTAL_S:
   3. Roller's top-10 plans per operator (ops/plan_timer) and the same
      operators through PyTorch (cuBLAS/cuDNN, TF32 off; f16 too); then
      per-kernel times (ncu) of a few programs (config "profile");
+     then, where prepare.py --diag made DIR/diag, bench/gpu/diag/run.sh (ncu on
+     issue 28's QKV GEMM, variants of it and convolution plans);
   4. whole models against PyTorch eager and torch.compile (gen/bench.py), as
      time allows.
 
@@ -36,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 T0 = time.time()
 TOTAL_S = 415          # the whole call (the issue's cap is 7 minutes)
-CAPS = {"outputs": 85, "sanitizers": 85, "ops": 100, "profile": 25, "models": 150}
+CAPS = {"outputs": 85, "sanitizers": 85, "ops": 100, "profile": 25, "diag": 90, "models": 150}
 PROFILE = ["bert_base.full"]   # per-kernel times (ncu), where the passes differ most
 # Each step starts with min(its cap, what is left less what the later steps are
 # promised): the whole-model step (as time allows, says the issue) gets the rest.
@@ -398,6 +400,21 @@ def main():
             "%s %.1f us x%d" % (k, us, n) for k, us, n in r3b[key]["kernels"][:4])))
     results["steps"]["profile"] = r3b
 
+    # 3c. where issue 28's GEMM and convolutions lose (bench/gpu/diag, prepare.py --diag):
+    # ncu on the QKV GEMM and its variants, convolution plans and PyTorch's kernels
+    r3c = {}
+    diag = os.path.join(d, "diag", "run.sh")
+    if not os.path.exists(diag):
+        r3c["status"] = "not prepared"
+    elif dry:
+        r3c["status"], r3c["cmd"] = "dry", "sh " + diag
+    else:
+        cap = max(10, min(CAPS["diag"], left() - 60))
+        rc, secs, txt = run(["sh", diag], cap, env=dict(os.environ, OUT=out))
+        r3c.update({"rc": rc, "secs": round(secs, 1), "tail": txt[-3000:]})
+        log("diag: exit %d in %.0fs" % (rc, secs))
+    results["steps"]["diag"] = r3c
+
     # 4. whole models against PyTorch (built in the background since the start)
     r4 = {}
     if builder is not None:
@@ -444,6 +461,8 @@ def main():
         if r.get("kernels"):
             lines += ["", "profile %s (ncu, per kernel: total us over its launches):" % key]
             lines += ["  %-40s %9.1f us  x%d" % (k, us, n) for k, us, n in r["kernels"][:6]]
+    if r3c.get("tail"):
+        lines += ["", "## diag (bench/gpu/diag)", r3c["tail"][-2500:]]
     if os.path.exists(os.path.join(out, "models_table.md")):
         lines += ["", open(os.path.join(out, "models_table.md")).read()]
     lines.append("device call: %.0f s" % (time.time() - T0))

@@ -303,6 +303,8 @@ def main():
     ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
                     help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
     ap.add_argument("--ops-args", default="", help="prepare_ops.py's options for DIR/ops (e.g. '--set hopper --target h200')")
+    ap.add_argument("--diag", default="", metavar="OPS",
+                    help="also build bench/gpu/diag's programs from DIR/OPS (an operator set made with --set hopper) into DIR/diag")
     ap.add_argument("--config", default="", help="JSON merged into DIR/config.json: device.py's caps "
                     "(caps), racecheck targets (race), memcheck (bool), models step (models, models_args)")
     args = ap.parse_args()
@@ -362,12 +364,17 @@ def main():
                                env=dict(os.environ, QIR_BIN=BIN))
             if r.returncode:
                 failed.append({"name": "ops-" + name, "pipeline": "-", "error": "prepare_ops.py exit %d" % r.returncode})
+    if args.diag:
+        r = subprocess.run(["sh", os.path.join(TOP, "bench", "gpu", "diag", "prepare.sh"), os.path.join(args.dir, args.diag),
+                            os.path.join(args.dir, "diag")], env=dict(os.environ, QIR_BIN=BIN, NVCC=NVCC))
+        if r.returncode:
+            failed.append({"name": "diag", "pipeline": "-", "error": "diag/prepare.sh exit %d" % r.returncode})
     with open(os.path.join(args.dir, "config.json"), "w") as f:
         f.write(args.config or "{}")
     shutil.rmtree(args.work, ignore_errors=True)
     # One compressed payload (machine code and weights shrink to about a quarter);
     # device.py and run-device.sh stay outside it, to unpack it.
-    parts = [p for p in sorted(os.listdir(args.dir)) if p in ("bin", "prog", "data", "gen", "programs.json", "config.json")
+    parts = [p for p in sorted(os.listdir(args.dir)) if p in ("bin", "prog", "data", "gen", "diag", "programs.json", "config.json")
              or p.startswith("ops")]
     with tarfile.open(os.path.join(args.dir, "payload.tar.xz"), "w:xz", preset=6) as tf:   # Python's lzma: no xz tool needed
         for part in parts:

@@ -15,11 +15,13 @@ w('qx.npy', (8192, 768)); w('qw.npy', (768, 2304)); w('c64x.npy', (32, 64, 56, 5
 w('c256x.npy', (32, 256, 14, 14)); w('c256w.npy', (256, 256, 3, 3))
 PY
 args() { case $1 in qkv*) echo "--in x=qx.npy --in w=qw.npy";; c64*) echo "--in x=c64x.npy --in w=c64w.npy";; c256*) echo "--in x=c256x.npy --in w=c256w.npy";; esac; }
-for p in qkv0 qkv0_noepi qkv0_nomma qkv0_loadsonly qkv0_mmaonly qkv0_hotl2 qkv3 c64p0 c64p6 c256p0 c256p9; do
+for p in qkv0 qkv0_noepi qkv0_nomma qkv0_loadsonly qkv0_mmaonly qkv0_hotl2 qkvw c64w c64s c256w c256s; do
+  [ -x "./$p" ] || continue
   timeout 60 ncu --clock-control none --print-units base --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,dram__bytes.sum --csv -k regex:^k --launch-skip 2 --launch-count 5 ./$p $(args $p) --bench 8 > $D/time_$p.csv 2> $D/time_$p.err
   echo "$p: exit $?"
 done
-for p in qkv0 qkv3 c64p0 c64p6 c256p0; do
+for p in qkv0 qkvw c64w c64s c256w; do
+  [ -x "./$p" ] || continue
   timeout 60 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats -k regex:^k --launch-skip 1 --launch-count 1 ./$p $(args $p) --bench 2 > $D/sec_$p.txt 2>&1
   echo "sections $p: exit $?"
 done
@@ -37,7 +39,7 @@ for i in range(4):
 torch.cuda.synchronize()
 PY
 timeout 120 ncu --clock-control none --print-units base --metrics gpu__time_duration.sum,lts__t_bytes.sum,dram__bytes.sum --csv python3 torch_ops.py > $D/torch_kernels.csv 2> $D/torch_kernels.err; echo "torch kernels: exit $?"
-timeout 90 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats -k regex:gemm --launch-skip 3 --launch-count 1 python3 torch_ops.py > $D/sec_torch_gemm.txt 2>&1; echo "torch gemm sections: exit $?"
+timeout 90 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats -k regex:nvjet --launch-skip 3 --launch-count 1 python3 torch_ops.py > $D/sec_torch_gemm.txt 2>&1; echo "torch gemm sections: exit $?"
 python3 - "$D" <<'PY'
 import csv, glob, os, sys, io
 D = sys.argv[1]
