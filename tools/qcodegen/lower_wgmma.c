@@ -308,19 +308,6 @@ static kstmt *epilogue(wg *g) {
   return l;
 }
 
-/* The consumers' stores through shared memory, 16 bytes at a time, where the
- * output's innermost axis is N (whole vectors of vw: 8 halves or 4 floats):
- * per m64 tile, 8-row half h (rows 16 w4 + 8 h ..) and chunk of up to 128
- * columns (staged_chunk), each consumer warp writes its accumulators to its own f32 tile of
- * 8 x (chunk + 4) (the pad spreads rows over the banks), then each lane reads
- * vw consecutive values of a row back, applies the bias and the epilogue and
- * stores them at once (a tensor not 16-byte aligned at run time: a value at a
- * time).  On the device, direct stores of two-byte values at a four-byte
- * stride took 30 of 125 us of BERT-base's QKV GEMM at batch 64 (H200,
- * 2026-11-27).  The tiles lie past the mbarriers (the ring may still be read
- * by the other consumer warpgroup); NULL where they do not fit beside it or
- * the output has no such vectors (staging_tiles).  `guard` (C's interleaved body): the
- * consumers' statements; the warp barriers stay at block level. */
 /* Columns staged at a time: block[N], halved down to at most 128 (192: 96) */
 static int64_t staged_chunk(int64_t BN) {
   int64_t CW = BN;
@@ -350,6 +337,20 @@ static kvar *staging_tiles(wg *g) {
   return se;
 }
 
+/* The consumers' stores through shared memory, 16 bytes at a time, where the
+ * output's innermost axis is N (whole vectors of vw: 8 halves or 4 floats):
+ * per m64 tile, 8-row half h (rows 16 w4 + 8 h ..) and chunk of up to 128
+ * columns (staged_chunk), each consumer warp writes its accumulators to its
+ * own f32 tile of 8 x (chunk + 4) (the pad spreads rows over the banks), then
+ * each lane reads vw consecutive values of a row back, applies the bias and
+ * the epilogue and stores them at once (a tensor not 16-byte aligned at run
+ * time: a value at a time).  On the device, direct stores of two-byte values
+ * at a four-byte stride took 30 of 125 us of BERT-base's QKV GEMM at batch 64
+ * (H200, 2026-11-27).  The tiles lie past the mbarriers (the ring may still be
+ * read by the other consumer warpgroup); staging_tiles gives none where they
+ * do not fit beside it or the output has no such vectors.  `guard` (C's
+ * interleaved body): the consumers' statements; the warp barriers stay at
+ * block level. */
 static kstmt *epilogue_staged(wg *g, kexpr *guard) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
