@@ -1411,14 +1411,16 @@ void kprint_lets(FILE *o, const kkernel *k, const kstmt *uses, const kprint_styl
 
 /* Scalar helpers every backend's kernels call.  QDEV is the backend's device
  * function qualifier.  f16/bf16 conversions are bit-exact round to nearest even;
- * on NVIDIA devices the f16 ones are the hardware's cvt (one instruction, where the
- * integer version took about twenty and a branch per value), equal but for a NaN's
- * payload bits. */
+ * on devices the f16 ones are the hardware's (cvt on NVIDIA; clang's _Float16, that
+ * is v_cvt, on AMD: one instruction, where the integer version took about twenty
+ * and a branch per value), equal but for a NaN's payload bits. */
 void kprint_helpers(FILE *o) {
   fputs(
       "QDEV float q_h2f(uint16_t h) {\n"
       "#if defined(__CUDA_ARCH__)\n"
       "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f;\n"
+      "#elif defined(__HIP_DEVICE_COMPILE__)\n"
+      "  _Float16 x; memcpy(&x, &h, 2); return (float)x;\n"
       "#else\n"
       "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;\n"
       "  if (e == 0) {\n"
@@ -1432,6 +1434,8 @@ void kprint_helpers(FILE *o) {
       "QDEV uint16_t q_f2h(float f) {\n"
       "#if defined(__CUDA_ARCH__)\n"
       "  uint16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n"
+      "#elif defined(__HIP_DEVICE_COMPILE__)\n"
+      "  _Float16 x = (_Float16)f; uint16_t h; memcpy(&h, &x, 2); return h;\n"
       "#else\n"
       "  uint32_t x; memcpy(&x, &f, 4);\n"
       "  uint32_t s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;\n"
