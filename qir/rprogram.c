@@ -1,8 +1,8 @@
 /* rprogram.c: reading and checking Rammer's rProgram (see rprogram.h). */
 #include "rprogram.h"
-#include <stdint.h>
 #include "attention.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -81,7 +81,7 @@
  * instruction-bound) at 3 bytes a clock per SM (a batch-32 3x3 convolution's wgmma plan
  * moved 3.0 with four blocks resident; 64 had been assumed, which rated it 27 us: it ran
  * 500). */
-#define HOPPER_WGMMA .wgmma_n_max = 256, .mma_sync_share = 0.5, .wgmma_load_bytes_per_clk = 3.0
+#define HOPPER_WGMMA .wgmma_n_max = 256, .mma_sync_share = 0.5, .wgmma_load_bytes_per_clk = QIR_WGMMA_LOAD_BYTES_PER_CLK
 
 static const qir_target builtin_targets[] = {
     {

@@ -81,12 +81,14 @@ typedef struct {
    * Where it exists, the matrix peaks are wgmma's and mma.sync reaches
    * mma_sync_share of them (0 in a target file: 1).  wgmma_load_bytes_per_clk:
    * what its producer warpgroups' ordinary loads move into the swizzled stages
-   * per SM and clock (operands no tensor map can copy; 0 in a target file: 3). */
+   * per SM and clock (operands no tensor map can copy; 0 in a target file:
+   * QIR_WGMMA_LOAD_BYTES_PER_CLK). */
   int wgmma_n_max;
   double mma_sync_share;
   double wgmma_load_bytes_per_clk;
 } qir_target;
 
+#define QIR_WGMMA_LOAD_BYTES_PER_CLK 3.0   /* h100, h200, and a target file's default (target.c says why) */
 #define QIR_LOAD_LATENCY_CYCLES 500.0
 #define QIR_BARRIER_CYCLES 30.0
 

@@ -228,6 +228,18 @@ int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const til
 /* What an mma kernel stores at output point oidx for accumulated value v:
  * plus the bias term (once per point), through the group's epilogue. */
 kexpr *mma_final_value(lower_env *env, const qir_expr *bias, kexpr *const *oidx, kexpr *v);
+/* The output point (row gm along M, column gn along N, blo, the block's origin,
+ * on every other axis) into oidx; returns its guard (NULL: the blocks tile the
+ * extents). */
+kexpr *mma_output_point(lower_env *env, const tile_plan *p, kexpr *const *blo, kexpr *gm, kexpr *gn, kexpr **oidx);
+/* Values per 16-byte store of the output (8 halves or 4 floats), or 0 where it
+ * cannot take them: its innermost axis must be N, whole vectors long. */
+int mma_vector_width(lower_env *env, const tile_plan *p);
+/* vw outputs from (gm, gn) along N: src[base + e] plus the bias, through the
+ * epilogue, stored as one 16-byte vector (a tensor not 16-byte aligned at run
+ * time: a value at a time).  The caller guards the point. */
+kstmt *mma_store_vector(lower_env *env, const tile_plan *p, kexpr *const *blo, const qir_expr *bias, kexpr *gm, kexpr *gn,
+                        kvar *src, kexpr *base, int vw);
 /* A loop of hi / step block-uniform trips (the matrix-unit loops: counters the
  * same in every thread; unroll: constant register indices). */
 kstmt *mma_uniform_loop(kbuilder *b, kvar *v, int64_t hi, int64_t step, kstmt *body, bool unroll);

@@ -167,6 +167,47 @@ kexpr *mma_final_value(lower_env *env, const qir_expr *bias, kexpr *const *oidx,
   return stored_value(env, oidx, v, ktype_of_dtype(env->k->args[0]->type.dtype));
 }
 
+kexpr *mma_output_point(lower_env *env, const tile_plan *p, kexpr *const *blo, kexpr *gm, kexpr *gn, kexpr **oidx) {
+  kbuilder *b = env->b;
+  const qir_compute *c = env->comp;
+  int vm = p->mma_m, vn = p->mma_n;
+  for (int d = 0; d < c->n_axes; d++) oidx[d] = d == vm ? gm : d == vn ? gn : blo[d];
+  kexpr *guard = NULL;
+  if (c->axis_extents[vm] % p->block[vm]) guard = ke_lt(b, gm, ke_int(b, c->axis_extents[vm]));
+  if (c->axis_extents[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, gn, ke_int(b, c->axis_extents[vn])));
+  return guard;
+}
+
+int mma_vector_width(lower_env *env, const tile_plan *p) {
+  const qir_compute *c = env->comp;
+  qir_dtype dt = env->k->params[0].dtype;
+  int vw = dt == QIR_F32 ? 4 : dt == QIR_F16 || dt == QIR_BF16 ? 8 : 0;
+  if (!vw || p->mma_n != c->n_axes - 1 || c->axis_extents[p->mma_n] % vw) return 0;
+  return vw;
+}
+
+kstmt *mma_store_vector(lower_env *env, const tile_plan *p, kexpr *const *blo, const qir_expr *bias, kexpr *gm, kexpr *gn,
+                        kvar *src, kexpr *base, int vw) {
+  kbuilder *b = env->b;
+  kkernel *k = env->k;
+  kstmt *work = ks_seq(b);
+  kvar *vals = kvar_new(b, k, "v", KT_F32, vw, KV_LOCAL), *ev = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kvar *sv = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *oidx[MAX_AXES], *pidx[MAX_AXES], *sidx[MAX_AXES];
+  mma_output_point(env, p, blo, gm, gn, oidx);
+  mma_output_point(env, p, blo, gm, ke_add(b, gn, ke_cast(b, ke_var(b, ev), b->index_type)), pidx);
+  mma_output_point(env, p, blo, gm, ke_add(b, gn, ke_cast(b, ke_var(b, sv), b->index_type)), sidx);
+  ks_add(b, work, ks_decl(b, vals, NULL));
+  kstmt *fin = ks_for(b, ev, ke_int(b, 0), ke_int(b, vw), 1,
+                      ks_assign(b, vals, ke_var(b, ev), mma_final_value(env, bias, pidx, ke_elem(b, src, ke_add(b, base, ke_var(b, ev))))));
+  fin->unroll = true;
+  ks_add(b, work, fin);
+  kstmt *scalar = ks_for(b, sv, ke_int(b, 0), ke_int(b, vw), 1, ks_store(b, 0, out_index(env, sidx), ke_elem(b, vals, ke_var(b, sv))));
+  scalar->unroll = true;
+  ks_add(b, work, ks_if(b, ke_aligned16(b, 0), ks_vstore(b, 0, out_index(env, oidx), vals, vw), scalar));
+  return work;
+}
+
 int mma_summary_tiles(char *buf, size_t size, const char *what, int n, const tile_plan *p) {
   int len = snprintf(buf, size, "%s: block [", what);
   for (int d = 0; d < n; d++) len += snprintf(buf + len, size - (size_t)len, "%s%" PRId64, d ? "," : "", p->block[d]);

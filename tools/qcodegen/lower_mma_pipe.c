@@ -219,19 +219,6 @@ static kstmt *copy_operand(pipe *pp, int s, kexpr *slot, kexpr *k0, copy_mode re
  * epilogue. */
 static kexpr *final_value(pipe *pp, kexpr *const *oidx, kexpr *v) { return mma_final_value(pp->env, pp->bias, oidx, v); }
 
-/* The output point (row gm, column gn) and its guard (NULL: always inside). */
-static kexpr *output_point(pipe *pp, kexpr *gm, kexpr *gn, kexpr **oidx) {
-  kbuilder *b = pp->env->b;
-  const qir_compute *c = pp->env->comp;
-  const tile_plan *p = pp->p;
-  int vm = p->mma_m, vn = p->mma_n;
-  for (int d = 0; d < c->n_axes; d++) oidx[d] = d == vm ? gm : d == vn ? gn : pp->blo[d];
-  kexpr *guard = NULL;
-  if (c->axis_extents[vm] % p->block[vm]) guard = ke_lt(b, gm, ke_int(b, c->axis_extents[vm]));
-  if (c->axis_extents[vn] % p->block[vn]) guard = ke_and(b, guard, ke_lt(b, gn, ke_int(b, c->axis_extents[vn])));
-  return guard;
-}
-
 static kstmt *unrolled(kbuilder *b, kvar *v, int64_t trips, kstmt *body) {
   kstmt *l = ks_for(b, v, ke_int(b, 0), ke_int(b, trips), 1, body);
   l->unroll = true;
@@ -258,22 +245,12 @@ static void epilogue_registers(pipe *pp) {
   ks_add(b, st, ks_decl(b, gmv, gm));
   ks_add(b, st, ks_decl(b, gnv, gn));
   kexpr *oidx[MAX_AXES];
-  kexpr *guard = output_point(pp, ke_var(b, gmv), ke_var(b, gnv), oidx);
+  kexpr *guard = mma_output_point(env, pp->p, pp->blo, ke_var(b, gmv), ke_var(b, gnv), oidx);
   kexpr *slot = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, ei), ke_int(b, pp->FN)), ke_var(b, ej)), ke_int(b, 4)),
                        ke_add(b, ke_mul(b, ke_var(b, eh), ke_int(b, 2)), ke_var(b, ee)));
   kstmt *store = ks_store(b, 0, out_index(env, oidx), final_value(pp, oidx, ke_elem(b, pp->acc, slot)));
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
   ks_add(b, k->body, unrolled(b, ei, pp->FM, unrolled(b, ej, pp->FN, unrolled(b, eh, 2, unrolled(b, ee, 2, st)))));
-}
-
-/* Values per 16-byte store of the output, or 0 where the output cannot take
- * them: its innermost axis must be N, whole vectors long. */
-static int vector_width(const pipe *pp) {
-  const qir_compute *c = pp->env->comp;
-  qir_dtype dt = pp->env->k->params[0].dtype;
-  int vw = dt == QIR_F32 ? 4 : dt == QIR_F16 || dt == QIR_BF16 ? 8 : 0;
-  if (!vw || pp->p->mma_n != c->n_axes - 1 || c->axis_extents[pp->p->mma_n] % vw) return 0;
-  return vw;
 }
 
 /* Epilogue through shared memory, 16 bytes per store: per 8-row half of a
@@ -325,27 +302,10 @@ static void epilogue_vector(pipe *pp, int vw) {
   kexpr *gn = ke_add(b, ke_add(b, pp->blo[p->mma_n], ke_cast(b, pp->wn, b->index_type)), ke_cast(b, col, b->index_type));
   ks_add(b, seg, ks_decl(b, gmv, gm));   /* the guard reads them */
   ks_add(b, seg, ks_decl(b, gnv, gn));
-  kvar *vals = kvar_new(b, k, "v", KT_F32, vw, KV_LOCAL);
-  ks_add(b, work, ks_decl(b, vals, NULL));
   kexpr *base = ke_add(b, ke_add(b, mine, ke_mul(b, row, ke_int(b, ld))), col);
   kexpr *oidx[MAX_AXES];
-  kexpr *guard = output_point(pp, ke_var(b, gmv), ke_var(b, gnv), oidx);   /* vw divides N: a vector is all in or all out */
-  kstmt *scalar = ks_seq(b);
-  kvar *ev = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-  {
-    kexpr *pidx[MAX_AXES];
-    kexpr *gne = ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, ev), b->index_type));
-    output_point(pp, ke_var(b, gmv), gne, pidx);
-    kstmt *one = ks_seq(b);
-    ks_add(b, one, ks_assign(b, vals, ke_var(b, ev), final_value(pp, pidx, ke_elem(b, se, ke_add(b, base, ke_var(b, ev))))));
-    ks_add(b, work, unrolled(b, ev, vw, one));
-    kvar *sv = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-    kexpr *sidx[MAX_AXES];
-    output_point(pp, ke_var(b, gmv), ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, sv), b->index_type)), sidx);
-    ks_add(b, scalar, unrolled(b, sv, vw, ks_store(b, 0, out_index(env, sidx), ke_elem(b, vals, ke_var(b, sv)))));
-  }
-  kstmt *store = ks_if(b, ke_aligned16(b, 0), ks_vstore(b, 0, out_index(env, oidx), vals, vw), scalar);
-  ks_add(b, work, store);
+  kexpr *guard = mma_output_point(env, p, pp->blo, ke_var(b, gmv), ke_var(b, gnv), oidx);   /* vw divides N: a vector is all in or all out */
+  ks_add(b, work, mma_store_vector(env, p, pp->blo, pp->bias, ke_var(b, gmv), ke_var(b, gnv), se, base, vw));
   kexpr *live = guard;
   if (segs % 32) live = ke_and(b, ke_lt(b, ke_var(b, sg), ke_int(b, segs)), live);
   ks_add(b, seg, live ? ks_if(b, live, work, NULL) : work);
@@ -534,7 +494,7 @@ void lower_mma_pipe(lower_env *env, const tile_plan *p) {
   ks_add(b, k->body, mma_uniform_loop(b, t, steps, 1, iter, false));
   ks_add(b, k->body, ks_cp_wait(b, 0));
 
-  int vw = vector_width(&pp);
+  int vw = mma_vector_width(env, p);
   if (vw) {
     ks_add(b, k->body, ks_barrier(b));   /* every warp is done with the stages the epilogue reuses */
     epilogue_vector(&pp, vw);

@@ -276,11 +276,9 @@ static kstmt *epilogue(wg *g) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
   kkernel *k = env->k;
-  const qir_compute *c = env->comp;
-  int n = c->n_axes, vm = g->p->mma_m, vn = g->p->mma_n;
-  int64_t BM = g->p->block[vm], BN = g->p->block[vn];
+  int vm = g->p->mma_m, vn = g->p->mma_n;
+  int64_t BN = g->p->block[vn];
   kexpr *tid = ke_tid(b);
-  (void)BM;
   kvar *ri = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
   kexpr *i = ke_var(b, ri), *lane = ke_mod(b, tid, ke_int(b, 32));
   /* register i of m64 tile j = i / (N / 2) of the warpgroup */
@@ -297,10 +295,7 @@ static kstmt *epilogue(wg *g) {
   ks_add(b, st, ks_decl(b, gmv, ke_add(b, g->blo[vm], ke_cast(b, row, b->index_type))));
   ks_add(b, st, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, col, b->index_type))));
   kexpr *oidx[MAX_AXES];
-  for (int d = 0; d < n; d++) oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : g->blo[d];
-  kexpr *guard = NULL;
-  if (c->axis_extents[vm] % BM) guard = ke_lt(b, ke_var(b, gmv), ke_int(b, c->axis_extents[vm]));
-  if (c->axis_extents[vn] % BN) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gnv), ke_int(b, c->axis_extents[vn])));
+  kexpr *guard = mma_output_point(env, g->p, g->blo, ke_var(b, gmv), ke_var(b, gnv), oidx);
   kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, ke_var(b, ri))));
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
   kstmt *l = ks_for(b, ri, ke_int(b, 0), ke_int(b, g->MW * BN / 2), 1, st);
@@ -315,13 +310,11 @@ static int64_t staged_chunk(int64_t BN) {
   return CW;
 }
 
+/* Values per 16-byte store of the staged epilogue, or 0 */
 static int staged_width(wg *g) {
-  const qir_compute *c = g->env->comp;
-  int vn = g->p->mma_n;
-  int64_t BN = g->p->block[vn], CW = staged_chunk(BN);
-  qir_dtype dt = g->env->k->params[0].dtype;
-  int vw = dt == QIR_F32 ? 4 : dt == QIR_F16 || dt == QIR_BF16 ? 8 : 0;
-  return !vw || vn != c->n_axes - 1 || c->axis_extents[vn] % vw || CW % vw || BN % CW ? 0 : vw;
+  int64_t BN = g->p->block[g->p->mma_n], CW = staged_chunk(BN);
+  int vw = mma_vector_width(g->env, g->p);
+  return !vw || CW % vw || BN % CW ? 0 : vw;
 }
 
 /* The staging tiles past the kernel's shared memory so far, or NULL */
@@ -355,9 +348,8 @@ static kstmt *epilogue_staged(wg *g, kexpr *guard) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
   kkernel *k = env->k;
-  const qir_compute *c = env->comp;
-  int n = c->n_axes, vm = g->p->mma_m, vn = g->p->mma_n, vw = staged_width(g);
-  int64_t BM = g->p->block[vm], BN = g->p->block[vn], CW = staged_chunk(BN);
+  int vm = g->p->mma_m, vn = g->p->mma_n, vw = staged_width(g);
+  int64_t BN = g->p->block[vn], CW = staged_chunk(BN);
   int64_t ld = CW + 4, tile_elems = 8 * ld;
   kvar *se = g->se;
   kexpr *tid = ke_tid(b), *lane = ke_mod(b, tid, ke_int(b, 32)), *warp = ke_div(b, tid, ke_int(b, 32));
@@ -396,26 +388,10 @@ static kstmt *epilogue_staged(wg *g, kexpr *guard) {
   kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
   ks_add(b, seg, ks_decl(b, gmv, ke_add(b, g->blo[vm], ke_cast(b, brow, b->index_type))));
   ks_add(b, seg, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, ke_add(b, ke_mul(b, cc, ke_int(b, CW)), col), b->index_type))));
-  kvar *vals = kvar_new(b, k, "v", KT_F32, vw, KV_LOCAL);
-  ks_add(b, work, ks_decl(b, vals, NULL));
   kexpr *base = ke_add(b, ke_add(b, mine, ke_mul(b, row, ke_int(b, ld))), col);
-  kvar *ev = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL), *sv = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-  kexpr *oidx[MAX_AXES], *pidx[MAX_AXES], *sidx[MAX_AXES];
-  for (int d = 0; d < n; d++) {
-    oidx[d] = d == vm ? ke_var(b, gmv) : d == vn ? ke_var(b, gnv) : g->blo[d];
-    pidx[d] = d == vn ? ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, ev), b->index_type)) : oidx[d];
-    sidx[d] = d == vn ? ke_add(b, ke_var(b, gnv), ke_cast(b, ke_var(b, sv), b->index_type)) : oidx[d];
-  }
-  kstmt *fin = ks_for(b, ev, ke_int(b, 0), ke_int(b, vw), 1,
-                      ks_assign(b, vals, ke_var(b, ev), mma_final_value(env, g->bias, pidx, ke_elem(b, se, ke_add(b, base, ke_var(b, ev))))));
-  fin->unroll = true;
-  ks_add(b, work, fin);
-  kstmt *scalar = ks_for(b, sv, ke_int(b, 0), ke_int(b, vw), 1, ks_store(b, 0, out_index(env, sidx), ke_elem(b, vals, ke_var(b, sv))));
-  scalar->unroll = true;
-  ks_add(b, work, ks_if(b, ke_aligned16(b, 0), ks_vstore(b, 0, out_index(env, oidx), vals, vw), scalar));
-  kexpr *live = NULL;   /* vw divides N: a vector is all in or all out */
-  if (c->axis_extents[vm] % BM) live = ke_lt(b, ke_var(b, gmv), ke_int(b, c->axis_extents[vm]));
-  if (c->axis_extents[vn] % BN) live = ke_and(b, live, ke_lt(b, ke_var(b, gnv), ke_int(b, c->axis_extents[vn])));
+  ks_add(b, work, mma_store_vector(env, g->p, g->blo, g->bias, ke_var(b, gmv), ke_var(b, gnv), se, base, vw));
+  kexpr *oidx[MAX_AXES];
+  kexpr *live = mma_output_point(env, g->p, g->blo, ke_var(b, gmv), ke_var(b, gnv), oidx);   /* vw divides N: a vector is all in or all out */
   if (segs % 32) live = ke_and(b, ke_lt(b, ke_var(b, sg), ke_int(b, segs)), live);
   ks_add(b, seg, live ? ks_if(b, live, work, NULL) : work);
   kstmt *each = ks_for(b, q, ke_int(b, 0), ke_int(b, passes), 1, seg);
@@ -507,7 +483,7 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
     env->failed = true;
     return;
   }
-  wg g = {.env = env, .p = p, .S = S};
+  wg g = {.env = env, .p = p, .S = S, .C = C, .MW = MW, .bias = bias};
   int vk = n + p->mma_k;
   setup_operand(env, &A, false, vm, vk, BM, &g.a);
   setup_operand(env, &B, true, vn, vk, BN, &g.b);
@@ -551,8 +527,6 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   g.mb->carve = 1 + m_off;
   k->carved_smem = true;
   k->smem_bytes = m_off + kvar_bytes(g.mb);
-  g.C = C;
-  g.MW = MW;
   g.se = staging_tiles(&g);
   k->n_mbars = 2 * S;
   kvar *acc = kvar_new(b, k, "acc", KT_F32, MW * BN / 2, KV_THREAD);
@@ -561,10 +535,7 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   g.w = w;
 
   g.acc = acc;
-  g.C = C;
-  g.MW = MW;
   g.steps = steps;
-  g.bias = bias;
   kexpr *tid = ke_tid(b);
   /* barriers: full[s] = s (each producer thread that copies), empty[s] = S + s (each consumer warp) */
   kstmt *init = ks_seq(b);

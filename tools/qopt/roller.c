@@ -827,10 +827,7 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
                       ? fmin(tr.global_bytes, p->unique_in_bytes + p->out_bytes) / (t->dram_gbs * 1e9 * mem_eff)
                       : dram_seconds(p, tr.global_bytes, mem_eff);
   double t_l2 = tr.global_bytes / (t->l2_gbs * 1e9 * mem_eff);
-  /* on Hopper, as roller_wgmma.c has it (measured on the H200): with one block an SM,
-   * past the first, a partial wave of blocks takes a whole wave's L2 time */
-  double waves = (double)pl->blocks / units;
-  if (t->wgmma_n_max > 0 && conc == 1 && waves > 1) t_l2 *= ceil(waves) / waves;
+  t_l2 *= roller_l2_wave_factor(t, (double)pl->blocks, conc);
   /* the limiting term: the SM's (of all resident blocks, else of one block
    * alone, else the latency the stages leave exposed) or a bandwidth; a last
    * wave that costs a tenth of the time or more is said too */
@@ -844,6 +841,11 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   pl->bound = roller_bound_text(term, tail);
   pl->global_bytes = tr.global_bytes;
   return fmax(t_main, fmax(t_dram, t_l2)) + t_fill;
+}
+
+double roller_l2_wave_factor(const qir_target *t, double blocks, double resident) {
+  double waves = blocks / (double)t->compute_units;
+  return t->wgmma_n_max > 0 && resident == 1 && waves > 1 ? ceil(waves) / waves : 1;
 }
 
 const char *roller_bound_text(const char *term, bool tail) {

@@ -58,6 +58,15 @@ typedef struct {
 /* A plan's `bound`: the limiting term, with ", partial last wave" where the
  * last wave costs a tenth of the time or more (a static string). */
 const char *roller_bound_text(const char *term, bool tail);
+/* On Hopper (wgmma_n_max), with one block resident an SM, L2 serves a wave at a
+ * time: past the first, a partial wave takes a whole wave's time (the SMs' own
+ * ports, not the L2's total, bound its blocks; with several resident blocks the
+ * tail smooths out).  The factor on a plan's L2 time, else 1.  Measured on the
+ * H200 (2026-11-27): an 8192 x 768 x 768 GEMM ran 256 x 128 tiles (1.45 waves)
+ * in 50 us, 128 x 192 (1.94 waves, 11% more traffic) in 41; with this factor the
+ * measured plans of issue 28's 12 operators rank with rho 0.53 (-0.03 without),
+ * the first within 10% of the best on 9 of 12 (5). */
+double roller_l2_wave_factor(const qir_target *t, double blocks, double resident);
 bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int vn, int vk, roller_wgmma_problem *w);
 void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl);
 int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *out, int cap);

@@ -115,10 +115,12 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   double period = t->load_latency_cycles / (double)(pl->stages - 1);
   /* operands by the producer warpgroups' loads, at the target's rate per SM (qir/target.c) */
   double generic = (w->a_generic ? (double)pl->bm : 0) + (w->b_generic ? (double)pl->bn : 0);
-  double load_rate = t->wgmma_load_bytes_per_clk > 0 ? t->wgmma_load_bytes_per_clk : 3.0;
+  double load_rate = t->wgmma_load_bytes_per_clk > 0 ? t->wgmma_load_bytes_per_clk : QIR_WGMMA_LOAD_BYTES_PER_CLK;
   double r_loads = generic * WG_BK * 2 / load_rate;
   double step = fmax(fmax(fmax(r_tc, r_smem), r_loads), period / conc);
-  double epilogue = (double)pl->bm * (double)pl->bn / (WG_THREADS * (double)C) * 4;   /* a store per accumulator pair */
+  /* the epilogue, rated as a store per accumulator pair (as before qcodegen staged it through
+   * shared memory for 16-byte stores; not re-rated: unmeasured) */
+  double epilogue = (double)pl->bm * (double)pl->bn / (WG_THREADS * (double)C) * 4;
   double t_main = (per_unit * ((double)steps * step + epilogue) + ceil(per_unit / conc) * t->load_latency_cycles) / clk;
   double active = fmin((double)pl->blocks, units), mem_eff = fmin(2.0 * active / units, 1);
   double out_bytes = (double)w->m * (double)w->n * (double)w->batch * w->out_elem_bytes;
@@ -131,14 +133,8 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   double mats = ceil(wave / (nbm * nbn)), rows = fmin(ceil(wave / nbn), nbm), cols = fmin(wave, nbn);
   double wave_footprint = mats * (rows * (double)pl->bm + cols * (double)pl->bn) * (double)w->k * (double)w->red_steps * 2;
   double dram = wave_footprint <= (double)t->l2_bytes ? fmin(pl->global_bytes, w->in_bytes + out_bytes) : pl->global_bytes;
-  /* With one block an SM, L2 serves a wave at a time: past the first, a partial wave
-   * takes a whole wave's time (the SMs' own ports, not the L2's total, bound its blocks;
-   * with several resident blocks the tail smooths out).  On the H200 a 8192 x 768 x 768
-   * GEMM ran 256 x 128 tiles (1.45 waves) in 50 us, 128 x 192 (1.94 waves, 11% more
-   * traffic) in 41; with this rule the measured plans of issue 28's 12 operators rank
-   * with rho 0.53 (-0.03 without), the first within 10% of the best on 9 of 12 (5) */
-  double waves = (double)pl->blocks / units, quantized = bpu == 1 && waves > 1 ? ceil(waves) / waves : 1;
-  double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff), t_l2 = pl->global_bytes * quantized / (t->l2_gbs * 1e9 * mem_eff);
+  double t_dram = dram / (t->dram_gbs * 1e9 * mem_eff);
+  double t_l2 = pl->global_bytes * roller_l2_wave_factor(t, (double)pl->blocks, (double)bpu) / (t->l2_gbs * 1e9 * mem_eff);
   const char *term = step == r_tc ? "tensor cores" : step == r_smem ? "shared memory" : step == r_loads ? "producer loads" : "latency";
   if (t_main < t_dram || t_main < t_l2) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
   bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
