@@ -3541,11 +3541,10 @@ static bool eval_if(mctx *c, const qir_op *op) {
   return ok;
 }
 
-/* A kernel group computes what its ops compute, in order: the fusion levels
- * decide where tiles live on a device, never the numbers. */
-static bool eval_kernel(mctx *c, const qir_op *op) {
-  const qir_region *r = op->regions[0];
-  if (r->n_args != op->n_operands) return mfail(c, op, "'kernel': %d operands for %d region arguments", op->n_operands, r->n_args);
+/* A region whose arguments are bound in order to op's operands (a kernel
+ * group's, a version's), its yields op's results. */
+static bool eval_bound_region(mctx *c, const qir_op *op, const qir_region *r, const char *what) {
+  if (r->n_args != op->n_operands) return mfail(c, op, "'%s': %d operands for %d region arguments", what, op->n_operands, r->n_args);
   qir_tensor *args = calloc((size_t)op->n_operands + 1, sizeof *args);
   qir_tensor *ys = calloc((size_t)op->n_results + 1, sizeof *ys);
   bool ok = args && ys;
@@ -3558,13 +3557,30 @@ static bool eval_kernel(mctx *c, const qir_op *op) {
   if (ok) ok = eval_region(c, r, args, ys, op->n_results);
   else if (args) free_all(args, copied);
   for (int k = 0; ok && k < op->n_results; k++) {
-    if (!qir_type_equal(&ys[k].type, &op->results[k]->type)) ok = mfail(c, op, "'kernel': its region yields value %d of another type", k);
+    if (!qir_type_equal(&ys[k].type, &op->results[k]->type)) ok = mfail(c, op, "'%s': its region yields value %d of another type", what, k);
     else { ok = set_value(c, op, op->results[k], ys[k]); ys[k].data = NULL; }
   }
   if (ys) free_all(ys, op->n_results);
   free(ys);
   free(args);
   return ok;
+}
+
+/* A kernel group computes what its ops compute, in order: the fusion levels
+ * decide where tiles live on a device, never the numbers. */
+static bool eval_kernel(mctx *c, const qir_op *op) { return eval_bound_region(c, op, op->regions[0], "kernel"); }
+
+/* versions: qrun specializes a module with symbols before it runs (the
+ * region a run takes replaces the op); in a static module, the first region
+ * whose arguments have the operands' types. */
+static bool eval_versions(mctx *c, const qir_op *op) {
+  for (int k = 0; k < op->n_regions; k++) {
+    const qir_region *r = op->regions[k];
+    bool fits = r->n_args == op->n_operands;
+    for (int i = 0; fits && i < r->n_args; i++) fits = qir_type_equal(&r->args[i]->type, &op->operands[i]->type);
+    if (fits) return eval_bound_region(c, op, r, "versions");
+  }
+  return mfail(c, op, "'versions': no region takes operands of these types");
 }
 
 static bool eval_plain_op(mctx *c, const qir_op *op) {
@@ -3630,6 +3646,7 @@ static bool eval_region(mctx *c, const qir_region *r, qir_tensor *args, qir_tens
     case QIR_OP_LOOP: ok = eval_loop(c, op); break;
     case QIR_OP_IF: ok = eval_if(c, op); break;
     case QIR_OP_KERNEL: ok = eval_kernel(c, op); break;
+    case QIR_OP_VERSIONS: ok = eval_versions(c, op); break;
     case QIR_OP_RPROGRAM: break;   /* a schedule: its kernels were evaluated where they stand */
     default: ok = eval_plain_op(c, op); break;
     }

@@ -448,7 +448,7 @@ qir_op *qir_op_new(qir_module *m, qir_opcode code, int n_operands, qir_value *co
     op->results[i] = v;
   }
   const qir_opinfo *info = qir_opinfo_get(code);
-  op->n_regions = info ? info->n_regions : 0;
+  op->n_regions = info && info->n_regions > 0 ? info->n_regions : 0;   /* a variable count (-1): the parser's */
   if (op->n_regions) {
     op->regions = qir_alloc(m, sizeof *op->regions * (size_t)op->n_regions);
     for (int i = 0; i < op->n_regions; i++) op->regions[i] = qir_region_new(m, op);

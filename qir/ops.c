@@ -1031,7 +1031,7 @@ static rule_fn rule_for(qir_opcode code) {
   case QIR_OP_COMPUTE: return rule_compute;
   case QIR_OP_LOOP: return rule_loop;
   case QIR_OP_IF: return rule_if;
-  case QIR_OP_KERNEL: return rule_declared;   /* the verifier checks them against the yield */
+  case QIR_OP_KERNEL: case QIR_OP_VERSIONS: return rule_declared;   /* the verifier checks them against the yields */
   case QIR_OP_IDENTITY: case QIR_OP_NEG: case QIR_OP_ABS: case QIR_OP_EXP: case QIR_OP_LOG:
   case QIR_OP_SQRT: case QIR_OP_RECIPROCAL: case QIR_OP_SIGMOID: case QIR_OP_TANH: case QIR_OP_RELU:
   case QIR_OP_ERF: case QIR_OP_CEIL: case QIR_OP_FLOOR: case QIR_OP_ROUND: case QIR_OP_SIN:

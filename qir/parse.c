@@ -400,7 +400,7 @@ bool qp_region_arg(qp_ctx *c, const char *name, qir_loc loc, const qir_type *t) 
 
 bool qp_regions_allowed(qp_ctx *c, const char *op_name, qir_loc loc) {
   qir_opcode code;
-  if (!qir_opcode_from_name(op_name, strlen(op_name), &code) || qir_opinfo_get(code)->n_regions > 0) return true;
+  if (!qir_opcode_from_name(op_name, strlen(op_name), &code) || qir_opinfo_get(code)->n_regions != 0) return true;
   qp_error(c, loc, "op '%s' takes no regions (attributes go before the ':' and the types)", op_name);
   return false;
 }
@@ -657,13 +657,19 @@ static qir_op *op_generic(qp_ctx *c, const char *name, qir_loc loc, const char *
     return NULL;
   }
   int n_regions = regions ? regions->n : 0;
-  if (n_regions != info->n_regions) {
-    qp_error(c, loc, "op '%s' takes %d %s, got %d", name, info->n_regions, plural(info->n_regions, "region", "regions"),
-             n_regions);
+  if (info->n_regions < 0 ? n_regions < 1 : n_regions != info->n_regions) {
+    if (info->n_regions < 0) qp_error(c, loc, "op '%s' takes one or more regions, got none", name);
+    else
+      qp_error(c, loc, "op '%s' takes %d %s, got %d", name, info->n_regions, plural(info->n_regions, "region", "regions"),
+               n_regions);
     return NULL;
   }
   qir_op *op = qir_op_new(c->m, code, n_operands, operands ? operands->data : NULL, n_types,
                           types ? types->data : NULL, loc);
+  if (info->n_regions < 0) {   /* as many as written */
+    op->regions = qir_alloc(c->m, sizeof *op->regions * (size_t)n_regions);
+    op->n_regions = n_regions;
+  }
   set_attrs(c->m, op, attrs);
   for (int i = 0; i < n_regions; i++) {
     qir_region *r = VEC_AT(regions, qir_region *, i);

@@ -372,6 +372,23 @@ const qir_dim *qir_dim_import(qir_module *to, const qir_dim *d, const qir_module
 const qir_dim *qir_type_dim(qir_module *m, const qir_type *t, int i);
 /* Sets axis i of t to extent d (static if d is constant). */
 void qir_type_set_dim(qir_type *t, int i, const qir_dim *d);
+/* Lowers each symbol's bound to hi[k] (where smaller; kept on its step),
+ * appends suffix (if any) to its name, and rewrites every extent and bound
+ * of m over the new ranges (a symbol bounded at its least value is that
+ * constant there): m then serves runs up to hi only. */
+void qir_module_restrict(qir_module *m, const int64_t *hi, const char *suffix);
+/* d with symbol k replaced by symbol map[k] wherever map[k] >= 0. */
+const qir_dim *qir_dim_rename(qir_module *m, const qir_dim *d, const int *map);
+/* `versions` op (ops.def): outer_of[k] (one per symbol of m) = the operand's
+ * symbol that region r's symbol k stands for, else -1; fixed[k] = the value
+ * an operand's symbol k must have for r (a static argument axis: its least
+ * value), else QIR_VERSION_FREE.  false, with a sentence in why: r's
+ * arguments do not fit the rule. */
+#define QIR_VERSION_FREE INT64_MIN
+bool qir_versions_region_syms(const qir_module *m, const qir_op *op, int r, int *outer_of, int64_t *fixed, char *why, size_t cap);
+/* The region a run at values (one per symbol of m) takes, its symbols' values
+ * set to the operands' there; -1: none (a malformed op). */
+int qir_versions_pick(const qir_module *m, const qir_op *op, int64_t *values);
 /* Whether symbol k occurs in d. */
 bool qir_dim_uses(const qir_dim *d, int sym);
 /* Binds the symbols an input's declared type names from the tensor type it
@@ -389,7 +406,8 @@ bool qir_dims_bind(const qir_module *m, const qir_type *declared, const qir_type
 void qir_op_types_at(const qir_op *op, const int64_t *values, qir_type *saved, int64_t *saved_ext);
 void qir_op_types_restore(const qir_op *op, const qir_type *saved, const int64_t *saved_ext);
 /* Rewrites every type and compute axis of m at one assignment of the
- * symbols, which then go: the module is static (qrun runs it so). */
+ * symbols, which then go: the module is static (qrun runs it so).  A
+ * `versions` op gives way to the region a run at those values takes. */
 void qir_module_specialize(qir_module *m, const int64_t *values);
 
 /* ------------------------------------------------------ construction */

@@ -206,6 +206,170 @@ const qir_dim *qir_dim_import(qir_module *to, const qir_dim *d, const qir_module
   }
 }
 
+/* Replaces symbol k by the symbol map[k] (>= 0) throughout d. */
+const qir_dim *qir_dim_rename(qir_module *m, const qir_dim *d, const int *map) {
+  switch (d->kind) {
+  case QIR_DIM_CONST: return d;
+  case QIR_DIM_SYM: return map[d->sym] >= 0 ? qir_dim_sym(m, map[d->sym]) : d;
+  default: return qir_dim_binary(m, d->kind, qir_dim_rename(m, d->a, map), qir_dim_rename(m, d->b, map));
+  }
+}
+
+/* ------------------------------------------------------------------ versions */
+
+bool qir_versions_region_syms(const qir_module *m, const qir_op *op, int r, int *outer_of, int64_t *fixed, char *why, size_t cap) {
+  for (int k = 0; k < m->n_syms; k++) outer_of[k] = -1, fixed[k] = QIR_VERSION_FREE;
+  const qir_region *reg = op->regions[r];
+  if (reg->n_args != op->n_operands) {
+    snprintf(why, cap, "region %d takes %d arguments for the %d operands", r, reg->n_args, op->n_operands);
+    return false;
+  }
+  for (int i = 0; i < op->n_operands; i++) {
+    const qir_type *a = &reg->args[i]->type, *o = &op->operands[i]->type;
+    if (a->dtype != o->dtype || a->rank != o->rank) {
+      snprintf(why, cap, "region %d's argument %d is not of the operand's element type and rank", r, i);
+      return false;
+    }
+    for (int d = 0; d < a->rank; d++) {
+      if (a->sym[d] == o->sym[d] && (a->sym[d] || a->dims[d] == o->dims[d])) continue;   /* the operand's own extent */
+      const qir_dim *as = a->sym[d], *os = o->sym[d];
+      if (!os || os->kind != QIR_DIM_SYM || (as && as->kind != QIR_DIM_SYM)) {
+        snprintf(why, cap, "region %d's argument %d, axis %d: neither the operand's extent, nor a symbol or the least "
+                 "value of the operand's symbol", r, i, d);
+        return false;
+      }
+      const qir_dimsym *ws = &m->syms[os->sym];
+      if (!as) {   /* a plan for the operand's symbol at its least value only */
+        if (a->dims[d] != ws->lo || (fixed[os->sym] != QIR_VERSION_FREE && fixed[os->sym] != a->dims[d])) {
+          snprintf(why, cap, "region %d's argument %d, axis %d: %lld is not the least value of '%s' (%lld)", r, i, d,
+                   (long long)a->dims[d], ws->name, (long long)ws->lo);
+          return false;
+        }
+        fixed[os->sym] = a->dims[d];
+        continue;
+      }
+      if (outer_of[as->sym] >= 0 && outer_of[as->sym] != os->sym) {
+        snprintf(why, cap, "region %d's symbol '%s' stands for both '%s' and '%s'", r, m->syms[as->sym].name,
+                 m->syms[outer_of[as->sym]].name, ws->name);
+        return false;
+      }
+      const qir_dimsym *rs = &m->syms[as->sym];
+      if (rs->lo != ws->lo || rs->step != ws->step || rs->hi > ws->hi) {
+        snprintf(why, cap, "region %d's symbol '%s' = [%lld, %lld] %% %lld is not '%s' = [%lld, %lld] %% %lld with a smaller bound", r,
+                 rs->name, (long long)rs->lo, (long long)rs->hi, (long long)rs->step, ws->name, (long long)ws->lo,
+                 (long long)ws->hi, (long long)ws->step);
+        return false;
+      }
+      outer_of[as->sym] = os->sym;
+    }
+  }
+  return true;
+}
+
+int qir_versions_pick(const qir_module *m, const qir_op *op, int64_t *values) {
+  int *outer_of = malloc(sizeof *outer_of * (size_t)(m->n_syms + 1));
+  int64_t *fixed = malloc(sizeof *fixed * (size_t)(m->n_syms + 1));
+  if (!outer_of || !fixed) abort();
+  char why[256];
+  int picked = -1;
+  for (int r = 0; r < op->n_regions && picked < 0; r++) {
+    if (!qir_versions_region_syms(m, op, r, outer_of, fixed, why, sizeof why)) continue;
+    bool fits = true;
+    for (int k = 0; k < m->n_syms; k++) {
+      if (outer_of[k] >= 0) fits &= values[outer_of[k]] <= m->syms[k].hi;   /* lo and step are the outer symbol's */
+      if (fixed[k] != QIR_VERSION_FREE) fits &= values[k] == fixed[k];
+    }
+    if (!fits) continue;
+    for (int k = 0; k < m->n_syms; k++)
+      if (outer_of[k] >= 0) values[k] = values[outer_of[k]];
+    picked = r;
+  }
+  free(outer_of);
+  free(fixed);
+  return picked;
+}
+
+static const qir_dim *rebuild(qir_module *m, const qir_dim *d) {
+  switch (d->kind) {
+  case QIR_DIM_CONST: return qir_dim_const(m, d->c);
+  case QIR_DIM_SYM: /* a symbol bounded at its least value is that value */
+    return m->syms[d->sym].hi == m->syms[d->sym].lo ? qir_dim_const(m, m->syms[d->sym].lo) : qir_dim_sym(m, d->sym);
+  default: return qir_dim_binary(m, d->kind, rebuild(m, d->a), rebuild(m, d->b));
+  }
+}
+
+static void restrict_type(qir_module *m, qir_type *t) {
+  for (int i = 0; i < t->rank; i++)
+    if (t->sym[i]) {
+      const qir_dim *e = rebuild(m, t->sym[i]);
+      t->dims[i] = e->hi;
+      t->sym[i] = e->kind == QIR_DIM_CONST ? NULL : e;
+    }
+}
+
+static bool restrict_op(qir_op *op, void *ctx) {
+  qir_module *m = ctx;
+  for (int i = 0; i < op->n_results; i++) restrict_type(m, &op->results[i]->type);
+  for (int r = 0; r < op->n_regions; r++)
+    for (int i = 0; i < op->regions[r]->n_args; i++) restrict_type(m, &op->regions[r]->args[i]->type);
+  for (int a = 0; op->comp && a < op->comp->n_axes + op->comp->n_red; a++)
+    if (op->comp->axis_dims[a]) {
+      const qir_dim *e = rebuild(m, op->comp->axis_dims[a]);
+      op->comp->axis_extents[a] = e->hi;
+      op->comp->axis_dims[a] = e->kind == QIR_DIM_CONST ? NULL : e;
+    }
+  return true;
+}
+
+void qir_module_restrict(qir_module *m, const int64_t *hi, const char *suffix) {
+  for (int k = 0; k < m->n_syms; k++) {
+    qir_dimsym *s = &m->syms[k];
+    if (hi[k] >= s->lo && hi[k] < s->hi) s->hi = s->lo + (hi[k] - s->lo) / s->step * s->step;
+    if (suffix && *suffix) s->name = qir_sprintf(m, "%s%s", s->name, suffix);
+  }
+  /* every extent anew over the new ranges (the old nodes stay in the arena) */
+  memset(m->dim_table, 0, sizeof *m->dim_table * m->dim_cap);
+  m->dim_count = 0;
+  qir_walk(m->body, restrict_op, m);
+}
+
+/* Moves op x (of another region) before `before`, its operands' uses kept. */
+static void move_before(qir_module *m, qir_op *before, qir_op *x) {
+  qir_value *saved[64], **ops = x->n_operands <= 64 ? saved : malloc(sizeof *ops * (size_t)x->n_operands);
+  if (!ops) abort();
+  memcpy(ops, x->operands, sizeof *ops * (size_t)x->n_operands);
+  qir_op_unlink(x);
+  qir_op_insert_before(before, x);
+  for (int j = 0; j < x->n_operands; j++) {
+    x->operands[j] = NULL;
+    qir_op_set_operand(m, x, j, ops[j]);
+  }
+  if (ops != saved) free(ops);
+}
+
+/* Every versions op of r replaced by the region a run at `values` takes. */
+static void resolve_versions(qir_module *m, qir_region *r, int64_t *values) {
+  for (qir_op *op = r->first, *next; op; op = next) {
+    next = op->next;
+    for (int i = 0; op->code != QIR_OP_VERSIONS && i < op->n_regions; i++) resolve_versions(m, op->regions[i], values);
+    if (op->code != QIR_OP_VERSIONS) continue;
+    int k = qir_versions_pick(m, op, values);
+    if (k < 0) k = op->n_regions - 1;
+    qir_region *reg = op->regions[k];
+    for (int i = 0; i < reg->n_args; i++) qir_value_replace_uses(m, reg->args[i], op->operands[i]);
+    qir_op *y = reg->last;
+    for (qir_op *x = reg->first, *xn; x && x != y; x = xn) {
+      xn = x->next;
+      move_before(m, op, x);
+    }
+    for (int i = 0; y && y->code == QIR_OP_YIELD && i < op->n_results && i < y->n_operands; i++)
+      qir_value_replace_uses(m, op->results[i], y->operands[i]);
+    qir_op_unlink(op);
+    resolve_versions(m, r, values);   /* what came out may hold versions of its own */
+    return;
+  }
+}
+
 /* ------------------------------------------------------------------ text */
 
 #define REST(w) (buf + ((size_t)(w) < n ? (size_t)(w) : n)), ((size_t)(w) < n ? n - (size_t)(w) : 0)
@@ -368,6 +532,11 @@ static bool specialize_op(qir_op *op, void *ctx) {
 }
 
 void qir_module_specialize(qir_module *m, const int64_t *values) {
-  qir_walk(m->body, specialize_op, (void *)values);
+  int64_t *all = malloc(sizeof *all * (size_t)(m->n_syms + 1));
+  if (!all) abort();
+  memcpy(all, values, sizeof *all * (size_t)m->n_syms);
+  resolve_versions(m, m->body, all);   /* a run of one size takes one version */
+  qir_walk(m->body, specialize_op, all);
+  free(all);
   m->n_syms = 0;
 }

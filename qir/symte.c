@@ -401,7 +401,7 @@ bool qir_op_row_wise(qir_module *m, const qir_op *op, const char **why) {
     symbolic = v && qir_type_is_symbolic(&v->type);
   }
   if (!symbolic) return true;
-  if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->code == QIR_OP_INPUT ||
+  if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->code == QIR_OP_VERSIONS || op->code == QIR_OP_INPUT ||
       op->code == QIR_OP_OUTPUT || op->code == QIR_OP_YIELD)
     return true;
   if (op->n_regions) {

@@ -422,6 +422,48 @@ static void check_if(verifier *v, qir_op *op) {
   }
 }
 
+/* versions (ops.def): each region's arguments stand for the operands (the
+ * last region's are theirs), and each yields the results in its symbols. */
+static void check_versions(verifier *v, qir_op *op) {
+  int *outer_of = qir_alloc(v->m, sizeof *outer_of * (size_t)(v->m->n_syms + 1));
+  int64_t *fixed = qir_alloc(v->m, sizeof *fixed * (size_t)(v->m->n_syms + 1));
+  for (int r = 0; r < op->n_regions; r++) {
+    char why[512];
+    const char *which = qir_sprintf(v->m, "region %d", r);
+    if (!qir_versions_region_syms(v->m, op, r, outer_of, fixed, why, sizeof why)) {
+      ERR(v, op->loc, "'versions': %s", why);
+      continue;
+    }
+    bool own = false;
+    for (int k = 0; k < v->m->n_syms; k++) own |= outer_of[k] >= 0 || fixed[k] != QIR_VERSION_FREE;
+    if (own && r == op->n_regions - 1)
+      ERR(v, op->loc, "'versions': the last region's arguments must have the operands' types (it takes every run)");
+    qir_op *y = op->regions[r]->last;
+    if (!y || y->code != QIR_OP_YIELD) continue;   /* reported by verify_region */
+    if (y->n_operands != op->n_results) {
+      ERR(v, y->loc, "%s of 'versions' yields %d values, expected %d", which, y->n_operands, op->n_results);
+      continue;
+    }
+    for (int i = 0; i < op->n_results; i++) {
+      const qir_type *a = y->operands[i] ? &y->operands[i]->type : NULL, *want = &op->results[i]->type;
+      bool same = a && a->dtype == want->dtype && a->rank == want->rank && !a->bounded && !want->bounded;
+      for (int d = 0; same && d < want->rank; d++) {
+        if (!want->sym[d]) {
+          same = !a->sym[d] && a->dims[d] == want->dims[d];
+        } else if (a->sym[d]) {
+          same = qir_dim_rename(v->m, a->sym[d], outer_of) == want->sym[d];
+        } else {   /* static in a plan for fixed values: the result's extent there */
+          for (int k = 0; same && k < v->m->n_syms; k++) same = fixed[k] != QIR_VERSION_FREE || !qir_dim_uses(want->sym[d], k);
+          same = same && qir_dim_eval(want->sym[d], fixed) == a->dims[d];
+        }
+      }
+      if (a && !same)
+        ERR(v, y->loc, "%s of 'versions' yields %s as value #%d, which is not %s in the region's symbols", which, tstr(a).s, i,
+            tstr(want).s);
+    }
+  }
+}
+
 /* #device plans (device.c), checked against the nearest enclosing loop/if's. */
 static void check_device(verifier *v, qir_op *op, qir_region *r) {
   qir_device_plan outer = {.level = QIR_LEVEL_HOST};
@@ -633,8 +675,9 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
     ERR(v, op->loc, "'%s' may appear only in the module body", op_name(op));
   if (op->code == QIR_OP_YIELD && !nested) ERR(v, op->loc, "'yield' outside a loop, if or kernel region");
   else if (op->code == QIR_OP_YIELD && op->next) ERR(v, op->loc, "'yield' must be the last op of its region");
-  if (op->n_regions != info->n_regions)
-    ERR(v, op->loc, "'%s' has %d regions, expected %d", op_name(op), op->n_regions, info->n_regions);
+  if (info->n_regions < 0 ? op->n_regions < 1 : op->n_regions != info->n_regions)
+    ERR(v, op->loc, "'%s' has %d regions, expected %s", op_name(op), op->n_regions,
+        info->n_regions < 0 ? "one or more" : qir_sprintf(v->m, "%d", info->n_regions));
   /* attributes, payloads, types */
   int errors_before_attrs = v->d->n_errors;
   check_attrs(v, op);
@@ -655,6 +698,7 @@ static void verify_op(verifier *v, qir_op *op, qir_region *r, int depth) {
   for (int i = 0; i < op->n_regions; i++) verify_region(v, op->regions[i], depth + 1);
   if (op->code == QIR_OP_LOOP) check_loop(v, op);
   if (op->code == QIR_OP_IF) check_if(v, op);
+  if (op->code == QIR_OP_VERSIONS) check_versions(v, op);
   if (op->code == QIR_OP_KERNEL) check_kernel(v, op);
   check_fuse(v, op, r);
   if (operands_ok && attrs_ok) {

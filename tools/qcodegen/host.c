@@ -220,6 +220,14 @@ static bool plan_op(host *h, opinfo *oi) {
   qir_op *op = oi->op;
   switch (op->code) {
   case QIR_OP_INPUT: case QIR_OP_OUTPUT: case QIR_OP_CONST: case QIR_OP_YIELD: case QIR_OP_IF: case QIR_OP_RPROGRAM: return true;
+  case QIR_OP_VERSIONS:
+    /* an argument laid out as its operand is (the last plan's) is the operand's
+     * bytes; a smaller plan's, of other bounds, a buffer the run is copied to */
+    for (int r = 0; r < op->n_regions; r++)
+      for (int i = 0; i < op->regions[r]->n_args && i < op->n_operands; i++)
+        if (qir_type_equal(&op->regions[r]->args[i]->type, &op->operands[i]->type))
+          h->vals[op->regions[r]->args[i]->id] = (vstore){.kind = VS_ALIAS, .alias = op->operands[i]};
+    return true;
   case QIR_OP_LOOP: {
     int n_carried = op->n_operands - 2;
     oi->tmp = qir_alloc(h->m, sizeof(int) * (size_t)(n_carried > 0 ? n_carried : 1));
@@ -482,7 +490,7 @@ static void value_lifetime(host *h, qir_value *v) {
 static void assign_values(host *h, qir_region *r) {
   for (int i = 0; i < r->n_args; i++) {
     qir_value *a = r->args[i];
-    h->vals[a->id] = (vstore){.kind = VS_ARENA, .buf = new_buffer(h, value_bytes(a))};
+    if (h->vals[a->id].kind == VS_NONE) h->vals[a->id] = (vstore){.kind = VS_ARENA, .buf = new_buffer(h, value_bytes(a))};
   }
   for (qir_op *op = r->first; op; op = op->next) {
     for (int i = 0; i < op->n_results; i++) {
@@ -513,7 +521,7 @@ static void lifetimes(host *h, qir_region *r) {
       /* results are written at the end but must not share bytes with the body */
       for (int i = 0; i < op->n_results; i++) extend(h, op->results[i], oi->start, oi->end);
     }
-    if (op->code == QIR_OP_IF)
+    if (op->code == QIR_OP_IF || op->code == QIR_OP_VERSIONS)
       for (int i = 0; i < op->n_results; i++) extend(h, op->results[i], op_info(h, op)->start, op_info(h, op)->end);
     /* a flash attention reads the sources of the slices it folds: they live until it ran */
     for (int i = 0; op->code == QIR_OP_ATTENTION && i < 3; i++) {
@@ -867,6 +875,49 @@ static void emit_if(host *h, FILE *o, qir_op *op, int level) {
     if (y && y->code == QIR_OP_YIELD)
       for (int i = 0; i < op->n_results && i < y->n_operands; i++)
         copy(o, ptr(h, op->results[i], true), ptr(h, y->operands[i], false), value_bytes(op->results[i]), level + 2);
+  }
+  ind(o, level + 1);
+  fputs("}\n", o);
+  ind(o, level);
+  fputs("}\n", o);
+}
+
+/* A copy of v's run from src to dst (same bounds: the buffer; else the run's
+ * elements, q_relayout). */
+static void copy_run(host *h, FILE *o, qir_value *dst, qir_value *src, int level) {
+  bool same = dst->type.rank == src->type.rank;
+  for (int a = 0; same && a < dst->type.rank; a++) same = dst->type.dims[a] == src->type.dims[a];
+  if (same) copy(o, ptr(h, dst, true), ptr(h, src, false), value_bytes(dst), level);
+  else cg_symbolic_relayout(o, &dst->type, ptr(h, dst, true), &src->type, ptr(h, src, false), level);
+}
+
+/* versions: the first plan whose symbols' ranges hold the run's extents
+ * (each plan's symbols were bound with those they stand for, q_bind_dims). */
+static void emit_versions(host *h, FILE *o, qir_op *op, int level) {
+  int *outer_of = qir_alloc(h->m, sizeof *outer_of * (size_t)(h->m->n_syms + 1));
+  int64_t *fixed = qir_alloc(h->m, sizeof *fixed * (size_t)(h->m->n_syms + 1));
+  ind(o, level);
+  fprintf(o, "{ /* versions: %d plans, the first whose ranges hold this run */\n", op->n_regions);
+  for (int r = 0; r < op->n_regions; r++) {
+    qir_region *reg = op->regions[r];
+    char why[256], cond[2048] = "";
+    if (!qir_versions_region_syms(h->m, op, r, outer_of, fixed, why, sizeof why)) continue;   /* the verifier said so */
+    size_t at = 0;
+    for (int k = 0; k < h->m->n_syms; k++) {
+      if (outer_of[k] >= 0 && at < sizeof cond)
+        at += (size_t)snprintf(cond + at, sizeof cond - at, "%sm->dim[%d] <= %lld", at ? " && " : "", outer_of[k], (long long)h->m->syms[k].hi);
+      if (fixed[k] != QIR_VERSION_FREE && at < sizeof cond)
+        at += (size_t)snprintf(cond + at, sizeof cond - at, "%sm->dim[%d] == %lld", at ? " && " : "", k, (long long)fixed[k]);
+    }
+    ind(o, level + 1);
+    if (r + 1 < op->n_regions || r == 0) fprintf(o, "%sif (%s) {   /* plan %d */\n", r ? "} else " : "", *cond ? cond : "1", r);
+    else fprintf(o, "} else {   /* plan %d: every run */\n", r);
+    for (int i = 0; i < reg->n_args && i < op->n_operands; i++)
+      if (h->vals[reg->args[i]->id].kind != VS_ALIAS && reg->args[i]->uses) copy_run(h, o, reg->args[i], op->operands[i], level + 2);
+    emit_region(h, o, reg, level + 2);
+    qir_op *y = reg->last;
+    for (int i = 0; y && y->code == QIR_OP_YIELD && i < op->n_results && i < y->n_operands; i++)
+      copy_run(h, o, op->results[i], y->operands[i], level + 2);
   }
   ind(o, level + 1);
   fputs("}\n", o);
@@ -1447,6 +1498,7 @@ static void emit_region(host *h, FILE *o, qir_region *r, int level) {
       break;
     }
     case QIR_OP_RPROGRAM: emit_rprogram(h, o, op, level); break;
+    case QIR_OP_VERSIONS: emit_versions(h, o, op, level); break;
     default:
       if (oi->packed_by) break;   /* launched by its rprogram */
       if (oi->absorbed_by) break;   /* a phase of a device-resident loop/if */

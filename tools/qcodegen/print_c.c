@@ -36,6 +36,8 @@ static void prelude(FILE *o) {
         "static inline int q_d2h_2d(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h) {\n"
         "  for (size_t r = 0; r < h; r++) q_d2h((unsigned char *)d + r * dp, (const unsigned char *)s + r * sp, w);\n  return 0;\n}\n"
         "static inline int q_d2d(void *d, const void *s, size_t n) { if (n && d != s) memmove(d, s, n); q_copied(d, s, n); return 0; }\n"
+        "static inline int q_d2d_2d(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h) {\n"
+        "  for (size_t r = 0; r < h; r++) q_d2d((unsigned char *)d + r * dp, (const unsigned char *)s + r * sp, w);\n  return 0;\n}\n"
         "static inline int q_sync(void) { return 0; }\n"
         "\n/* matrix units, emulated: a warp's 16x16 fragment as floats, row-major\n"
         " * (A: [i][k], B: [k][j], accumulator: [i][j]); 16-bit operands are exact in float */\n"

@@ -26,6 +26,7 @@ static void prelude(FILE *o) {
         "#define q_h2d_2d(d, dp, s, sp, w, h) cudaMemcpy2D((d), (dp), (s), (sp), (w), (h), cudaMemcpyHostToDevice)\n"
         "#define q_d2h_2d(d, dp, s, sp, w, h) cudaMemcpy2D((d), (dp), (s), (sp), (w), (h), cudaMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) cudaMemcpy((d), (s), (n), cudaMemcpyDeviceToDevice)\n"
+        "#define q_d2d_2d(d, dp, s, sp, w, h) cudaMemcpy2D((d), (dp), (s), (sp), (w), (h), cudaMemcpyDeviceToDevice)\n"
         "#define q_d2d_async(d, s, n) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToDevice, q_stream)\n"
         "typedef cudaStream_t q_stream_t;\n"
         "/* every launch and asynchronous copy goes to q_stream: this default one in qir_init and\n"

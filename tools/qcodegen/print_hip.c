@@ -23,6 +23,7 @@ static void prelude(FILE *o) {
         "#define q_h2d_2d(d, dp, s, sp, w, h) hipMemcpy2D((d), (dp), (s), (sp), (w), (h), hipMemcpyHostToDevice)\n"
         "#define q_d2h_2d(d, dp, s, sp, w, h) hipMemcpy2D((d), (dp), (s), (sp), (w), (h), hipMemcpyDeviceToHost)\n"
         "#define q_d2d(d, s, n) hipMemcpy((d), (s), (n), hipMemcpyDeviceToDevice)\n"
+        "#define q_d2d_2d(d, dp, s, sp, w, h) hipMemcpy2D((d), (dp), (s), (sp), (w), (h), hipMemcpyDeviceToDevice)\n"
         "#define q_d2d_async(d, s, n) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToDevice, q_stream)\n"
         "typedef hipStream_t q_stream_t;\n"
         "/* every launch and asynchronous copy goes to q_stream: this default one in qir_init and\n"

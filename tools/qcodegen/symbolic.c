@@ -143,31 +143,40 @@ static qir_value *run_dims_input(qir_module *m) {
   return in->results[0];
 }
 
+/* The ops of region r (the body, or a version's region) as cg_symbolic_lower says. */
+static bool lower_region(checker *k, qir_diag *d, qir_region *r) {
+  bool ok = true;
+  for (qir_op *op = r->first, *next; op && ok; op = next) {
+    next = op->next;
+    if (op->code == QIR_OP_VERSIONS) {   /* each plan's region as a body of its own */
+      for (int i = 0; i < op->n_regions && ok; i++) ok = lower_region(k, d, op->regions[i]);
+      continue;
+    }
+    qir_diag quiet;
+    qir_diag_init_quiet(&quiet);
+    k->d = &quiet;
+    if (check_op(op, k)) { /* row-wise: its kernels at the bound serve */
+      k->d = d;
+      if (op->code == QIR_OP_KERNEL) ok = expand_group(k, op);
+      else if (op->n_regions) ok = qir_walk(op->regions[0], check_op, k) && (op->n_regions < 2 || qir_walk(op->regions[1], check_op, k));
+      continue;
+    }
+    k->d = d;
+    if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->n_regions) {
+      ok = check_op(op, k); /* says why */
+      break;
+    }
+    ok = expand_op(k, op, false);
+  }
+  return ok;
+}
+
 bool cg_symbolic_lower(qir_module *m, qir_diag *d, qir_value **run_dims) {
   *run_dims = NULL;
   if (!m->n_syms) return true;
   checker k = {m, d, run_dims_input(m)};
   *run_dims = k.dims;
-  bool ok = true;
-  for (qir_op *op = m->body->first, *next; op && ok; op = next) {
-    next = op->next;
-    qir_diag quiet;
-    qir_diag_init_quiet(&quiet);
-    k.d = &quiet;
-    if (check_op(op, &k)) { /* row-wise: its kernels at the bound serve */
-      k.d = d;
-      if (op->code == QIR_OP_KERNEL) ok = expand_group(&k, op);
-      else if (op->n_regions) ok = qir_walk(op->regions[0], check_op, &k) && (op->n_regions < 2 || qir_walk(op->regions[1], check_op, &k));
-      continue;
-    }
-    k.d = d;
-    if (op->code == QIR_OP_KERNEL || op->code == QIR_OP_RPROGRAM || op->n_regions) {
-      ok = check_op(op, &k); /* says why */
-      break;
-    }
-    ok = expand_op(&k, op, false);
-  }
-  return ok;
+  return lower_region(&k, d, m->body);
 }
 
 int cg_dim_c(const qir_dim *e, const char *syms, char *buf, size_t n) {
@@ -231,6 +240,85 @@ static const char pad_copy_text[] =
     "  return 0;\n"
     "}\n";
 
+static const char relayout_text[] =
+    "/* Copies the run's elements (extents ext) between two device buffers laid\n"
+    " * out at different bounds (a `versions` plan's arguments and results):\n"
+    " * rows of a 2D copy over the innermost axis the run does not fill in both,\n"
+    " * the axes further out a loop.  Returns 1 on a failed copy. */\n"
+    "static int q_relayout(unsigned char *dst, const int64_t *dbnd, const unsigned char *src, const int64_t *sbnd, size_t esize,\n"
+    "                      int rank, const int64_t *ext) {\n"
+    "  int j = rank - 1;\n"
+    "  size_t inner = esize;\n"
+    "  while (j >= 0 && ext[j] == dbnd[j] && ext[j] == sbnd[j]) inner *= (size_t)ext[j--];\n"
+    "  if (j < 0) return q_d2d(dst, src, inner) != 0;\n"
+    "  size_t width = (size_t)ext[j] * inner, dp = (size_t)dbnd[j] * inner, sp = (size_t)sbnd[j] * inner;\n"
+    "  size_t rows = j > 0 ? (size_t)ext[j - 1] : 1;\n"
+    "  int64_t outer = 1;\n"
+    "  for (int d = 0; d + 1 < j; d++) outer *= ext[d];\n"
+    "  for (int64_t o = 0; o < outer; o++) {\n"
+    "    int64_t rem = o;\n"
+    "    size_t doff = 0, soff = 0, ds = j > 0 ? (size_t)dbnd[j - 1] * dp : 0, ss = j > 0 ? (size_t)sbnd[j - 1] * sp : 0;\n"
+    "    for (int d = j - 2; d >= 0; d--) {\n"
+    "      doff += (size_t)(rem % ext[d]) * ds;\n"
+    "      soff += (size_t)(rem % ext[d]) * ss;\n"
+    "      rem /= ext[d];\n"
+    "      ds *= (size_t)dbnd[d];\n"
+    "      ss *= (size_t)sbnd[d];\n"
+    "    }\n"
+    "    if (q_d2d_2d(dst + doff, dp, src + soff, sp, width, rows) != 0) return 1;\n"
+    "  }\n"
+    "  return 0;\n"
+    "}\n";
+
+static bool has_versions(qir_region *r) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code == QIR_OP_VERSIONS) return true;
+    for (int i = 0; i < op->n_regions; i++)
+      if (has_versions(op->regions[i])) return true;
+  }
+  return false;
+}
+
+/* Each symbol of a `versions` plan: the operand's symbol it stands for (its
+ * value in every run), else -1. */
+static void version_aliases(const qir_module *m, qir_region *r, int *alias) {
+  int *outer_of = malloc(sizeof *outer_of * (size_t)(m->n_syms + 1));
+  int64_t *fixed = malloc(sizeof *fixed * (size_t)(m->n_syms + 1));
+  char why[256];
+  if (!outer_of || !fixed) abort();
+  for (qir_op *op = r->first; op; op = op->next) {
+    for (int i = 0; op->code == QIR_OP_VERSIONS && i < op->n_regions; i++)
+      if (qir_versions_region_syms(m, op, i, outer_of, fixed, why, sizeof why))
+        for (int k = 0; k < m->n_syms; k++)
+          if (outer_of[k] >= 0) alias[k] = outer_of[k];
+    for (int i = 0; i < op->n_regions; i++) version_aliases(m, op->regions[i], alias);
+  }
+  free(outer_of);
+  free(fixed);
+}
+
+static void emit_ext(FILE *o, const qir_type *t, const char *name);
+
+void cg_symbolic_relayout(FILE *o, const qir_type *dst_t, const char *dst, const qir_type *src_t, const char *src, int level) {
+  for (int i = 0; i < level; i++) fputs("  ", o);
+  fputs("{\n", o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  emit_ext(o, src_t, "q_ext");
+  for (int w = 0; w < 2; w++) {
+    const qir_type *t = w ? src_t : dst_t;
+    fprintf(o, " static const int64_t %s[%d] = {", w ? "q_sbnd" : "q_dbnd", t->rank ? t->rank : 1);
+    for (int a = 0; a < t->rank; a++) fprintf(o, "%s%lld", a ? ", " : "", (long long)t->dims[a]);
+    if (!t->rank) fputs("1", o);
+    fputs("};", o);
+  }
+  fputc('\n', o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  fprintf(o, "QCHECK(q_relayout((unsigned char *)%s, q_dbnd, (const unsigned char *)%s, q_sbnd, %d, %d, q_ext));\n", dst, src,
+          qir_dtype_size(src_t->dtype), src_t->rank);
+  for (int i = 0; i < level; i++) fputs("  ", o);
+  fputs("}\n", o);
+}
+
 void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in) {
   if (!m->n_syms) return;
   fprintf(o, "\n/* ---- symbolic extents: every size in these ranges runs (kernels at the bound) */\n#define Q_SYMBOLIC 1\n#define Q_N_SYMS %d\n",
@@ -258,6 +346,7 @@ void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in
   }
   fputs(n_in ? "};\n" : "\"\"};\n", o);
   fputs(pad_copy_text, o);
+  if (has_versions(m->body)) fputs(relayout_text, o);
   fputs("/* the blocks a kernel needs for `rows` rows of its output (its blocks walk them slowest) */\n"
         "static inline int64_t q_blocks(int64_t rows, int64_t num, int64_t den, int64_t mul, int64_t grid) {\n"
         "  int64_t b = (rows * num + den - 1) / den * mul;\n  return b < 1 ? 1 : b > grid ? grid : b;\n}\n", o);
@@ -336,8 +425,17 @@ void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qi
           "        fprintf(stderr, \"qir_run: input '%s' axis %d sets dimension '%s' to %lld, but input '%s' set it to %lld\\n\",\n"
           "                q_inputs[i].name, d, q_syms[k].name, (long long)m->in_dims[i][d], q_inputs[who[k]].name, (long long)m->dim[k]);\n"
           "        return 1;\n      }\n"
-          "      m->dim[k] = m->in_dims[i][d], set[k] = 1, who[k] = i;\n    }\n"
-          "  for (int k = 0; k < Q_N_SYMS; k++)\n"
+          "      m->dim[k] = m->in_dims[i][d], set[k] = 1, who[k] = i;\n    }\n",
+          o);
+    /* a versions plan's symbols take the values of those they stand for */
+    int *alias = malloc(sizeof *alias * (size_t)(m->n_syms + 1));
+    if (!alias) abort();
+    for (int k = 0; k < m->n_syms; k++) alias[k] = -1;
+    version_aliases(m, m->body, alias);
+    for (int k = 0; k < m->n_syms; k++)
+      if (alias[k] >= 0) fprintf(o, "  m->dim[%d] = m->dim[%d], set[%d] = set[%d];   /* %s is %s */\n", k, alias[k], k, alias[k], m->syms[k].name, m->syms[alias[k]].name);
+    free(alias);
+    fputs("  for (int k = 0; k < Q_N_SYMS; k++)\n"
           "    if (!set[k]) {\n"
           "      fprintf(stderr, \"qir_run: no input axis gives dimension '%s' by itself\\n\", q_syms[k].name);\n"
           "      return 1;\n    }\n",

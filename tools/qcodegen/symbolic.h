@@ -28,6 +28,10 @@ void cg_symbolic_model_fields(FILE *o, qir_module *m, int n_in);
 /* ... an input's or output's copy of the run's elements between the caller's
  * compact tensor and its bound-sized buffer `dev` (q_pad_copy) ... */
 void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index, bool input, int level);
+/* ... the copy of a value's run between device buffers of two bounds, a
+ * `versions` plan's argument or result (q_relayout, emitted where the
+ * module has versions) ... */
+void cg_symbolic_relayout(FILE *o, const qir_type *dst_t, const char *dst, const qir_type *src_t, const char *src, int level);
 /* ... and after q_check_input: qir_set_input_shape, q_bind_dims, qir_output_shape. */
 void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out);
 

@@ -270,6 +270,35 @@ static void size_report(qopt_ctx *ctx, const char *text, size_t len, const char 
   if (o >= 0) ctx->values[o] = saved_stats;
 }
 
+/* -size-versions' builds: the pipeline again on another module, its passes
+ * reporting nothing. */
+typedef struct {
+  const int *pipeline;
+  int n;
+} pipeline_run;
+
+static bool run_quietly(qopt_ctx *ctx, qir_module *m, void *arg) {
+  const pipeline_run *pr = arg;
+  static const char *const loud[] = {"stats", "rammer-stats", "welder-stats", "grinder-report"};
+  const char *saved[4];
+  for (int i = 0; i < 4; i++) {
+    int o = option_index(ctx, loud[i], strlen(loud[i]));
+    saved[i] = o >= 0 ? ctx->values[o] : NULL;
+    if (o >= 0) ctx->values[o] = NULL;
+  }
+  bool ok = true;
+  for (int k = 0; k < pr->n && ok; k++) {
+    ctx->pass = passes[pr->pipeline[k]].flag;
+    int before = ctx->diag->n_errors;
+    ok = passes[pr->pipeline[k]].fn(ctx, m) && ctx->diag->n_errors == before;
+  }
+  for (int i = 0; i < 4; i++) {
+    int o = option_index(ctx, loud[i], strlen(loud[i]));
+    if (o >= 0) ctx->values[o] = saved[i];
+  }
+  return ok;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -391,6 +420,11 @@ int main(int argc, char **argv) {
     if (ok && !verify_each && n_pipeline && qir_verify(m, &diag)) {
       fprintf(stderr, "qopt: error: the module is invalid after the passes\n");
       ok = false;
+    }
+    if (ok && m->n_syms && qopt_option_bool(&ctx, "size-versions")) {
+      pipeline_run pr = {pipeline, n_pipeline};
+      m = qopt_size_versions(&ctx, m, text, len, base_dir, run_quietly, &pr);
+      ok = m != NULL;
     }
     if (ok && m->n_syms && qopt_option_bool(&ctx, "stats")) size_report(&ctx, text, len, base_dir, pipeline, n_pipeline, m);
     /* an output that is no regular file (-o /dev/null, a pipe) gets no

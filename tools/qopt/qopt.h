@@ -58,6 +58,14 @@ bool qopt_match_attention(qopt_ctx *ctx, qir_module *m, const char *who);
  * times (-rammer's packed tasks, and a launch whose run has fewer blocks). */
 #define QOPT_OCC_FLOOR 0.5
 double qopt_modelled_us(qopt_ctx *ctx, qir_module *m, const int64_t *at);
+
+/* versions.c: -size-versions.  `built` ran the pipeline (run(ctx, m, arg)
+ * runs it on another module); text is the input it came from.  Returns
+ * built, or a new module of one `versions` op holding plans for smaller
+ * ranges too (built is then freed); NULL after an error. */
+typedef bool (*qopt_pipeline_fn)(qopt_ctx *ctx, qir_module *m, void *arg);
+qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *text, size_t len, const char *base_dir,
+                               qopt_pipeline_fn run, void *arg);
 double qopt_rprogram_us_at(qopt_ctx *ctx, qir_module *m, const qir_op *rp, const int64_t *at);
 /* The share of op's kernel time (its #tile) a run at the symbols' values
  * `at` takes: its blocks for the run's rows of a symbolic axis 0, counted in

@@ -213,6 +213,22 @@ static void totals_region(const welder *w, qir_region *r, model_totals *s) {
       s->est_us += (est >= 0 ? est : bytes_us(w, b)) * run_share(w, op);
       continue;
     }
+    if (op->code == QIR_OP_VERSIONS) {   /* the region a run at w->at takes; the last at the bound */
+      int64_t *at = NULL;
+      int k = op->n_regions - 1;
+      if (w->at) {
+        at = malloc(sizeof *at * (size_t)(w->m->n_syms + 1));
+        if (!at) abort();
+        memcpy(at, w->at, sizeof *at * (size_t)w->m->n_syms);
+        int picked = qir_versions_pick(w->m, op, at);
+        if (picked >= 0) k = picked;
+      }
+      welder inner = *w;
+      inner.at = at;
+      totals_region(&inner, op->regions[k], s);
+      free(at);
+      continue;
+    }
     if (op->code == QIR_OP_RPROGRAM) { /* one persistent kernel: its own estimate (its kernels count there) */
       s->n_kernels++;
       s->est_us += w->at ? qopt_rprogram_us_at(w->ctx, w->m, op, w->at) : qir_op_attr_float(op, "est_us", 0);

@@ -1,0 +1,409 @@
+/* versions.c: qopt -size-versions.  A module with dimension symbols is
+ * planned for their bounds; at the small end of a wide range its kernels run
+ * bound-sized tiles and its rprograms the bound's schedule.  This plans the
+ * module again, through the same passes, for smaller ranges (`ladder`),
+ * and keeps a plan where the model says a run at
+ * that range's bound is at least VERSION_GAIN faster than with the plan that
+ * would serve it otherwise.  The plans kept become one `versions` op
+ * (ops.def), the smallest range first, the bound's plan last; a run takes
+ * the first whose range holds its extents (TensorRT's optimization profiles,
+ * chosen here by the model).
+ *
+ * Each plan is a whole module, built from the input text as -stats' static
+ * builds are, its symbols renamed NAME_vI and bounded anew
+ * (qir_module_restrict).  The modules are joined as text: each is printed
+ * with its values renamed vI.NAME, and its top-level ops (the printer's
+ * chunks) placed in region I; the inputs, and constants equal to the bound
+ * plan's, stay outside, shared. */
+#include "qopt.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A plan for a smaller range must be at least this much faster at its bound. */
+#define VERSION_GAIN 1.1
+#define MAX_VERSIONS 6
+#define MAX_STEPS 8
+
+typedef struct {
+  qir_module *m;
+  char *text;                   /* printed, values renamed */
+  size_t len;
+} version;
+
+/* One top-level op's lines in printed text. */
+typedef struct {
+  const char *at;
+  size_t len;
+} chunk;
+
+static bool is_top(const qir_op *op, qir_opcode code) { return op->code == code && op->parent && !op->parent->parent_op; }
+
+/* The printed module's top-level ops, in order: a chunk starts at a line of
+ * exactly two spaces' indent that is no region's end (a header line: weights,
+ * dim, is skipped). */
+static int chunks_of(const char *text, size_t len, chunk **out) {
+  int n = 0, cap = 64;
+  chunk *c = malloc(sizeof *c * (size_t)cap);
+  if (!c) abort();
+  const char *p = text, *end = text + len;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *next = nl ? nl + 1 : end;
+    bool starts = next - p > 3 && p[0] == ' ' && p[1] == ' ' && p[2] != ' ' && p[2] != '}' && strncmp(p + 2, "dim ", 4) &&
+                  strncmp(p + 2, "weights ", 8);
+    if (starts) {
+      if (n == cap) {
+        cap *= 2;
+        c = realloc(c, sizeof *c * (size_t)cap);
+        if (!c) abort();
+      }
+      c[n++] = (chunk){p, 0};
+    }
+    if (n && p[0] == ' ') c[n - 1].len = (size_t)(next - c[n - 1].at);
+    p = next;
+  }
+  *out = c;
+  return n;
+}
+
+/* Writes a chunk with `more` spaces of indent added to each line. */
+static void put_chunk(FILE *o, const chunk *c, int more) {
+  const char *p = c->at, *end = c->at + c->len;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *next = nl ? nl + 1 : end;
+    fprintf(o, "%*s%.*s", more, "", (int)(next - p), p);
+    p = next;
+  }
+}
+
+static void put_type(FILE *o, const qir_type *t) {
+  char buf[1024];
+  qir_type_format(t, buf, sizeof buf);
+  fputs(buf, o);
+}
+
+static bool same_const(const qir_op *a, const qir_op *b) {
+  if (!qir_type_equal(&a->results[0]->type, &b->results[0]->type) || !a->cst || !b->cst) return false;
+  const qir_const *x = a->cst, *y = b->cst;
+  if (x->offset >= 0 || y->offset >= 0) return x->offset == y->offset && !x->spill && !y->spill;
+  return x->splat == y->splat && x->nbytes == y->nbytes && (!x->nbytes || !memcmp(x->data, y->data, x->nbytes));
+}
+
+static void rename_value(qir_module *m, qir_value *v, int tag) {
+  v->name = v->name ? qir_sprintf(m, "v%d.%s", tag, v->name) : qir_sprintf(m, "v%d.%d", tag, v->id);
+}
+
+/* Every value an op defines, its regions' included. */
+static void rename_op(qir_module *m, qir_op *op, int tag) {
+  for (int i = 0; i < op->n_results; i++) rename_value(m, op->results[i], tag);
+  for (int r = 0; r < op->n_regions; r++) {
+    for (int i = 0; i < op->regions[r]->n_args; i++) rename_value(m, op->regions[r]->args[i], tag);
+    for (qir_op *x = op->regions[r]->first; x; x = x->next) rename_op(m, x, tag);
+  }
+}
+
+/* The constant of `bound` (the bound plan) that op, a constant of another
+ * plan, equals: it is read from outside instead.  NULL: none. */
+static const qir_op *shared_const(const qir_module *bound, const qir_op *op) {
+  for (const qir_op *s = bound->body->first; s; s = s->next)
+    if (is_top(s, QIR_OP_CONST) && s->results[0]->name && op->results[0]->name &&
+        !strcmp(s->results[0]->name, op->results[0]->name) && same_const(s, op))
+      return s;
+  return NULL;
+}
+
+/* Renames the values of plan `tag` (module m) for the join: every value
+ * but the constants read from outside becomes vTAG.NAME.  Those are the
+ * bound plan's (bound NULL: m is it) and another plan's equal to one of
+ * the bound plan's. */
+static void rename_version(qir_module *m, int tag, const qir_module *bound) {
+  for (qir_op *op = m->body->first; op; op = op->next)
+    if (op->code != QIR_OP_CONST || (bound && !shared_const(bound, op))) rename_op(m, op, tag);
+}
+
+/* A smaller plan's symbol that the join declares: one bounded at its least
+ * value became that constant (qir_module_restrict) and is not. */
+static bool declared(const qir_dimsym *s) { return s->hi > s->lo; }
+
+static void widen_region(qir_region *r, const version *vs, int n, int slot);
+
+/* An rprogram's #unpacked_upto lists a value per symbol of its module; in
+ * the joined one, per symbol of every plan (the bound plan's first, then
+ * each smaller plan's): the others at their bounds, where they never stop it. */
+static void widen_unpacked(qir_op *op, const version *vs, int n, int slot) {
+  const qir_attr *u = qir_op_attr(op, "unpacked_upto");
+  qir_module *m = vs[slot].m;
+  if (u && u->val.kind == QIR_ATTR_LIST && u->val.n == m->n_syms) {
+    int total = m->n_syms * (n + 1), at = 0;
+    int64_t *vals = qir_alloc(m, sizeof *vals * (size_t)total);
+    for (int j = 0; j <= n; j++) {   /* the joined module's order: the bound plan (vs[n]) first */
+      int w = j == 0 ? n : j - 1;
+      for (int k = 0; k < m->n_syms; k++)
+        if (w == n || declared(&vs[w].m->syms[k])) vals[at++] = w == slot ? u->val.items[k].i : vs[w].m->syms[k].hi;
+    }
+    qir_op_set_attr(m, op, "unpacked_upto", qir_attr_ints(m, at, vals), false);
+  }
+  for (int i = 0; i < op->n_regions; i++) widen_region(op->regions[i], vs, n, slot);
+}
+
+static void widen_region(qir_region *r, const version *vs, int n, int slot) {
+  for (qir_op *op = r->first; op; op = op->next) widen_unpacked(op, vs, n, slot);
+}
+
+/* Names of the constants of r a pass made (-autocast's: qir_const.spill). */
+static void spilled_names(qir_region *r, const char ***names, int *n, int *cap) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    if (op->code == QIR_OP_CONST && op->cst && op->cst->spill && op->results[0]->name) {
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *names = realloc(*names, sizeof **names * (size_t)*cap);
+        if (!*names) abort();
+      }
+      (*names)[(*n)++] = op->results[0]->name;
+    }
+    for (int i = 0; i < op->n_regions; i++) spilled_names(op->regions[i], names, n, cap);
+  }
+}
+
+/* The joined module's constants that a plan's pass made go to the sidecar
+ * qopt writes, as they would have (printed, they came back inline). */
+static void respill(qir_region *r, const char *const *names, int n) {
+  for (qir_op *op = r->first; op; op = op->next) {
+    for (int i = 0; op->code == QIR_OP_CONST && op->cst && op->results[0]->name && i < n; i++)
+      if (!strcmp(names[i], op->results[0]->name)) op->cst->spill = true;
+    for (int i = 0; i < op->n_regions; i++) respill(op->regions[i], names, n);
+  }
+}
+
+/* m printed and parsed again: every value then has the name it prints with
+ * (the printer makes names unique), so renamed copies print alike. */
+static void copy_spill(const qir_region *from, qir_region *to) {
+  const qir_op *a = from->first;
+  for (qir_op *b = to->first; a && b; a = a->next, b = b->next) {
+    if (a->code == QIR_OP_CONST && b->code == QIR_OP_CONST && a->cst && b->cst) b->cst->spill = a->cst->spill;
+    for (int i = 0; i < a->n_regions && i < b->n_regions; i++) copy_spill(a->regions[i], b->regions[i]);
+  }
+}
+
+static qir_module *reprinted(qir_module *m, const char *base_dir, qir_diag *d) {
+  size_t len;
+  char *text = qir_print_to_string(m, &len);
+  qir_module *r = text ? qir_parse(text, len, "<size version>", base_dir, d) : NULL;
+  if (r) copy_spill(m->body, r->body);   /* the printer writes a pass's constants inline */
+  free(text);
+  return r;
+}
+
+static bool outside(const qir_value *v) { return v->def && (v->def->code == QIR_OP_INPUT || v->def->code == QIR_OP_CONST); }
+
+/* The joined module's text (see the file's comment): `outer`, the bound
+ * plan printed before renaming, gives the header, the inputs, constants
+ * and outputs; vs[0 .. n-1] (smallest first) and then bound, renamed, give
+ * the regions.  in_names, out_names: the inputs' names, and the names of
+ * the values the outputs read (the versions op's results). */
+static bool join(FILE *o, const version *vs, int n, qir_module *bound, const char *outer, size_t outer_len,
+                 const char *const *in_names, const char *const *out_names) {
+  chunk *oc = NULL;
+  int n_oc = chunks_of(outer, outer_len, &oc), at = 0, n_in = 0, n_out = 0;
+  bool ok = n_oc > 0;
+  fprintf(o, "%.*s", (int)(ok ? oc[0].at - outer : 0), outer);   /* module, weights, dims */
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < vs[i].m->n_syms; k++) {
+      const qir_dimsym *s = &vs[i].m->syms[k];
+      if (declared(s))
+        fprintf(o, s->step > 1 ? "  dim %s = [%lld, %lld] %% %lld\n" : "  dim %s = [%lld, %lld]\n", s->name, (long long)s->lo,
+              (long long)s->hi, (long long)s->step);
+    }
+  for (qir_op *op = bound->body->first; ok && op; op = op->next, at++) {
+    ok = at < n_oc;
+    if (ok && (op->code == QIR_OP_INPUT || op->code == QIR_OP_CONST)) put_chunk(o, &oc[at], 0);
+    n_in += op->code == QIR_OP_INPUT;
+    n_out += op->code == QIR_OP_OUTPUT;
+  }
+  fputs("  ", o);
+  for (int i = 0; i < n_out; i++) fprintf(o, "%s%%%s", i ? ", " : "", out_names[i]);
+  fputs(" = versions", o);
+  for (int i = 0; i < n_in; i++) fprintf(o, "%s%%%s", i ? ", " : " ", in_names[i]);
+  fputs(" :", o);
+  int y = 0;
+  for (qir_op *op = bound->body->first; op; op = op->next)
+    if (op->code == QIR_OP_OUTPUT) {
+      fputs(y++ ? ", " : " ", o);
+      put_type(o, &op->operands[0]->type);
+    }
+  for (int v = 0; ok && v <= n; v++) {
+    qir_module *m = v < n ? vs[v].m : bound;
+    chunk *c = NULL;
+    int n_c = chunks_of(v < n ? vs[v].text : vs[n].text, v < n ? vs[v].len : vs[n].len, &c), a = 0;
+    fputs(v ? " else (" : " (", o);
+    for (qir_op *op = m->body->first; op; op = op->next)
+      if (op->code == QIR_OP_INPUT) {
+        fprintf(o, "%s%%%s: ", a++ ? ", " : "", op->results[0]->name);
+        put_type(o, &op->results[0]->type);
+      }
+    fputs(") {\n", o);
+    at = 0;
+    for (qir_op *op = m->body->first; ok && op; op = op->next, at++) {
+      ok = at < n_c;
+      bool read_outside = op->code == QIR_OP_CONST && (v == n || shared_const(bound, op));
+      if (ok && op->code != QIR_OP_INPUT && op->code != QIR_OP_OUTPUT && !read_outside) put_chunk(o, &c[at], 2);
+    }
+    fputs("    yield", o);
+    y = 0;
+    for (qir_op *op = m->body->first; op; op = op->next)
+      if (op->code == QIR_OP_OUTPUT) fprintf(o, "%s%%%s", y++ ? ", " : " ", op->operands[0]->name);
+    fputs("\n  }", o);
+    free(c);
+  }
+  fputc('\n', o);
+  /* the outputs, each reading its result: its chunk with the operand's name replaced */
+  at = 0;
+  y = 0;
+  for (qir_op *op = bound->body->first; ok && op; op = op->next, at++) {
+    if (op->code != QIR_OP_OUTPUT) continue;
+    const chunk *c = &oc[at];
+    const char *sp = memchr(c->at, '%', c->len), *e = sp ? sp + 1 : NULL;
+    ok = sp != NULL;
+    while (ok && e < c->at + c->len && (isalnum((unsigned char)*e) || *e == '_' || *e == '.' || *e == '$')) e++;
+    if (ok) fprintf(o, "%.*s%%%s%.*s", (int)(sp - c->at), c->at, out_names[y++], (int)(c->at + c->len - e), e);
+  }
+  fputs("}\n", o);
+  free(oc);
+  return ok;
+}
+
+/* The ranges a smaller plan may serve: every symbol at its least value
+ * times 1, 2, 4, .. (on its step), short of the bound (where one symbol
+ * reaches its bound first, the others go on).  A plan's symbols go up to
+ * these values; its own least values are the module's. */
+static int ladder(const qir_module *m, int64_t (*at)[QOPT_MAX_SYMS]) {
+  int n = 0;
+  for (int64_t scale = 1; n < MAX_STEPS; scale *= 2) {
+    bool below = false;
+    for (int k = 0; k < m->n_syms; k++) {
+      const qir_dimsym *s = &m->syms[k];
+      int64_t lo = s->lo < 1 ? 1 : s->lo, v = lo * scale;
+      if (v > s->hi || v / scale != lo) v = s->hi;
+      at[n][k] = s->lo + (v - s->lo) / s->step * s->step;
+      below |= at[n][k] < s->hi;
+    }
+    if (!below) break;
+    n++;
+  }
+  return n;
+}
+
+qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *text, size_t len, const char *base_dir,
+                               qopt_pipeline_fn run, void *arg) {
+  if (!built->n_syms || built->n_syms > QOPT_MAX_SYMS) return built;
+  for (qir_op *op = built->body->first; op; op = op->next)
+    if (op->code == QIR_OP_VERSIONS) return built;   /* versioned already */
+  int64_t steps[MAX_STEPS][QOPT_MAX_SYMS];
+  int n = ladder(built, steps);
+  version cand[MAX_STEPS + 1];
+  memset(cand, 0, sizeof cand);
+  double own_us[MAX_STEPS];
+  for (int s = 0; s < n; s++) {   /* each smaller range, planned through the same passes */
+    qir_diag quiet;
+    qir_diag_init_quiet(&quiet);
+    qir_diag *saved = ctx->diag;
+    ctx->diag = &quiet;
+    qir_module *m = qir_parse(text, len, "<size version>", base_dir, &quiet);
+    bool ok = m && quiet.n_errors == 0;
+    if (ok) {
+      qir_module_restrict(m, steps[s], qir_sprintf(m, "_v%d", s));
+      ok = qir_verify(m, &quiet) == 0 && run(ctx, m, arg) && quiet.n_errors == 0 && qir_verify(m, &quiet) == 0;
+    }
+    ctx->diag = saved;
+    if (!ok) {
+      qir_module_free(m);
+      continue;
+    }
+    cand[s].m = m;
+    own_us[s] = qopt_modelled_us(ctx, m, steps[s]);
+  }
+  /* from the largest down: a plan stays where it beats the one that would serve its bound */
+  int kept[MAX_STEPS], n_kept = 0;
+  double cover_us[MAX_STEPS];
+  for (int s = n - 1; s >= 0; s--) {
+    if (!cand[s].m || n_kept == MAX_VERSIONS) continue;
+    double c = qopt_modelled_us(ctx, n_kept ? cand[kept[n_kept - 1]].m : built, steps[s]);
+    if (own_us[s] > 0 && own_us[s] * VERSION_GAIN < c) cover_us[n_kept] = c, kept[n_kept++] = s;
+  }
+  qir_module *out = built;
+  if (n_kept) {
+    /* smallest first; each (and the bound plan, last) with names as printed */
+    version vs[MAX_STEPS + 1];
+    bool ok = true;
+    qir_diag *d = ctx->diag;
+    for (int i = 0; i <= n_kept && ok; i++) {
+      vs[i] = (version){0};
+      vs[i].m = reprinted(i < n_kept ? cand[kept[n_kept - 1 - i]].m : built, base_dir, d);
+      ok = vs[i].m != NULL;
+    }
+    size_t outer_len = 0, jlen = 0;
+    char *outer = ok ? qir_print_to_string(vs[n_kept].m, &outer_len) : NULL, *joined = NULL;
+    const char **in_names = NULL, **out_names = NULL;
+    if (outer) {
+      qir_module *b = vs[n_kept].m;
+      int n_in = 0, n_out = 0;
+      for (qir_op *op = b->body->first; op; op = op->next) n_in += op->code == QIR_OP_INPUT, n_out += op->code == QIR_OP_OUTPUT;
+      in_names = qir_alloc(b, sizeof *in_names * (size_t)(n_in + 1));
+      out_names = qir_alloc(b, sizeof *out_names * (size_t)(n_out + 1));
+      n_in = n_out = 0;
+      for (qir_op *op = b->body->first; op; op = op->next) {
+        if (op->code == QIR_OP_INPUT) in_names[n_in++] = op->results[0]->name;
+        if (op->code != QIR_OP_OUTPUT) continue;
+        const qir_value *y = op->operands[0];   /* read from outside, or output twice: a name of its own */
+        bool again = false;
+        for (int j = 0; j < n_out; j++) again |= !strcmp(out_names[j], y->name);
+        out_names[n_out] = outside(y) || again ? qir_sprintf(b, "%s.out%d", y->name, n_out) : y->name;
+        n_out++;
+      }
+      for (int i = 0; i <= n_kept; i++) widen_region(vs[i].m->body, vs, n_kept, i);
+      for (int i = 0; i <= n_kept; i++) {
+        rename_version(vs[i].m, i, i < n_kept ? b : NULL);
+        vs[i].text = qir_print_to_string(vs[i].m, &vs[i].len);
+        ok &= vs[i].text != NULL;
+      }
+      FILE *o = ok ? open_memstream(&joined, &jlen) : NULL;
+      if (o) {
+        ok = join(o, vs, n_kept, b, outer, outer_len, in_names, out_names);
+        ok &= fclose(o) == 0;
+      }
+    }
+    qir_module *m = ok && joined ? qir_parse(joined, jlen, "<size versions>", base_dir, d) : NULL;
+    const char **spilled = NULL;
+    int n_spilled = 0, cap_spilled = 0;
+    for (int i = 0; m && i <= n_kept; i++) spilled_names(vs[i].m->body, &spilled, &n_spilled, &cap_spilled);
+    if (m) respill(m->body, spilled, n_spilled);
+    free(spilled);
+    if (m && qir_verify(m, d)) {
+      qir_module_free(m);
+      m = NULL;
+    }
+    if (!m) qir_error(d, (qir_loc){0}, "-size-versions: the joined module is not valid (a qopt bug)");
+    if (m && qopt_option_bool(ctx, "stats")) {
+      fprintf(stderr, "size-versions: %d plans for smaller ranges kept:", n_kept);
+      for (int i = n_kept - 1; i >= 0; i--) {
+        fprintf(stderr, " up to [");
+        for (int k = 0; k < built->n_syms; k++) fprintf(stderr, "%s%lld", k ? ", " : "", (long long)steps[kept[i]][k]);
+        fprintf(stderr, "] %.1f us (the next plan there %.1f us)%s", own_us[kept[i]], cover_us[i], i ? ";" : "\n");
+      }
+    }
+    for (int i = 0; i <= n_kept; i++) {
+      free(vs[i].text);
+      qir_module_free(vs[i].m);
+    }
+    free(outer);
+    free(joined);
+    qir_module_free(built);
+    out = m;
+  }
+  for (int s = 0; s < n; s++) qir_module_free(cand[s].m);
+  return out;
+}
