@@ -1,26 +1,29 @@
 /* versions.c: qopt -size-versions.  A module with dimension symbols is
  * planned for their bounds; at the small end of a wide range its kernels run
  * bound-sized tiles and its rprograms the bound's schedule.  This plans the
- * module again, through the same passes, for smaller ranges (`ladder`),
- * and keeps a plan where the model says a run at
- * that range's bound is at least VERSION_GAIN faster than with the plan that
- * would serve it otherwise.  The plans kept become one `versions` op
- * (ops.def), the smallest range first, the bound's plan last; a run takes
- * the first whose range holds its extents (TensorRT's optimization profiles,
- * chosen here by the model).
+ * module again, through the same passes, for smaller ranges (`ladder`), and
+ * keeps a plan where the model says a run at that range's bound, or midway
+ * into it, is at least VERSION_GAIN faster than with the plan that would
+ * serve it otherwise.  The plans kept become one `versions` op (ops.def),
+ * the smallest range first, the bound's plan last; a run takes the first
+ * whose range holds its extents (TensorRT's optimization profiles, chosen
+ * here by the model).
  *
  * Each plan is a whole module, built from the input text as -stats' static
  * builds are, its symbols renamed NAME_vI and bounded anew
- * (qir_module_restrict).  The modules are joined as text: each is printed
- * with its values renamed vI.NAME, and its top-level ops (the printer's
- * chunks) placed in region I; the inputs, and constants equal to the bound
- * plan's, stay outside, shared. */
+ * (qir_module_restrict), each in a child process (plan_texts: the plans
+ * share nothing but the input text, and qir has no global state).  The
+ * modules are joined as text: each is printed with its values renamed
+ * vI.NAME, and its top-level ops (the printer's chunks) placed in region I;
+ * the inputs, and constants equal to the bound plan's, stay outside, shared. */
 #include "qopt.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* A plan for a smaller range must be at least this much faster at its bound. */
 #define VERSION_GAIN 1.1
@@ -297,42 +300,148 @@ static int ladder(const qir_module *m, int64_t (*at)[QOPT_MAX_SYMS]) {
   return n;
 }
 
+/* Plan `s`: the input bounded at cap (its symbols renamed NAME_vS), through
+ * the pipeline, printed, then a comment naming the constants a pass made
+ * (the printer writes them inline; plan_of marks them again).  NULL: the
+ * plan failed. */
+static char *plan_text(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, const int64_t *cap, int s,
+                       qopt_pipeline_fn run, void *arg, size_t *out_len) {
+  qir_diag quiet;
+  qir_diag_init_quiet(&quiet);
+  qir_diag *saved = ctx->diag;
+  ctx->diag = &quiet;
+  qir_module *m = qir_parse(text, len, "<size version>", base_dir, &quiet);
+  bool ok = m && quiet.n_errors == 0;
+  if (ok) {
+    qir_module_restrict(m, cap, qir_sprintf(m, "_v%d", s));
+    ok = qir_verify(m, &quiet) == 0 && run(ctx, m, arg) && quiet.n_errors == 0 && qir_verify(m, &quiet) == 0;
+  }
+  ctx->diag = saved;
+  char *out = NULL;
+  FILE *o = ok ? open_memstream(&out, out_len) : NULL;
+  if (o) {
+    qir_print(o, m);
+    const char **names = NULL;
+    int n = 0, n_cap = 0;
+    spilled_names(m->body, &names, &n, &n_cap);
+    fputs("// spilled:", o);
+    for (int i = 0; i < n; i++) fprintf(o, " %s", names[i]);
+    fputc('\n', o);
+    free(names);
+    if (fclose(o)) {
+      free(out);
+      out = NULL;
+    }
+  }
+  qir_module_free(m);
+  return out;
+}
+
+/* A plan's module from plan_text's text: its names are as printed, unique. */
+static qir_module *plan_of(const char *text, size_t len, const char *base_dir, qir_diag *d) {
+  qir_module *m = qir_parse(text, len, "<size version>", base_dir, d);
+  const char *tail = m ? strstr(text, "\n// spilled:") : NULL;
+  if (!tail) return m;
+  const char **names = NULL;
+  int n = 0;
+  char *list = strdup(tail + 13);
+  for (char *save = NULL, *w = list ? strtok_r(list, " \n", &save) : NULL; w; w = strtok_r(NULL, " \n", &save)) {
+    names = realloc(names, sizeof *names * (size_t)(n + 1));
+    if (!names) abort();
+    names[n++] = w;
+  }
+  respill(m->body, names, n);
+  free(names);
+  free(list);
+  return m;
+}
+
+/* Every plan's text, built in child processes at once (each plan is the
+ * pipeline on its own module; nothing is shared but the input text), or
+ * here one after another where fork fails. */
+static void plan_texts(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, int64_t (*steps)[QOPT_MAX_SYMS], int n,
+                       qopt_pipeline_fn run, void *arg, char **texts, size_t *lens) {
+  pid_t pid[MAX_STEPS];
+  int fd[MAX_STEPS];
+  fflush(NULL);   /* a child's exit must not write the parent's buffers again */
+  for (int s = 0; s < n; s++) {
+    int p[2];
+    texts[s] = NULL, lens[s] = 0, pid[s] = -1, fd[s] = -1;
+    bool piped = pipe(p) == 0;
+    if (piped && (pid[s] = fork()) == 0) {
+      close(p[0]);
+      size_t l = 0;
+      char *t = plan_text(ctx, text, len, base_dir, steps[s], s, run, arg, &l);
+      bool ok = t != NULL;
+      for (size_t at = 0; ok && at < l;) {
+        ssize_t w = write(p[1], t + at, l - at);
+        ok = w > 0;
+        at += ok ? (size_t)w : 0;
+      }
+      _exit(ok ? 0 : 1);
+    }
+    if (pid[s] > 0) {
+      close(p[1]);
+      fd[s] = p[0];
+    } else {
+      if (piped) close(p[0]), close(p[1]);   /* no child (the pipe or the fork failed): build it here */
+      texts[s] = plan_text(ctx, text, len, base_dir, steps[s], s, run, arg, &lens[s]);
+    }
+  }
+  for (int s = 0; s < n; s++) {
+    if (pid[s] <= 0) continue;
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *o = open_memstream(&buf, &blen);
+    char chunk_buf[65536];
+    ssize_t r;
+    while (o && (r = read(fd[s], chunk_buf, sizeof chunk_buf)) > 0) fwrite(chunk_buf, 1, (size_t)r, o);
+    close(fd[s]);
+    if (o) fclose(o);
+    int status = 0;
+    bool ok = waitpid(pid[s], &status, 0) == pid[s] && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok && buf && blen) texts[s] = buf, lens[s] = blen;
+    else free(buf);
+  }
+}
+
 qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *text, size_t len, const char *base_dir,
                                qopt_pipeline_fn run, void *arg) {
   if (!built->n_syms || built->n_syms > QOPT_MAX_SYMS) return built;
   for (qir_op *op = built->body->first; op; op = op->next)
     if (op->code == QIR_OP_VERSIONS) return built;   /* versioned already */
-  int64_t steps[MAX_STEPS][QOPT_MAX_SYMS];
+  int64_t steps[MAX_STEPS][QOPT_MAX_SYMS], mid[MAX_STEPS][QOPT_MAX_SYMS];
   int n = ladder(built, steps);
   version cand[MAX_STEPS + 1];
   memset(cand, 0, sizeof cand);
-  double own_us[MAX_STEPS];
-  for (int s = 0; s < n; s++) {   /* each smaller range, planned through the same passes */
+  char *texts[MAX_STEPS];
+  size_t lens[MAX_STEPS];
+  plan_texts(ctx, text, len, base_dir, steps, n, run, arg, texts, lens);
+  double own_us[MAX_STEPS], own_mid[MAX_STEPS];
+  for (int s = 0; s < n; s++) {
     qir_diag quiet;
     qir_diag_init_quiet(&quiet);
-    qir_diag *saved = ctx->diag;
-    ctx->diag = &quiet;
-    qir_module *m = qir_parse(text, len, "<size version>", base_dir, &quiet);
-    bool ok = m && quiet.n_errors == 0;
-    if (ok) {
-      qir_module_restrict(m, steps[s], qir_sprintf(m, "_v%d", s));
-      ok = qir_verify(m, &quiet) == 0 && run(ctx, m, arg) && quiet.n_errors == 0 && qir_verify(m, &quiet) == 0;
+    cand[s].m = texts[s] ? plan_of(texts[s], lens[s], base_dir, &quiet) : NULL;
+    free(texts[s]);
+    /* its range's bound, and midway into its range from the next smaller one's */
+    for (int k = 0; k < built->n_syms; k++) {
+      const qir_dimsym *y = &built->syms[k];
+      int64_t below = s ? steps[s - 1][k] : y->lo, v = below + (steps[s][k] - below) / 2;
+      mid[s][k] = y->lo + (v - y->lo) / y->step * y->step;
     }
-    ctx->diag = saved;
-    if (!ok) {
-      qir_module_free(m);
-      continue;
-    }
-    cand[s].m = m;
-    own_us[s] = qopt_modelled_us(ctx, m, steps[s]);
+    own_us[s] = cand[s].m ? qopt_modelled_us(ctx, cand[s].m, steps[s]) : -1;
+    own_mid[s] = cand[s].m ? qopt_modelled_us(ctx, cand[s].m, mid[s]) : -1;
   }
-  /* from the largest down: a plan stays where it beats the one that would serve its bound */
+  /* from the largest down: a plan stays where it beats the one that would
+   * serve its runs otherwise, at its bound or midway into its range */
   int kept[MAX_STEPS], n_kept = 0;
   double cover_us[MAX_STEPS];
   for (int s = n - 1; s >= 0; s--) {
     if (!cand[s].m || n_kept == MAX_VERSIONS) continue;
-    double c = qopt_modelled_us(ctx, n_kept ? cand[kept[n_kept - 1]].m : built, steps[s]);
-    if (own_us[s] > 0 && own_us[s] * VERSION_GAIN < c) cover_us[n_kept] = c, kept[n_kept++] = s;
+    qir_module *cover = n_kept ? cand[kept[n_kept - 1]].m : built;
+    double c = qopt_modelled_us(ctx, cover, steps[s]), cm = qopt_modelled_us(ctx, cover, mid[s]);
+    if ((own_us[s] > 0 && own_us[s] * VERSION_GAIN < c) || (own_mid[s] > 0 && own_mid[s] * VERSION_GAIN < cm))
+      cover_us[n_kept] = c, kept[n_kept++] = s;
   }
   qir_module *out = built;
   if (n_kept) {
@@ -342,7 +451,12 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
     qir_diag *d = ctx->diag;
     for (int i = 0; i <= n_kept && ok; i++) {
       vs[i] = (version){0};
-      vs[i].m = reprinted(i < n_kept ? cand[kept[n_kept - 1 - i]].m : built, base_dir, d);
+      if (i < n_kept) {
+        vs[i].m = cand[kept[n_kept - 1 - i]].m;
+        cand[kept[n_kept - 1 - i]].m = NULL;
+      } else {
+        vs[i].m = reprinted(built, base_dir, d);
+      }
       ok = vs[i].m != NULL;
     }
     size_t outer_len = 0, jlen = 0;
