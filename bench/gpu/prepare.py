@@ -49,6 +49,8 @@ PIPELINES = {
     # mixed precision: f16 or bf16 operands on the matrix units, f32 accumulation (issue 26)
     "f16": ["-canonicalize", "-autocast=f16", "-roller", "-welder", "-rammer", "-grinder"],
     "bf16": ["-canonicalize", "-autocast=bf16", "-roller", "-welder", "-rammer", "-grinder"],
+    # one program of plans for smaller ranges too (issue 29's -size-versions): symbolic programs only
+    "versions": ["-canonicalize", "-roller", "-welder", "-rammer", "-grinder", "-size-versions"],
 }
 # The models each reduced-precision pipeline builds, checked by relative L2 error against
 # the f32 reference.  light/ ResNet-50's random weights carry its activations past f16's
@@ -299,7 +301,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="comma list of program names (default: all)")
     ap.add_argument("--no-ops", action="store_true", help="skip the Roller top-10 operators")
-    ap.add_argument("--pipelines", default="roller,full,f16,bf16", help="comma list of %s (default %%(default)s; f16 and bf16 build PRECISION_MODELS only)" % ",".join(PIPELINES))
+    ap.add_argument("--pipelines", default="roller,full,f16,bf16,versions", help="comma list of %s (default %%(default)s; f16 and bf16 build PRECISION_MODELS only, versions the symbolic programs only)" % ",".join(PIPELINES))
     ap.add_argument("--ops-target-file", action="append", default=[], metavar="NAME=FILE",
                     help="also time the operators' top-10 under this device model (DIR/ops-NAME)")
     ap.add_argument("--ops-args", default="", help="prepare_ops.py's options for DIR/ops (e.g. '--set hopper --target h200')")
@@ -322,7 +324,8 @@ def main():
     log("tools from %s" % BIN)
     keep = set(args.only.split(",")) if args.only else None
     srcs = [s for s in sources(args.work, keep) if not keep or s[0] in keep or s[2].get("prog") in keep]
-    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",") if s[0] in PRECISION_MODELS.get(p, [s[0]])]
+    jobs = [(s, p) for s in srcs for p in args.pipelines.split(",") if s[0] in PRECISION_MODELS.get(p, [s[0]])
+            and (p != "versions" or s[0].startswith("dyn_"))]
     progs, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         fut = {ex.submit(build_program, s[0], s[1], s[2], p, args): (s[0], p) for s, p in jobs}

@@ -313,8 +313,14 @@ void cg_symbolic_relayout(FILE *o, const qir_type *dst_t, const char *dst, const
   }
   fputc('\n', o);
   for (int i = 0; i <= level; i++) fputs("  ", o);
-  fprintf(o, "QCHECK(q_relayout((unsigned char *)%s, q_dbnd, (const unsigned char *)%s, q_sbnd, %d, %d, q_ext));\n", dst, src,
+  fprintf(o, "if (q_relayout((unsigned char *)%s, q_dbnd, (const unsigned char *)%s, q_sbnd, %d, %d, q_ext)) {\n", dst, src,
           qir_dtype_size(src_t->dtype), src_t->rank);
+  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
+  fputs("fputs(\"qir_run: copying a versions plan's argument or result failed\\n\", stderr);\n", o);
+  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
+  fputs("return 1;\n", o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  fputs("}\n", o);
   for (int i = 0; i < level; i++) fputs("  ", o);
   fputs("}\n", o);
 }
