@@ -299,6 +299,19 @@ static void version_aliases(const qir_module *m, qir_region *r, int *alias) {
 
 static void emit_ext(FILE *o, const qir_type *t, const char *name);
 
+/* The end of a copy's block (`{ ... if (copy(...)) {` written): a failed
+ * copy of `what` fails the run. */
+static void copy_failed(FILE *o, const char *what, int level) {
+  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
+  fprintf(o, "fputs(\"qir_run: copying %s failed\\n\", stderr);\n", what);
+  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
+  fputs("return 1;\n", o);
+  for (int i = 0; i <= level; i++) fputs("  ", o);
+  fputs("}\n", o);
+  for (int i = 0; i < level; i++) fputs("  ", o);
+  fputs("}\n", o);
+}
+
 void cg_symbolic_relayout(FILE *o, const qir_type *dst_t, const char *dst, const qir_type *src_t, const char *src, int level) {
   for (int i = 0; i < level; i++) fputs("  ", o);
   fputs("{\n", o);
@@ -315,14 +328,7 @@ void cg_symbolic_relayout(FILE *o, const qir_type *dst_t, const char *dst, const
   for (int i = 0; i <= level; i++) fputs("  ", o);
   fprintf(o, "if (q_relayout((unsigned char *)%s, q_dbnd, (const unsigned char *)%s, q_sbnd, %d, %d, q_ext)) {\n", dst, src,
           qir_dtype_size(src_t->dtype), src_t->rank);
-  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
-  fputs("fputs(\"qir_run: copying a versions plan's argument or result failed\\n\", stderr);\n", o);
-  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
-  fputs("return 1;\n", o);
-  for (int i = 0; i <= level; i++) fputs("  ", o);
-  fputs("}\n", o);
-  for (int i = 0; i < level; i++) fputs("  ", o);
-  fputs("}\n", o);
+  copy_failed(o, "a versions plan's argument or result", level);
 }
 
 void cg_symbolic_prelude(FILE *o, qir_module *m, qir_op *const *inputs, int n_in) {
@@ -394,14 +400,9 @@ void cg_symbolic_copy(FILE *o, const qir_type *t, const char *dev, int io_index,
   for (int i = 0; i <= level; i++) fputs("  ", o);
   fprintf(o, "if (q_pad_copy((unsigned char *)%s, (unsigned char *)%s[%d], %d, %d, q_bnd, q_ext, %d)) {\n", dev,
           input ? "inputs" : "outputs", io_index, qir_dtype_size(t->dtype), t->rank, input);
-  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
-  fprintf(o, "fputs(\"qir_run: copying %s %d failed\\n\", stderr);\n", input ? "input" : "output", io_index);
-  for (int i = 0; i <= level + 1; i++) fputs("  ", o);
-  fputs("return 1;\n", o);
-  for (int i = 0; i <= level; i++) fputs("  ", o);
-  fputs("}\n", o);
-  for (int i = 0; i < level; i++) fputs("  ", o);
-  fputs("}\n", o);
+  char what[64];
+  snprintf(what, sizeof what, "%s %d", input ? "input" : "output", io_index);
+  copy_failed(o, what, level);
 }
 
 void cg_symbolic_api(FILE *o, qir_module *m, qir_op *const *inputs, int n_in, qir_op *const *outputs, int n_out) {

@@ -69,10 +69,15 @@ double qopt_run_share(const qir_target *target, const qir_op *op, const int64_t 
 }
 
 int qopt_size_steps(const qir_module *m, uint64_t used, int max, int64_t (*at)[QOPT_MAX_SYMS]) {
+  int n_used = 0;
+  for (int k = 0; k < m->n_syms && k < QOPT_MAX_SYMS; k++) n_used += (used >> k) & 1;
+  return qopt_size_steps_by(m, used, n_used == 1 ? 4 : 2, max, at);
+}
+
+int qopt_size_steps_by(const qir_module *m, uint64_t used, int64_t factor, int max, int64_t (*at)[QOPT_MAX_SYMS]) {
   int n_used = 0, n = 0;
   if (m->n_syms > QOPT_MAX_SYMS) return 0;
   for (int k = 0; k < m->n_syms; k++) n_used += (used >> k) & 1;
-  int64_t factor = n_used == 1 ? 4 : 2;
   for (int64_t scale = 1; n < max && n_used; scale *= factor) {
     bool below = false;   /* some symbol short of its bound at this step */
     for (int k = 0; k < m->n_syms; k++) {

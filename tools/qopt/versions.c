@@ -279,25 +279,12 @@ static bool join(FILE *o, const version *vs, int n, qir_module *bound, const cha
   return ok;
 }
 
-/* The ranges a smaller plan may serve: every symbol at its least value
- * times 1, 2, 4, .. (on its step), short of the bound (where one symbol
- * reaches its bound first, the others go on).  A plan's symbols go up to
- * these values; its own least values are the module's. */
+/* The ranges a smaller plan may serve: every symbol up to its least value
+ * times 1, 2, 4, .. (on its step), short of the bound (a symbol at its bound
+ * stays there while the others go on). */
 static int ladder(const qir_module *m, int64_t (*at)[QOPT_MAX_SYMS]) {
-  int n = 0;
-  for (int64_t scale = 1; n < MAX_STEPS; scale *= 2) {
-    bool below = false;
-    for (int k = 0; k < m->n_syms; k++) {
-      const qir_dimsym *s = &m->syms[k];
-      int64_t lo = s->lo < 1 ? 1 : s->lo, v = lo * scale;
-      if (v > s->hi || v / scale != lo) v = s->hi;
-      at[n][k] = s->lo + (v - s->lo) / s->step * s->step;
-      below |= at[n][k] < s->hi;
-    }
-    if (!below) break;
-    n++;
-  }
-  return n;
+  uint64_t all = m->n_syms >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->n_syms) - 1;
+  return qopt_size_steps_by(m, all, 2, MAX_STEPS, at);
 }
 
 /* Plan `s`: the input bounded at cap (its symbols renamed NAME_vS), through
