@@ -44,7 +44,9 @@ PROFILE = ["bert_base.full"]   # per-kernel times (ncu), where the passes differ
 # promised): the whole-model step (as time allows, says the issue) gets the rest.
 LOG = []
 RACE_TARGETS = ("lstm100", "greedy_decoder", "ch_ppocr_mobile_v2.0_cls_infer", "light_shufflenet",
-                "dyn_cnn_batch@b3", "dyn_seg_hw@h64w96")
+                "dyn_cnn_batch@b3", "dyn_seg_hw@h64w96",
+                # size versions (issue 29): a smaller plan's run, its copies between bounds
+                "dyn_cnn_batch@b3.versions", "dyn_seg_hw@h64w96.versions")
 
 
 def log(msg):
