@@ -86,8 +86,10 @@ double qopt_band_share(const qir_op *op, const int64_t *at);
  * returns how many. */
 #define QOPT_MAX_SYMS 64
 int qopt_size_steps(const qir_module *m, uint64_t used, int max, int64_t (*at)[QOPT_MAX_SYMS]);
-/* The same with each symbol of `used` `factor` times larger a step. */
-int qopt_size_steps_by(const qir_module *m, uint64_t used, int64_t factor, int max, int64_t (*at)[QOPT_MAX_SYMS]);
+/* The same with each symbol of `used` `factor` (> 1) times larger a step:
+ * kept on its step below for a whole factor, above for a fraction (a step
+ * that repeats the last is left out). */
+int qopt_size_steps_by(const qir_module *m, uint64_t used, double factor, int max, int64_t (*at)[QOPT_MAX_SYMS]);
 
 #define QIR_PASS(flag, fn, help) bool fn(qopt_ctx *ctx, qir_module *m);
 #include "passes.def"

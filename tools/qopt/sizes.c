@@ -74,22 +74,27 @@ int qopt_size_steps(const qir_module *m, uint64_t used, int max, int64_t (*at)[Q
   return qopt_size_steps_by(m, used, n_used == 1 ? 4 : 2, max, at);
 }
 
-int qopt_size_steps_by(const qir_module *m, uint64_t used, int64_t factor, int max, int64_t (*at)[QOPT_MAX_SYMS]) {
+int qopt_size_steps_by(const qir_module *m, uint64_t used, double factor, int max, int64_t (*at)[QOPT_MAX_SYMS]) {
   int n_used = 0, n = 0;
-  if (m->n_syms > QOPT_MAX_SYMS) return 0;
+  if (m->n_syms > QOPT_MAX_SYMS || !(factor > 1)) return 0;
   for (int k = 0; k < m->n_syms; k++) n_used += (used >> k) & 1;
-  for (int64_t scale = 1; n < max && n_used; scale *= factor) {
-    bool below = false;   /* some symbol short of its bound at this step */
+  bool whole = factor == floor(factor);   /* a whole factor keeps to the step below; a fraction rounds up */
+  double scale = 1;
+  for (int i = 0; n < max && n_used && i < 64; i++, scale *= factor) {
+    bool below = false, same = n > 0;   /* some symbol short of its bound; the step the last one again */
     for (int k = 0; k < m->n_syms; k++) {
       const qir_dimsym *s = &m->syms[k];
-      int64_t lo = s->lo < 1 ? 1 : s->lo, v = lo * scale;
-      if (!((used >> k) & 1)) v = s->hi;
-      if (v > s->hi || v / scale != lo) v = s->hi;
-      at[n][k] = s->lo + (v - s->lo) / s->step * s->step;
+      double lo = s->lo < 1 ? 1 : (double)s->lo, v = lo * scale;
+      int64_t x;
+      if (!((used >> k) & 1) || v >= (double)s->hi) x = s->hi;
+      else if (whole) x = s->lo + ((int64_t)v - s->lo) / s->step * s->step;
+      else x = s->lo + ((int64_t)ceil(v - 1e-9) - s->lo + s->step - 1) / s->step * s->step;
+      at[n][k] = x < s->hi ? x : s->hi;
       below |= at[n][k] < s->hi;
+      same &= at[n][k] == at[n - 1][k];
     }
     if (!below) break;
-    n++;
+    if (!same) n++;
   }
   return n;
 }

@@ -27,8 +27,8 @@
 
 /* A plan for a smaller range must be at least this much faster at its bound. */
 #define VERSION_GAIN 1.1
-#define MAX_VERSIONS 6
-#define MAX_STEPS 8
+#define MAX_VERSIONS 10
+#define MAX_STEPS 12
 
 typedef struct {
   qir_module *m;
@@ -280,11 +280,11 @@ static bool join(FILE *o, const version *vs, int n, qir_module *bound, const cha
 }
 
 /* The ranges a smaller plan may serve: every symbol up to its least value
- * times 1, 2, 4, .. (on its step), short of the bound (a symbol at its bound
- * stays there while the others go on). */
-static int ladder(const qir_module *m, int64_t (*at)[QOPT_MAX_SYMS]) {
+ * times 1, F, F^2, .. (F: -size-versions-factor; on its step), short of the
+ * bound (a symbol at its bound stays there while the others go on). */
+static int ladder(qopt_ctx *ctx, const qir_module *m, int64_t (*at)[QOPT_MAX_SYMS]) {
   uint64_t all = m->n_syms >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->n_syms) - 1;
-  return qopt_size_steps_by(m, all, 2, MAX_STEPS, at);
+  return qopt_size_steps_by(m, all, qopt_option_float(ctx, "size-versions-factor"), MAX_STEPS, at);
 }
 
 /* Plan `s`: the input bounded at cap (its symbols renamed NAME_vS), through
@@ -398,7 +398,7 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
   for (qir_op *op = built->body->first; op; op = op->next)
     if (op->code == QIR_OP_VERSIONS) return built;   /* versioned already */
   int64_t steps[MAX_STEPS][QOPT_MAX_SYMS], mid[MAX_STEPS][QOPT_MAX_SYMS];
-  int n = ladder(built, steps);
+  int n = ladder(ctx, built, steps);
   version cand[MAX_STEPS + 1];
   memset(cand, 0, sizeof cand);
   char *texts[MAX_STEPS];
