@@ -91,7 +91,7 @@ int qopt_size_steps_by(const qir_module *m, uint64_t used, double factor, int ma
       else x = s->lo + ((int64_t)ceil(v - 1e-9) - s->lo + s->step - 1) / s->step * s->step;
       at[n][k] = x < s->hi ? x : s->hi;
       below |= at[n][k] < s->hi;
-      same &= at[n][k] == at[n - 1][k];
+      same = same && at[n][k] == at[n - 1][k];
     }
     if (!below) break;
     if (!same) n++;
