@@ -1227,6 +1227,16 @@ static void kprint_rprogram_sync(FILE *o, const kstmt *s, const kkernel *k, cons
 }
 
 void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
+  if (s->active_warps && ks_is_mma(s) && !st->c_threads) {   /* the member's warps only: a warp-uniform branch */
+    kstmt all = *s;
+    all.active_warps = 0;
+    indent_to(o, ind);
+    fprintf(o, "if ((int)threadIdx.x / %d < %d) {\n", k->warp, s->active_warps);
+    kprint_stmt(o, &all, k, st, ind + 1);
+    indent_to(o, ind);
+    fputs("}\n", o);
+    return;
+  }
   if (st->chk && (s->kind == KS_BARRIER || s->kind == KS_WARP_REDUCE || ks_is_mma(s))) {
     /* collectives belong at block level (print_c.c); reached here, from
      * per-thread code, only the threads that get here would run them */

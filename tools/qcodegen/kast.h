@@ -221,6 +221,9 @@ struct kstmt {
   kexpr *coord[KTMAP_MAX_RANK]; /* TMA_LOAD: the box's first element, innermost dimension first */
   const kwgmma *wg;             /* WGMMA*: the instruction and its warpgroups; IF: a role branch
                                  * (GPU: cond is warpgroup-uniform, read through a shuffle) */
+  int active_warps;             /* a warp collective (ks_is_mma) of an rprogram's member with fewer
+                                 * threads than the program's block: run by warps 0 .. active_warps-1
+                                 * only (0: every warp) */
 };
 
 typedef struct {

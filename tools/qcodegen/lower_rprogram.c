@@ -94,17 +94,43 @@ static bool has_kind(const kstmt *s, bool (*pred)(const kstmt *)) {
 
 static bool is_warp_reduce(const kstmt *s) { return s->kind == KS_WARP_REDUCE; }
 
-/* Statements of a body with `t` of the block's threads: idle threads reach
- * every barrier (top level or in uniform loops) and do nothing else. */
-static kstmt *guard(kbuilder *b, const kstmt *seq, int t) {
+/* Whether every warp collective of seq (matrix-unit statements) stands at
+ * block level: in seq, or in a uniform loop with barriers guard() walks into;
+ * guard() can then give them to the member's own warps. */
+static bool collectives_at_block_level(const kstmt *seq) {
+  for (int i = 0; i < seq->n_items; i++) {
+    const kstmt *c = seq->items[i];
+    if (ks_is_mma(c) || c->kind == KS_BARRIER || c->kind == KS_WARP_REDUCE || c->kind == KS_COMMENT) continue;
+    if (c->kind == KS_SEQ) {
+      if (!collectives_at_block_level(c)) return false;
+    } else if (c->kind == KS_FOR && c->uniform && ks_has_sync(c->body)) {
+      if (c->body->kind == KS_SEQ ? !collectives_at_block_level(c->body) : !ks_is_mma(c->body) && has_kind(c->body, ks_is_mma))
+        return false;
+    } else if (has_kind(c, ks_is_mma)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Statements of a body with `t` of the block's threads (whole warps where it
+ * uses the matrix units): idle threads reach every barrier (top level or in
+ * uniform loops) and do nothing else; a warp collective runs in the first
+ * t / warp warps only. */
+static kstmt *guard(kbuilder *b, const kstmt *seq, int t, int warp) {
   kstmt *out = ks_seq(b);
   kexpr *active = ke_lt(b, ke_tid(b), ke_int(b, t));
   for (int i = 0; i < seq->n_items; i++) {
     kstmt *c = seq->items[i];
     if (c->kind == KS_BARRIER || c->kind == KS_WARP_REDUCE || c->kind == KS_COMMENT) {
       ks_add(b, out, c);
+    } else if (ks_is_mma(c)) {
+      kstmt *d = qir_alloc(b->m, sizeof *d);
+      *d = *c;
+      d->active_warps = t / warp;
+      ks_add(b, out, d);
     } else if (c->kind == KS_SEQ) {
-      ks_add_flat(b, out, guard(b, c, t));
+      ks_add_flat(b, out, guard(b, c, t, warp));
     } else if (c->kind == KS_FOR && c->uniform && ks_has_sync(c->body)) {
       kstmt *l = qir_alloc(b->m, sizeof *l), *inner = c->body;
       *l = *c;
@@ -112,7 +138,7 @@ static kstmt *guard(kbuilder *b, const kstmt *seq, int t) {
         inner = ks_seq(b);
         ks_add(b, inner, c->body);
       }
-      l->body = guard(b, inner, t);
+      l->body = guard(b, inner, t, warp);
       ks_add(b, out, l);
     } else if (c->kind == KS_DECL) {
       /* the declaration stays visible to what follows; a load in its
@@ -157,7 +183,7 @@ kstmt *lower_run_tasks(kbuilder *b, const kkernel *mk, const int *pmap, int64_t 
     ks_add(b, lets ? lets : body, let);
   }
   kstmt *tb = re_s(&r, mk->body);
-  if (mk->threads < threads) tb = guard(b, tb, mk->threads);
+  if (mk->threads < threads) tb = guard(b, tb, mk->threads, mk->warp);
   ks_add_flat(b, body, tb);
   if (barrier) ks_add(b, body, ks_barrier(b));
   kstmt *loop = ks_for(b, t, lo, ke_int(b, t1), v1 - v0 + 1, body);
@@ -173,7 +199,7 @@ const char *lower_run_unfit(qir_module *m, const kkernel *mk, int threads, int w
   /* its tensor maps are parameters of its own launch, its roles fixed warpgroups */
   if (mk->sm90a || mk->gpu_body) return qir_sprintf(m, "%s is a Hopper kernel (TMA tensor maps, warpgroup roles): it runs on its own", mk->name);
   if (mk->threads == threads) return NULL;
-  if (has_kind(mk->body, ks_is_mma))
+  if (has_kind(mk->body, ks_is_mma) && (mk->threads % warp || !collectives_at_block_level(mk->body)))
     return qir_sprintf(m, "%s uses the matrix units with %d of the block's %d threads", mk->name, mk->threads, threads);
   if (mk->threads % warp && has_kind(mk->body, is_warp_reduce))
     return qir_sprintf(m, "%s reduces across a partial warp with %d of the block's %d threads", mk->name, mk->threads, threads);
@@ -285,7 +311,7 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
   for (int i = 0; i < p->n_kernels; i++) {
     const kkernel *k = members[i];
     if (k->threads == threads) continue;
-    if (has_kind(k->body, ks_is_mma)) {
+    if (has_kind(k->body, ks_is_mma) && (k->threads % cg->warp || !collectives_at_block_level(k->body))) {
       *why = qir_sprintf(m, "kernel %d uses the matrix units with %d of the block's %d threads", i, k->threads, threads);
       return 0;
     }

@@ -339,7 +339,7 @@ static void print_block_level(FILE *o, const kkernel *k, const kstmt *s, const k
     if (ks_is_mma(c)) {                      /* collective: once per warp */
       flush_phase(o, k, &phase, st, ind);
       indent_to(o, ind);
-      fprintf(o, "for (int q_w = 0; q_w < %d; q_w++) ", k->threads / k->warp);
+      fprintf(o, "for (int q_w = 0; q_w < %d; q_w++) ", c->active_warps ? c->active_warps : k->threads / k->warp);
       if (st->chk && (c->kind == KS_MMA_LOAD || c->kind == KS_MMA_STORE)) {
         bool w = c->kind == KS_MMA_STORE;
         int site = cg_check_site(st->chk, k, "matrix-unit %s shared `%s`", w ? "store to" : "load from", c->mem->name);

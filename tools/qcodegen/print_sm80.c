@@ -208,7 +208,7 @@ void kprint_sm80_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
 void kprint_sm80_collective_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
   int W = k->warp, T = k->threads;
   indent_to(o, ind);
-  fprintf(o, "for (int q_w = 0; q_w < %d; q_w++) {\n", T / W);
+  fprintf(o, "for (int q_w = 0; q_w < %d; q_w++) {\n", s->active_warps ? s->active_warps : T / W);
   if (s->kind == KS_LDMATRIX) {
     indent_to(o, ind + 1);
     fprintf(o, "long q_row[%d];\n", W);
