@@ -481,6 +481,10 @@ bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, con
                          int64_t staged_size, int64_t tail_size, int warp, qir_row_blocking *out) {
   memset(out, 0, sizeof *out);
   if (rank < 1 || rank > QIR_MAX_RANK || warp < 1) return false;
+  /* in shared memory as qcodegen's kernels compute them: the narrow types in
+   * 32 bits (ktype_of_dtype), the 64-bit ones in 64 */
+  if (staged_size > 0) staged_size = staged_size > 4 ? 8 : 4;
+  if (tail_size > 0) tail_size = tail_size > 4 ? 8 : 4;
   int64_t row_len = 1, per_block = 1;
   for (int d = 0; d < rank; d++) {
     if (reduced[d]) row_len *= dims[d];

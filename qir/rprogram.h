@@ -127,7 +127,8 @@ typedef struct {
  * rows QIR_ROW_SMEM_LIMIT; a warp per row.  staged_size: bytes of an element
  * of the row the first reduction reads (0: none to stage; it is staged when a
  * row fits the limit); tail_size: bytes of an element of the row result a
- * tail contraction (@V) walks, staged too (0: no tail).  false: a tail's row
+ * tail contraction (@V) walks, staged too (0: no tail); staged as qcodegen
+ * computes them, an element of 4 bytes or fewer takes 4.  false: a tail's row
  * does not fit. */
 bool qir_row_blocking_of(int rank, const int64_t *dims, const bool *reduced, const int64_t *group_block,
                          int64_t staged_size, int64_t tail_size, int warp, qir_row_blocking *out);
