@@ -226,31 +226,81 @@ static bool print_target_model(qopt_ctx *ctx) {
   return fflush(stdout) == 0;
 }
 
+/* -stats-at=NAME=V,NAME=V/...: sizes of the symbols (those not named at
+ * their bounds) into at[n..], at most max; false after an error into d. */
+static bool stats_at_sizes(const char *spec, const qir_module *m, int64_t (*at)[64], int *n, int max, qir_diag *d) {
+  const char *p = spec;
+  while (*p && *n < max) {
+    int64_t *v = at[*n];
+    for (int k = 0; k < m->n_syms && k < 64; k++) v[k] = m->syms[k].hi;
+    while (*p && *p != '/') {
+      const char *eq = strchr(p, '='), *end = p + strcspn(p, ",/");
+      if (!eq || eq > end) {
+        qir_error(d, (qir_loc){0}, "-stats-at: expected NAME=VALUE at '%.*s'", (int)(end - p), p);
+        return false;
+      }
+      int k = 0;
+      while (k < m->n_syms && (strlen(m->syms[k].name) != (size_t)(eq - p) || strncmp(m->syms[k].name, p, (size_t)(eq - p)))) k++;
+      char *stop;
+      long long x = strtoll(eq + 1, &stop, 10);
+      const qir_dimsym *s = k < m->n_syms ? &m->syms[k] : NULL;
+      if (!s) {
+        qir_error(d, (qir_loc){0}, "-stats-at: the module has no dimension '%.*s'", (int)(eq - p), p);
+        return false;
+      }
+      if (stop != end || x < s->lo || x > s->hi || (x - s->lo) % s->step) {
+        qir_error(d, (qir_loc){0}, "-stats-at: %s = '%.*s' is not a value of [%lld, %lld] %% %lld", s->name, (int)(end - eq - 1), eq + 1,
+                  (long long)s->lo, (long long)s->hi, (long long)s->step);
+        return false;
+      }
+      if (k < 64) v[k] = x;
+      p = *end == ',' ? end + 1 : end;
+    }
+    (*n)++;
+    if (*p == '/') p++;
+  }
+  return true;
+}
+
 /* -stats on a module with dimension symbols: its modelled time at a few
- * sizes (every symbol at its least value, midway, at its bound), for this
- * build (planned at the bound; a kernel of its own over symbolic rows runs
- * the run's blocks) and for a static build of that size (the input
- * specialized to it, through the same passes). */
-static void size_report(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, const int *pipeline,
+ * sizes (every symbol at its least value, midway, at its bound, then those
+ * -stats-at names), for this build (planned at the bound; a kernel of its
+ * own over symbolic rows runs the run's blocks; with -size-versions, the
+ * plan the run takes) and for a static build of that size (the input
+ * specialized to it, through the same passes).  false: -stats-at is wrong. */
+static bool size_report(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, const int *pipeline,
                         int n_pipeline, qir_module *built) {
+  qir_diag quiet0;
+  qir_diag_init_quiet(&quiet0);
+  qir_module *m0 = qir_parse(text, len, "<static build>", base_dir, &quiet0);
+  if (!m0) return true;
+  int64_t at[3 + 16][64] = {{0}};
+  int n_at = 0;
+  for (; n_at < 3; n_at++)
+    for (int k = 0; k < m0->n_syms && k < 64; k++) {
+      const qir_dimsym *s = &m0->syms[k];
+      at[n_at][k] = n_at == 0 ? s->lo : n_at == 2 ? s->hi : s->lo + (s->hi - s->lo) / 2 / s->step * s->step;
+    }
+  bool ok_at = stats_at_sizes(qopt_option_str(ctx, "stats-at"), m0, at, &n_at, 3 + 16, ctx->diag);
+  qir_module_free(m0);
+  if (!ok_at) return false;
   int o = option_index(ctx, "stats", 5);
   const char *saved_stats = o >= 0 ? ctx->values[o] : NULL;
   if (o >= 0) ctx->values[o] = NULL; /* the static builds' passes report nothing */
   qir_diag *saved_diag = ctx->diag;
-  for (int at = 0; at < 3; at++) {
+  for (int a = 0; a < n_at; a++) {
     qir_diag quiet;
     qir_diag_init_quiet(&quiet);
     ctx->diag = &quiet;
     qir_module *m = qir_parse(text, len, "<static build>", base_dir, &quiet);
     if (!m) break;
-    int64_t values[64];
+    int64_t values[64] = {0};
     char sizes[512] = "";
     size_t w = 0;
     for (int k = 0; k < m->n_syms && k < 64; k++) {
-      const qir_dimsym *s = &m->syms[k];
-      values[k] = at == 0 ? s->lo : at == 2 ? s->hi : s->lo + (s->hi - s->lo) / 2 / s->step * s->step;
+      values[k] = at[a][k];
       w += (size_t)snprintf(sizes + (w < sizeof sizes ? w : sizeof sizes), w < sizeof sizes ? sizeof sizes - w : 0, "%s%s=%lld",
-                            k ? ", " : "", s->name, (long long)values[k]);
+                            k ? ", " : "", m->syms[k].name, (long long)values[k]);
     }
     qir_module_specialize(m, values);
     bool ok = qir_verify(m, &quiet) == 0;
@@ -268,6 +318,7 @@ static void size_report(qopt_ctx *ctx, const char *text, size_t len, const char 
   }
   ctx->diag = saved_diag;
   if (o >= 0) ctx->values[o] = saved_stats;
+  return true;
 }
 
 /* -size-versions' builds: the pipeline again on another module, its passes
@@ -426,7 +477,7 @@ int main(int argc, char **argv) {
       m = qopt_size_versions(&ctx, m, text, len, base_dir, run_quietly, &pr);
       ok = m != NULL;
     }
-    if (ok && m->n_syms && qopt_option_bool(&ctx, "stats")) size_report(&ctx, text, len, base_dir, pipeline, n_pipeline, m);
+    if (ok && m->n_syms && qopt_option_bool(&ctx, "stats")) ok = size_report(&ctx, text, len, base_dir, pipeline, n_pipeline, m);
     /* an output that is no regular file (-o /dev/null, a pipe) gets no
      * sidecar beside it: the weights stay in the text */
     struct stat st;
