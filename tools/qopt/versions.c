@@ -431,6 +431,9 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
       cover_us[n_kept] = c, kept[n_kept++] = s;
   }
   qir_module *out = built;
+  if (!n_kept && qopt_option_bool(ctx, "stats"))
+    fprintf(stderr, "size-versions: no plan for a smaller range kept (%d tried, none %.0f%% faster where it would run)\n", n,
+            (VERSION_GAIN - 1) * 100);
   if (n_kept) {
     /* smallest first; each (and the bound plan, last) with names as printed */
     version vs[MAX_STEPS + 1];
