@@ -358,6 +358,7 @@ static void resolve_versions(qir_module *m, qir_region *r, int64_t *values) {
     qir_region *reg = op->regions[k];
     for (int i = 0; i < reg->n_args; i++) qir_value_replace_uses(m, reg->args[i], op->operands[i]);
     qir_op *y = reg->last;
+    if (reg->first != y) next = reg->first;   /* what comes out is walked next: it may hold versions of its own */
     for (qir_op *x = reg->first, *xn; x && x != y; x = xn) {
       xn = x->next;
       move_before(m, op, x);
@@ -365,8 +366,6 @@ static void resolve_versions(qir_module *m, qir_region *r, int64_t *values) {
     for (int i = 0; y && y->code == QIR_OP_YIELD && i < op->n_results && i < y->n_operands; i++)
       qir_value_replace_uses(m, op->results[i], y->operands[i]);
     qir_op_unlink(op);
-    resolve_versions(m, r, values);   /* what came out may hold versions of its own */
-    return;
   }
 }
 

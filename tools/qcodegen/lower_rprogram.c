@@ -296,27 +296,12 @@ int lower_rprogram(cg_ctx *cg, const qir_rprogram *p, kkernel *const *members, q
   kbuilder *b = &cg->kb;
   qir_module *m = cg->m;
   int threads = 0;
+  for (int i = 0; i < p->n_kernels; i++)
+    if (members[i]->threads > threads) threads = members[i]->threads;
   for (int i = 0; i < p->n_kernels; i++) {
-    const kkernel *k = members[i];
-    if (k->threads > threads) threads = k->threads;
-    if (k->warp != cg->warp) {
-      *why = "a packed kernel assumes another warp width";
-      return 0;
-    }
-    if (k->sm90a || k->gpu_body) {
-      *why = qir_sprintf(m, "kernel %d is a Hopper kernel (TMA tensor maps, warpgroup roles): it runs on its own", i);
-      return 0;
-    }
-  }
-  for (int i = 0; i < p->n_kernels; i++) {
-    const kkernel *k = members[i];
-    if (k->threads == threads) continue;
-    if (has_kind(k->body, ks_is_mma) && (k->threads % cg->warp || !collectives_at_block_level(k->body))) {
-      *why = qir_sprintf(m, "kernel %d uses the matrix units with %d of the block's %d threads", i, k->threads, threads);
-      return 0;
-    }
-    if (k->threads % cg->warp && has_kind(k->body, is_warp_reduce)) {
-      *why = qir_sprintf(m, "kernel %d reduces across a partial warp with %d of the block's %d threads", i, k->threads, threads);
+    const char *unfit = lower_run_unfit(m, members[i], threads, cg->warp);
+    if (unfit) {
+      *why = qir_sprintf(m, "kernel %d: %s", i, unfit);
       return 0;
     }
   }

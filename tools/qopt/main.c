@@ -239,11 +239,12 @@ static bool stats_at_sizes(const char *spec, const qir_module *m, int64_t (*at)[
         qir_error(d, (qir_loc){0}, "-stats-at: expected NAME=VALUE at '%.*s'", (int)(end - p), p);
         return false;
       }
-      int k = 0;
-      while (k < m->n_syms && (strlen(m->syms[k].name) != (size_t)(eq - p) || strncmp(m->syms[k].name, p, (size_t)(eq - p)))) k++;
+      char name[256];
+      snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
+      int k = qir_dimsym_find(m, name);
       char *stop;
       long long x = strtoll(eq + 1, &stop, 10);
-      const qir_dimsym *s = k < m->n_syms ? &m->syms[k] : NULL;
+      const qir_dimsym *s = k >= 0 ? &m->syms[k] : NULL;
       if (!s) {
         qir_error(d, (qir_loc){0}, "-stats-at: the module has no dimension '%.*s'", (int)(eq - p), p);
         return false;

@@ -42,8 +42,6 @@ typedef struct {
   size_t len;
 } chunk;
 
-static bool is_top(const qir_op *op, qir_opcode code) { return op->code == code && op->parent && !op->parent->parent_op; }
-
 /* The printed module's top-level ops, in order: a chunk starts at a line of
  * exactly two spaces' indent that is no region's end (a header line: weights,
  * dim, is skipped). */
@@ -113,7 +111,7 @@ static void rename_op(qir_module *m, qir_op *op, int tag) {
  * plan, equals: it is read from outside instead.  NULL: none. */
 static const qir_op *shared_const(const qir_module *bound, const qir_op *op) {
   for (const qir_op *s = bound->body->first; s; s = s->next)
-    if (is_top(s, QIR_OP_CONST) && s->results[0]->name && op->results[0]->name &&
+    if (s->code == QIR_OP_CONST && s->results[0]->name && op->results[0]->name &&
         !strcmp(s->results[0]->name, op->results[0]->name) && same_const(s, op))
       return s;
   return NULL;
@@ -182,25 +180,6 @@ static void respill(qir_region *r, const char *const *names, int n) {
   }
 }
 
-/* m printed and parsed again: every value then has the name it prints with
- * (the printer makes names unique), so renamed copies print alike. */
-static void copy_spill(const qir_region *from, qir_region *to) {
-  const qir_op *a = from->first;
-  for (qir_op *b = to->first; a && b; a = a->next, b = b->next) {
-    if (a->code == QIR_OP_CONST && b->code == QIR_OP_CONST && a->cst && b->cst) b->cst->spill = a->cst->spill;
-    for (int i = 0; i < a->n_regions && i < b->n_regions; i++) copy_spill(a->regions[i], b->regions[i]);
-  }
-}
-
-static qir_module *reprinted(qir_module *m, const char *base_dir, qir_diag *d) {
-  size_t len;
-  char *text = qir_print_to_string(m, &len);
-  qir_module *r = text ? qir_parse(text, len, "<size version>", base_dir, d) : NULL;
-  if (r) copy_spill(m->body, r->body);   /* the printer writes a pass's constants inline */
-  free(text);
-  return r;
-}
-
 static bool outside(const qir_value *v) { return v->def && (v->def->code == QIR_OP_INPUT || v->def->code == QIR_OP_CONST); }
 
 /* The joined module's text (see the file's comment): `outer`, the bound
@@ -241,7 +220,7 @@ static bool join(FILE *o, const version *vs, int n, qir_module *bound, const cha
   for (int v = 0; ok && v <= n; v++) {
     qir_module *m = v < n ? vs[v].m : bound;
     chunk *c = NULL;
-    int n_c = chunks_of(v < n ? vs[v].text : vs[n].text, v < n ? vs[v].len : vs[n].len, &c), a = 0;
+    int n_c = chunks_of(vs[v].text, vs[v].len, &c), a = 0;
     fputs(v ? " else (" : " (", o);
     for (qir_op *op = m->body->first; op; op = op->next)
       if (op->code == QIR_OP_INPUT) {
@@ -287,10 +266,29 @@ static int ladder(qopt_ctx *ctx, const qir_module *m, int64_t (*at)[QOPT_MAX_SYM
   return qopt_size_steps_by(m, all, qopt_option_float(ctx, "size-versions-factor"), MAX_STEPS, at);
 }
 
+/* m printed, then a comment naming the constants a pass made (the printer
+ * writes them inline: plan_of marks them again). */
+static char *printed_with_spills(qir_module *m, size_t *len) {
+  char *out = NULL;
+  FILE *o = open_memstream(&out, len);
+  if (!o) return NULL;
+  qir_print(o, m);
+  const char **names = NULL;
+  int n = 0, n_cap = 0;
+  spilled_names(m->body, &names, &n, &n_cap);
+  fputs("// spilled:", o);
+  for (int i = 0; i < n; i++) fprintf(o, " %s", names[i]);
+  fputc('\n', o);
+  free(names);
+  if (fclose(o)) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
 /* Plan `s`: the input bounded at cap (its symbols renamed NAME_vS), through
- * the pipeline, printed, then a comment naming the constants a pass made
- * (the printer writes them inline; plan_of marks them again).  NULL: the
- * plan failed. */
+ * the pipeline, printed_with_spills.  NULL: the plan failed. */
 static char *plan_text(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, const int64_t *cap, int s,
                        qopt_pipeline_fn run, void *arg, size_t *out_len) {
   qir_diag quiet;
@@ -304,27 +302,14 @@ static char *plan_text(qopt_ctx *ctx, const char *text, size_t len, const char *
     ok = qir_verify(m, &quiet) == 0 && run(ctx, m, arg) && quiet.n_errors == 0 && qir_verify(m, &quiet) == 0;
   }
   ctx->diag = saved;
-  char *out = NULL;
-  FILE *o = ok ? open_memstream(&out, out_len) : NULL;
-  if (o) {
-    qir_print(o, m);
-    const char **names = NULL;
-    int n = 0, n_cap = 0;
-    spilled_names(m->body, &names, &n, &n_cap);
-    fputs("// spilled:", o);
-    for (int i = 0; i < n; i++) fprintf(o, " %s", names[i]);
-    fputc('\n', o);
-    free(names);
-    if (fclose(o)) {
-      free(out);
-      out = NULL;
-    }
-  }
+  char *out = ok ? printed_with_spills(m, out_len) : NULL;
   qir_module_free(m);
   return out;
 }
 
-/* A plan's module from plan_text's text: its names are as printed, unique. */
+/* A module from printed_with_spills' text: its names are as printed (the
+ * printer makes them unique, so renamed copies print alike), its pass-made
+ * constants marked again. */
 static qir_module *plan_of(const char *text, size_t len, const char *base_dir, qir_diag *d) {
   qir_module *m = qir_parse(text, len, "<size version>", base_dir, d);
   const char *tail = m ? strstr(text, "\n// spilled:") : NULL;
@@ -399,8 +384,7 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
     if (op->code == QIR_OP_VERSIONS) return built;   /* versioned already */
   int64_t steps[MAX_STEPS][QOPT_MAX_SYMS], mid[MAX_STEPS][QOPT_MAX_SYMS];
   int n = ladder(ctx, built, steps);
-  version cand[MAX_STEPS + 1];
-  memset(cand, 0, sizeof cand);
+  qir_module *cand[MAX_STEPS] = {NULL};
   char *texts[MAX_STEPS];
   size_t lens[MAX_STEPS];
   plan_texts(ctx, text, len, base_dir, steps, n, run, arg, texts, lens);
@@ -408,7 +392,7 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
   for (int s = 0; s < n; s++) {
     qir_diag quiet;
     qir_diag_init_quiet(&quiet);
-    cand[s].m = texts[s] ? plan_of(texts[s], lens[s], base_dir, &quiet) : NULL;
+    cand[s] = texts[s] ? plan_of(texts[s], lens[s], base_dir, &quiet) : NULL;
     free(texts[s]);
     /* its range's bound, and midway into its range from the next smaller one's */
     for (int k = 0; k < built->n_syms; k++) {
@@ -416,16 +400,16 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
       int64_t below = s ? steps[s - 1][k] : y->lo, v = below + (steps[s][k] - below) / 2;
       mid[s][k] = y->lo + (v - y->lo) / y->step * y->step;
     }
-    own_us[s] = cand[s].m ? qopt_modelled_us(ctx, cand[s].m, steps[s]) : -1;
-    own_mid[s] = cand[s].m ? qopt_modelled_us(ctx, cand[s].m, mid[s]) : -1;
+    own_us[s] = cand[s] ? qopt_modelled_us(ctx, cand[s], steps[s]) : -1;
+    own_mid[s] = cand[s] ? qopt_modelled_us(ctx, cand[s], mid[s]) : -1;
   }
   /* from the largest down: a plan stays where it beats the one that would
    * serve its runs otherwise, at its bound or midway into its range */
   int kept[MAX_STEPS], n_kept = 0;
   double cover_us[MAX_STEPS];
   for (int s = n - 1; s >= 0; s--) {
-    if (!cand[s].m || n_kept == MAX_VERSIONS) continue;
-    qir_module *cover = n_kept ? cand[kept[n_kept - 1]].m : built;
+    if (!cand[s] || n_kept == MAX_VERSIONS) continue;
+    qir_module *cover = n_kept ? cand[kept[n_kept - 1]] : built;
     double c = qopt_modelled_us(ctx, cover, steps[s]), cm = qopt_modelled_us(ctx, cover, mid[s]);
     if ((own_us[s] > 0 && own_us[s] * VERSION_GAIN < c) || (own_mid[s] > 0 && own_mid[s] * VERSION_GAIN < cm))
       cover_us[n_kept] = c, kept[n_kept++] = s;
@@ -442,10 +426,13 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
     for (int i = 0; i <= n_kept && ok; i++) {
       vs[i] = (version){0};
       if (i < n_kept) {
-        vs[i].m = cand[kept[n_kept - 1 - i]].m;
-        cand[kept[n_kept - 1 - i]].m = NULL;
+        vs[i].m = cand[kept[n_kept - 1 - i]];
+        cand[kept[n_kept - 1 - i]] = NULL;
       } else {
-        vs[i].m = reprinted(built, base_dir, d);
+        size_t blen = 0;
+        char *btext = printed_with_spills(built, &blen);
+        vs[i].m = btext ? plan_of(btext, blen, base_dir, d) : NULL;
+        free(btext);
       }
       ok = vs[i].m != NULL;
     }
@@ -508,6 +495,6 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
     qir_module_free(built);
     out = m;
   }
-  for (int s = 0; s < n; s++) qir_module_free(cand[s].m);
+  for (int s = 0; s < n; s++) qir_module_free(cand[s]);
   return out;
 }
