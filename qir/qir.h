@@ -707,24 +707,34 @@ typedef struct {
 bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
 
 /* An operand of a contraction as the tensor memory accelerator sees it
- * (qir/tma.c): at most five dimensions, innermost first, each walked by one
- * compute variable with coefficient 1 or held at a constant; dimension 0
- * contiguous and walked by `inner_var` (-1: by any variable), every other stride a multiple of 16
- * bytes (cuTensorMapEncodeTiled's rules).  Dimensions of extent 1 (a 1x1
- * convolution's window) are left out.  Hopper's wgmma plans (qopt -roller) and their
- * lowering (qcodegen) both ask this one question. */
+ * (qir/tma.c): at most five dimensions, innermost first, each walked by at most
+ * one compute variable with coefficient 1 (the box extends along it), shifted
+ * by `stepped` variables (any coefficient: those a main loop walks one at a
+ * time, a convolution's window) and by a constant; dimension 0 contiguous and
+ * walked by `inner_var` (-1: by any variable), every other stride a multiple
+ * of 16 bytes (cuTensorMapEncodeTiled's rules).  Dimensions of extent 1 (a
+ * 1x1 convolution's window) are left out.  An index that can leave its
+ * dimension must be guarded by `mask`, whose every conjunct must be exactly
+ * such a bound (idx >= 0, idx < extent): the copy's zero fill outside the
+ * tensor is then the mask (a padded window read in place).  Hopper's wgmma
+ * plans (qopt -roller) and their lowering (qcodegen) both ask this one
+ * question. */
 #define QIR_TMA_MAX_RANK 5
+#define QIR_TMA_MAX_SHIFTS 4
 typedef struct {
   int rank;
   int var[QIR_TMA_MAX_RANK];        /* compute variable walking the dimension, or -1 */
-  int64_t cst[QIR_TMA_MAX_RANK];    /* the coordinate where var is -1 */
+  int64_t cst[QIR_TMA_MAX_RANK];    /* added to the coordinate */
+  int n_shifts[QIR_TMA_MAX_RANK];   /* stepped variables added to it, times their coefficients */
+  int shift_var[QIR_TMA_MAX_RANK][QIR_TMA_MAX_SHIFTS];
+  int64_t shift_coef[QIR_TMA_MAX_RANK][QIR_TMA_MAX_SHIFTS];
   int64_t dims[QIR_TMA_MAX_RANK];
   int64_t strides[QIR_TMA_MAX_RANK];/* bytes; [0] is the element size */
 } qir_tma_view;
 /* False with the reason in *why when the read `access` of a tensor of type t
- * cannot be copied by TMA as described. */
-bool qir_tma_view_of(const qir_compute *c, const qir_expr *access, const qir_type *t, int inner_var, qir_tma_view *v,
-                     const char **why);
+ * (under `mask`, or NULL) cannot be copied by TMA as described. */
+bool qir_tma_view_of(const qir_compute *c, const qir_expr *access, const qir_type *t, const qir_expr *mask, uint64_t stepped,
+                     int inner_var, qir_tma_view *v, const char **why);
 /* A sum whose body is `rest + select(r0 == 0 && .., bias, 0)` over every
  * reduction variable (either order, no cast around the sum): returns bias and
  * sets *rest; NULL otherwise.  The bias counts once, so a kernel can start

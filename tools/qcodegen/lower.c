@@ -1076,20 +1076,27 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   }
   p->mma_sync = sync && !wgmma;
   p->stages = sv ? (int)sv->i : (int)lo_stages;
-  bool ok = axes && axes->kind == QIR_ATTR_LIST && axes->n == 3;
-  for (int i = 0; ok && i < 3; i++) {
-    ok = axes->items[i].kind == QIR_ATTR_INT && axes->items[i].i >= 0 && axes->items[i].i < (i < 2 ? n : m);
-    if (ok) ax[i] = axes->items[i].i;
+  /* [M, N, K], or with wgmma [M, N, K, M2]: M2 an outer axis of M, rows of a band */
+  bool ok = axes && axes->kind == QIR_ATTR_LIST && (axes->n == 3 || (wgmma && axes->n == 4));
+  int64_t m2 = -1;
+  for (int i = 0; ok && i < axes->n; i++) {
+    ok = axes->items[i].kind == QIR_ATTR_INT && axes->items[i].i >= 0 && axes->items[i].i < (i == 2 ? m : n);
+    if (ok && i < 3) ax[i] = axes->items[i].i;
+    if (ok && i == 3) m2 = axes->items[i].i;
   }
-  if (!ok || ax[0] == ax[1]) {
-    qir_error(env->cg->d, env->loc, "#tile mma_axes must be [M, N, K]: two distinct output axes and a reduction axis");
+  if (!ok || ax[0] == ax[1] || m2 == ax[0] || m2 == ax[1]) {
+    qir_error(env->cg->d, env->loc,
+              "#tile mma_axes must be [M, N, K]: two distinct output axes and a reduction axis (wgmma: or [M, N, K, M2], "
+              "M2 a third output axis)");
     return false;
   }
   p->mma = true;
   p->mma_m = (int)ax[0];
   p->mma_n = (int)ax[1];
   p->mma_k = (int)ax[2];
+  p->mma_m2 = (int)m2;
   for (int d = 0; d < n; d++) {
+    if (d == p->mma_m2) continue;   /* the band's rows: lower_wgmma checks them */
     bool frag = d == p->mma_m || d == p->mma_n;
     if (frag ? p->thread[d] % Q_MMA != 0 : p->block[d] != 1) {
       qir_error(env->cg->d, env->loc,
@@ -1167,6 +1174,7 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
     return false;
   }
   memset(p, 0, sizeof *p);
+  p->mma_m2 = -1;
   if (!read_list(env, dict, "block", n, p->block, true) || !read_list(env, dict, "thread", n, p->thread, false) ||
       !read_list(env, dict, "rstep", m, p->rstep, m > 0 && false))
     return false;
@@ -1183,7 +1191,10 @@ static bool plan_from_attr(lower_env *env, const qir_attr *attr, tile_plan *p) {
   if (!mma_from_attr(env, dict, p)) return false;
   if (!rsplit_from_attr(env, dict, p)) return false;
   int64_t threads = 1;
+  bool band = p->wgmma && p->mma_m2 >= 0;   /* thread[M]: a warpgroup's rows of the band's block[M] x block[M2] */
+  if (band) threads = (p->block[p->mma_m] * p->block[p->mma_m2] + p->thread[p->mma_m] - 1) / p->thread[p->mma_m];
   for (int d = 0; d < n; d++) {
+    if (band && (d == p->mma_m || d == p->mma_m2)) continue;
     if (p->block[d] % p->thread[d]) {
       qir_error(env->cg->d, env->loc, "#tile thread[%d] = %" PRId64 " does not divide block[%d] = %" PRId64, d,
                 p->thread[d], d, p->block[d]);
@@ -1436,7 +1447,13 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     }
     /* wgmma exists on CUDA only: HIP (and C checking HIP's 64-lane plans) runs
      * the plan's warpgroup tiles as warp tiles of its 16x16x16 MFMA loop */
-    if (p.wgmma && (cg->warp != 32 || cg->backend == CG_HIP)) p.wgmma = false;
+    if (p.wgmma && (cg->warp != 32 || cg->backend == CG_HIP)) {
+      if (p.mma_m2 >= 0) {
+        qir_error(cg->d, env.loc, "#tile mma_axes [M, N, K, M2] (a band of rows) needs wgmma (CUDA, or C with 32-lane warps)");
+        return NULL;
+      }
+      p.wgmma = false;
+    }
     if (p.wgmma) lower_wgmma(&env, &p);
     else if (p.mma && p.mma_sync && cg->warp == 32 && cg->backend != CG_HIP) lower_mma_pipe(&env, &p);
     else if (p.mma) lower_mma(&env, &p);

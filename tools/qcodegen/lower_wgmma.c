@@ -55,7 +55,10 @@ typedef struct {
                                  * window, a padding mask, rows a tensor map cannot stride) */
   bool mn_major;                /* contiguous along M (A) or N (B) in shared memory: imm-trans 1 */
   int mn_var, k_var;            /* compute variables of its M or N, and of K */
-  int64_t mn;                   /* the tile's extent along M or N */
+  int64_t mn;                   /* the tile's extent along M or N (rows computed: a band's, rounded up) */
+  int m2_var;                   /* A of a band: M's outer axis, its box band_rows; else -1 */
+  int64_t box_mn, box_m2;       /* a band's box: all of M, block[M2] rows of M2 */
+  bool m2_inner;                /* a band's M2 is the map's inner dimension of the two: rows M-major */
   int64_t slot;                 /* elements per stage: mn * 64 */
   int tmap;                     /* its tensor map (one per operand) */
   int64_t copies;               /* tensor copies per stage: 1, or mn / 64 atoms */
@@ -64,11 +67,17 @@ typedef struct {
 /* A tensor map's copy where the read allows one; else the producer warpgroup's
  * loads, laid out MN-major where the operand's innermost index moves with M or N
  * (coalesced reads) and the tile is whole 64-wide atoms, K-major otherwise. */
-static void setup_operand(lower_env *env, const mma_operand *op, bool is_b, int mn_var, int k_var, int64_t mn, wg_operand *w) {
+static void setup_operand(lower_env *env, const mma_operand *op, const mma_operand *other, bool is_b, int mn_var, int k_var, int64_t mn,
+                          wg_operand *w) {
   const qir_compute *c = env->comp;
   const char *why;
-  *w = (wg_operand){.op = op, .mn_var = mn_var, .k_var = k_var, .mn = mn, .slot = mn * WG_BK};
-  bool tma = !op->mask && qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, -1, &w->view, &why);
+  *w = (wg_operand){.op = op, .mn_var = mn_var, .k_var = k_var, .mn = mn, .slot = mn * WG_BK, .m2_var = -1, .box_mn = mn};
+  uint64_t stepped = 0;   /* the other reduction axes: a step each */
+  for (int v = c->n_axes; v < c->n_axes + c->n_red && v < 64; v++)
+    if (v != k_var) stepped |= (uint64_t)1 << v;
+  /* a padding mask of this operand alone is the copy's zero fill outside the tensor */
+  bool tma = !(op->mask && other->mask) &&
+             qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, op->mask, stepped, -1, &w->view, &why);
   if (tma && w->view.var[0] != mn_var && w->view.var[0] != k_var) tma = false;   /* contiguous along another axis */
   if (tma && w->view.var[0] == mn_var && mn % 64) tma = false;                     /* MN-major copies whole atoms */
   if (!tma) {
@@ -78,6 +87,40 @@ static void setup_operand(lower_env *env, const mma_operand *op, bool is_b, int 
   }
   w->mn_major = w->view.var[0] == mn_var;
   w->copies = w->mn_major ? mn / 64 : 1;
+}
+
+static bool mentions_var(const qir_expr *e, int v) {
+  if (e->kind == QIR_EX_VAR) return e->var == v;
+  for (int i = 0; i < e->n_args; i++)
+    if (mentions_var(e->args[i], v)) return true;
+  return false;
+}
+
+/* A band's A: K-major by a tensor map whose box is all of M (block[M] = M's
+ * extent: the rows of the band follow each other without gaps) by
+ * block[M2] rows of M2, one copy per stage, its rows in the map's order (the
+ * outer of the two dimensions slower); B does not move with M2. */
+static bool band_operand(lower_env *env, wg_operand *a, int m2, int64_t W, int64_t R, bool b_moves) {
+  const qir_compute *c = env->comp;
+  int dim_m = -1, dim_m2 = -1;
+  for (int d = 0; !a->generic && d < a->view.rank; d++) {
+    if (a->view.var[d] == m2) dim_m2 = d;
+    if (a->view.var[d] == a->mn_var) dim_m = d;
+  }
+  if (a->generic || a->mn_major || dim_m2 < 0 || dim_m < 0 || b_moves || W != c->axis_extents[a->mn_var] || W * R > a->mn || W > 256 ||
+      R > 256) {
+    qir_error(env->cg->d, env->loc,
+              "#tile mma_axes [M, N, K, M2] (a band of rows) needs A K-major by a tensor map walking M and M2, B not moving "
+              "with M2, and block[M] all of M");
+    env->failed = true;
+    return false;
+  }
+  a->m2_var = m2;
+  a->m2_inner = dim_m2 < dim_m;
+  a->box_mn = W;
+  a->box_m2 = R;
+  a->copies = 1;
+  return true;
 }
 
 /* The operand's tensor map: the box is 64 along its contiguous variable,
@@ -92,7 +135,7 @@ static void add_tmap(kkernel *k, wg_operand *w) {
     int v = w->view.var[d];
     m->dims[d] = w->view.dims[d];
     m->strides[d] = w->view.strides[d];
-    m->box[d] = d == 0 ? 64 : v == w->k_var ? WG_BK : v == w->mn_var ? w->mn : 1;
+    m->box[d] = d == 0 ? 64 : v == w->k_var ? WG_BK : v == w->mn_var ? w->box_mn : v == w->m2_var && v >= 0 ? w->box_m2 : 1;
   }
   w->tmap = k->n_tmaps++;
 }
@@ -111,7 +154,35 @@ typedef struct {
   const qir_expr *bias;
   const kwgmma *w;
   kvar *se;                     /* the epilogue's staging tiles (epilogue_staged), or NULL */
+  int m2;                       /* a band's outer axis of M (mma_axes[3]), or -1 */
+  int64_t band_rows;            /* a band: the rows it computes, block[M] x block[M2] (the rest of
+                                 * the C x MW m64 tiles are zeros) */
 } wg;
+
+/* Row `row` of the block's M (of the m64 tiles) as output coordinates: its
+ * point along M in *gm (declared in st), and in blo2 the block's origin with a
+ * band's row along M2; returns the guard a band needs (the row within it, M2
+ * within the tensor), or NULL. */
+static kexpr *band_point(wg *g, kstmt *st, kexpr *row, kvar *gm, kexpr **blo2) {
+  lower_env *env = g->env;
+  kbuilder *b = env->b;
+  int vm = g->p->mma_m, n = env->comp->n_axes;
+  for (int d = 0; d < n; d++) blo2[d] = g->blo[d];
+  if (g->m2 < 0) {
+    ks_add(b, st, ks_decl(b, gm, ke_add(b, g->blo[vm], ke_cast(b, row, b->index_type))));
+    return NULL;
+  }
+  int64_t W = g->p->block[vm], R = g->p->block[g->m2];
+  kvar *gh = kvar_new(b, env->k, "gh", b->index_type, 0, KV_LOCAL);
+  kexpr *m_at = g->a.m2_inner ? ke_div(b, row, ke_int(b, R)) : ke_mod(b, row, ke_int(b, W));
+  kexpr *m2_at = g->a.m2_inner ? ke_mod(b, row, ke_int(b, R)) : ke_div(b, row, ke_int(b, W));
+  ks_add(b, st, ks_decl(b, gm, ke_cast(b, m_at, b->index_type)));
+  ks_add(b, st, ks_decl(b, gh, ke_add(b, g->blo[g->m2], ke_cast(b, m2_at, b->index_type))));
+  blo2[g->m2] = ke_var(b, gh);
+  kexpr *guard = g->band_rows < g->C * g->MW * 64 ? ke_lt(b, row, ke_int(b, g->band_rows)) : NULL;
+  if (env->comp->axis_extents[g->m2] % R) guard = ke_and(b, guard, ke_lt(b, ke_var(b, gh), ke_int(b, env->comp->axis_extents[g->m2])));
+  return guard;
+}
 
 /* Points env->vars at step `step`'s origin (the other reduction axes
  * outermost, K innermost; the output axes at the block's) and returns K's. */
@@ -180,8 +251,10 @@ static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot, kexpr *p) {
       kexpr *coord[KTMAP_MAX_RANK];
       for (int d = 0; d < w->view.rank; d++) {
         int v = w->view.var[d];
-        kexpr *x = v < 0 ? ke_int(b, w->view.cst[d]) : g->env->vars[v];
-        if (v == w->mn_var && w->mn_major) x = ke_add(b, x, ke_int(b, 64 * j));
+        kexpr *x = ke_int(b, w->view.cst[d] + (v == w->mn_var && w->mn_major ? 64 * j : 0));
+        if (v >= 0) x = ke_add(b, g->env->vars[v], x);
+        for (int s = 0; s < w->view.n_shifts[d]; s++)   /* a window's step */
+          x = ke_add(b, x, ke_mul(b, g->env->vars[w->view.shift_var[d][s]], ke_int(b, w->view.shift_coef[d][s])));
         coord[d] = ke_cast(b, x, KT_I32);
       }
       kexpr *at = ke_add(b, ke_mul(b, slot, ke_int(b, w->slot)), ke_int(b, j * WG_ATOM_ELEMS));
@@ -219,6 +292,22 @@ static kstmt *zero_acc(wg *g) {
                        ks_assign(b, g->acc, ke_var(b, zi), ke_float(b, 0, KT_F32)));
   zero->unroll = true;
   return zero;
+}
+
+/* A band's rows past band_rows, which no copy writes, are zeros in every slot
+ * (wgmma computes them; the epilogue stores none), stored once by all the
+ * block's threads before the first barrier and fenced for the async proxy. */
+static kstmt *zero_band_padding(wg *g) {
+  kbuilder *b = g->env->b;
+  int64_t pad = (g->a.mn - g->band_rows) * WG_BK;
+  kvar *e = kvar_new(b, g->env->k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *ev = ke_var(b, e);
+  kexpr *at = ke_add(b, ke_mul(b, ke_div(b, ev, ke_int(b, pad)), ke_int(b, g->a.slot)),
+                     ke_add(b, ke_int(b, g->band_rows * WG_BK), ke_mod(b, ev, ke_int(b, pad))));
+  kstmt *z = ks_seq(b);
+  ks_add(b, z, ks_for(b, e, ke_tid(b), ke_int(b, g->S * pad), (int)g->env->k->threads, ks_assign(b, g->sa, at, ke_cast(b, ke_int(b, 0), KT_U32))));
+  ks_add(b, z, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));
+  return z;
 }
 
 /* Slots 0 .. min(S, steps) - 1, by producer thread p. */
@@ -276,7 +365,7 @@ static kstmt *epilogue(wg *g) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
   kkernel *k = env->k;
-  int vm = g->p->mma_m, vn = g->p->mma_n;
+  int vn = g->p->mma_n;
   int64_t BN = g->p->block[vn];
   kexpr *tid = ke_tid(b);
   kvar *ri = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
@@ -292,10 +381,11 @@ static kstmt *epilogue(wg *g) {
                       ke_add(b, ke_mul(b, ke_mod(b, lane, ke_int(b, 4)), ke_int(b, 2)), ke_mod(b, i, ke_int(b, 2))));
   kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
   kstmt *st = ks_seq(b);
-  ks_add(b, st, ks_decl(b, gmv, ke_add(b, g->blo[vm], ke_cast(b, row, b->index_type))));
+  kexpr *blo2[MAX_AXES];
+  kexpr *in_band = band_point(g, st, row, gmv, blo2);
   ks_add(b, st, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, col, b->index_type))));
   kexpr *oidx[MAX_AXES];
-  kexpr *guard = mma_output_point(env, g->p, g->blo, ke_var(b, gmv), ke_var(b, gnv), oidx);
+  kexpr *guard = ke_and(b, in_band, mma_output_point(env, g->p, blo2, ke_var(b, gmv), ke_var(b, gnv), oidx));
   kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, ke_var(b, ri))));
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
   kstmt *l = ks_for(b, ri, ke_int(b, 0), ke_int(b, g->MW * BN / 2), 1, st);
@@ -348,7 +438,7 @@ static kstmt *epilogue_staged(wg *g, kexpr *guard) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
   kkernel *k = env->k;
-  int vm = g->p->mma_m, vn = g->p->mma_n, vw = staged_width(g);
+  int vn = g->p->mma_n, vw = staged_width(g);
   int64_t BN = g->p->block[vn], CW = staged_chunk(BN);
   int64_t ld = CW + 4, tile_elems = 8 * ld;
   kvar *se = g->se;
@@ -386,12 +476,14 @@ static kstmt *epilogue_staged(wg *g, kexpr *guard) {
   kexpr *brow = ke_add(b, ke_add(b, ke_mul(b, tile, ke_int(b, 64)), ke_mul(b, ke_mod(b, warp, ke_int(b, 4)), ke_int(b, 16))),
                        ke_add(b, ke_mul(b, h, ke_int(b, 8)), row));
   kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
-  ks_add(b, seg, ks_decl(b, gmv, ke_add(b, g->blo[vm], ke_cast(b, brow, b->index_type))));
+  kexpr *blo2[MAX_AXES];
+  kexpr *in_band = band_point(g, seg, brow, gmv, blo2);
   ks_add(b, seg, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, ke_add(b, ke_mul(b, cc, ke_int(b, CW)), col), b->index_type))));
   kexpr *base = ke_add(b, ke_add(b, mine, ke_mul(b, row, ke_int(b, ld))), col);
-  ks_add(b, work, mma_store_vector(env, g->p, g->blo, g->bias, ke_var(b, gmv), ke_var(b, gnv), se, base, vw));
+  ks_add(b, work, mma_store_vector(env, g->p, blo2, g->bias, ke_var(b, gmv), ke_var(b, gnv), se, base, vw));
   kexpr *oidx[MAX_AXES];
-  kexpr *live = mma_output_point(env, g->p, g->blo, ke_var(b, gmv), ke_var(b, gnv), oidx);   /* vw divides N: a vector is all in or all out */
+  /* vw divides N: a vector is all in or all out */
+  kexpr *live = ke_and(b, in_band, mma_output_point(env, g->p, blo2, ke_var(b, gmv), ke_var(b, gnv), oidx));
   if (segs % 32) live = ke_and(b, ke_lt(b, ke_var(b, sg), ke_int(b, segs)), live);
   ks_add(b, seg, live ? ks_if(b, live, work, NULL) : work);
   kstmt *each = ks_for(b, q, ke_int(b, 0), ke_int(b, passes), 1, seg);
@@ -473,22 +565,29 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   mma_operand A, B;
   const qir_expr *bias;
   if (!mma_analyse(env, p, &A, &B, &bias)) return;
-  int64_t BM = p->block[vm], BN = p->block[vn], WM = p->thread[vm], MW = WM / 64, C = WM > 0 ? BM / WM : 0;
+  int64_t BM = p->block[vm], BN = p->block[vn], WM = p->thread[vm], MW = WM / 64;
+  int m2 = p->mma_m2;
+  /* a band: block[M] (all of M) x block[M2] rows, computed as whole consumer warpgroups' tiles */
+  int64_t band_rows = m2 >= 0 ? p->block[vm] * p->block[m2] : 0;
+  if (m2 >= 0 && WM > 0) BM = (band_rows + WM - 1) / WM * WM;
+  int64_t C = WM > 0 ? BM / WM : 0;
   int64_t rk = p->rstep[p->mma_k];   /* 64, or all of a shorter K (the plan's rstep, rounded up to 16) */
   if ((WM != 64 && WM != 128) || BM % WM || C < 1 || C > 2 || p->thread[vn] != BN || BN % 8 || BN > 256 || MW * BN > 256 ||
       (rk != WG_BK && rk < c->axis_extents[n + p->mma_k])) {
     qir_error(env->cg->d, env->loc,
-              "#tile mma = [64, N, 16]: thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] one or two of it, "
-              "thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), rstep[K] = 64 (or all of a shorter K)");
+              "#tile mma = [64, N, 16]: thread[M] (a consumer warpgroup's rows) must be 64 or 128 and block[M] (with M2: "
+              "block[M] x block[M2]) one or two of it, thread[N] = block[N] a multiple of 8 up to 256 (128 with 128 rows), "
+              "rstep[K] = 64 (or all of a shorter K)");
     env->failed = true;
     return;
   }
-  wg g = {.env = env, .p = p, .S = S, .C = C, .MW = MW, .bias = bias};
+  wg g = {.env = env, .p = p, .S = S, .C = C, .MW = MW, .bias = bias, .m2 = m2, .band_rows = band_rows};
   int vk = n + p->mma_k;
-  setup_operand(env, &A, false, vm, vk, BM, &g.a);
-  setup_operand(env, &B, true, vn, vk, BN, &g.b);
+  setup_operand(env, &A, &B, false, vm, vk, BM, &g.a);
+  setup_operand(env, &B, &A, true, vn, vk, BN, &g.b);
+  if (m2 >= 0 && !band_operand(env, &g.a, m2, p->block[vm], p->block[m2], mentions_var(B.access, m2))) return;
   g.producers = g.a.generic || g.b.generic ? WG_THREADS : 1;
-  g.tma_bytes = (g.a.generic ? 0 : BM * WG_BK * 2) + (g.b.generic ? 0 : BN * WG_BK * 2);
+  g.tma_bytes = (g.a.generic ? 0 : (m2 >= 0 ? band_rows : BM) * WG_BK * 2) + (g.b.generic ? 0 : BN * WG_BK * 2);
 
   /* steps: K by 64, every other reduction axis by 1 (a convolution's window) */
   int64_t nb[MAX_AXES], grid = 1, steps = 1;
@@ -547,6 +646,7 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   for (int gpu = 0; gpu < 2; gpu++) {
     kstmt *body = gpu ? ks_seq(b) : k->body;
     ks_add(b, body, ks_if(b, eq(b, tid, 0), init, NULL));
+    if (m2 >= 0 && band_rows < BM) ks_add(b, body, zero_band_padding(&g));
     ks_add(b, body, ks_barrier(b));
     if (gpu) {
       ks_add(b, body, role_split(&g));

@@ -177,6 +177,7 @@ typedef struct {
   int64_t rsplit;               /* lanes sharing each output's reduction (0, 1: none) */
   int stages;                   /* pipelined mma plans: shared tiles in flight (0: not pipelined) */
   bool wgmma;                   /* mma = [64, N, 16] (roller_wgmma.c): rated by roller_wgmma_eval */
+  bool band;                    /* wgmma over a band: tile[M] all of M, tile[M2] its rows (mma_axes [M, N, K, M2]) */
   double global_bytes;          /* pipelined mma plans: the traffic, to break ties (less first) */
   const char *bound;            /* pipelined mma plans: the model's limiting term */
   /* derived by rl_eval */
@@ -861,8 +862,16 @@ const char *roller_bound_text(const char *term, bool tail) {
 
 /* A wgmma plan's derived fields from roller_wgmma_eval. */
 static void wgmma_eval(const rl_problem *p, rl_plan *pl) {
-  roller_wgmma_plan w = {.bm = pl->tile[p->mma_axis[0]], .wm = pl->thr[p->mma_axis[0]], .bn = pl->tile[p->mma_axis[1]],
-                         .stages = pl->stages};
+  int vm = p->mma_axis[0], m2 = p->wg.m2;
+  roller_wgmma_plan w = {.bm = pl->tile[vm], .wm = pl->thr[vm], .bn = pl->tile[p->mma_axis[1]], .stages = pl->stages};
+  if (pl->band && m2 >= 0 && w.wm > 0) {   /* the band's rows, in whole warpgroups' tiles */
+    w.rows2 = pl->tile[m2];
+    w.bm = (pl->tile[vm] * w.rows2 + w.wm - 1) / w.wm * w.wm;
+  } else if (pl->band) {
+    pl->valid = false;
+    pl->est_us = INFINITY;
+    return;
+  }
   roller_wgmma_eval(p->t, &p->wg, &w);
   pl->valid = w.valid;
   pl->threads = w.threads;
@@ -1530,8 +1539,8 @@ static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
 
 /* Hopper's wgmma plans (roller_wgmma.c), ranked with the mma.sync ones. */
 static void wgmma_plans(const rl_problem *p, rl_path *path) {
-  roller_wgmma_plan w[64];
-  int n = roller_wgmma_plans(p->t, &p->wg, w, 64);
+  roller_wgmma_plan w[256];
+  int n = roller_wgmma_plans(p->t, &p->wg, w, 256);
   int vm = p->mma_axis[0], vn = p->mma_axis[1], vk = p->mma_axis[2];
   for (int i = 0; i < n; i++) {
     rl_plan pl;
@@ -1540,6 +1549,11 @@ static void wgmma_plans(const rl_problem *p, rl_path *path) {
     for (int v = 0; v < p->n_out; v++) pl.thr[v] = 1;
     pl.tile[vm] = w[i].bm, pl.tile[vn] = w[i].bn, pl.tile[vk] = p->ext[vk] < 64 ? p->ext[vk] : 64;
     pl.thr[vm] = w[i].wm, pl.thr[vn] = w[i].bn;
+    if (w[i].rows2) {   /* a band: all of M by rows2 rows of M2 */
+      pl.band = true;
+      pl.tile[vm] = p->ext[vm];
+      pl.tile[p->wg.m2] = w[i].rows2;
+    }
     pl.stages = w[i].stages;
     pl.wgmma = true;
     if (plan_span(p, &pl) > QIR_TILE_MAX) continue;
@@ -1662,9 +1676,9 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
     e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
     if (p->mma) {
       int64_t shape[3] = {pl->wgmma ? 64 : p->mma_m, pl->wgmma ? pl->tile[p->mma_axis[1]] : p->mma_n, p->mma_k};
-      int64_t axes[3] = {p->mma_axis[0], p->mma_axis[1], p->mma_axis[2] - p->n_out};
+      int64_t axes[4] = {p->mma_axis[0], p->mma_axis[1], p->mma_axis[2] - p->n_out, p->wg.m2};
       e[n++] = (qir_attr){.key = "mma", .val = qir_attr_ints(m, 3, shape)};
-      e[n++] = (qir_attr){.key = "mma_axes", .val = qir_attr_ints(m, 3, axes)};
+      e[n++] = (qir_attr){.key = "mma_axes", .val = qir_attr_ints(m, pl->band ? 4 : 3, axes)};
       if (p->tf32) e[n++] = (qir_attr){.key = "mma_precision", .val = qir_attr_string(m, "tf32")};
     }
   }
@@ -1748,6 +1762,11 @@ static void estimate_plan(qir_module *m, const rl_problem *p0, qir_attr_val *dic
   if (p.mma && plan_ints(dict, "mma", shape, 3) == 3 && shape[0] == 64) {
     if (!p.wgmma_ok) return;                  /* a wgmma plan the target or the operands cannot take */
     pl.wgmma = true;
+    int64_t axes[4];
+    if (plan_ints(dict, "mma_axes", axes, 4) == 4) {   /* a band: over M2 the problem must allow */
+      if (axes[3] != p.wg.m2) return;
+      pl.band = true;
+    }
   }
   rl_eval(&p, &pl);
   if (!pl.valid) return;

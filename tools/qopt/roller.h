@@ -39,6 +39,9 @@ bool roller_plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
  * accelerator where it can, else by the producer warpgroup's loads. */
 typedef struct {
   int64_t m, n, k, batch;       /* extents of M, N, K; the product of the other output axes */
+  int m2;                       /* an outer output axis of M whose rows can make a band (A K-major by a
+                                 * tensor map walking M and it, B not moving with it), or -1 */
+  int64_t m2_ext;
   int64_t red_steps;            /* the product of the other reduction axes (steps of one: a window) */
   bool a_mn_major, b_mn_major;  /* A contiguous along M, B along N (wgmma's imm-trans), copied by TMA */
   bool a_generic, b_generic;    /* copied by the producer warpgroup's loads (no tensor map) */
@@ -48,6 +51,7 @@ typedef struct {
 } roller_wgmma_problem;
 typedef struct {
   int64_t bm, wm, bn;           /* block along M, a consumer warpgroup's rows (64 or 128), N (the instruction's) */
+  int64_t rows2;                /* a band: rows of M2 (all of M each), bm their rows rounded up to wm; 0: none */
   int stages;
   /* derived by roller_wgmma_eval */
   bool valid;

@@ -96,10 +96,24 @@ def main():
         if not (len(block) == len(thread) == len(grid) == len(dims)):
             bad(f"rank mismatch with result dims {dims}")
             continue
-        owners = math.prod(math.ceil(b / t) for b, t in zip(block, thread) if t >= 1)
         mma = p.get("mma")
+        # a wgmma band (mma_axes [M, N, K, M2]): block[M] all of M, block[M2] rows of M2,
+        # their block[M] x block[M2] rows in consumer warpgroups of thread[M] (64 or 128) rows
+        band = p.get("mma_axes", []) if mma and len(mma) == 3 and mma[0] == 64 and len(p.get("mma_axes", [])) == 4 else None
+        owners = math.prod(math.ceil(b / t) for i, (b, t) in enumerate(zip(block, thread))
+                           if t >= 1 and not (band and i in (band[0], band[3])))
+        if band:
+            owners *= math.ceil(block[band[0]] * block[band[3]] / thread[band[0]])
         rsplit = p.get("rsplit", 1)
         for i, (b, t, g, e) in enumerate(zip(block, thread, grid, dims)):
+            if band and i in (band[0], band[3]):
+                if g != math.ceil(e / b):
+                    bad(f"axis {i}: grid {g} != ceil({e}/{b})")
+                if i == band[0] and b != e:
+                    bad(f"band: block[M] {b} is not all of M ({e})")
+                if i == band[3] and (thread[i] != 1 or b > e):
+                    bad(f"band: thread[M2] must be 1 and block[M2] within M2 ({e})")
+                continue
             if t < 1 or b < t or b % t:
                 bad(f"axis {i}: block {b} is not a multiple of thread {t}")
             if g != math.ceil(e / b):
@@ -140,7 +154,9 @@ def main():
             bad("rstep < 1")
         if mma:
             ax = p.get("mma_axes", [])
-            if len(mma) != 3 or len(ax) != 3:
+            if band:
+                pass   # checked with the wgmma rules below
+            elif len(mma) != 3 or len(ax) != 3:
                 bad("mma needs [m, n, k] and mma_axes")
             elif (block[ax[0]] % mma[0] or block[ax[1]] % mma[1] or thread[ax[0]] % mma[0]
                   or thread[ax[1]] % mma[1] or p["rstep"][ax[2]] % mma[2]):
@@ -155,8 +171,13 @@ def main():
             ax = p.get("mma_axes", [])
             if p["target"] not in WGMMA:
                 bad("mma [64, N, 16] on a target without wgmma")
-            elif len(ax) == 3:
+            elif len(ax) in (3, 4):
                 bm, bn, wm, rk = block[ax[0]], block[ax[1]], thread[ax[0]], p["rstep"][ax[2]]
+                if band:   # the band's rows, rounded up to whole warpgroups' tiles, the last one in use
+                    rows = block[ax[0]] * block[ax[3]]
+                    bm = math.ceil(rows / wm) * wm
+                    if rows <= bm - wm or block[ax[3]] < 2:
+                        bad("band: two or more rows of M2, every consumer warpgroup's tile in use")
                 # A's bm x 64 and B's 64 x bn per stage, 16-bit, plus an 8-byte mbarrier pair per stage
                 if stages is None or not 2 <= stages <= 4:
                     bad("wgmma plans have 2 to 4 stages")
