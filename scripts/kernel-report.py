@@ -320,6 +320,19 @@ def source_kernels(src):
     return names
 
 
+def kernel_ops(src):
+    """{kernel: what its comment says it computes} (the word before the colon of
+    the `/* transpose: ...` line qcodegen writes above each __global__)."""
+    out = {}
+    for m in re.finditer(r"/\* ([A-Za-z_@][^:*\n]*): [^\n]*\*/\n__global__\b", src):
+        rest = src[m.end():m.end() + 400]
+        rest = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", rest, count=1)
+        name = re.match(r"[^;{(]*?\b([A-Za-z_]\w*)\s*\(", rest)
+        if name:
+            out[name.group(1)] = m.group(1)
+    return out
+
+
 def dynamic_smem(src):
     """{kernel: largest constant dynamic shared-memory size of its launches}"""
     out = {}
@@ -368,6 +381,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
     names = source_kernels(src)
     dyn = dynamic_smem(src)
     ops = qcodegen_ops(src)
+    what = kernel_ops(src)
     order = {n: i for i, n in enumerate(names)}
     rows = []
     for mangled, (directives, body) in entries.items():
@@ -379,7 +393,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
         f["block"] = block_size(directives)
         r = resources.get(mangled, {})
         row = {"file": cu, "arch": arch, "kernel": kernel, "entry": mangled,
-               "op": ops.get(base), **f,
+               "op": ops.get(base), "what": what.get(base), **f,
                "regs": r.get("regs"), "spill_st": r.get("spill_st", 0),
                "spill_ld": r.get("spill_ld", 0), "stack": r.get("stack", 0),
                "static_smem": r.get("smem", 0), "dynamic_smem": dyn.get(base)}
@@ -657,6 +671,10 @@ def run_suite(args):
             for op, groups, only, words in goals:
                 if op != r["op"] or r["group"] not in groups or (only and r["target"] not in only):
                     continue
+                if r.get("what") == "transpose":   # a layout kernel -roller's relayout adds: not the contraction
+                    lines.append("  %-5s %-4s %-12s %-4s %s" % (r["target"], r["group"], r["op"], r["kernel"],
+                                                                "a transpose (relayout): not judged"))
+                    continue
                 unmet = [g for g in words if not goal_met(r, g)]
                 met_all += not unmet
                 lines.append("  %-5s %-4s %-12s %-4s %s" % (r["target"], r["group"], r["op"], r["kernel"],
@@ -664,7 +682,8 @@ def run_suite(args):
         if lines:
             print("goals (%s; reported, not failing):" % shown_path(args.goals))
             print("\n".join(lines))
-            print("  %d of %d kernels meet their goals" % (met_all, len(lines)))
+            judged = sum(1 for ln in lines if not ln.endswith("not judged"))
+            print("  %d of %d kernels meet their goals" % (met_all, judged))
             print()
     record = read_record(args.record)
     passed = failed = xfailed = 0

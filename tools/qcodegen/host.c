@@ -245,7 +245,8 @@ static bool plan_op(host *h, opinfo *oi) {
     }
     break;
   case QIR_OP_COMPUTE: {
-    kkernel *k = cg_lower_compute(&h->cg, op, op->comp, op->n_operands, op->operands, op->results[0], "compute");
+    kkernel *k = cg_lower_compute(&h->cg, op, op->comp, op->n_operands, op->operands, op->results[0],
+                                  qir_op_attr_str(op, "named", "compute"));
     if (!k) return false;
     add_kernel(h, oi, k);
     /* a task runs its #tile plan; a member of a program that small runs unpack runs its bands there */
@@ -433,7 +434,11 @@ static bool expand_named_ops(qir_module *m, qir_region *r, qir_diag *d) {
     }
     if (d->n_errors > errors) ok = false;
     if (n <= 0) continue;
-    for (int i = 0; i < n; i++) qir_op_insert_before(op, chain[i]);
+    for (int i = 0; i < n; i++) {
+      qir_op_insert_before(op, chain[i]);
+      /* its kernels say what they compute: "transpose: tiled: ..." */
+      qir_op_set_attr(m, chain[i], "named", qir_attr_string(m, qir_opinfo_get(op->code)->name), false);
+    }
     const qir_attr *tile = qir_op_attr(op, "tile"), *bands = qir_op_attr(op, "tile_bands");
     if (tile && n == 1) qir_op_set_attr(m, chain[0], "tile", tile->val, true);
     if (tile && bands && n == 1) qir_op_set_attr(m, chain[0], "tile_bands", bands->val, true);

@@ -408,6 +408,7 @@ static bool measure_module(qopt_ctx *ctx, qir_module *m, measure *s) {
   *s = (measure){.m = m};
   if (!(s->t = qopt_target(ctx, &buf)) || !roller_options_of(ctx, &s->plan)) return false;
   s->plan.topk = 1;
+  s->plan.relayout = false;   /* measures the ops as they are */
   qir_walk(m->body, measure_op, s);
   s->t = NULL;                   /* buf ends here */
   return true;

@@ -166,6 +166,9 @@ typedef struct {
   bool simt_pipe;               /* GPU target: qcodegen stages a SIMT plan's tiles twice (simt_stages) */
   int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
   bool wgmma_ok;                /* the target has wgmma and the operands suit it (roller_wgmma.c) */
+  bool scalar[2];               /* A, B: the mma.sync loop stages them a value at a time (a padding
+                                 * mask, or an innermost index that is not its tile variable on
+                                 * 16-byte boundaries: qcodegen's mma_vector_loads_fit) */
   roller_wgmma_problem wg;
   double unique_in_bytes, out_bytes;
   int vec_max;                  /* widest vector along the innermost output axis */
@@ -342,6 +345,32 @@ static uint64_t vars_mentioned(const qir_expr *e) {
  * that have TF32 and the pipelined mma.sync loop (CUDA sm_80 and up): the
  * instruction is m16n8k8 .tf32 at the target's peak_mma_tf32.  HIP targets
  * (MI300X's xf32 MFMA) are not offered it: qcodegen has no xf32 lowering. */
+/* Whether the mma.sync loop stages operand `role` (0: A, moving with M; 1: B)
+ * a value at a time: qcodegen's mma_vector_loads_fit at the problem's level
+ * (a mask the operand carries, or its innermost moving index other than its
+ * tile's inner variable alone at a multiple of 16 bytes). */
+static bool staged_by_values(const rl_problem *p, const qir_op *op, const qir_expr *acc, const qir_expr *mask, const int *best,
+                             int role) {
+  const qir_type *t = &op->operands[acc->operand]->type;
+  int vm = best[0], vn = best[1], vk = best[2], mn = role ? vn : vm;
+  if (mask) {   /* whose it is, as mma_analyse decides */
+    uint64_t mv = vars_mentioned(mask);
+    bool output = (mv & (p->n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << p->n_out) - 1))) != 0;
+    bool mine = !output || (role == 0 ? !((mv >> vn) & 1) : !((mv >> vm) & 1));
+    if (mine) return true;
+  }
+  int last = acc->n_args - 1;
+  while (last > 0 && t->dims[last] == 1) last--;
+  double coef[RL_MAX_VARS], k0;
+  if (last < 0 || !affine_of(acc->args[last], p->n_vars, coef, &k0)) return true;
+  int inner = coef[mn] != 0 && coef[vk] == 0 ? mn : vk;   /* column-major when the innermost index runs along M or N */
+  int64_t V = 16 / qir_dtype_size(t->dtype);
+  if (t->dims[last] % V || p->ext[inner] % V || fmod(k0, (double)V) != 0) return true;
+  for (int v = 0; v < p->n_vars; v++)
+    if (coef[v] != (v == inner ? 1 : 0)) return true;
+  return false;
+}
+
 static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   const qir_target *t = p->t;
   qir_contraction ct;
@@ -401,6 +430,7 @@ static void detect_mma(rl_problem *p, const qir_compute *c, const qir_op *op) {
   memcpy(p->mma_axis, best, sizeof best);
   p->peak_gflops = qir_target_peak(t, op->operands[ab[0]->operand]->type.dtype, true);
   p->wgmma_ok = sync_target && !tf32 && roller_wgmma_problem_of(op, t, best[0], best[1], best[2], &p->wg);
+  for (int s = 0; s < 2; s++) p->scalar[s] = staged_by_values(p, op, ab[s], ct.mask, best, s);
 }
 
 static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t, bool tf32_ok) {
@@ -811,8 +841,13 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   double warp_instr = slices * (tm / p->mma_m * (tn / p->mma_n) + frag_loads) + 3 * cp_async + 8;
   double sub = RL_SUBPARTITIONS;
   double busy_sm = resident < sub ? resident : sub, busy_block = warps < sub ? warps : sub;
-  double sm_step = fmax(r_tc * sub / busy_sm, fmax(r_smem, warps * warp_instr / busy_sm));
-  double alone = fmax(r_tc * sub / busy_block, fmax(r_smem, warps * warp_instr / busy_block));
+  /* operands staged a value at a time (plain loads and stores, not cp.async): on Hopper at
+   * the target's wgmma_load_bytes_per_clk per SM (an NCHW 3x3 convolution's mma.sync plan
+   * ran 428.7 us on the H200, 2026-11-27: 2.7 bytes a clock per SM) */
+  double by_values = (p->scalar[0] ? bm * rk : 0) + (p->scalar[1] ? rk * bn : 0);
+  double r_loads = t->wgmma_load_bytes_per_clk > 0 ? by_values * eb / t->wgmma_load_bytes_per_clk : 0;
+  double sm_step = fmax(fmax(r_tc * sub / busy_sm, r_loads), fmax(r_smem, warps * warp_instr / busy_sm));
+  double alone = fmax(fmax(r_tc * sub / busy_block, r_loads * conc), fmax(r_smem, warps * warp_instr / busy_block));
   double period = fmax(alone + t->barrier_cycles, t->load_latency_cycles / (pl->stages - 1));
   double step = fmax(sm_step, period / conc);
   rl_traffic tr;
@@ -836,6 +871,7 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   double tc = sm_bound ? r_tc * sub / busy_sm : r_tc * sub / busy_block;
   const char *term = !sm_bound && !own ? "latency" : (sm_bound ? sm_step : alone) == tc ? "tensor cores"
                      : (sm_bound ? sm_step : alone) == r_smem                      ? "shared memory"
+                     : r_loads > 0 && (sm_bound ? sm_step == r_loads : alone == r_loads * conc) ? "loads by values"
                                                                                    : "issue";
   bool tail = (per_unit - (double)pl->blocks / units) / per_unit >= 0.1;
   if (t_main < t_l2 || t_main < t_dram) term = t_l2 >= t_dram ? "L2 bandwidth" : "DRAM bandwidth";
@@ -1784,6 +1820,47 @@ static void estimate_plans(qir_module *m, qir_op *op, const rl_problem *p) {
     estimate_plan(m, p, &alts->val.items[i]);
 }
 
+static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st, FILE *quiet);
+
+static double tile_est(const qir_op *op) {
+  const qir_attr *tile = qir_op_attr(op, "tile");
+  const qir_attr_val *e = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "est_us") : NULL;
+  return e && e->kind == QIR_ATTR_FLOAT ? e->f : e && e->kind == QIR_ATTR_INT ? (double)e->i : INFINITY;
+}
+
+/* On a target with wgmma, an f16/bf16 contraction whose operands' K is not
+ * innermost: the same contraction over them relaid (roller_layout.c), put in
+ * op's place, planned, where its plan is on wgmma and rated with its new
+ * transposes (their plans and launches) faster than `best_us`. */
+static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, const rl_problem *p, double best_us,
+                             const qir_target *t, const roller_options *o, FILE *quiet) {
+  if (t->wgmma_n_max <= 0 || !p->mma || !p->pipelined || p->tf32 || o->mma == ROLLER_NEVER || !o->relayout ||
+      !op->parent || o->estimate)
+    return false;
+  qir_diag d;
+  qir_diag_init_quiet(&d);
+  roller_relayout r;
+  qir_op *k = roller_relaid_form(m, op, form, p->mma_axis[2], &r, &d);
+  if (!k) return false;
+  roller_options one = *o;
+  double extra = 0;
+  for (int i = 0; i < r.n_made; i++)
+    if (!r.shared[i] && r.made[i]->code == QIR_OP_TRANSPOSE) {
+      plan_op(m, r.made[i], t, &(roller_options){.topk = 1, .mma = o->mma, .split = o->split}, NULL, quiet);
+      extra += tile_est(r.made[i]) + t->launch_us;
+    }
+  plan_op(m, k, t, &one, NULL, quiet);
+  const qir_attr *tile = qir_op_attr(k, "tile");
+  const qir_attr_val *mma = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "mma") : NULL;
+  bool wgmma = mma && mma->kind == QIR_ATTR_LIST && mma->n == 3 && mma->items[0].i == 64;
+  if (!wgmma || !(tile_est(k) + extra < best_us)) {
+    roller_relayout_discard(k, &r);
+    return false;
+  }
+  roller_relayout_commit(m, op, k, &r);
+  return true;
+}
+
 /* Plans one op; `quiet` receives what qir_op_to_compute says about ops that
  * have no compute form (those are simply not planned). */
 static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller_options *o, roller_stats *st,
@@ -1829,6 +1906,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   if (p.pipelined && p.wgmma_ok) wgmma_plans(&p, &path);
   if (o->split != ROLLER_NEVER) split_plans(&p, &path);
   sort_plans(&p, path.plans, path.n);
+  rl_problem as_contraction = p;   /* before the SIMT cores may take it */
   if (p.mma && o->mma == ROLLER_BY_MODEL) {
     /* the matrix units only where the model says they pay: a small or
      * thin contraction (few blocks, many short steps) can be faster on the
@@ -1847,6 +1925,10 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
   }
   if (path.n == 0) {
     if (st) st->skipped++;
+    return true;
+  }
+  if (relaid_is_faster(m, op, form, &as_contraction, path.plans[0].est_us, t, o, quiet)) {
+    if (st) st->planned++;
     return true;
   }
   qir_op_set_attr(m, op, "tile", plan_dict(m, &p, &path.plans[0], t->name, true), true);
@@ -2026,5 +2108,10 @@ bool roller_options_of(qopt_ctx *ctx, roller_options *o) {
     qir_error(ctx->diag, none, "-matmul-precision must be highest (f32 contractions in f32) or high (TF32 on the matrix units), not '%s'", prec);
     return false;
   }
-  return choice_option(ctx, "roller-mma", true, &o->mma) && choice_option(ctx, "roller-split", false, &o->split);
+  roller_choice relayout;
+  if (!choice_option(ctx, "roller-mma", true, &o->mma) || !choice_option(ctx, "roller-split", false, &o->split) ||
+      !choice_option(ctx, "roller-relayout", false, &relayout))
+    return false;
+  o->relayout = relayout == ROLLER_BY_MODEL;
+  return true;
 }

@@ -19,6 +19,8 @@ typedef struct {
   int topk;                     /* plans kept per op (1: no #tile_alternatives) */
   roller_choice mma;            /* matrix units for f16/bf16 contractions */
   roller_choice split;          /* split reductions (rsplit); ALWAYS is not offered */
+  bool relayout;                /* operands may be relaid for wgmma's tensor copies (roller_layout.c):
+                                 * -roller itself, not the passes that plan again */
   bool estimate;                /* keep the plans on each op, re-rate them (est_us, bound) */
   bool tf32;                    /* -matmul-precision=high: f32 contractions may run in TF32 on the
                                  * matrix units (mma.sync m16n8k8 .tf32, CUDA sm_80 and up) */
@@ -74,6 +76,20 @@ double roller_l2_wave_factor(const qir_target *t, double blocks, double resident
 bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int vn, int vk, roller_wgmma_problem *w);
 void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *pl);
 int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, roller_wgmma_plan *out, int cap);
+/* roller_layout.c: the contraction `form` (op's compute form) over operands
+ * with K's dimension (variable vk) moved innermost: constants permuted,
+ * other values through `transpose` ops (made unlinked, or shared: one
+ * already before op).  NULL where no operand needs it.  The new compute op is
+ * unlinked: roller_relayout_commit puts it and what it reads in op's place,
+ * roller_relayout_discard drops them. */
+typedef struct {
+  int n_made;
+  qir_op *made[2];              /* a permuted constant or a transpose per operand moved */
+  bool shared[2];               /* a transpose that was there already */
+} roller_relayout;
+qir_op *roller_relaid_form(qir_module *m, qir_op *op, const qir_op *form, int vk, roller_relayout *out, qir_diag *d);
+void roller_relayout_commit(qir_module *m, qir_op *op, qir_op *relaid, const roller_relayout *r);
+void roller_relayout_discard(qir_op *relaid, const roller_relayout *r);
 /* roller_flash.c: a flash-attention plan (#tile{flash = [..], ...}) for an
  * `attention` op where the target and the op's types allow one, and its next
  * topk - 1 as #tile_alternatives; false (the op untouched) otherwise. */

@@ -2048,6 +2048,7 @@ bool qopt_welder(qopt_ctx *ctx, qir_module *m) {
     if (quiet) fclose(quiet);
     return false;
   }
+  w.plan.relayout = false;   /* a group's plans are over the ops it has */
   if (!(w.launch_us >= 0)) {
     qir_error(ctx->diag, (qir_loc){0}, "-welder-launch-us must not be negative");
     if (quiet) fclose(quiet);
