@@ -708,7 +708,8 @@ bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
 
 /* An operand of a contraction as the tensor memory accelerator sees it
  * (qir/tma.c): at most five dimensions, innermost first, each walked by at most
- * one compute variable with coefficient 1 (the box extends along it), shifted
+ * one compute variable (the box extends along it) with coefficient 1, or up to 8
+ * past dimension 0 (a strided window: the map's traversal stride), shifted
  * by `stepped` variables (any coefficient: those a main loop walks one at a
  * time, a convolution's window) and by a constant; dimension 0 contiguous and
  * walked by `inner_var` (-1: by any variable), every other stride a multiple
@@ -724,6 +725,7 @@ bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
 typedef struct {
   int rank;
   int var[QIR_TMA_MAX_RANK];        /* compute variable walking the dimension, or -1 */
+  int64_t estride[QIR_TMA_MAX_RANK];/* its coefficient: the map's element (traversal) stride */
   int64_t cst[QIR_TMA_MAX_RANK];    /* added to the coordinate */
   int n_shifts[QIR_TMA_MAX_RANK];   /* stepped variables added to it, times their coefficients */
   int shift_var[QIR_TMA_MAX_RANK][QIR_TMA_MAX_SHIFTS];

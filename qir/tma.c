@@ -122,8 +122,10 @@ bool qir_tma_view_of(const qir_compute *c, const qir_expr *access, const qir_typ
         var = x;
       }
     }
-    if (n_walk > 1 || (n_walk && (coef[var] != 1 || used[var]))) {
-      *why = "an index that is not one variable (plus window steps and an offset): a stride, or two tile variables";
+    /* a traversal stride (1 to 8) past dimension 0, where TMA has none */
+    if (n_walk > 1 || (n_walk && (coef[var] < 1 || coef[var] > (v->rank ? 8 : 1) || used[var]))) {
+      *why = v->rank ? "an index that is not one variable (plus window steps and an offset): a stride over 8, or two tile variables"
+                     : "a strided contiguous dimension (TMA steps only the outer ones)";
       return false;
     }
     if (v->rank > 0 && stride % 16) {
@@ -131,6 +133,7 @@ bool qir_tma_view_of(const qir_compute *c, const qir_expr *access, const qir_typ
       return false;
     }
     v->var[v->rank] = var;
+    v->estride[v->rank] = var >= 0 ? coef[var] : 1;
     v->cst[v->rank] = k0;
     v->n_shifts[v->rank] = n_shift;
     v->dims[v->rank] = t->dims[j];

@@ -195,7 +195,8 @@ typedef struct {
   int rank;
   int64_t dims[KTMAP_MAX_RANK];
   int64_t strides[KTMAP_MAX_RANK];   /* bytes between consecutive indices of each dimension ([0]: element) */
-  int64_t box[KTMAP_MAX_RANK];
+  int64_t box[KTMAP_MAX_RANK];       /* elements traversed: those copied times estride */
+  int64_t estride[KTMAP_MAX_RANK];   /* traversal stride (1: every element; [0] always 1) */
   int swizzle;                       /* bytes: 128, 64, 32 or 0 */
 } ktmap;
 

@@ -87,6 +87,16 @@ static void setup_operand(lower_env *env, const mma_operand *op, const mma_opera
   }
   w->mn_major = w->view.var[0] == mn_var;
   w->copies = w->mn_major ? mn / 64 : 1;
+  /* a box traverses at most 256 elements a dimension: a strided one, estride x what it copies */
+  for (int d = 0; d < w->view.rank; d++) {
+    int v = w->view.var[d];
+    int64_t copied = d == 0 ? 64 : v == k_var ? WG_BK : v == mn_var ? mn : 1;
+    if (copied * w->view.estride[d] > 256) {
+      w->generic = true;
+      w->mn_major = (is_b ? !op->col_major : op->col_major) && mn % 64 == 0;
+      return;
+    }
+  }
 }
 
 static bool mentions_var(const qir_expr *e, int v) {
@@ -107,8 +117,8 @@ static bool band_operand(lower_env *env, wg_operand *a, int m2, int64_t W, int64
     if (a->view.var[d] == m2) dim_m2 = d;
     if (a->view.var[d] == a->mn_var) dim_m = d;
   }
-  if (a->generic || a->mn_major || dim_m2 < 0 || dim_m < 0 || b_moves || W != c->axis_extents[a->mn_var] || W * R > a->mn || W > 256 ||
-      R > 256) {
+  if (a->generic || a->mn_major || dim_m2 < 0 || dim_m < 0 || b_moves || W != c->axis_extents[a->mn_var] || W * R > a->mn ||
+      W * a->view.estride[dim_m] > 256 || R * a->view.estride[dim_m2] > 256) {
     qir_error(env->cg->d, env->loc,
               "#tile mma_axes [M, N, K, M2] (a band of rows) needs A K-major by a tensor map walking M and M2, B not moving "
               "with M2, and block[M] all of M");
@@ -135,7 +145,9 @@ static void add_tmap(kkernel *k, wg_operand *w) {
     int v = w->view.var[d];
     m->dims[d] = w->view.dims[d];
     m->strides[d] = w->view.strides[d];
-    m->box[d] = d == 0 ? 64 : v == w->k_var ? WG_BK : v == w->mn_var ? w->box_mn : v == w->m2_var && v >= 0 ? w->box_m2 : 1;
+    int64_t copied = d == 0 ? 64 : v == w->k_var ? WG_BK : v == w->mn_var ? w->box_mn : v == w->m2_var && v >= 0 ? w->box_m2 : 1;
+    m->estride[d] = w->view.estride[d] > 0 ? w->view.estride[d] : 1;
+    m->box[d] = copied * m->estride[d];   /* a strided window traverses estride x what it copies */
   }
   w->tmap = k->n_tmaps++;
 }
@@ -251,8 +263,9 @@ static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot, kexpr *p) {
       kexpr *coord[KTMAP_MAX_RANK];
       for (int d = 0; d < w->view.rank; d++) {
         int v = w->view.var[d];
-        kexpr *x = ke_int(b, w->view.cst[d] + (v == w->mn_var && w->mn_major ? 64 * j : 0));
-        if (v >= 0) x = ke_add(b, g->env->vars[v], x);
+        int64_t es = w->view.estride[d] > 0 ? w->view.estride[d] : 1;
+        kexpr *x = ke_int(b, w->view.cst[d] + (v == w->mn_var && w->mn_major ? 64 * j * es : 0));
+        if (v >= 0) x = ke_add(b, es == 1 ? g->env->vars[v] : ke_mul(b, g->env->vars[v], ke_int(b, es)), x);
         for (int s = 0; s < w->view.n_shifts[d]; s++)   /* a window's step */
           x = ke_add(b, x, ke_mul(b, g->env->vars[w->view.shift_var[d][s]], ke_int(b, w->view.shift_coef[d][s])));
         coord[d] = ke_cast(b, x, KT_I32);
@@ -360,35 +373,42 @@ static void consume(wg *g, kstmt *iter, kexpr *tv, kexpr *prev, kexpr *started, 
 }
 
 /* The consumers' stores: register i of thread (warp w4, lane g q) is row
- * 16 w4 + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 q + i % 2. */
+ * 16 w4 + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 q + i % 2.  Loops over
+ * m64 tile j and half h (a row each: its point along M, a band's along M2,
+ * found once), then the row's columns: i = j N / 2 + 4 c + 2 h + e. */
 static kstmt *epilogue(wg *g) {
   lower_env *env = g->env;
   kbuilder *b = env->b;
   kkernel *k = env->k;
   int vn = g->p->mma_n;
   int64_t BN = g->p->block[vn];
-  kexpr *tid = ke_tid(b);
-  kvar *ri = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
-  kexpr *i = ke_var(b, ri), *lane = ke_mod(b, tid, ke_int(b, 32));
-  /* register i of m64 tile j = i / (N / 2) of the warpgroup */
-  kexpr *j = ke_div(b, i, ke_int(b, BN / 2)), *ii = ke_mod(b, i, ke_int(b, BN / 2));
-  kexpr *tile = ke_add(b, ke_mul(b, ke_div(b, tid, ke_int(b, WG_THREADS)), ke_int(b, g->MW)), j);
-  i = ii;
+  kexpr *tid = ke_tid(b), *lane = ke_mod(b, tid, ke_int(b, 32));
+  kvar *jv = kvar_new(b, k, "j", KT_I32, 0, KV_LOCAL), *hv = kvar_new(b, k, "h", KT_I32, 0, KV_LOCAL);
+  kvar *cv = kvar_new(b, k, "c", KT_I32, 0, KV_LOCAL), *ev = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *tile = ke_add(b, ke_mul(b, ke_div(b, tid, ke_int(b, WG_THREADS)), ke_int(b, g->MW)), ke_var(b, jv));
   kexpr *row = ke_add(b, ke_add(b, ke_mul(b, tile, ke_int(b, 64)),
                                 ke_mul(b, ke_mod(b, ke_div(b, tid, ke_int(b, 32)), ke_int(b, 4)), ke_int(b, 16))),
-                      ke_add(b, ke_div(b, lane, ke_int(b, 4)), ke_mul(b, ke_mod(b, ke_div(b, i, ke_int(b, 2)), ke_int(b, 2)), ke_int(b, 8))));
-  kexpr *col = ke_add(b, ke_mul(b, ke_div(b, i, ke_int(b, 4)), ke_int(b, 8)),
-                      ke_add(b, ke_mul(b, ke_mod(b, lane, ke_int(b, 4)), ke_int(b, 2)), ke_mod(b, i, ke_int(b, 2))));
+                      ke_add(b, ke_div(b, lane, ke_int(b, 4)), ke_mul(b, ke_var(b, hv), ke_int(b, 8))));
+  kexpr *col = ke_add(b, ke_mul(b, ke_var(b, cv), ke_int(b, 8)), ke_add(b, ke_mul(b, ke_mod(b, lane, ke_int(b, 4)), ke_int(b, 2)), ke_var(b, ev)));
+  kexpr *reg = ke_add(b, ke_add(b, ke_mul(b, ke_var(b, jv), ke_int(b, BN / 2)), ke_mul(b, ke_var(b, cv), ke_int(b, 4))),
+                      ke_add(b, ke_mul(b, ke_var(b, hv), ke_int(b, 2)), ke_var(b, ev)));
   kvar *gmv = kvar_new(b, k, "gm", b->index_type, 0, KV_LOCAL), *gnv = kvar_new(b, k, "gn", b->index_type, 0, KV_LOCAL);
-  kstmt *st = ks_seq(b);
+  kstmt *per_row = ks_seq(b), *st = ks_seq(b);
   kexpr *blo2[MAX_AXES];
-  kexpr *in_band = band_point(g, st, row, gmv, blo2);
+  kexpr *in_band = band_point(g, per_row, row, gmv, blo2);
   ks_add(b, st, ks_decl(b, gnv, ke_add(b, g->blo[vn], ke_cast(b, col, b->index_type))));
   kexpr *oidx[MAX_AXES];
   kexpr *guard = ke_and(b, in_band, mma_output_point(env, g->p, blo2, ke_var(b, gmv), ke_var(b, gnv), oidx));
-  kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, ke_var(b, ri))));
+  kstmt *store = ks_store(b, 0, out_index(env, oidx), mma_final_value(env, g->bias, oidx, ke_elem(b, g->acc, reg)));
   ks_add(b, st, guard ? ks_if(b, guard, store, NULL) : store);
-  kstmt *l = ks_for(b, ri, ke_int(b, 0), ke_int(b, g->MW * BN / 2), 1, st);
+  kstmt *l = ks_for(b, ev, ke_int(b, 0), ke_int(b, 2), 1, st);
+  l->unroll = true;
+  l = ks_for(b, cv, ke_int(b, 0), ke_int(b, BN / 8), 1, l);
+  l->unroll = true;
+  ks_add(b, per_row, l);
+  l = ks_for(b, hv, ke_int(b, 0), ke_int(b, 2), 1, per_row);
+  l->unroll = true;
+  l = ks_for(b, jv, ke_int(b, 0), ke_int(b, g->MW), 1, l);
   l->unroll = true;
   return l;
 }

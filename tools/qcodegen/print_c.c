@@ -505,6 +505,8 @@ static void kernel(FILE *o, const kkernel *k) {
     for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", m->strides[d]);
     fputs("}, .box = {", o);
     for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", m->box[d]);
+    fputs("}, .estride = {", o);
+    for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "L", d ? ", " : "", m->estride[d] > 0 ? m->estride[d] : 1);
     fprintf(o, "}, .swizzle = %d};\n", m->swizzle);
   }
   print_block_level(o, k, k->body, &st, 2);

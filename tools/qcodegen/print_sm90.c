@@ -65,7 +65,7 @@ static void print_tma_c(FILE *o, const kstmt *s, const kkernel *k, const kprint_
   const ktmap *m = &k->tmaps[s->step];
   if (st->chk) {   /* the checker: the box's cells belong to the barrier's current phase */
     int64_t elems = 1;
-    for (int d = 0; d < m->rank; d++) elems *= m->box[d];
+    for (int d = 0; d < m->rank; d++) elems *= (m->box[d] + (m->estride[d] > 0 ? m->estride[d] : 1) - 1) / (m->estride[d] > 0 ? m->estride[d] : 1);
     fputs("q_tma_check(&q_b, &q_mbs, (int)(", o);
     kprint_expr(o, s->ia, k, st);
     fprintf(o, "), q_sh_%s, %" PRId64 "L, (long)(", s->var->name, s->var->size);
@@ -266,7 +266,9 @@ void kprint_sm90_tmap_encode(FILE *o, const kkernel *k, const char *const *argv,
     if (m->rank == 1) fputs("0", o);
     fprintf(o, "};\n%s  const cuuint32_t q_box[] = {", indent);
     for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "u", d ? ", " : "", m->box[d]);
-    fprintf(o, "};\n%s  if (q_tmap_encode(&q_tm%d, %s, %d, (void *)(%s), q_dims, q_strides, q_box, %s)) return 1;\n", indent, i,
+    fprintf(o, "}, q_estrides[] = {");
+    for (int d = 0; d < m->rank; d++) fprintf(o, "%s%" PRId64 "u", d ? ", " : "", m->estride[d] > 0 ? m->estride[d] : 1);
+    fprintf(o, "};\n%s  if (q_tmap_encode(&q_tm%d, %s, %d, (void *)(%s), q_dims, q_strides, q_box, q_estrides, %s)) return 1;\n", indent, i,
             tmap_dtype(k->params[m->param].dtype), m->rank, argv[m->param],
             m->swizzle == 128 ? "CU_TENSOR_MAP_SWIZZLE_128B" : m->swizzle == 64 ? "CU_TENSOR_MAP_SWIZZLE_64B"
             : m->swizzle == 32 ? "CU_TENSOR_MAP_SWIZZLE_32B" : "CU_TENSOR_MAP_SWIZZLE_NONE");

@@ -47,6 +47,8 @@ typedef struct {
   int64_t red_steps;            /* the product of the other reduction axes (steps of one: a window) */
   bool a_mn_major, b_mn_major;  /* A contiguous along M, B along N (wgmma's imm-trans), copied by TMA */
   bool a_generic, b_generic;    /* copied by the producer warpgroup's loads (no tensor map) */
+  int64_t a_mn_es, m2_es;       /* A's traversal strides along M and M2 (a strided window's): a box
+                                 * traverses at most 256 elements a dimension */
   double peak_gflops;           /* the target's matrix peak for the operands' type */
   int out_elem_bytes;
   double in_bytes;              /* A and B once */

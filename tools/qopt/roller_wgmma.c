@@ -97,6 +97,9 @@ bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int 
       w->a_generic = !tma;
       w->a_mn_major = tma && v.var[0] == mn;
       a_view = v;
+      w->a_mn_es = 1;
+      for (int d = 0; tma && d < v.rank; d++)
+        if (v.var[d] == vm) w->a_mn_es = v.estride[d];
     }
     if (role) b_read = ab[s];
   }
@@ -108,9 +111,10 @@ bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int 
   for (int d = 0; walks_m && !w->a_generic && !w->a_mn_major && d < a_view.rank; d++) {
     int x = a_view.var[d];
     if (x >= 0 && x < c->n_axes && x != vm && x != vn && !moves_with(c, b_read, x) && c->axis_extents[vm] <= 128 &&
-        c->axis_extents[x] > 1) {
+        c->axis_extents[vm] * w->a_mn_es <= 256 && c->axis_extents[x] > 1) {
       w->m2 = x;
       w->m2_ext = c->axis_extents[x];
+      w->m2_es = a_view.estride[d];
     }
   }
   w->m = c->axis_extents[vm];
@@ -143,7 +147,9 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
                          : cdiv(w->m, pl->bm) * cdiv(w->n, pl->bn) * w->batch;
   /* two consumer warpgroups take 232 registers each by setmaxnreg (qcodegen), one keeps the 255 of a thread */
   pl->valid = pl->smem <= t->smem_per_block && pl->threads <= t->max_threads_per_block && pl->regs <= (C == 2 ? 232 : t->max_regs_per_thread) &&
-              MW * pl->bn <= 256 && (!pl->rows2 || (w->m2 >= 0 && a_rows <= pl->bm && a_rows > pl->bm - pl->wm));
+              MW * pl->bn <= 256 && (!pl->rows2 || (w->m2 >= 0 && a_rows <= pl->bm && a_rows > pl->bm - pl->wm)) &&
+              /* a strided window's box: at most 256 elements traversed a dimension */
+              (w->a_generic || (pl->rows2 ? pl->rows2 * w->m2_es <= 256 : (w->a_mn_major ? 64 : pl->bm) * w->a_mn_es <= 256));
   if (!pl->valid) {
     pl->est_us = INFINITY;
     return;

@@ -14,7 +14,8 @@ typedef struct {
   int rank;
   long dims[5];
   long strides[5];              /* bytes; strides[0] is the element size */
-  long box[5];
+  long box[5];                  /* elements traversed along each dimension */
+  long estride[5];              /* traversal stride: every estride-th of them is copied ([0]: 1) */
   int swizzle;                  /* bytes, 0: none */
 } q_tmap;
 
@@ -29,10 +30,14 @@ static inline unsigned q_swizzle_addr(unsigned a, int swizzle) {
 
 /* dst: shared memory at emulated shared address dst_addr. */
 static inline void q_tma_load(q_mbar_block *s, int bar, void *dst, unsigned dst_addr, const void *gbase, const q_tmap *m, const long *c) {
-  long es = m->strides[0], n = es;
-  for (int d = 0; d < m->rank; d++) n *= m->box[d];
+  long es = m->strides[0], n = es, copied[5];
+  for (int d = 0; d < m->rank; d++) {   /* ceil(box / estride) elements along each dimension */
+    long st = d > 0 && m->estride[d] > 0 ? m->estride[d] : 1;
+    copied[d] = (m->box[d] + st - 1) / st;
+    n *= copied[d];
+  }
   if (dst_addr % 128) q_mbar_fail(bar, "cp.async.bulk.tensor: shared destination not 128-byte aligned");
-  if (m->swizzle && (m->box[0] * es != m->swizzle || dst_addr % (unsigned)(m->swizzle * 8)))
+  if (m->swizzle && (copied[0] * es != m->swizzle || dst_addr % (unsigned)(m->swizzle * 8)))
     q_mbar_fail(bar, "cp.async.bulk.tensor: a swizzled box's rows must be the swizzle's width, at a multiple of 8 rows");
   unsigned char *bytes = (unsigned char *)calloc((size_t)n, 1);
   if (!bytes) { fputs("qir: out of memory (tensor copies)\n", stderr); exit(2); }
@@ -41,9 +46,9 @@ static inline void q_tma_load(q_mbar_block *s, int bar, void *dst, unsigned dst_
     long rest = e, off = 0;
     int inside = 1;
     for (int d = 0; d < m->rank; d++) {
-      x[d] = rest % m->box[d];
-      rest /= m->box[d];
-      long g = c[d] + x[d];
+      x[d] = rest % copied[d];
+      rest /= copied[d];
+      long g = c[d] + x[d] * (d > 0 && m->estride[d] > 0 ? m->estride[d] : 1);
       if (g < 0 || g >= m->dims[d]) inside = 0;
       off += g * m->strides[d];
     }
