@@ -103,7 +103,7 @@
  * output is one block of fewer threads than a warp (a tiny plan); where no
  * block within those limits gives whole warps, pad_to_warps pads the block.
  */
-#include "roller.h"
+#include "roller_impl.h"
 #include "rprogram.h"
 #include "qopt.h"
 
@@ -111,84 +111,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RL_MAX_VARS 16          /* output + reduction axes */
-#define RL_MAX_GROUPS 16        /* distinct operands read */
-#define RL_MAX_ACC 8            /* accesses of one operand */
-#define RL_MAX_CAND 64          /* candidate sizes per axis */
-#define RL_MAX_PLANS 64
-#define RL_MAX_WASTE 0.15       /* padding waste allowed relative to the real extent */
-#define RL_SUBPARTITIONS 4      /* warp schedulers (and tensor-core slices) per SM, sm_80 and up */
-#define RL_MMA_ADDR_REGS 40     /* pipelined mma kernel: stage offsets, global pointers, loop state */
-#define RL_TF32_ADDR_REGS 32    /* tf32: each lane loads its fragment values singly, from addresses of their
-                                 * own (ptxas 13, sm_90: a padded convolution's 64x64 warp tiles spilled; 32x64 fit) */
-#define RL_MMA_BLOCK_MAX 256    /* block tile along M or N */
-#define RL_MMA_BLOCK_AREA (256 * 128)
-#define RL_MMA_WARPS_MAX 8
-
-/* ------------------------------------------------------------ analysis */
-
-typedef struct {
-  double coef[QIR_MAX_RANK][RL_MAX_VARS];
-  double cst[QIR_MAX_RANK];
-  bool affine[QIR_MAX_RANK];
-  bool vars[QIR_MAX_RANK][RL_MAX_VARS]; /* non-affine dims: the variables they mention */
-} rl_access;
-
-/* Every access of one tensor (or of the output), whose footprints are unioned. */
-typedef struct {
-  int operand;                  /* compute operand index; -1 for the output */
-  int rank;
-  int64_t dims[QIR_MAX_RANK];
-  int elem_bytes;
-  int n_acc;
-  rl_access acc[RL_MAX_ACC];
-  bool staged;                  /* depends on a reduction axis: staged through smem per step */
-} rl_group;
-
-typedef struct {
-  const qir_target *t;
-  bool tf32_ok;                 /* -matmul-precision=high: f32 contractions may take TF32 plans */
-  int n_out, n_red, n_vars;
-  int64_t ext[RL_MAX_VARS];
-  int n_groups;
-  rl_group g[RL_MAX_GROUPS];
-  rl_group out;
-  double flops_per_point;
-  double peak_gflops;           /* of the unit the op runs on */
-  double simt_gflops;           /* without the matrix units */
-  bool mma;
-  bool pipelined;               /* mma.sync 16x8x16 in a cp.async pipeline (`stages`); else wmma / MFMA */
-  bool tf32;                    /* f32 operands on the matrix units in TF32 (-matmul-precision=high):
-                                 * mma.sync m16n8k8, pipelined, operands staged as 4-byte f32 */
-  int mma_m, mma_n, mma_k;      /* the instruction shape (the target's, or m16n8k8 with tf32) */
-  int op_bytes;                 /* bytes per staged A / B element (2: f16/bf16; 4: tf32) */
-  bool simt_pipe;               /* GPU target: qcodegen stages a SIMT plan's tiles twice (simt_stages) */
-  int mma_axis[3];              /* var of M (output), N (output), K (reduction) */
-  bool wgmma_ok;                /* the target has wgmma and the operands suit it (roller_wgmma.c) */
-  bool scalar[2];               /* A, B: the mma.sync loop stages them a value at a time (a padding
-                                 * mask, or an innermost index that is not its tile variable on
-                                 * 16-byte boundaries: qcodegen's mma_vector_loads_fit) */
-  roller_wgmma_problem wg;
-  double unique_in_bytes, out_bytes;
-  int vec_max;                  /* widest vector along the innermost output axis */
-} rl_problem;
-
-typedef struct {
-  int64_t tile[RL_MAX_VARS];    /* block tile (output vars), rstep (reduction vars) */
-  int64_t thr[RL_MAX_VARS];     /* thread (or warp) tile, output vars */
-  int64_t rsplit;               /* lanes sharing each output's reduction (0, 1: none) */
-  int stages;                   /* pipelined mma plans: shared tiles in flight (0: not pipelined) */
-  bool wgmma;                   /* mma = [64, N, 16] (roller_wgmma.c): rated by roller_wgmma_eval */
-  bool band;                    /* wgmma over a band: tile[M] all of M, tile[M2] its rows (mma_axes [M, N, K, M2]) */
-  double global_bytes;          /* pipelined mma plans: the traffic, to break ties (less first) */
-  const char *bound;            /* pipelined mma plans: the model's limiting term */
-  /* derived by rl_eval */
-  bool valid;
-  int64_t threads, smem, regs, blocks;
-  int smem_pad, vec;
-  double est_us;
-} rl_plan;
 
 /* Affine form of an index expression; false when it is not affine (data-
  * dependent, modulo, ...).  Integer division by a constant scales. */
@@ -498,7 +420,7 @@ static bool analyse(rl_problem *p, const qir_op *op, const qir_target *t, bool t
 
 /* Box of a group for loop extents E (per var): per index dim, the span of the
  * union of its accesses, clipped to the tensor. */
-static double group_box(const rl_group *g, const int64_t *E, int n_vars, int64_t *ext) {
+double rl_group_box(const rl_group *g, const int64_t *E, int n_vars, int64_t *ext) {
   double total = 1;
   for (int d = 0; d < g->rank; d++) {
     double lo = 1e300, hi = -1e300;
@@ -546,25 +468,16 @@ static double aligned_bytes(const rl_group *g, const int64_t *ext, double total,
 
 /* Three significant digits, as the nearest double to the decimal text, so
  * the printed estimate is short and stable. */
-static double round_sig(double x) {
+double rl_round_sig(double x) {
   if (!(x > 0) || !isfinite(x)) return 0;
   char buf[32];
   snprintf(buf, sizeof buf, "%.3g", x);
   return strtod(buf, NULL);
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 /* ------------------------------------------------------------ the model */
 
-typedef struct {
-  double global_bytes;          /* all blocks, transaction-aligned */
-  double block_global_bytes;
-  double smem_bytes;            /* smem -> register traffic, all blocks */
-  double flops_block;
-  int64_t chunks;
-} rl_traffic;
 
 static int64_t owners_per_block(const rl_problem *p, const rl_plan *pl) {
   int64_t n = 1;
@@ -572,11 +485,11 @@ static int64_t owners_per_block(const rl_problem *p, const rl_plan *pl) {
   return n;
 }
 
-static int64_t plan_threads(const rl_problem *p, const rl_plan *pl) {
+int64_t rl_plan_threads(const rl_problem *p, const rl_plan *pl) {
   return owners_per_block(p, pl) * (p->mma ? p->t->warp_size : 1) * (pl->rsplit > 1 ? pl->rsplit : 1);
 }
 
-static int64_t plan_blocks(const rl_problem *p, const rl_plan *pl) {
+int64_t rl_plan_blocks(const rl_problem *p, const rl_plan *pl) {
   int64_t n = 1;
   for (int v = 0; v < p->n_out; v++) n *= ceil_div(p->ext[v], pl->tile[v]);
   return n;
@@ -586,7 +499,7 @@ static int64_t plan_blocks(const rl_problem *p, const rl_plan *pl) {
  * the cache, see tap_union_bytes): the steps along the reduction axes pinned
  * at 1 (a convolution's taps) re-read the sectors of one K step, served by
  * L1, so each staged operand costs its box over all taps once per K step. */
-static void traffic(const rl_problem *p, const rl_plan *pl, bool union_taps, rl_traffic *tr) {
+void rl_traffic_of(const rl_problem *p, const rl_plan *pl, bool union_taps, rl_traffic *tr) {
   int64_t E[RL_MAX_VARS], Ef[RL_MAX_VARS], Et[RL_MAX_VARS], Eu[RL_MAX_VARS], ext[QIR_MAX_RANK];
   double R = 1;
   int64_t k_chunks = 1;
@@ -604,25 +517,25 @@ static void traffic(const rl_problem *p, const rl_plan *pl, bool union_taps, rl_
       R *= (double)round_up(p->ext[v], pl->tile[v]);
     }
   }
-  double blocks = (double)plan_blocks(p, pl), owners = (double)owners_per_block(p, pl);
+  double blocks = (double)rl_plan_blocks(p, pl), owners = (double)owners_per_block(p, pl);
   int txn = p->t->transaction_bytes;
   double per_block = 0, smem = 0;
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
     if (g->staged && pl->rsplit <= 1 && union_taps) {
-      double n = group_box(g, Eu, p->n_vars, ext);
+      double n = rl_group_box(g, Eu, p->n_vars, ext);
       per_block += (double)k_chunks * aligned_bytes(g, ext, n, txn);
-      smem += owners * R * group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
+      smem += owners * R * rl_group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
     } else if (g->staged && pl->rsplit <= 1) {
-      double n = group_box(g, E, p->n_vars, ext);
+      double n = rl_group_box(g, E, p->n_vars, ext);
       per_block += (double)tr->chunks * aligned_bytes(g, ext, n, txn);
-      smem += owners * R * group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
+      smem += owners * R * rl_group_box(g, Et, p->n_vars, ext) * g->elem_bytes;
     } else {
-      double n = group_box(g, Ef, p->n_vars, ext);
+      double n = rl_group_box(g, Ef, p->n_vars, ext);
       per_block += aligned_bytes(g, ext, n, txn);
     }
   }
-  double outn = group_box(&p->out, E, p->n_vars, ext);
+  double outn = rl_group_box(&p->out, E, p->n_vars, ext);
   per_block += aligned_bytes(&p->out, ext, outn, txn);
   double pts = 1;
   for (int v = 0; v < p->n_out; v++) pts *= (double)pl->tile[v];
@@ -642,7 +555,7 @@ static int simt_stages(const rl_problem *p, int64_t stage_bytes) {
 
 /* Shared memory of one step of a plan: staged boxes with padded innermost
  * rows (a pipelined mma plan: all its stages). */
-static int64_t plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
+int64_t rl_plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   int64_t ext[QIR_MAX_RANK];
   int64_t total = 0;
   if (pl->rsplit > 1) return 0;               /* lanes read their points directly */
@@ -664,7 +577,7 @@ static int64_t plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
      * counted for the larger of the two layouts), plus a 16x16 f32 epilogue
      * buffer per warp */
     int64_t bm = pl->tile[p->mma_axis[0]], bn = pl->tile[p->mma_axis[1]], rk = pl->tile[p->mma_axis[2]];
-    int64_t warps = plan_threads(p, pl) / p->t->warp_size;
+    int64_t warps = rl_plan_threads(p, pl) / p->t->warp_size;
     int64_t a_row = bm * ((rk + pad + 7) / 8 * 8), a_col = rk * ((bm + pad + 7) / 8 * 8);
     int64_t b_row = rk * ((bn + pad + 7) / 8 * 8), b_col = bn * ((rk + pad + 7) / 8 * 8);
     return ((a_row > a_col ? a_row : a_col) + (b_row > b_col ? b_row : b_col)) * 2 + warps * 256 * 4;
@@ -672,7 +585,7 @@ static int64_t plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
     if (!g->staged) continue;
-    group_box(g, pl->tile, p->n_vars, ext);
+    rl_group_box(g, pl->tile, p->n_vars, ext);
     int64_t n = 1, inner = g->rank ? ext[g->rank - 1] : 1;
     for (int d = 0; d + 1 < g->rank; d++) n *= ext[d];
     /* qcodegen's SIMT pipeline stores 4-byte rows of whole 16-byte chunks at
@@ -687,8 +600,8 @@ static int64_t plan_step_smem(const rl_problem *p, const rl_plan *pl, int pad) {
 
 /* Shared memory of a plan: its step's, times the copies a SIMT plan's
  * pipeline keeps. */
-static int64_t plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
-  int64_t step = plan_step_smem(p, pl, pad);
+int64_t rl_plan_smem(const rl_problem *p, const rl_plan *pl, int pad) {
+  int64_t step = rl_plan_step_smem(p, pl, pad);
   return p->pipelined || p->mma ? step : step * simt_stages(p, step);
 }
 
@@ -706,7 +619,7 @@ static int plan_pad(const rl_problem *p, const rl_plan *pl) {
   for (int i = 0; i < p->n_groups; i++) {
     const rl_group *g = &p->g[i];
     if (!g->staged || g->rank < 2) continue;
-    double n = group_box(g, pl->tile, p->n_vars, ext);
+    double n = rl_group_box(g, pl->tile, p->n_vars, ext);
     int64_t row = ext[g->rank - 1];
     if (n / (double)row < 2) continue;
     int64_t words = row * g->elem_bytes / t->bank_bytes;
@@ -719,7 +632,7 @@ static int plan_pad(const rl_problem *p, const rl_plan *pl) {
   return pad;
 }
 
-static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
+int64_t rl_plan_regs(const rl_problem *p, const rl_plan *pl) {
   int64_t Et[RL_MAX_VARS], ext[QIR_MAX_RANK];
   double pts = 1;
   for (int v = 0; v < p->n_vars; v++) Et[v] = v < p->n_out ? pl->thr[v] : 1;
@@ -744,7 +657,7 @@ static int64_t plan_regs(const rl_problem *p, const rl_plan *pl) {
     words = pts * (p->out.elem_bytes > 4 ? 2 : 1);
     for (int i = 0; i < p->n_groups; i++) {
       const rl_group *g = &p->g[i];
-      double n = group_box(g, Et, p->n_vars, ext);
+      double n = rl_group_box(g, Et, p->n_vars, ext);
       words += n * (g->elem_bytes > 4 ? 2.0 : g->elem_bytes / 4.0);
     }
   }
@@ -785,7 +698,7 @@ static double wave_bytes(const rl_problem *p, const rl_plan *pl, double wave) {
     left = left / g > 1 ? ceil(left / g) : 1;
   }
   double b = 0;
-  for (int i = 0; i < p->n_groups; i++) b += group_box(&p->g[i], E, p->n_vars, ext) * p->g[i].elem_bytes;
+  for (int i = 0; i < p->n_groups; i++) b += rl_group_box(&p->g[i], E, p->n_vars, ext) * p->g[i].elem_bytes;
   return b;
 }
 
@@ -796,7 +709,7 @@ static double tap_union_bytes(const rl_problem *p, const rl_plan *pl) {
   for (int v = 0; v < p->n_vars; v++) Eu[v] = v >= p->n_out && v != p->mma_axis[2] ? p->ext[v] : pl->tile[v];
   double b = 0;
   for (int i = 0; i < p->n_groups; i++)
-    if (p->g[i].staged) b += aligned_bytes(&p->g[i], ext, group_box(&p->g[i], Eu, p->n_vars, ext), p->t->transaction_bytes);
+    if (p->g[i].staged) b += aligned_bytes(&p->g[i], ext, rl_group_box(&p->g[i], Eu, p->n_vars, ext), p->t->transaction_bytes);
   return b;
 }
 
@@ -852,7 +765,7 @@ static double pipeline_us(const rl_problem *p, rl_plan *pl, double per_unit, dou
   double step = fmax(sm_step, period / conc);
   rl_traffic tr;
   double l1_free = ((double)t->smem_per_unit - conc * (double)pl->smem) / conc;
-  traffic(p, pl, tap_union_bytes(p, pl) <= l1_free, &tr);
+  rl_traffic_of(p, pl, tap_union_bytes(p, pl) <= l1_free, &tr);
   double t_main = per_unit * (double)tr.chunks * step / clk;
   double t_fill = ceil(per_unit / conc) * (t->load_latency_cycles + 2 * t->barrier_cycles) / clk;
   double mem_eff = fmin(2.0 * active / units, 1) * fmin(resident / 4.0, 1);
@@ -922,19 +835,19 @@ static void wgmma_eval(const rl_problem *p, rl_plan *pl) {
 }
 
 /* Fills the derived fields and the estimate; valid = within every limit. */
-static void rl_eval(const rl_problem *p, rl_plan *pl) {
+void rl_eval(const rl_problem *p, rl_plan *pl) {
   const qir_target *t = p->t;
   if (pl->wgmma) {
     wgmma_eval(p, pl);
     return;
   }
-  pl->threads = plan_threads(p, pl);
-  pl->blocks = plan_blocks(p, pl);
+  pl->threads = rl_plan_threads(p, pl);
+  pl->blocks = rl_plan_blocks(p, pl);
   pl->smem_pad = plan_pad(p, pl);
-  int64_t step_smem = plan_step_smem(p, pl, pl->smem_pad);
+  int64_t step_smem = rl_plan_step_smem(p, pl, pl->smem_pad);
   int copies = p->pipelined || p->mma ? 1 : simt_stages(p, step_smem);
   pl->smem = step_smem * copies;
-  pl->regs = plan_regs(p, pl);
+  pl->regs = rl_plan_regs(p, pl);
   pl->vec = plan_vec(p, pl);
   pl->valid = pl->threads <= t->max_threads_per_block && pl->smem <= t->smem_per_block &&
               pl->regs <= t->max_regs_per_thread;
@@ -957,7 +870,7 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
     return;
   }
   rl_traffic tr;
-  traffic(p, pl, false, &tr);
+  rl_traffic_of(p, pl, false, &tr);
   double warps = conc * ceil((double)pl->threads / t->warp_size);
   double eff = warps / 8.0 < 1 ? warps / 8.0 : 1;             /* 4 schedulers x 2 warps to hide latency */
   double peak_unit = p->peak_gflops * 1e9 / units;
@@ -980,527 +893,6 @@ static void rl_eval(const rl_problem *p, rl_plan *pl) {
   pl->est_us = (tm + t_lat) * 1e6;
 }
 
-/* ------------------------------------------------------------ construction */
-
-/* Candidate tile sizes along an axis of extent n, multiples of `mult`:
- * powers of two and divisors (times mult) whose padding waste stays under
- * RL_MAX_WASTE, plus the whole (rounded) extent.  Sorted, unique. */
-static int candidates(int64_t n, int64_t mult, int64_t cap, int64_t *out) {
-  int k = 0;
-  int64_t full = round_up(n, mult), q = full / mult;
-  for (int64_t c = 1; c <= q && k < RL_MAX_CAND - 2; c++) {
-    bool pow2 = (c & (c - 1)) == 0;
-    if (!pow2 && q % c != 0) {
-      if (c > 4096) c = q - 1;                /* only the extent is left */
-      continue;
-    }
-    int64_t s = c * mult;
-    if (s > cap && s != mult) break;
-    double waste = (double)(round_up(n, s) - n) / (double)n;
-    if (waste <= RL_MAX_WASTE || s == mult) out[k++] = s;
-  }
-  if (full <= cap && (k == 0 || out[k - 1] != full)) out[k++] = full;
-  if (k == 0) out[k++] = mult;
-  return k;
-}
-
-/* Next candidate above `cur`, or 0. */
-static int64_t next_size(int64_t n, int64_t mult, int64_t cap, int64_t cur) {
-  int64_t c[RL_MAX_CAND];
-  int k = candidates(n, mult, cap, c);
-  for (int i = 0; i < k; i++)
-    if (c[i] > cur) return c[i];
-  return 0;
-}
-
-static double run_sim(double a, double b) { return 2 * a * b / (a * a + b * b); }
-
-/* Coalescing score of the staged reads for the current rstep: how close each
- * staged box's contiguous run is to whole transactions. */
-static double rstep_score(const rl_problem *p, const rl_plan *pl) {
-  int64_t ext[QIR_MAX_RANK];
-  double s = 0;
-  for (int i = 0; i < p->n_groups; i++) {
-    const rl_group *g = &p->g[i];
-    if (!g->staged || g->rank == 0) continue;
-    group_box(g, pl->tile, p->n_vars, ext);
-    double run = (double)ext[g->rank - 1];
-    for (int d = g->rank - 2; d >= 0 && ext[d + 1] == g->dims[d + 1]; d--) run *= (double)ext[d];
-    double want = (double)p->t->transaction_bytes / g->elem_bytes;
-    s += run >= want ? 1 : run_sim(run, want);
-  }
-  return s;
-}
-
-/* With matrix units only M, N and K are tiled: qcodegen's mma kernels keep
- * every other output axis at block 1 and every other reduction axis at step 1. */
-static bool mma_pinned(const rl_problem *p, int v) {
-  return p->mma && v != p->mma_axis[0] && v != p->mma_axis[1] && v != p->mma_axis[2];
-}
-
-static int64_t red_mult(const rl_problem *p, int v) {
-  return p->mma && v == p->mma_axis[2] ? p->mma_k : 1;
-}
-
-static int64_t out_mult(const rl_problem *p, int v) {
-  if (p->mma && v == p->mma_axis[0]) return p->mma_m;
-  if (p->mma && v == p->mma_axis[1]) return p->mma_n;
-  return 1;
-}
-
-/* rstep: from the unit step, grow the reduction axis that most improves
- * transaction coalescing of the staged reads. */
-static void align_rstep(const rl_problem *p, rl_plan *pl) {
-  for (int v = p->n_out; v < p->n_vars; v++) pl->tile[v] = red_mult(p, v) <= p->ext[v] ? red_mult(p, v) : p->ext[v];
-  double cur = rstep_score(p, pl);
-  for (int iter = 0; iter < 64; iter++) {
-    int best = -1;
-    int64_t best_size = 0;
-    double best_score = cur;
-    for (int v = p->n_vars - 1; v >= p->n_out; v--) {
-      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
-      if (!nx) continue;
-      int64_t old = pl->tile[v];
-      pl->tile[v] = nx;
-      double s = rstep_score(p, pl);
-      pl->tile[v] = old;
-      if (s > best_score + 1e-9) best = v, best_score = s, best_size = nx;
-    }
-    if (best < 0) break;
-    pl->tile[best] = best_size;
-    cur = best_score;
-  }
-}
-
-/* Register-level traffic (smem -> registers, whole op) and footprint of a
- * thread tile; only staged data is reused across the reduction. */
-static void reg_level(const rl_problem *p, const int64_t *thr, double *q, double *f, double *flops, double *bytes) {
-  int64_t Et[RL_MAX_VARS], ext[QIR_MAX_RANK];
-  double owners = 1, pts = 1;
-  for (int v = 0; v < p->n_vars; v++) Et[v] = v < p->n_out ? thr[v] : 1;
-  for (int v = 0; v < p->n_out; v++) owners *= ceil((double)p->ext[v] / (double)thr[v]), pts *= (double)thr[v];
-  double per = 0;
-  for (int i = 0; i < p->n_groups; i++)
-    if (p->g[i].staged) per += group_box(&p->g[i], Et, p->n_vars, ext) * p->g[i].elem_bytes;
-  *q = owners * per;
-  *f = per + pts * 4;
-  *flops = pts * p->flops_per_point;
-  *bytes = per;
-}
-
-/* Registers a thread may use and still leave room for 512 threads per unit. */
-static int64_t reg_budget(const qir_target *t) {
-  int64_t b = t->regs_per_unit / 512;
-  return b < t->max_regs_per_thread ? b : t->max_regs_per_thread;
-}
-
-static int64_t smem_budget(const qir_target *t) {
-  return t->smem_per_block < t->smem_per_unit / 2 ? t->smem_per_block : t->smem_per_unit / 2;
-}
-
-static void thread_tile(const rl_problem *p, rl_plan *pl) {
-  const qir_target *t = p->t;
-  for (int v = 0; v < p->n_out; v++) pl->thr[v] = out_mult(p, v) <= p->ext[v] ? out_mult(p, v) : 1;
-  if (p->n_out > 0 && !p->mma) {
-    int last = p->n_out - 1;
-    int vec = 1;
-    while (vec * 2 <= p->vec_max && p->ext[last] % (vec * 2) == 0) vec *= 2;
-    pl->thr[last] = vec;
-  }
-  if (p->n_red == 0) return;                  /* no reuse across a reduction: vec only */
-  int64_t budget = reg_budget(t);
-  double ridge = p->peak_gflops / t->smem_gbs;
-  int64_t cap = p->mma ? 128 : 16;
-  for (int iter = 0; iter < 64; iter++) {
-    double q, f, fl, by;
-    reg_level(p, pl->thr, &q, &f, &fl, &by);
-    if (by > 0 && fl / by >= ridge) break;    /* compute-bound at the register level */
-    int best = -1;
-    int64_t best_size = 0;
-    double best_score = 0;
-    for (int v = p->n_out - 1; v >= 0; v--) {
-      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], pl->thr[v] > out_mult(p, v) ? pl->thr[v] : out_mult(p, v),
-                             cap, pl->thr[v]);
-      if (!nx || nx > cap) continue;
-      int64_t old = pl->thr[v];
-      pl->thr[v] = nx;
-      double q2, f2, fl2, by2;
-      reg_level(p, pl->thr, &q2, &f2, &fl2, &by2);
-      rl_plan probe = *pl;
-      for (int u = 0; u < p->n_out; u++) probe.tile[u] = probe.thr[u];
-      int64_t regs = plan_regs(p, &probe);
-      /* a warp tile keeps a warp's worth of work per fragment: grow it only
-       * while the problem still has 4 warps per compute unit */
-      double warps = 1;
-      for (int u = 0; u < p->n_out; u++) warps *= ceil((double)p->ext[u] / (double)pl->thr[u]);
-      pl->thr[v] = old;
-      if (regs > budget || f2 <= f || (p->mma && warps < 4.0 * t->compute_units)) continue;
-      double s = (q - q2) / (f2 - f);
-      if (s > best_score + 1e-12) best = v, best_score = s, best_size = nx;
-    }
-    if (best < 0) break;
-    pl->thr[best] = best_size;
-  }
-}
-
-typedef struct {
-  rl_plan plans[RL_MAX_PLANS];
-  int n;
-} rl_path;
-
-static double block_footprint(const rl_problem *p, const rl_plan *pl) {
-  int64_t ext[QIR_MAX_RANK];
-  double f = (double)plan_step_smem(p, pl, 0);
-  double outn = group_box(&p->out, pl->tile, p->n_vars, ext);
-  return f + outn * p->out.elem_bytes;
-}
-
-static double axis_waste(int64_t n, int64_t b) { return (double)(round_up(n, b) - n) / (double)n; }
-
-/* Can the block along v grow to b?  Never past the extent rounded up to the
- * thread tile, and with the padding waste under RL_MAX_WASTE. */
-static bool block_fits(const rl_problem *p, const rl_plan *pl, int v, int64_t b) {
-  double unit_waste = axis_waste(p->ext[v], pl->thr[v]);   /* a thread tile's own padding is allowed */
-  return b <= round_up(p->ext[v], pl->thr[v]) &&
-         axis_waste(p->ext[v], b) <= (unit_waste > RL_MAX_WASTE ? unit_waste : RL_MAX_WASTE) + 1e-9;
-}
-
-/* Any block size along one axis (a multiple of its thread tile, block_fits)
- * that makes the threads a whole number of warps; the smallest change of
- * the block wins.  False if there is none. */
-static bool resize_to_warp(const rl_problem *p, rl_plan *pl) {
-  const qir_target *t = p->t;
-  int64_t th = plan_threads(p, pl), best_b = 0;
-  int best = -1;
-  double best_d = 0;
-  for (int v = 0; v < p->n_out; v++) {
-    int64_t rest = th / ceil_div(pl->tile[v], pl->thr[v]);
-    for (int64_t k = 1; k * rest <= t->max_threads_per_block && k * pl->thr[v] <= round_up(p->ext[v], pl->thr[v]); k++) {
-      int64_t b = k * pl->thr[v];
-      if ((k * rest) % t->warp_size || b == pl->tile[v] || !block_fits(p, pl, v, b)) continue;
-      double d = fabs(log((double)b / (double)pl->tile[v]));
-      if (best < 0 || d < best_d - 1e-12) best = v, best_b = b, best_d = d;
-    }
-  }
-  if (best < 0) return false;
-  pl->tile[best] = best_b;
-  return true;
-}
-
-/* A smaller thread tile t along v; the block is trimmed to the extent rounded
- * up to t, so no thread along v is left without a point of its own. */
-static void shrink_thread(const rl_problem *p, rl_plan *pl, int v, int64_t t) {
-  pl->thr[v] = t;
-  if (pl->tile[v] > round_up(p->ext[v], t)) pl->tile[v] = round_up(p->ext[v], t);
-}
-
-/* Lanes a plan occupies: blocks times its threads rounded up to whole warps
- * (a partial warp takes a whole warp's issue slots). */
-static double plan_lanes(const rl_problem *p, const rl_plan *pl) {
-  return (double)plan_blocks(p, pl) * (double)round_up(plan_threads(p, pl), p->t->warp_size);
-}
-
-/* The warp rule of the #tile schema: threads are a whole number of warps,
- * unless the whole output is one block of fewer threads than a warp. */
-static bool warp_rule_holds(const rl_problem *p, const rl_plan *pl) {
-  int64_t th = plan_threads(p, pl);
-  return th % p->t->warp_size == 0 || (th < p->t->warp_size && plan_blocks(p, pl) == 1);
-}
-
-typedef struct {
-  const rl_problem *p;
-  rl_plan cur;                  /* the candidate being built, axis by axis */
-  const rl_plan *from;          /* the block it replaces */
-  double lane_cap;              /* 0: the first pass, finding min_lanes; else the lanes allowed */
-  double min_lanes;
-  rl_plan best;
-  double best_est, best_lanes, best_dist;
-  int best_over;
-  bool found;
-} warp_search;
-
-/* The warp rule's candidates: blocks of owners_v thread tiles along output
- * axis v, for owners_v a power of two up to the axis's thread count rounded up
- * to one, that count itself, or the current one, within the threads a block
- * may have.  The first pass finds the fewest lanes any of them takes; the
- * second keeps, among those within RL_MAX_WASTE of it, the one with the
- * fewest axes past the padding limits (block_fits), then the model's best,
- * then fewer lanes, then the least change. */
-static void search_warp_blocks(warp_search *s, int v, int64_t threads) {
-  const rl_problem *p = s->p;
-  const qir_target *t = p->t;
-  if (v == p->n_out) {
-    if (!warp_rule_holds(p, &s->cur)) return;
-    double lanes = plan_lanes(p, &s->cur);
-    if (s->lane_cap == 0) {
-      if (!s->found || lanes < s->min_lanes) s->min_lanes = lanes, s->found = true;
-      return;
-    }
-    if (lanes > s->lane_cap) return;
-    rl_plan c = s->cur;
-    rl_eval(p, &c);
-    if (!c.valid) return;
-    double est = round_sig(c.est_us), dist = 0;
-    int over = 0;                              /* axes past the padding limits */
-    for (int u = 0; u < p->n_out; u++) {
-      over += !block_fits(p, &c, u, c.tile[u]);
-      dist += fabs(log((double)c.tile[u] / (double)s->from->tile[u]));
-    }
-    if (s->found) {
-      if (over != s->best_over) { if (over > s->best_over) return; }
-      else if (est != s->best_est) { if (est > s->best_est) return; }
-      else if (lanes != s->best_lanes) { if (lanes > s->best_lanes) return; }
-      else if (dist >= s->best_dist - 1e-12) return;
-    }
-    s->best = c, s->best_est = est, s->best_lanes = lanes, s->best_dist = dist, s->best_over = over, s->found = true;
-    return;
-  }
-  int64_t n = ceil_div(p->ext[v], s->cur.thr[v]), now = ceil_div(s->from->tile[v], s->from->thr[v]);
-  for (int64_t c = 1;; c = c * 2) {
-    bool last = c >= n;                       /* the power of two that covers the axis */
-    int64_t opts[3] = {c, 0, 0};
-    int k = 1;
-    if (c < n && n < c * 2) opts[k++] = n;    /* the axis's own count, between two powers */
-    if (now != c && now > c / 2 && now < c && now != n) opts[k++] = now;
-    for (int i = 0; i < k; i++) {
-      if (threads * opts[i] > t->max_threads_per_block) continue;
-      s->cur.tile[v] = opts[i] * s->cur.thr[v];
-      search_warp_blocks(s, v + 1, threads * opts[i]);
-    }
-    if (last || threads * c * 2 > t->max_threads_per_block) break;
-  }
-  s->cur.tile[v] = s->from->tile[v];
-}
-
-/* fix_threads' last resort, when no block within the padding limit gives
- * whole warps: the plan is tiny (one block, fewer threads than a warp) and
- * stays, or its block is re-sized, along any output axes, to a block that
- * obeys the warp rule, past the padding limit or its extent if need be.  A
- * partial warp idles its missing lanes just as a guarded thread does, so the
- * lanes (blocks times threads rounded up to a warp) are what padding costs:
- * of the blocks within RL_MAX_WASTE of the fewest lanes, one with the fewest
- * axes past the limits, and of those the model's best.
- * False if none fits. */
-static bool pad_to_warps(const rl_problem *p, rl_plan *pl) {
-  if (warp_rule_holds(p, pl)) return plan_threads(p, pl) <= p->t->max_threads_per_block;
-  warp_search s = {.p = p, .cur = *pl, .from = pl};
-  search_warp_blocks(&s, 0, 1);
-  if (!s.found) return false;
-  s.lane_cap = s.min_lanes * (1 + RL_MAX_WASTE) + 1e-9;
-  s.found = false;
-  search_warp_blocks(&s, 0, 1);
-  if (!s.found) return false;
-  *pl = s.best;
-  return true;
-}
-
-/* Threads should be a multiple of the warp.  In order of preference: widen
- * the block along an axis where it stays within its extent (block_fits);
- * halve a thread tile (more threads, less register reuse; the innermost axis
- * last, it holds the vector) -- or these two the other way round: the
- * construction keeps both variants and lets the model choose; resize the
- * block along one axis to any size that fits and gives whole warps; shrink a
- * thread tile to its unit (tiny shapes: every point its own thread).  When none of
- * these helps, pad_to_warps: a tiny plan keeps its partial warp, any other
- * block is padded (past the padding limit, or its extent) to whole warps. */
-static bool fix_threads(const rl_problem *p, rl_plan *pl, bool shrink_first) {
-  const qir_target *t = p->t;
-  if (p->n_out == 0) return true;
-  for (int iter = 0; iter < 64; iter++) {
-    int64_t th = plan_threads(p, pl);
-    if (th % t->warp_size == 0) return th <= t->max_threads_per_block;
-    int64_t g = th, w = t->warp_size;
-    while (w) { int64_t r = g % w; g = w; w = r; }   /* gcd(threads, warp) */
-    int64_t need = t->warp_size / g;
-    int best = -1;
-    double best_vol = 0;
-    for (int v = 0; v < p->n_out; v++) {
-      int64_t b = pl->tile[v] * need;
-      if (!block_fits(p, pl, v, b) || th * need > t->max_threads_per_block) continue;
-      double vol = (double)round_up(p->ext[v], b) / (double)round_up(p->ext[v], pl->tile[v]);
-      if (best < 0 || vol < best_vol) best = v, best_vol = vol;
-    }
-    if (best >= 0 && !shrink_first) { pl->tile[best] *= need; continue; }
-    bool changed = false;
-    for (int k = 0; k < p->n_out && !changed; k++) {
-      int v = k < p->n_out - 1 ? k : p->n_out - 1;
-      int64_t m = out_mult(p, v), h = pl->thr[v] / 2;
-      if (pl->thr[v] % 2 == 0 && h >= m && h % m == 0 && pl->tile[v] % h == 0) {
-        shrink_thread(p, pl, v, h);
-        changed = true;
-      }
-    }
-    if (changed) continue;
-    if (best >= 0) { pl->tile[best] *= need; continue; }
-    if (resize_to_warp(p, pl)) continue;
-    for (int k = 0; k < p->n_out && !changed; k++) {
-      int64_t m = out_mult(p, k), b = pl->tile[k] < round_up(p->ext[k], m) ? pl->tile[k] : round_up(p->ext[k], m);
-      if (pl->thr[k] > m && b % m == 0 && th / ceil_div(pl->tile[k], pl->thr[k]) * (b / m) <= t->max_threads_per_block) {
-        shrink_thread(p, pl, k, m);
-        changed = true;
-      }
-    }
-    if (!changed) return pad_to_warps(p, pl);
-  }
-  return false;
-}
-
-/* What a plan's block tile times its reduction step spans (elements). */
-static double plan_span(const rl_problem *p, const rl_plan *pl) {
-  double s = 1;
-  for (int v = 0; v < p->n_vars; v++) s *= (double)pl->tile[v];
-  return s;
-}
-
-/* A #tile spans at most QIR_TILE_MAX elements (block x rstep; qir.h, the
- * verifier's rule: qcodegen counts a block's staging in 32 bits).  Halves the
- * longest reduction step (a multiple of its instruction shape) until the plan
- * fits; false when the block alone is too large.  A split reduction's lanes
- * walk the whole reduction whatever its rstep, so there it changes nothing. */
-static bool fit_span(const rl_problem *p, rl_plan *pl) {
-  while (plan_span(p, pl) > QIR_TILE_MAX) {
-    int best = -1;
-    for (int v = p->n_out; v < p->n_vars; v++)
-      if (pl->tile[v] > red_mult(p, v) && (best < 0 || pl->tile[v] > pl->tile[best])) best = v;
-    if (best < 0) return false;
-    int64_t m = red_mult(p, best), half = round_up(ceil_div(pl->tile[best], 2), m);
-    pl->tile[best] = half < pl->tile[best] ? half : m;
-  }
-  return true;
-}
-
-/* Grows the reduction step while the model improves, shared memory fits and
- * the plan's span stays within QIR_TILE_MAX. */
-static void expand_rstep(const rl_problem *p, rl_plan *pl) {
-  rl_eval(p, pl);
-  for (int iter = 0; iter < 64 && pl->valid; iter++) {
-    rl_plan best = *pl;
-    for (int v = p->n_vars - 1; v >= p->n_out; v--) {
-      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], red_mult(p, v), p->ext[v] * 2, pl->tile[v]);
-      if (!nx) continue;
-      rl_plan c = *pl;
-      c.tile[v] = nx;
-      rl_eval(p, &c);
-      if (c.valid && c.smem <= smem_budget(p->t) && plan_span(p, &c) <= QIR_TILE_MAX && c.est_us < best.est_us * 0.99)
-        best = c;
-    }
-    if (best.est_us >= pl->est_us) break;
-    *pl = best;
-  }
-}
-
-static void add_plan(const rl_problem *p, rl_path *path, const rl_plan *state, bool shrink_first) {
-  rl_plan pl = *state;
-  if (!fix_threads(p, &pl, shrink_first) || !fit_span(p, &pl)) return;
-  for (int i = 0; i < path->n; i++)
-    if (memcmp(path->plans[i].tile, pl.tile, sizeof pl.tile) == 0 &&
-        memcmp(path->plans[i].thr, pl.thr, sizeof pl.thr) == 0) return;
-  expand_rstep(p, &pl);
-  if (!pl.valid || path->n == RL_MAX_PLANS) return;
-  for (int i = 0; i < path->n; i++)
-    if (memcmp(path->plans[i].tile, pl.tile, sizeof pl.tile) == 0 &&
-        memcmp(path->plans[i].thr, pl.thr, sizeof pl.thr) == 0) return;
-  path->plans[path->n++] = pl;
-}
-
-/* A state of the construction becomes a full plan: warp-multiple threads,
- * then the reduction step grown by the model. */
-static void finish_plan(const rl_problem *p, rl_path *path, const rl_plan *state) {
-  add_plan(p, path, state, false);
-  add_plan(p, path, state, true);
-}
-
-/* When a larger block would need more threads than a block may have, the
- * thread tile along the same axis grows with it (within the register budget). */
-static bool grow_thread_to_fit(const rl_problem *p, rl_plan *c, int v) {
-  while (plan_threads(p, c) > p->t->max_threads_per_block) {
-    int64_t nx = next_size(p->ext[v], out_mult(p, v), p->mma ? 128 : 16, c->thr[v]);
-    while (nx && c->tile[v] % nx) nx = next_size(p->ext[v], out_mult(p, v), p->mma ? 128 : 16, nx);
-    if (!nx) return false;
-    c->thr[v] = nx;
-    if (plan_regs(p, c) > reg_budget(p->t)) return false;
-  }
-  return true;
-}
-
-static void construct(const rl_problem *p, rl_path *path) {
-  const qir_target *t = p->t;
-  rl_plan pl;
-  memset(&pl, 0, sizeof pl);
-  align_rstep(p, &pl);
-  thread_tile(p, &pl);
-  /* the block tile starts as one thread's tile, its innermost extent grown
-   * to a whole transaction of the output */
-  for (int v = 0; v < p->n_out; v++) pl.tile[v] = pl.thr[v];
-  if (p->n_out > 0 && !mma_pinned(p, p->n_out - 1)) {
-    int last = p->n_out - 1;
-    int64_t want = t->transaction_bytes / p->out.elem_bytes;
-    while (pl.tile[last] < want) {
-      int64_t nx = next_size(p->ext[last], pl.thr[last], 1 << 20, pl.tile[last]);
-      if (!nx) break;
-      pl.tile[last] = nx;
-    }
-  }
-  int64_t smem_cap = smem_budget(t);
-  int64_t target_threads = 4 * t->warp_size > 128 ? 4 * t->warp_size : 128;
-  if (target_threads > t->max_threads_per_block) target_threads = t->max_threads_per_block;
-  double ridge = p->peak_gflops / t->dram_gbs;
-  bool reuse_phase = true;
-  for (int iter = 0; iter < 200; iter++) {
-    finish_plan(p, path, &pl);
-    rl_traffic tr;
-    traffic(p, &pl, false, &tr);
-    if (reuse_phase && tr.block_global_bytes > 0 && tr.flops_block / tr.block_global_bytes >= ridge)
-      reuse_phase = false;                    /* compute-bound: more reuse does not pay */
-    int64_t threads = plan_threads(p, &pl), blocks = plan_blocks(p, &pl);
-    double f = block_footprint(p, &pl);
-    int best = -1;
-    int64_t best_size = 0;
-    double best_score = 0;
-    for (int v = p->n_out - 1; v >= 0; v--) {
-      int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
-      if (!nx) continue;
-      rl_plan c = pl;
-      c.tile[v] = nx;
-      if (!grow_thread_to_fit(p, &c, v)) continue;
-      int64_t th = plan_threads(p, &c), bl = plan_blocks(p, &c);
-      if (th > t->max_threads_per_block || plan_smem(p, &c, 0) > smem_cap) continue;
-      /* scale-out: keep a block per compute unit unless the block is still
-       * short of one warp */
-      if (bl < t->compute_units && bl < blocks && threads >= t->warp_size) continue;
-      double s;
-      if (reuse_phase) {
-        rl_traffic tc;
-        traffic(p, &c, false, &tc);
-        double f2 = block_footprint(p, &c);
-        s = f2 > f ? (tr.global_bytes - tc.global_bytes) / (f2 - f) : 0;
-      } else {
-        s = 0;
-      }
-      if (s > best_score + 1e-12) best = v, best_score = s, best_size = nx;
-    }
-    if (best < 0) {
-      reuse_phase = false;
-      /* parallelism: grow the innermost axis that can, until the block has
-       * enough threads to hide latency */
-      if (threads >= target_threads) break;
-      for (int v = p->n_out - 1; v >= 0 && best < 0; v--) {
-        int64_t nx = mma_pinned(p, v) ? 0 : next_size(p->ext[v], pl.thr[v], 1 << 20, pl.tile[v]);
-        if (!nx) continue;
-        rl_plan c = pl;
-        c.tile[v] = nx;
-        int64_t th = plan_threads(p, &c), bl = plan_blocks(p, &c);
-        if (th > t->max_threads_per_block || plan_smem(p, &c, 0) > smem_cap) continue;
-        if (bl < t->compute_units && bl < blocks && threads >= t->warp_size) continue;
-        best = v, best_size = nx;
-      }
-      if (best < 0) break;
-    }
-    pl.tile[best] = best_size;
-  }
-  finish_plan(p, path, &pl);
-}
-
 /* Keeps the RL_MAX_PLANS best plans of the path, in rank order. */
 static int cmp_plan_in(const rl_problem *p, const rl_plan *x, const rl_plan *y);
 static void keep_best(const rl_problem *p, rl_path *path, const rl_plan *pl) {
@@ -1518,8 +910,8 @@ static void keep_best(const rl_problem *p, rl_path *path, const rl_plan *pl) {
  * Within the extent rounded up to the warp tile, and padding the last block
  * by at most RL_MAX_WASTE (or no more than one instruction tile would). */
 static bool mma_block_fits(const rl_problem *p, int v, int64_t b, int64_t w) {
-  double unit_waste = axis_waste(p->ext[v], 16);
-  return b <= round_up(p->ext[v], w) && axis_waste(p->ext[v], b) <= fmax(unit_waste, RL_MAX_WASTE) + 1e-9;
+  double unit_waste = rl_axis_waste(p->ext[v], 16);
+  return b <= round_up(p->ext[v], w) && rl_axis_waste(p->ext[v], b) <= fmax(unit_waste, RL_MAX_WASTE) + 1e-9;
 }
 
 /* Pipelined mma plans (mma.sync 16x8x16): the space is small enough to
@@ -1555,14 +947,14 @@ static void mma_pipeline_plans(const rl_problem *p, rl_path *path) {
           for (int k = 0; k < 4; k++) {
             int64_t rk = ksteps[k];
             if (rk < p->mma_k) continue;    /* 8: tf32's k8 only */
-            if (rk > p->mma_k && (rk > round_up(p->ext[vk], p->mma_k) || axis_waste(p->ext[vk], rk) > RL_MAX_WASTE)) break;
+            if (rk > p->mma_k && (rk > round_up(p->ext[vk], p->mma_k) || rl_axis_waste(p->ext[vk], rk) > RL_MAX_WASTE)) break;
             /* S - 1 tiles in flight: no more than the block has steps */
             int64_t steps = ceil_div(p->ext[vk], rk);
             for (int64_t st = 2; st <= QIR_MAX_STAGES && (st == 2 || st - 1 <= steps); st++) {
               pl.tile[vm] = bm, pl.tile[vn] = bn, pl.tile[vk] = rk;
               pl.thr[vm] = tm, pl.thr[vn] = tn;
               pl.stages = (int)st;
-              if (plan_span(p, &pl) > QIR_TILE_MAX) continue;
+              if (rl_plan_span(p, &pl) > QIR_TILE_MAX) continue;
               rl_eval(p, &pl);
               if (pl.valid) keep_best(p, path, &pl);
             }
@@ -1592,7 +984,7 @@ static void wgmma_plans(const rl_problem *p, rl_path *path) {
     }
     pl.stages = w[i].stages;
     pl.wgmma = true;
-    if (plan_span(p, &pl) > QIR_TILE_MAX) continue;
+    if (rl_plan_span(p, &pl) > QIR_TILE_MAX) continue;
     wgmma_eval(p, &pl);
     if (pl.valid) keep_best(p, path, &pl);
   }
@@ -1621,7 +1013,7 @@ static void split_plans(const rl_problem *p, rl_path *path) {
     pl.rsplit = lanes;
     for (int v = 0; v < p->n_out; v++) pl.tile[v] = pl.thr[v] = 1;
     for (int v = p->n_out; v < p->n_vars; v++) pl.tile[v] = p->ext[v];
-    if (!fit_span(p, &pl)) break;
+    if (!rl_fit_span(p, &pl)) break;
     rl_eval(p, &pl);
     if (pl.valid) path->plans[path->n++] = pl;
   }
@@ -1638,7 +1030,7 @@ static void split_plans(const rl_problem *p, rl_path *path) {
     }
     if (have < want && want > 1) break;       /* no more points to put in a block */
     for (int v = p->n_out; v < p->n_vars; v++) pl.tile[v] = p->ext[v];
-    if (!fit_span(p, &pl)) break;
+    if (!rl_fit_span(p, &pl)) break;
     rl_eval(p, &pl);
     if (pl.valid) path->plans[path->n++] = pl;
   }
@@ -1654,7 +1046,7 @@ static double padded_volume(const rl_problem *p, const rl_plan *pl) {
 }
 
 static int cmp_plan_in(const rl_problem *p, const rl_plan *x, const rl_plan *y) {
-  double ex = round_sig(x->est_us), ey = round_sig(y->est_us);
+  double ex = rl_round_sig(x->est_us), ey = rl_round_sig(y->est_us);
   if (ex != ey) return ex < ey ? -1 : 1;
   if (x->vec != y->vec) return x->vec > y->vec ? -1 : 1;
   double px = padded_volume(p, x), py = padded_volume(p, y);
@@ -1707,7 +1099,7 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
   if (pl->rsplit > 1) e[n++] = (qir_attr){.key = "rsplit", .val = qir_attr_int(pl->rsplit)};
   if (pl->stages > 0) e[n++] = (qir_attr){.key = "stages", .val = qir_attr_int(pl->stages)};
   if (full && pl->stages > 0 && pl->bound) e[n++] = (qir_attr){.key = "bound", .val = qir_attr_string(m, pl->bound)};
-  e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(round_sig(pl->est_us))};
+  e[n++] = (qir_attr){.key = "est_us", .val = qir_attr_float(rl_round_sig(pl->est_us))};
   if (full) {
     e[n++] = (qir_attr){.key = "target", .val = qir_attr_string(m, target)};
     if (p->mma) {
@@ -1808,7 +1200,7 @@ static void estimate_plan(qir_module *m, const rl_problem *p0, qir_attr_val *dic
   if (!pl.valid) return;
   qir_attr_val *est = plan_entry(dict, "est_us"), *bound = plan_entry(dict, "bound");
   qir_attr_val *target = plan_entry(dict, "target");
-  if (est) *est = qir_attr_float(round_sig(pl.est_us));
+  if (est) *est = qir_attr_float(rl_round_sig(pl.est_us));
   if (bound && pl.bound) *bound = qir_attr_string(m, pl.bound);
   if (target) *target = qir_attr_string(m, p.t->name);   /* the model the estimate is from */
 }
@@ -1902,7 +1294,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
     p.peak_gflops = p.simt_gflops;
   }
   if (p.pipelined) mma_pipeline_plans(&p, &path);
-  else construct(&p, &path);
+  else rl_construct(&p, &path);
   if (p.pipelined && p.wgmma_ok) wgmma_plans(&p, &path);
   if (o->split != ROLLER_NEVER) split_plans(&p, &path);
   sort_plans(&p, path.plans, path.n);
@@ -1916,7 +1308,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
     simt.peak_gflops = p.simt_gflops;
     rl_path alt;
     alt.n = 0;
-    construct(&simt, &alt);
+    rl_construct(&simt, &alt);
     sort_plans(&simt, alt.plans, alt.n);
     if (alt.n && (path.n == 0 || alt.plans[0].est_us < path.plans[0].est_us)) {
       p = simt;
