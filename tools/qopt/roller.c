@@ -1227,8 +1227,8 @@ static double tile_est(const qir_op *op) {
 static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, const rl_problem *p, double best_us,
                              const qir_target *t, const roller_options *o, FILE *quiet) {
   if (t->wgmma_n_max <= 0 || !p->mma || !p->pipelined || p->tf32 || o->mma == ROLLER_NEVER || !o->relayout ||
-      !op->parent || o->estimate)
-    return false;
+      !op->parent || o->estimate || (op->parent->parent_op && op->parent->parent_op->code == QIR_OP_KERNEL))
+    return false;   /* (a kernel group's member: the group is planned as a whole) */
   qir_diag d;
   qir_diag_init_quiet(&d);
   roller_relayout r;
