@@ -1225,7 +1225,7 @@ static double tile_est(const qir_op *op) {
  * op's place, planned, where its plan is on wgmma and rated with its new
  * transposes (their plans and launches) faster than `best_us`. */
 static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, const rl_problem *p, double best_us,
-                             const qir_target *t, const roller_options *o, FILE *quiet) {
+                             const qir_target *t, const roller_options *o, roller_stats *st, FILE *quiet) {
   if (t->wgmma_n_max <= 0 || !p->mma || !p->pipelined || p->tf32 || o->mma == ROLLER_NEVER || !o->relayout ||
       !op->parent || o->estimate || (op->parent->parent_op && op->parent->parent_op->code == QIR_OP_KERNEL))
     return false;   /* (a kernel group's member: the group is planned as a whole) */
@@ -1250,6 +1250,10 @@ static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, cons
     return false;
   }
   roller_relayout_commit(m, op, k, &r);
+  if (st) {
+    st->relaid++;
+    for (int i = 0; i < r.n_made; i++) st->transposes += !r.shared[i] && r.made[i]->code == QIR_OP_TRANSPOSE;
+  }
   return true;
 }
 
@@ -1319,7 +1323,7 @@ static bool plan_op(qir_module *m, qir_op *op, const qir_target *t, const roller
     if (st) st->skipped++;
     return true;
   }
-  if (relaid_is_faster(m, op, form, &as_contraction, path.plans[0].est_us, t, o, quiet)) {
+  if (relaid_is_faster(m, op, form, &as_contraction, path.plans[0].est_us, t, o, st, quiet)) {
     if (st) st->planned++;
     return true;
   }
@@ -1482,7 +1486,12 @@ bool qopt_roller(qopt_ctx *ctx, qir_module *m) {
   }
   roller_options o;
   if (!roller_options_of(ctx, &o)) return false;
-  return roller_run(m, t, &o, NULL, ctx->diag);
+  roller_stats st = {0};
+  if (!roller_run(m, t, &o, &st, ctx->diag)) return false;
+  if (qopt_option_bool(ctx, "stats"))
+    fprintf(stderr, "roller: @%s on %s: ops planned %d, relaid for tensor copies %d, transposes added %d\n",
+            m->name ? m->name : "main", t->name, st.planned, st.relaid, st.transposes);
+  return true;
 }
 
 bool roller_options_of(qopt_ctx *ctx, roller_options *o) {

@@ -10,6 +10,8 @@
 typedef struct {
   int planned;                  /* ops that got a #tile */
   int skipped;                  /* ops with a compute form the planner could not use */
+  int relaid;                   /* contractions relaid for tensor copies (roller_layout.c) */
+  int transposes;               /* transposes those added */
 } roller_stats;
 
 /* Which plans -roller may choose: `model` lets the performance model pick. */
