@@ -1448,9 +1448,10 @@ kkernel *cg_lower_compute(cg_ctx *cg, const qir_op *plan_op, const qir_compute *
     /* wgmma exists on CUDA only: HIP (and C checking HIP's 64-lane plans) runs
      * the plan's warpgroup tiles as warp tiles of its 16x16x16 MFMA loop */
     if (p.wgmma && (cg->warp != 32 || cg->backend == CG_HIP)) {
-      if (p.mma_m2 >= 0) {
-        qir_error(cg->d, env.loc, "#tile mma_axes [M, N, K, M2] (a band of rows) needs wgmma (CUDA, or C with 32-lane warps)");
-        return NULL;
+      if (p.mma_m2 >= 0) {   /* a band's rows as one warpgroup tile along M alone (padded), M2 a block coordinate */
+        p.block[p.mma_m] = p.thread[p.mma_m];
+        p.block[p.mma_m2] = 1;
+        p.mma_m2 = -1;
       }
       p.wgmma = false;
     }
