@@ -27,8 +27,9 @@
 
 /* A plan for a smaller range must be at least this much faster at its bound. */
 #define VERSION_GAIN 1.1
-#define MAX_VERSIONS 10
-#define MAX_STEPS 12
+#define MAX_VERSIONS 24
+#define MAX_STEPS 12            /* the ladder's squares */
+#define MAX_CANDS 28            /* with -size-versions-strips' strips */
 
 typedef struct {
   qir_module *m;
@@ -333,8 +334,8 @@ static qir_module *plan_of(const char *text, size_t len, const char *base_dir, q
  * here one after another where fork fails. */
 static void plan_texts(qopt_ctx *ctx, const char *text, size_t len, const char *base_dir, int64_t (*steps)[QOPT_MAX_SYMS], int n,
                        qopt_pipeline_fn run, void *arg, char **texts, size_t *lens) {
-  pid_t pid[MAX_STEPS];
-  int fd[MAX_STEPS];
+  pid_t pid[MAX_CANDS];
+  int fd[MAX_CANDS];
   fflush(NULL);   /* a child's exit must not write the parent's buffers again */
   for (int s = 0; s < n; s++) {
     int p[2];
@@ -377,40 +378,94 @@ static void plan_texts(qopt_ctx *ctx, const char *text, size_t len, const char *
   }
 }
 
+/* -size-versions-strips: for each symbol, each square of the ladder at most
+ * half its bound there, the same range with every other symbol at its
+ * bound (a wide image's rows, a tall one's columns); from[], strip[] say
+ * which. */
+static int add_strips(const qir_module *m, int64_t (*steps)[QOPT_MAX_SYMS], int n, int *from, int *strip) {
+  int total = n;
+  for (int k = 0; k < m->n_syms; k++) {
+    if (!declared(&m->syms[k])) continue;
+    for (int s = 0; s < n && total < MAX_CANDS; s++) {
+      if (steps[s][k] * 2 > m->syms[k].hi) continue;
+      bool narrower = false;   /* some other symbol below its bound: else the square itself */
+      for (int j = 0; j < m->n_syms; j++) {
+        steps[total][j] = j == k ? steps[s][k] : m->syms[j].hi;
+        narrower |= j != k && steps[s][j] < m->syms[j].hi;
+      }
+      if (!narrower) continue;
+      from[total] = s, strip[total] = k;
+      total++;
+    }
+  }
+  return total;
+}
+
+/* The points a range holds: the product of its symbols' bounds. */
+static double range_volume(const qir_module *m, const int64_t *at) {
+  double v = 1;
+  for (int k = 0; k < m->n_syms; k++) v *= (double)(at[k] > 0 ? at[k] : 1);
+  return v;
+}
+
+/* The plan that serves a run at `at` among those kept (ranges steps[kept[i]],
+ * largest first): the smallest that holds it, else the bound's. */
+static qir_module *covering(qir_module *built, qir_module *const *cand, int64_t (*steps)[QOPT_MAX_SYMS], const int *kept, int n_kept,
+                            const int64_t *at) {
+  for (int i = n_kept - 1; i >= 0; i--) {
+    bool holds = true;
+    for (int k = 0; k < built->n_syms && holds; k++) holds = at[k] <= steps[kept[i]][k];
+    if (holds) return cand[kept[i]];
+  }
+  return built;
+}
+
 qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *text, size_t len, const char *base_dir,
                                qopt_pipeline_fn run, void *arg) {
   if (!built->n_syms || built->n_syms > QOPT_MAX_SYMS) return built;
   for (qir_op *op = built->body->first; op; op = op->next)
     if (op->code == QIR_OP_VERSIONS) return built;   /* versioned already */
-  int64_t steps[MAX_STEPS][QOPT_MAX_SYMS], mid[MAX_STEPS][QOPT_MAX_SYMS];
+  int64_t steps[MAX_CANDS][QOPT_MAX_SYMS], mid[MAX_CANDS][QOPT_MAX_SYMS];
+  int from[MAX_CANDS], strip[MAX_CANDS];   /* a strip: the square it narrows one symbol of, that symbol; else -1 */
   int n = ladder(ctx, built, steps);
-  qir_module *cand[MAX_STEPS] = {NULL};
-  char *texts[MAX_STEPS];
-  size_t lens[MAX_STEPS];
+  for (int s = 0; s < n; s++) from[s] = s, strip[s] = -1;
+  if (qopt_option_bool(ctx, "size-versions-strips")) n = add_strips(built, steps, n, from, strip);
+  qir_module *cand[MAX_CANDS] = {NULL};
+  char *texts[MAX_CANDS];
+  size_t lens[MAX_CANDS];
   plan_texts(ctx, text, len, base_dir, steps, n, run, arg, texts, lens);
-  double own_us[MAX_STEPS], own_mid[MAX_STEPS];
+  double own_us[MAX_CANDS], own_mid[MAX_CANDS];
   for (int s = 0; s < n; s++) {
     qir_diag quiet;
     qir_diag_init_quiet(&quiet);
     cand[s] = texts[s] ? plan_of(texts[s], lens[s], base_dir, &quiet) : NULL;
     free(texts[s]);
-    /* its range's bound, and midway into its range from the next smaller one's */
+    /* its range's bound, and midway into its range from the next smaller square's (a
+     * strip: along its narrow symbol, the others at their bounds) */
     for (int k = 0; k < built->n_syms; k++) {
       const qir_dimsym *y = &built->syms[k];
-      int64_t below = s ? steps[s - 1][k] : y->lo, v = below + (steps[s][k] - below) / 2;
-      mid[s][k] = y->lo + (v - y->lo) / y->step * y->step;
+      int64_t below = from[s] ? steps[from[s] - 1][k] : y->lo, v = below + (steps[s][k] - below) / 2;
+      mid[s][k] = strip[s] >= 0 && k != strip[s] ? y->hi : y->lo + (v - y->lo) / y->step * y->step;
     }
     own_us[s] = cand[s] ? qopt_modelled_us(ctx, cand[s], steps[s]) : -1;
     own_mid[s] = cand[s] ? qopt_modelled_us(ctx, cand[s], mid[s]) : -1;
   }
-  /* from the largest down: a plan stays where it beats the one that would
-   * serve its runs otherwise, at its bound or midway into its range */
-  int kept[MAX_STEPS], n_kept = 0;
-  double cover_us[MAX_STEPS];
-  for (int s = n - 1; s >= 0; s--) {
+  /* from the largest range down: a plan stays where it beats the one that
+   * would serve its runs otherwise (the smallest kept range that holds them,
+   * the bound's last), at its bound or midway into its range */
+  int order[MAX_CANDS], kept[MAX_CANDS], n_kept = 0;
+  double cover_us[MAX_CANDS];
+  for (int s = 0; s < n; s++) order[s] = s;
+  for (int i = 1; i < n; i++)   /* largest volume first (squares are nested: the ladder's order reversed) */
+    for (int j = i; j > 0 && range_volume(built, steps[order[j]]) > range_volume(built, steps[order[j - 1]]); j--) {
+      int x = order[j];
+      order[j] = order[j - 1], order[j - 1] = x;
+    }
+  for (int i = 0; i < n; i++) {
+    int s = order[i];
     if (!cand[s] || n_kept == MAX_VERSIONS) continue;
-    qir_module *cover = n_kept ? cand[kept[n_kept - 1]] : built;
-    double c = qopt_modelled_us(ctx, cover, steps[s]), cm = qopt_modelled_us(ctx, cover, mid[s]);
+    qir_module *cover = covering(built, cand, steps, kept, n_kept, steps[s]), *cover_mid = covering(built, cand, steps, kept, n_kept, mid[s]);
+    double c = qopt_modelled_us(ctx, cover, steps[s]), cm = qopt_modelled_us(ctx, cover_mid, mid[s]);
     if ((own_us[s] > 0 && own_us[s] * VERSION_GAIN < c) || (own_mid[s] > 0 && own_mid[s] * VERSION_GAIN < cm))
       cover_us[n_kept] = c, kept[n_kept++] = s;
   }
@@ -420,7 +475,7 @@ qir_module *qopt_size_versions(qopt_ctx *ctx, qir_module *built, const char *tex
             (VERSION_GAIN - 1) * 100);
   if (n_kept) {
     /* smallest first; each (and the bound plan, last) with names as printed */
-    version vs[MAX_STEPS + 1];
+    version vs[MAX_CANDS + 1];
     bool ok = true;
     qir_diag *d = ctx->diag;
     for (int i = 0; i <= n_kept && ok; i++) {
