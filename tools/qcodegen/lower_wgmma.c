@@ -13,11 +13,18 @@
  *     64 x block[N], each in 128-byte rows with the 128B swizzle, every slot
  *     and atom on a 1024-byte boundary, K-major (K contiguous: rows along M or
  *     N) or MN-major (64-wide atoms of 64 rows of K; wgmma's imm-trans).
- *   - Copies.  An operand a tensor map can copy (qir_tma_view_of) comes by
+ *   - Copies.  An operand a tensor map can copy (qir_tma_view_of: a window's
+ *     taps and offsets shift the coordinates, its padding mask is the copy's
+ *     zero fill, a stride the map's traversal stride) comes by
  *     cp.async.bulk.tensor from the producer's first thread, one copy per
- *     slot or per atom; any other (a window, a padding mask, an offset, rows
- *     no map can stride) by the producer warpgroup's 128 threads, each
+ *     slot or per atom; any other (rows no map can stride, a stride along the
+ *     contiguous dimension) by the producer warpgroup's 128 threads, each
  *     storing its share where the swizzle puts it, then fence.proxy.async.
+ *   - Bands (mma_axes [M, N, K, M2]).  block[M] is all of M and block[M2]
+ *     rows of another output axis A's map walks (an NHWC image's rows, or its
+ *     batch): the M tile is their block[M] x block[M2] rows in the map's
+ *     order, one box a stage; the rows past them are zeroed once (fenced),
+ *     the epilogue maps each row back (band_point).
  *   - Barriers.  full[s]: an arrival per copying producer thread (the first's
  *     is arrive.expect_tx of the tensor copies' bytes, which complete its
  *     transactions); empty[s]: lane 0 of each consumer warp, once the wgmma
