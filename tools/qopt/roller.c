@@ -1237,7 +1237,7 @@ static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, cons
   roller_options one = *o;
   double extra = 0;
   for (int i = 0; i < r.n_made; i++)
-    if (!r.shared[i] && r.made[i]->code == QIR_OP_TRANSPOSE) {
+    if (!r.shared[i] && r.made[i]->code != QIR_OP_CONST) {   /* a transpose, or a strided gather */
       plan_op(m, r.made[i], t, &(roller_options){.topk = 1, .mma = o->mma, .split = o->split}, NULL, quiet);
       extra += tile_est(r.made[i]) + t->launch_us;
     }
@@ -1252,7 +1252,7 @@ static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, cons
   roller_relayout_commit(m, op, k, &r);
   if (st) {
     st->relaid++;
-    for (int i = 0; i < r.n_made; i++) st->transposes += !r.shared[i] && r.made[i]->code == QIR_OP_TRANSPOSE;
+    for (int i = 0; i < r.n_made; i++) st->transposes += !r.shared[i] && r.made[i]->code != QIR_OP_CONST;
   }
   return true;
 }

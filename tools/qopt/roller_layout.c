@@ -100,6 +100,81 @@ static qir_expr *copy_permuting(qir_module *m, const qir_expr *e, int operand, c
   return c;
 }
 
+/* Reads of `operand` in e. */
+static int reads_of(const qir_expr *e, int operand) {
+  int n = e->kind == QIR_EX_ACCESS && e->operand == operand;
+  for (int i = 0; i < e->n_args; i++) n += reads_of(e->args[i], operand);
+  return n;
+}
+
+/* Dimensions of access `acc` read at a stride: c v + k0 for an output
+ * variable v alone, c > 1, within the tensor (a 1x1 convolution's stride).
+ * A relaid copy need only hold what is read there: ext(v) of them, at v.
+ * var[j] = v, or -1 where dimension j is read otherwise. */
+static bool strided_dims(const qir_compute *c, const qir_expr *acc, const qir_type *t, int *var, int64_t *coef_out, int64_t *k_out) {
+  int nv = c->n_axes + c->n_red;
+  bool any = false;
+  for (int j = 0; j < acc->n_args; j++) {
+    int64_t coef[64], k0;
+    var[j] = -1;
+    if (nv > 64 || !qir_expr_affine(acc->args[j], nv, coef, &k0)) return false;
+    int v = -1, n = 0;
+    for (int x = 0; x < nv; x++)
+      if (coef[x] && c->axis_extents[x] > 1) v = x, n++;
+    if (n != 1 || v >= c->n_axes || coef[v] < 2 || k0 < 0 || coef[v] * (c->axis_extents[v] - 1) + k0 >= t->dims[j]) continue;
+    var[j] = v, coef_out[j] = coef[v], k_out[j] = k0;
+    any = true;
+  }
+  return any;
+}
+
+/* The strided gather of x (strided_dims) in the order perm: a compute op
+ * g[i0, ...] = x[...], dimension j at its stride. */
+static qir_op *strided_copy(qir_module *m, qir_value *x, const qir_compute *c, const int64_t *perm, const int *var, const int64_t *coef,
+                            const int64_t *k0, qir_loc loc) {
+  int r = x->type.rank;
+  qir_type gt = x->type;
+  qir_compute *g = qir_compute_new(m, r, 0);
+  int pos[QIR_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int j = (int)perm[i];
+    pos[j] = i;
+    gt.dims[i] = var[j] >= 0 ? c->axis_extents[var[j]] : x->type.dims[j];
+    g->axis_names[i] = qir_sprintf(m, "i%d", i);
+    g->axis_extents[i] = gt.dims[i];
+  }
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int j = 0; j < r; j++) {
+    qir_expr *v = qir_expr_var(m, pos[j]);
+    qir_expr *at = var[j] < 0 ? v : qir_expr_binary(m, QIR_FN_MUL, v, qir_expr_int(m, coef[j]));
+    idx[j] = var[j] >= 0 && k0[j] ? qir_expr_binary(m, QIR_FN_ADD, at, qir_expr_int(m, k0[j])) : at;
+  }
+  g->body = qir_expr_access(m, 0, r, idx);
+  qir_op *k = qir_op_new(m, QIR_OP_COMPUTE, 1, &x, 1, &gt, loc);
+  k->comp = g;
+  return k;
+}
+
+/* The read `acc` of the gathered copy: its dimensions in the order perm, a
+ * strided one indexed by its variable alone. */
+static qir_expr *gathered_read(qir_module *m, const qir_expr *acc, const int64_t *perm, const int *var) {
+  qir_expr *idx[QIR_MAX_RANK];
+  for (int i = 0; i < acc->n_args; i++) {
+    int j = (int)perm[i];
+    idx[i] = var[j] >= 0 ? qir_expr_var(m, var[j]) : copy_permuting(m, acc->args[j], -1, perm);
+  }
+  return qir_expr_access(m, acc->operand, acc->n_args, idx);
+}
+
+static qir_expr *replace_read(qir_module *m, const qir_expr *e, const qir_expr *from, qir_expr *to) {
+  if (e == from) return to;
+  qir_expr *c = qir_alloc(m, sizeof *c);
+  *c = *e;
+  c->args = e->n_args ? qir_alloc(m, sizeof *c->args * (size_t)e->n_args) : NULL;
+  for (int i = 0; i < e->n_args; i++) c->args[i] = replace_read(m, e->args[i], from, to);
+  return c;
+}
+
 qir_op *roller_relaid_form(qir_module *m, qir_op *op, const qir_op *form, int vk, roller_relayout *out, qir_diag *d) {
   const qir_compute *c = form->comp;
   qir_contraction ct;
@@ -121,6 +196,18 @@ qir_op *roller_relaid_form(qir_module *m, qir_op *op, const qir_op *form, int vk
     int64_t perm[QIR_MAX_RANK];
     perm_moving_last(v->type.rank, kd, perm);
     qir_op *made = NULL;
+    int var[QIR_MAX_RANK];
+    int64_t coef[QIR_MAX_RANK], k0[QIR_MAX_RANK];
+    bool gather = !(v->def && v->def->code == QIR_OP_CONST) && reads_of(c->body, o) == 1 &&
+                  strided_dims(c, reads[s], &v->type, var, coef, k0);
+    if (gather) {   /* a 1x1 convolution's stride: the copy holds only what is read */
+      made = strided_copy(m, v, c, perm, var, coef, k0, op->loc);
+      if (v->name) made->results[0]->name = qir_sprintf(m, "%s.strided", v->name);
+      out->made[out->n_made++] = made;
+      operands[o] = made->results[0];
+      body = replace_read(m, body, reads[s], gathered_read(m, reads[s], perm, var));
+      continue;
+    }
     if (v->def && v->def->code == QIR_OP_CONST && v->def->cst) {
       made = permuted_const(m, v->def, perm, d);
       if (!made) continue;
