@@ -12,8 +12,9 @@
  * dimension moved innermost (the others keep their order: NCHW -> NHWC, OIHW
  * -> OHWI = KRSC): a constant is permuted here, any other value goes through
  * a `transpose` op (one per value and order, shared by later readers); either
- * is named for its order (%w.t0231: w's dimensions 0, 2, 3, 1).  The
- * caller plans it and keeps it where the model rates it, the transposes
+ * is named for its order (%w.t0231: w's dimensions 0, 2, 3, 1).  A read at a
+ * stride without a window (a 1x1 convolution of stride 2) goes through a
+ * compute that gathers only what is read (%x.strided).  The caller plans it and keeps it where the model rates it, the transposes
  * included, faster than the op as it was; the decision is the IR itself (the
  * transpose ops, the permuted constants, the compute reading them). */
 #include <string.h>
