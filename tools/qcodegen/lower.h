@@ -216,6 +216,8 @@ typedef struct {
 /* Finds A (M x K) and B (K x N) in the body, and the bias term; reports and
  * returns false when the body is not such a contraction. */
 bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand *B, const qir_expr **bias);
+/* Does e mention compute variable `var`? */
+bool mma_mentions(const qir_expr *e, int var);
 /* The global element of op at tile position (row0 + r, col0 + c): declares
  * its coordinates in `body`, points op's variables in env->vars at them, and
  * gives the flat index; *inb: inside the tensor and the padding mask. */

@@ -29,10 +29,10 @@
 
 #include "lower.h"
 
-static bool mentions(const qir_expr *e, int var) {
+bool mma_mentions(const qir_expr *e, int var) {
   if (e->kind == QIR_EX_VAR) return e->var == var;
   for (int i = 0; i < e->n_args; i++)
-    if (mentions(e->args[i], var)) return true;
+    if (mma_mentions(e->args[i], var)) return true;
   return false;
 }
 
@@ -60,12 +60,12 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
     return fail(env, "the body is not a sum of products of tensor reads (with a padding mask, plus a bias)");
   const qir_expr *x = ct.a, *y = ct.b;
   *bias = ct.bias;
-  if (!mentions(x, vm)) {
+  if (!mma_mentions(x, vm)) {
     const qir_expr *t = x;
     x = y;
     y = t;
   }
-  if (!mentions(x, vm) || mentions(x, vn) || !mentions(y, vn) || mentions(y, vm) || !mentions(x, vk) || !mentions(y, vk))
+  if (!mma_mentions(x, vm) || mma_mentions(x, vn) || !mma_mentions(y, vn) || mma_mentions(y, vm) || !mma_mentions(x, vk) || !mma_mentions(y, vk))
     return fail(env, "mma_axes do not split the operands into A (M, K) and B (K, N)");
   qir_dtype da = env->args[x->operand]->type.dtype, db = env->args[y->operand]->type.dtype;
   if (p->tf32 ? da != QIR_F32 || db != QIR_F32 : da != db || (da != QIR_F16 && da != QIR_BF16))
@@ -84,12 +84,12 @@ bool mma_analyse(lower_env *env, const tile_plan *p, mma_operand *A, mma_operand
                      .cols = p->block[vn], .row_ext = E[vk], .col_ext = E[vn]};
   if (ct.mask) {                         /* padding: zeros in the tile of the operand it belongs to */
     bool output = false;                 /* does it mention an output axis at all? */
-    for (int d = 0; d < c->n_axes && !output; d++) output = mentions(ct.mask, d);
+    for (int d = 0; d < c->n_axes && !output; d++) output = mma_mentions(ct.mask, d);
     if (!output) A->mask = B->mask = ct.mask;   /* over reductions alone (a symbolic K's r < the run's extent):
                                                  * past the run either operand may hold anything, NaN
                                                  * included, and 0 x NaN is NaN */
-    else if (!mentions(ct.mask, vn)) A->mask = ct.mask;
-    else if (!mentions(ct.mask, vm)) B->mask = ct.mask;
+    else if (!mma_mentions(ct.mask, vn)) A->mask = ct.mask;
+    else if (!mma_mentions(ct.mask, vm)) B->mask = ct.mask;
     else return fail(env, "the padding mask mentions both M and N");
   }
   /* layout: column-major when the operand's innermost index runs along the tile's rows */

@@ -87,6 +87,12 @@ static void setup_operand(lower_env *env, const mma_operand *op, const mma_opera
              qir_tma_view_of(c, op->access, &env->args[op->access->operand]->type, op->mask, stepped, -1, &w->view, &why);
   if (tma && w->view.var[0] != mn_var && w->view.var[0] != k_var) tma = false;   /* contiguous along another axis */
   if (tma && w->view.var[0] == mn_var && mn % 64) tma = false;                     /* MN-major copies whole atoms */
+  /* a box traverses at most 256 elements a dimension: a strided one, estride x what it copies */
+  for (int d = 0; tma && d < w->view.rank; d++) {
+    int v = w->view.var[d];
+    int64_t copied = d == 0 ? 64 : v == k_var ? WG_BK : v == mn_var ? mn : 1;
+    tma = copied * w->view.estride[d] <= 256;
+  }
   if (!tma) {
     w->generic = true;
     w->mn_major = (is_b ? !op->col_major : op->col_major) && mn % 64 == 0;
@@ -94,23 +100,6 @@ static void setup_operand(lower_env *env, const mma_operand *op, const mma_opera
   }
   w->mn_major = w->view.var[0] == mn_var;
   w->copies = w->mn_major ? mn / 64 : 1;
-  /* a box traverses at most 256 elements a dimension: a strided one, estride x what it copies */
-  for (int d = 0; d < w->view.rank; d++) {
-    int v = w->view.var[d];
-    int64_t copied = d == 0 ? 64 : v == k_var ? WG_BK : v == mn_var ? mn : 1;
-    if (copied * w->view.estride[d] > 256) {
-      w->generic = true;
-      w->mn_major = (is_b ? !op->col_major : op->col_major) && mn % 64 == 0;
-      return;
-    }
-  }
-}
-
-static bool mentions_var(const qir_expr *e, int v) {
-  if (e->kind == QIR_EX_VAR) return e->var == v;
-  for (int i = 0; i < e->n_args; i++)
-    if (mentions_var(e->args[i], v)) return true;
-  return false;
 }
 
 /* A band's A: K-major by a tensor map whose box is all of M (block[M] = M's
@@ -612,7 +601,7 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   int vk = n + p->mma_k;
   setup_operand(env, &A, &B, false, vm, vk, BM, &g.a);
   setup_operand(env, &B, &A, true, vn, vk, BN, &g.b);
-  if (m2 >= 0 && !band_operand(env, &g.a, m2, p->block[vm], p->block[m2], mentions_var(B.access, m2))) return;
+  if (m2 >= 0 && !band_operand(env, &g.a, m2, p->block[vm], p->block[m2], mma_mentions(B.access, m2))) return;
   g.producers = g.a.generic || g.b.generic ? WG_THREADS : 1;
   g.tma_bytes = (g.a.generic ? 0 : (m2 >= 0 ? band_rows : BM) * WG_BK * 2) + (g.b.generic ? 0 : BN * WG_BK * 2);
 

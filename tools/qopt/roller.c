@@ -1234,14 +1234,13 @@ static bool relaid_is_faster(qir_module *m, qir_op *op, const qir_op *form, cons
   roller_relayout r;
   qir_op *k = roller_relaid_form(m, op, form, p->mma_axis[2], &r, &d);
   if (!k) return false;
-  roller_options one = *o;
   double extra = 0;
   for (int i = 0; i < r.n_made; i++)
     if (!r.shared[i] && r.made[i]->code != QIR_OP_CONST) {   /* a transpose, or a strided gather */
       plan_op(m, r.made[i], t, &(roller_options){.topk = 1, .mma = o->mma, .split = o->split}, NULL, quiet);
       extra += tile_est(r.made[i]) + t->launch_us;
     }
-  plan_op(m, k, t, &one, NULL, quiet);
+  plan_op(m, k, t, o, NULL, quiet);
   const qir_attr *tile = qir_op_attr(k, "tile");
   const qir_attr_val *mma = tile && tile->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&tile->val, "mma") : NULL;
   bool wgmma = mma && mma->kind == QIR_ATTR_LIST && mma->n == 3 && mma->items[0].i == 64;
