@@ -538,6 +538,10 @@ static void check_plan_mma(verifier *v, const qir_op *op, const qir_attr *at, co
         op_name(op), what);
     return;
   }
+  const qir_attr_val *persistent = qir_attr_dict_get(plan, "persistent");
+  if (persistent && (!wgmma || persistent->kind != QIR_ATTR_INT || persistent->i < 1))
+    ERR(v, attr_loc(op, at), "'%s' #%s persistent must be a positive block count, with mma = [64, N, 16] (wgmma)", op_name(op),
+        what);
   if (!stages) return;
   /* SIMT plans may stage one tile at a time; the tensor-core pipeline needs two */
   int lo = mma ? 2 : 1;

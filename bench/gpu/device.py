@@ -24,7 +24,9 @@ sanitizers.txt, the operator and model results): a device call brings back
 at most 8 files.  The summary table is printed last.  --dry-run does
 everything but touch a GPU (no program, sanitizer or timing runs): it checks
 the payload, the regenerated sidecars, every file a step needs, and prints
-the commands.
+the commands.  --total S: the whole call in S seconds instead of TOTAL_S
+(a second call of a session, say, that must leave device time for another);
+--cap STEP=S: that step's cap (as config.json's caps); --no-models: leave step 4 out.
 """
 import hashlib
 import json
@@ -170,7 +172,11 @@ def regen(d, p, exe_dir):
 def main():
     d = os.path.abspath(sys.argv[1])
     final = os.path.abspath(sys.argv[2])
-    dry = "--dry-run" in sys.argv[3:]
+    global TOTAL_S
+    opts = sys.argv[3:]
+    dry = "--dry-run" in opts
+    if "--total" in opts:
+        TOTAL_S = float(opts[opts.index("--total") + 1])
     # Every file goes to a staging folder, packed into one archive at the end:
     # a device call brings back at most 8 files.
     out = os.path.join(d, ".results")
@@ -197,12 +203,16 @@ def main():
     if os.path.exists(os.path.join(d, "config.json")):
         cfg = json.load(open(os.path.join(d, "config.json")))
     CAPS.update(cfg.get("caps", {}))
+    for i, o in enumerate(opts[:-1]):
+        if o == "--cap":
+            step, _, secs = opts[i + 1].partition("=")
+            CAPS[step] = float(secs)
     race_targets = cfg.get("race", RACE_TARGETS)
     results["config"] = cfg
 
     # The whole models (step 4) are exported and compiled on the CPUs from the start, while
     # the GPU steps run: built when step 4 begins, not inside its budget.
-    models = cfg.get("models", "bert_b1,resnet50_b1")
+    models = "" if "--no-models" in opts else cfg.get("models", "bert_b1,resnet50_b1")
     bdir, bwork = os.path.join(d, ".bench"), os.path.join(d, ".bench-work")
     builder = None
     if not dry and models:

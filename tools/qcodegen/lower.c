@@ -1076,6 +1076,13 @@ static bool mma_from_attr(lower_env *env, const qir_attr_val *dict, tile_plan *p
   }
   p->mma_sync = sync && !wgmma;
   p->stages = sv ? (int)sv->i : (int)lo_stages;
+  /* persistent = P (wgmma): P blocks, each computing every P-th output tile */
+  const qir_attr_val *pv = qir_attr_dict_get(dict, "persistent");
+  if (pv && (!wgmma || pv->kind != QIR_ATTR_INT || pv->i < 1)) {
+    qir_error(env->cg->d, env->loc, "#tile persistent must be a positive block count, with mma = [64, N, 16] (wgmma)");
+    return false;
+  }
+  p->persistent = pv ? pv->i : 0;
   /* [M, N, K], or with wgmma [M, N, K, M2]: M2 an outer axis of M, rows of a band */
   bool ok = axes && axes->kind == QIR_ATTR_LIST && (axes->n == 3 || (wgmma && axes->n == 4));
   int64_t m2 = -1;

@@ -30,6 +30,7 @@ typedef struct {
   int64_t lo_step[MAX_AXES];    /* SIMT: every block's first point along output axis d is a multiple of
                                  * lo_step[d] (0: of block[d]); a staged group's boxes start anywhere */
   int mma_m, mma_n, mma_k;      /* output axis of M, of N; reduction axis (0-based) of K */
+  int64_t persistent;           /* wgmma: blocks launched, each computing every P-th tile (lower_wgmma.c); 0: a block a tile */
   int mma_m2;                   /* wgmma: an outer output axis of M (its block: rows of a band whose
                                  * block[M] is all of M, lower_wgmma.c), or -1 */
 } tile_plan;

@@ -38,6 +38,13 @@
  *   - Epilogue.  After wait_group 0 each consumer thread stores its
  *     accumulators where the PTX ISA puts them (row 16w + g + 8h, column
  *     8j + 2q + e), plus the bias, through the group's epilogue.
+ *   - Persistent blocks (#tile persistent = P, fewer than the tiles): P
+ *     blocks, block b computing tiles b, b + P, ...; the ring's step count
+ *     runs on across its tiles (step g: tile b + P (g / steps), its step
+ *     g % steps), so the producer copies the next tile's first stages while
+ *     the consumers finish a tile and store it, and a tile's pipeline fill is
+ *     paid once a block rather than once a tile.  The consumers release a
+ *     tile's last slot at the next tile's first step, as any other.
  *   - Two bodies of the same statements: the GPU's is two role branches of one
  *     if (producer, consumers; setmaxnreg 40 / 232 with two consumers), C's
  *     interleaves them in one loop, which the C printer runs with the
@@ -46,6 +53,7 @@
  *     retires them. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "lower.h"
 
@@ -165,7 +173,26 @@ typedef struct {
   int m2;                       /* a band's outer axis of M (mma_axes[3]), or -1 */
   int64_t band_rows;            /* a band: the rows it computes, block[M] x block[M2] (the rest of
                                  * the C x MW m64 tiles are zeros) */
+  int64_t P;                    /* persistent blocks (#tile persistent), or 0: a block a tile */
+  int64_t nb[MAX_AXES];         /* tiles along each output axis */
+  kexpr *turns;                 /* persistent: the tiles this block computes */
+  kexpr *total;                 /* the steps this block runs: `steps`, or steps x turns */
 } wg;
+
+/* The origin of output tile `tile` (row-major over nb) in blo. */
+static void tile_origin(wg *g, kexpr *tile, kexpr **blo) {
+  kbuilder *b = g->env->b;
+  int n = g->env->comp->n_axes;
+  kexpr *bc[MAX_AXES];
+  decompose(g->env, tile, g->nb, n, bc);
+  for (int d = 0; d < n; d++) blo[d] = ke_mul(b, bc[d], ke_int(b, g->p->block[d]));
+}
+
+/* Persistent blocks: the tile of this block's i-th turn (b + P i). */
+static kexpr *turn_tile(wg *g, kexpr *i) {
+  kbuilder *b = g->env->b;
+  return ke_add(b, ke_bid(b), ke_mul(b, i, ke_int(b, g->P)));
+}
 
 /* Row `row` of the block's M (of the m64 tiles) as output coordinates: its
  * point along M in *gm (declared in st), and in blo2 the block's origin with a
@@ -244,6 +271,13 @@ static kstmt *copy_by_loads(wg *g, const wg_operand *w, kvar *dst, kexpr *slot, 
 static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot, kexpr *p) {
   kbuilder *b = g->env->b;
   kstmt *s = ks_seq(b), *first = ks_seq(b);
+  kexpr *blo[MAX_AXES];
+  int n = g->env->comp->n_axes;
+  memcpy(blo, g->blo, sizeof blo);
+  if (g->P) {   /* the ring's step g: step g % steps of the block's tile g / steps */
+    tile_origin(g, turn_tile(g, ke_div(b, step, ke_int(b, g->steps))), g->blo);
+    step = ke_mod(b, step, ke_int(b, g->steps));
+  }
   kexpr *k0 = step_origin(g, step);
   for (int o = 0; o < 2; o++) {
     wg_operand *w = o ? &g->b : &g->a;
@@ -270,6 +304,7 @@ static kstmt *issue_step(wg *g, kexpr *step, kexpr *slot, kexpr *p) {
       ks_add(b, first, ks_tma_load(b, w->tmap, dst, at, g->mb, slot, coord, w->view.rank));
     }
   }
+  memcpy(g->blo, blo, sizeof *blo * (size_t)n);
   if (g->producers == 1) return first;
   kstmt *plain = ks_mbar(b, KS_MBAR_ARRIVE, g->mb, slot, 0, NULL);
   ks_add(b, s, g->a.generic && g->b.generic ? plain : ks_if(b, ke_lt(b, p, ke_int(b, 1)), first, plain));
@@ -323,7 +358,11 @@ static kstmt *zero_band_padding(wg *g) {
 static kstmt *prologue(wg *g, kexpr *p) {
   kbuilder *b = g->env->b;
   kstmt *pro = ks_seq(b);
-  for (int s = 0; s < g->S && s < g->steps; s++) ks_add(b, pro, issue_step(g, ke_int(b, s), ke_int(b, s), p));
+  for (int s = 0; s < g->S && (g->P || s < g->steps); s++) {
+    kstmt *one = issue_step(g, ke_int(b, s), ke_int(b, s), p);
+    /* persistent: a block's first tile has `steps` steps, its later ones may be absent */
+    ks_add(b, pro, s < g->steps ? one : ks_if(b, ke_lt(b, ke_int(b, s), g->total), one, NULL));
+  }
   return pro;
 }
 
@@ -336,7 +375,7 @@ static kstmt *refill(wg *g, kexpr *prev, kexpr *started, kexpr *p) {
   ks_add(b, r, ks_mbar(b, KS_MBAR_WAIT, g->mb, ke_add(b, prev_slot, ke_int(b, g->S)), 0,
                        ke_mod(b, ke_div(b, prev, ke_int(b, g->S)), ke_int(b, 2))));
   ks_add(b, r, issue_step(g, ke_add(b, prev, ke_int(b, g->S)), prev_slot, p));
-  kexpr *live = ke_and(b, started, ke_lt(b, ke_add(b, prev, ke_int(b, g->S)), ke_int(b, g->steps)));
+  kexpr *live = ke_and(b, started, ke_lt(b, ke_add(b, prev, ke_int(b, g->S)), g->total));
   return ks_if(b, live, r, NULL);
 }
 
@@ -518,22 +557,33 @@ static void interleaved(wg *g, kstmt *body) {
   int producer = (int)(g->C * WG_THREADS);
   kexpr *consumer = ke_lt(b, tid, ke_int(b, producer)), *p = ke_sub(b, tid, ke_int(b, producer));
   kexpr *is_producer = ke_and(b, ke_lt(b, ke_int(b, producer - 1), tid), ke_lt(b, p, ke_int(b, g->producers)));
-  ks_add(b, body, zero_acc(g));
+  kvar *turn = g->P ? kvar_new(b, k, "tn", KT_I32, 0, KV_BLOCK) : NULL;
+  kstmt *tile = g->P ? ks_seq(b) : body;
+  if (!g->P) ks_add(b, body, zero_acc(g));
   ks_add(b, body, ks_if(b, is_producer, prologue(g, p), NULL));
+  if (g->P) ks_add(b, tile, zero_acc(g));
   kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_BLOCK);
   kstmt *iter = ks_seq(b);
+  /* the ring's step: t, or with persistent blocks the turn's steps after the earlier turns' */
+  kexpr *step = g->P ? ke_add(b, ke_mul(b, ke_var(b, turn), ke_int(b, g->steps)), ke_var(b, t)) : ke_var(b, t);
   /* one node each for the released step and its guard, which the consumers'
    * release and the producer's refill share: plant.c's wgmma-early-release
    * rewrites them (t, true) to release a stage its wgmma still reads */
-  kexpr *prev = ke_sub(b, ke_var(b, t), ke_int(b, 1)), *started = ke_lt(b, ke_int(b, 0), ke_var(b, t));
+  kexpr *prev = ke_sub(b, step, ke_int(b, 1)), *started = ke_lt(b, ke_int(b, 0), step);
   k->wg_release_step = prev;
   k->wg_release_started = started;
-  k->wg_step = ke_var(b, t);
-  consume(g, iter, ke_var(b, t), prev, started, g->w, consumer);
+  k->wg_step = step;
+  consume(g, iter, step, prev, started, g->w, consumer);
   ks_add(b, iter, ks_if(b, is_producer, refill(g, prev, started, p), NULL));
-  ks_add(b, body, mma_uniform_loop(b, t, g->steps, 1, iter, false));
-  ks_add(b, body, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
-  ks_add(b, body, g->se ? epilogue_staged(g, consumer) : ks_if(b, consumer, epilogue(g), NULL));
+  ks_add(b, tile, mma_uniform_loop(b, t, g->steps, 1, iter, false));
+  ks_add(b, tile, ks_wgmma(b, KS_WGMMA_WAIT, g->w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  if (g->P) tile_origin(g, turn_tile(g, ke_var(b, turn)), g->blo);
+  ks_add(b, tile, g->se ? epilogue_staged(g, consumer) : ks_if(b, consumer, epilogue(g), NULL));
+  if (g->P) {
+    kstmt *turns = ks_for(b, turn, ke_int(b, 0), g->turns, 1, tile);
+    turns->uniform = true;
+    ks_add(b, body, turns);
+  }
 }
 
 /* The GPU's body: the producer warpgroup's branch (its first thread issues
@@ -558,16 +608,21 @@ static kstmt *role_split(wg *g) {
   kexpr *p = ke_sub(b, tid, ke_int(b, producer));
   ks_add(b, issue, prologue(g, p));
   kvar *t = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
-  ks_add(b, issue, ks_for(b, t, ke_int(b, 1), ke_int(b, g->steps), 1,
+  ks_add(b, issue, ks_for(b, t, ke_int(b, 1), g->total, 1,
                           refill(g, ke_sub(b, ke_var(b, t), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, t)), p)));
   ks_add(b, prod, g->producers > 1 ? issue : ks_if(b, eq(b, tid, producer), issue, NULL));
-  ks_add(b, cons, zero_acc(g));
+  kvar *turn = g->P ? kvar_new(b, k, "tn", KT_I32, 0, KV_LOCAL) : NULL;
+  kstmt *tile = g->P ? ks_seq(b) : cons;
+  ks_add(b, tile, zero_acc(g));
   kvar *tc = kvar_new(b, k, "t", KT_I32, 0, KV_LOCAL);
   kstmt *iter = ks_seq(b);
-  consume(g, iter, ke_var(b, tc), ke_sub(b, ke_var(b, tc), ke_int(b, 1)), ke_lt(b, ke_int(b, 0), ke_var(b, tc)), w, NULL);
-  ks_add(b, cons, ks_for(b, tc, ke_int(b, 0), ke_int(b, g->steps), 1, iter));
-  ks_add(b, cons, ks_wgmma(b, KS_WGMMA_WAIT, w, g->acc, NULL, NULL, NULL, NULL, NULL, 0));   /* with its operand fence */
-  ks_add(b, cons, g->se ? epilogue_staged(g, NULL) : epilogue(g));
+  kexpr *step = g->P ? ke_add(b, ke_mul(b, ke_var(b, turn), ke_int(b, g->steps)), ke_var(b, tc)) : ke_var(b, tc);
+  consume(g, iter, step, ke_sub(b, step, ke_int(b, 1)), ke_lt(b, ke_int(b, 0), step), w, NULL);
+  ks_add(b, tile, ks_for(b, tc, ke_int(b, 0), ke_int(b, g->steps), 1, iter));
+  ks_add(b, tile, ks_wgmma(b, KS_WGMMA_WAIT, w, g->acc, NULL, NULL, NULL, NULL, NULL, 0));   /* with its operand fence */
+  if (g->P) tile_origin(g, turn_tile(g, ke_var(b, turn)), g->blo);
+  ks_add(b, tile, g->se ? epilogue_staged(g, NULL) : epilogue(g));
+  if (g->P) ks_add(b, cons, ks_for(b, turn, ke_int(b, 0), g->turns, 1, tile));
   kstmt *role = ks_if(b, ke_lt(b, tid, ke_int(b, producer)), cons, prod);
   role->wg = w;
   return role;
@@ -615,8 +670,14 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
     nb[d] = ceil_div(c->axis_extents[d], p->block[d]);
     grid *= nb[d];
   }
-  k->grid = grid;
-  kkernel_tile_grid(k, n, NULL, nb, p->block);
+  memcpy(g.nb, nb, sizeof nb);
+  /* persistent blocks: fewer than the tiles, and not with dimension symbols (a run's blocks are its tiles) */
+  g.P = p->persistent > 0 && p->persistent < grid && !env->cg->run_dims ? p->persistent : 0;
+  g.steps = steps;
+  g.turns = g.P ? ke_div(b, ke_sub(b, ke_int(b, grid + g.P - 1), ke_bid(b)), ke_int(b, g.P)) : NULL;
+  g.total = g.P ? ke_mul(b, g.turns, ke_int(b, steps)) : ke_int(b, steps);
+  k->grid = g.P ? g.P : grid;
+  if (!g.P) kkernel_tile_grid(k, n, NULL, nb, p->block);
   int producer = (int)(C * WG_THREADS);
   k->threads = producer + WG_THREADS;
   k->min_blocks = 1;
@@ -627,10 +688,11 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
 
   kexpr *bc[MAX_AXES];
   decompose(env, ke_bid(b), nb, n, bc);
-  for (int d = 0; d < n; d++) {
+  for (int d = 0; d < n && !g.P; d++) {   /* persistent: each turn's (tile_origin) */
     kexpr *start = ke_mul(b, bc[d], ke_int(b, p->block[d]));
     g.blo[d] = start->kind == KE_INT ? start : ke_var(b, let(env, "b", start));
   }
+  if (g.P) tile_origin(&g, ke_bid(b), g.blo);
 
   /* shared memory: A's slots at 0, B's at the next 1024-byte boundary, then the barriers */
   g.sa = kvar_new_raw_shared(b, k, "sa", A.dtype, S * g.a.slot);
@@ -650,7 +712,6 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   g.w = w;
 
   g.acc = acc;
-  g.steps = steps;
   kexpr *tid = ke_tid(b);
   /* barriers: full[s] = s (each producer thread that copies), empty[s] = S + s (each consumer warp) */
   kstmt *init = ks_seq(b);
@@ -677,9 +738,9 @@ void lower_wgmma(lower_env *env, const tile_plan *p) {
   const char *by_a = g.a.generic == g.b.generic ? "" : g.a.generic ? " by loads" : " by TMA";
   const char *by_b = g.a.generic == g.b.generic ? (g.a.generic ? " by loads" : " by TMA") : g.b.generic ? " by loads" : " by TMA";
   snprintf(buf + len, sizeof buf - (size_t)len,
-           "] N %" PRId64 " rstep 64 stages %d steps %" PRId64 " grid %" PRId64 " threads %d (%" PRId64
+           "] N %" PRId64 " rstep 64 stages %d steps %" PRId64 " grid %" PRId64 "%s threads %d (%" PRId64
            " consumer warpgroups, 1 producer) A %s%s B %s%s (128B swizzle) smem %" PRId64 "B",
-           BN, S, steps, grid, k->threads, C, g.a.mn_major ? "MN-major" : "K-major", by_a, g.b.mn_major ? "MN-major" : "K-major", by_b,
+           BN, S, steps, k->grid, g.P ? qir_sprintf(b->m, " (persistent: %" PRId64 " tiles)", grid) : "", k->threads, C, g.a.mn_major ? "MN-major" : "K-major", by_a, g.b.mn_major ? "MN-major" : "K-major", by_b,
            k->smem_bytes);
   k->summary = qir_strdup(b->m, buf);
 }

@@ -193,10 +193,14 @@ static bool plant_pipe(planter *p, kstmt *seq, int at) {
   }
 }
 
-/* The main loop of a Hopper kernel's C body: the loop whose body issues wgmma. */
+/* The main loop of a Hopper kernel's C body: the loop of steps, whose body
+ * commits a wgmma group (persistent blocks: inside the loop of tiles). */
 static kstmt *wgmma_loop(kstmt *s) {
   if (!s) return NULL;
-  if (s->kind == KS_FOR && s->body && s->body->kind == KS_SEQ && ks_contains(s->body, KS_WGMMA)) return s;
+  if (s->kind == KS_FOR && s->body && s->body->kind == KS_SEQ)
+    for (int i = 0; i < s->body->n_items; i++)
+      if (s->body->items[i]->kind == KS_WGMMA_COMMIT) return s;
+  if (s->kind == KS_FOR) return wgmma_loop(s->body);
   for (int i = 0; i < s->n_items; i++) {
     kstmt *r = wgmma_loop(s->items[i]);
     if (r) return r;

@@ -812,7 +812,8 @@ const char *roller_bound_text(const char *term, bool tail) {
 /* A wgmma plan's derived fields from roller_wgmma_eval. */
 static void wgmma_eval(const rl_problem *p, rl_plan *pl) {
   int vm = p->mma_axis[0], m2 = p->wg.m2;
-  roller_wgmma_plan w = {.bm = pl->tile[vm], .wm = pl->thr[vm], .bn = pl->tile[p->mma_axis[1]], .stages = pl->stages};
+  roller_wgmma_plan w = {.bm = pl->tile[vm], .wm = pl->thr[vm], .bn = pl->tile[p->mma_axis[1]], .stages = pl->stages,
+                         .persistent = pl->persistent};
   if (pl->band && m2 >= 0 && w.wm > 0) {   /* the band's rows, in whole warpgroups' tiles */
     w.rows2 = pl->tile[m2];
     w.bm = (pl->tile[vm] * w.rows2 + w.wm - 1) / w.wm * w.wm;
@@ -832,6 +833,7 @@ static void wgmma_eval(const rl_problem *p, rl_plan *pl) {
   pl->est_us = w.est_us;
   pl->global_bytes = w.global_bytes;
   pl->bound = w.bound;
+  pl->persistent = w.persistent;
 }
 
 /* Fills the derived fields and the estimate; valid = within every limit. */
@@ -983,6 +985,7 @@ static void wgmma_plans(const rl_problem *p, rl_path *path) {
       pl.tile[p->wg.m2] = w[i].rows2;
     }
     pl.stages = w[i].stages;
+    pl.persistent = w[i].persistent;
     pl.wgmma = true;
     if (rl_plan_span(p, &pl) > QIR_TILE_MAX) continue;
     wgmma_eval(p, &pl);
@@ -1108,6 +1111,7 @@ static qir_attr_val plan_dict(qir_module *m, const rl_problem *p, const rl_plan 
       e[n++] = (qir_attr){.key = "mma", .val = qir_attr_ints(m, 3, shape)};
       e[n++] = (qir_attr){.key = "mma_axes", .val = qir_attr_ints(m, pl->band ? 4 : 3, axes)};
       if (p->tf32) e[n++] = (qir_attr){.key = "mma_precision", .val = qir_attr_string(m, "tf32")};
+      if (pl->persistent > 0) e[n++] = (qir_attr){.key = "persistent", .val = qir_attr_int(pl->persistent)};
     }
   }
   for (int i = 0; i < n; i++) e[i].sched = false;
@@ -1190,6 +1194,8 @@ static void estimate_plan(qir_module *m, const rl_problem *p0, qir_attr_val *dic
   if (p.mma && plan_ints(dict, "mma", shape, 3) == 3 && shape[0] == 64) {
     if (!p.wgmma_ok) return;                  /* a wgmma plan the target or the operands cannot take */
     pl.wgmma = true;
+    const qir_attr_val *pv = qir_attr_dict_get(dict, "persistent");
+    pl.persistent = pv && pv->kind == QIR_ATTR_INT && pv->i > 0 ? pv->i : 0;
     int64_t axes[4];
     if (plan_ints(dict, "mma_axes", axes, 4) == 4) {   /* a band: over M2 the problem must allow */
       if (axes[3] != p.wg.m2) return;

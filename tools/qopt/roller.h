@@ -59,6 +59,9 @@ typedef struct {
   int64_t bm, wm, bn;           /* block along M, a consumer warpgroup's rows (64 or 128), N (the instruction's) */
   int64_t rows2;                /* a band: rows of M2 (all of M each), bm their rows rounded up to wm; 0: none */
   int stages;
+  /* persistent blocks: -1 lets roller_wgmma_eval choose (one resident wave of blocks, each
+   * computing every P-th tile, where the tiles are more), 0 none, P > 0 that count */
+  int64_t persistent;
   /* derived by roller_wgmma_eval */
   bool valid;
   int64_t threads, smem, regs, blocks;

@@ -79,6 +79,7 @@ typedef struct {
   int stages;                   /* pipelined mma plans: shared tiles in flight (0: not pipelined) */
   bool wgmma;                   /* mma = [64, N, 16] (roller_wgmma.c): rated by roller_wgmma_eval */
   bool band;                    /* wgmma over a band: tile[M] all of M, tile[M2] its rows (mma_axes [M, N, K, M2]) */
+  int64_t persistent;           /* wgmma: persistent blocks (roller_wgmma_plan's), 0 none */
   double global_bytes;          /* pipelined mma plans: the traffic, to break ties (less first) */
   const char *bound;            /* pipelined mma plans: the model's limiting term */
   /* derived by rl_eval */

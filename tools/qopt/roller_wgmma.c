@@ -171,7 +171,14 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
   /* the epilogue, rated as a store per accumulator pair (as before qcodegen staged it through
    * shared memory for 16-byte stores; not re-rated: unmeasured) */
   double epilogue = (double)pl->bm * (double)pl->bn / (WG_THREADS * (double)C) * 4;
-  double t_main = (per_unit * ((double)steps * step + epilogue) + ceil(per_unit / conc) * t->load_latency_cycles) / clk;
+  /* persistent blocks (one resident wave, each computing every P-th tile): the producer copies
+   * a tile's first stages while the consumers finish the one before, so a block fills its
+   * pipeline once instead of once a tile */
+  int64_t resident = (int64_t)units * bpu;
+  if (pl->persistent < 0) pl->persistent = pl->blocks > resident ? resident : 0;
+  if (pl->persistent >= pl->blocks) pl->persistent = 0;
+  double fills = pl->persistent ? 1 : ceil(per_unit / conc);
+  double t_main = (per_unit * ((double)steps * step + epilogue) + fills * t->load_latency_cycles) / clk;
   double active = fmin((double)pl->blocks, units), mem_eff = fmin(2.0 * active / units, 1);
   double out_bytes = (double)w->m * (double)w->n * (double)w->batch * w->out_elem_bytes;
   /* a window's taps (the steps of the other reduction axes) read A's tile shifted by a tap:
@@ -216,7 +223,7 @@ int roller_wgmma_plans(const qir_target *t, const roller_wgmma_problem *w, rolle
         if (bn - (w->b_mn_major ? 64 : 16) >= w->n) break;   /* the previous one already covered N */
         if (bn != 16 && bn != 32 && bn % 64) continue;       /* 16, 32, 64, 128, 192, 256 */
         for (int st = 2; st <= 4 && (st == 2 || st - 1 <= steps); st++) {
-          roller_wgmma_plan pl = {.bm = bm, .wm = wm, .bn = bn, .stages = st, .rows2 = band ? r2 : 0};
+          roller_wgmma_plan pl = {.bm = bm, .wm = wm, .bn = bn, .stages = st, .rows2 = band ? r2 : 0, .persistent = -1};
           roller_wgmma_eval(t, w, &pl);
           if (pl.valid && n < cap) out[n++] = pl;
         }

@@ -249,6 +249,7 @@ def op_plans(line):
 
 
 EST_RE = re.compile(r"est_us = ([0-9.eE+-]+)")
+PERSISTENT_RE = re.compile(r"persistent = [0-9]+, ")
 
 
 def plan_modules(text):
@@ -393,6 +394,8 @@ def main():
     ap.add_argument("--target", default="h100", help="plan for this built-in target (default h100)")
     ap.add_argument("--set", default="default", choices=("default", "hopper"),
                     help="the operators: default (issue 23's 23) or hopper (issue 28's batch-64 GEMMs, batch-32 3x3 convolutions)")
+    ap.add_argument("--ab-persistent", action="store_true",
+                    help="where plan 0 has persistent blocks, add it once more without them (the last plan)")
     args = ap.parse_args()
     t0 = time.time()
     qbin = os.environ.get("QIR_BIN", "build/bin")
@@ -438,6 +441,9 @@ def main():
         with open(os.path.join(opdir, "op.roller.qir"), "w") as f:
             f.write(r.stdout)
         plans = plan_modules(r.stdout)
+        if args.ab_persistent and plans and PERSISTENT_RE.search(plans[0][0]):
+            # one more plan: the first without persistent blocks (a block a tile), for an A/B in one run
+            plans.append((PERSISTENT_RE.sub("", plans[0][0]), [PERSISTENT_RE.sub("", t) for t in plans[0][1]], plans[0][2]))
         if not plans:
             entry["error"] = "no #tile after -roller"
             print("%s: no #tile after -roller" % op["name"], file=sys.stderr)
