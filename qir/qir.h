@@ -712,8 +712,10 @@ bool qir_compute_contraction(const qir_compute *c, qir_contraction *out);
  * past dimension 0 (a strided window: the map's traversal stride), shifted
  * by `stepped` variables (any coefficient: those a main loop walks one at a
  * time, a convolution's window) and by a constant; dimension 0 contiguous and
- * walked by `inner_var` (-1: by any variable), every other stride a multiple
- * of 16 bytes (cuTensorMapEncodeTiled's rules).  Dimensions of extent 1 (a
+ * walked by `inner_var` (-1: by any variable), its offset and shifts whole
+ * 16-byte units (a copy that starts off a 16-byte boundary of the contiguous
+ * dimension faults on the device), every other stride a multiple of 16 bytes
+ * (cuTensorMapEncodeTiled's rules).  Dimensions of extent 1 (a
  * 1x1 convolution's window) are left out.  An index that can leave its
  * dimension must be guarded by `mask`, whose every conjunct must be exactly
  * such a bound (idx >= 0, idx < extent): the copy's zero fill outside the

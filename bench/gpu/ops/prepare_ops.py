@@ -280,7 +280,7 @@ def run(cmd, **kw):
 
 
 API = ("qir_init", "qir_run_stream", "qir_run_device", "qir_run", "qir_free",
-       "qir_output_rows", "qir_check_input")
+       "qir_output_rows", "qir_check_input", "qir_output_shape", "qir_set_input_shape")
 DEFINE_RE = re.compile(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
 
@@ -297,8 +297,7 @@ def merged_source(cus):
     head, parts = None, []
     for k, text in cus:
         lines = text.splitlines(True)
-        # The leading block of #include lines goes to the top; anything else (a later
-        # #include included) stays in the plan's namespace.
+        # The leading block of #include lines goes to the top, the rest stays in the plan's namespace.
         i0 = next(i for i, l in enumerate(lines) if l.startswith("#include"))
         i1 = i0
         while i1 < len(lines) and lines[i1].startswith("#include"):
@@ -308,7 +307,14 @@ def merged_source(cus):
             head = inc
         elif inc != head:  # a plan needing other headers: include them too, before all code
             head += "".join(l for l in inc.splitlines(True) if l not in head)
-        body = "".join(lines[:i0] + lines[i1:])
+        # a later #include (the tensor-map headers of Hopper's kernels) goes to the top as well:
+        # inside a plan's namespace its types would be that plan's, and the next plan's include
+        # guard would leave them undefined there
+        rest = lines[:i0] + lines[i1:]
+        for l in rest:
+            if l.startswith("#include") and l not in head:
+                head += l
+        body = "".join(l for l in rest if not l.startswith("#include"))
         for name in API:
             body = re.sub(r"\b%s\b" % name, symbol_prefix(k) + name[len("qir_"):], body)
         undef = "".join("#undef %s\n" % m for m in sorted(set(DEFINE_RE.findall(body))))

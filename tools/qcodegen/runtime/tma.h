@@ -37,6 +37,9 @@ static inline void q_tma_load(q_mbar_block *s, int bar, void *dst, unsigned dst_
     n *= copied[d];
   }
   if (dst_addr % 128) q_mbar_fail(bar, "cp.async.bulk.tensor: shared destination not 128-byte aligned");
+  /* the device faults (an illegal instruction) where the box starts off a 16-byte boundary of
+   * the contiguous dimension, outside the tensor too */
+  if ((c[0] * es) % 16) q_mbar_fail(bar, "cp.async.bulk.tensor: the box's start along the contiguous dimension is not 16-byte aligned");
   if (m->swizzle && (copied[0] * es != m->swizzle || dst_addr % (unsigned)(m->swizzle * 8)))
     q_mbar_fail(bar, "cp.async.bulk.tensor: a swizzled box's rows must be the swizzle's width, at a multiple of 8 rows");
   unsigned char *bytes = (unsigned char *)calloc((size_t)n, 1);
