@@ -18,7 +18,9 @@ source names) one row:
             and an empty barrier per stage); else 1
   roles     warpgroup roles of a kernel whose wgmma consumers meet a producer at
             mbarriers: p1cN (one producer warpgroup, N consumers: the block's
-            warpgroups less one), `+reg` where setmaxnreg moves registers between them
+            warpgroups less one), `+reg` where setmaxnreg moves registers between them,
+            `+persistent` where its blocks each compute every P-th tile (the summary
+            comment qcodegen writes above it says `persistent`)
   g128      128-bit global accesses: loads (ld.global[.nc].v4.b32, .v2.b64, ...,
             and 16-byte cp.async) / stores (st.global.v4 ...)
   s128      128-bit shared accesses (ld/st.shared.v4 ...; ldmatrix is counted apart)
@@ -333,6 +335,17 @@ def kernel_ops(src):
     return out
 
 
+def persistent_kernels(src):
+    """Kernels whose summary comment says their blocks are persistent (#tile persistent)."""
+    out = set()
+    for m in re.finditer(r"/\* [^\n]*\(persistent: \d+ tiles\)[^\n]*\*/\n__global__\b", src):
+        rest = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", src[m.end():m.end() + 400], count=1)
+        name = re.match(r"[^;{(]*?\b([A-Za-z_]\w*)\s*\(", rest)
+        if name:
+            out.add(name.group(1))
+    return out
+
+
 def dynamic_smem(src):
     """{kernel: largest constant dynamic shared-memory size of its launches}"""
     out = {}
@@ -382,6 +395,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
     dyn = dynamic_smem(src)
     ops = qcodegen_ops(src)
     what = kernel_ops(src)
+    persistent = persistent_kernels(src)
     order = {n: i for i, n in enumerate(names)}
     rows = []
     for mangled, (directives, body) in entries.items():
@@ -393,7 +407,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
         f["block"] = block_size(directives)
         r = resources.get(mangled, {})
         row = {"file": cu, "arch": arch, "kernel": kernel, "entry": mangled,
-               "op": ops.get(base), "what": what.get(base), **f,
+               "op": ops.get(base), "what": what.get(base), "persistent": base in persistent, **f,
                "regs": r.get("regs"), "spill_st": r.get("spill_st", 0),
                "spill_ld": r.get("spill_ld", 0), "stack": r.get("stack", 0),
                "static_smem": r.get("smem", 0), "dynamic_smem": dyn.get(base)}
@@ -420,7 +434,8 @@ def roles(row):
     """p1cN for a kernel whose wgmma consumers meet a producer at mbarriers (warpgroup roles), else '-'."""
     if matrix_kind(row) != "wgmma" or not row["mbar_init"] or not row["block"]:
         return "-"
-    return "p1c%d%s" % (row["block"] // 128 - 1, "+reg" if row["setmaxnreg"] else "")
+    return "p1c%d%s%s" % (row["block"] // 128 - 1, "+reg" if row["setmaxnreg"] else "",
+                          "+persistent" if row.get("persistent") else "")
 
 
 def matrix_text(row):
