@@ -655,6 +655,25 @@ bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
   return true;
 }
 
+/* The products a step's unrolled body holds in qcodegen's tiled loop
+ * (lower_tile_block): its register tile times the innermost reduction steps it
+ * unrolls while that stays within 128.  ptxas keeps each product's operand
+ * address or predicate live across the step loop: on sm_90 the staged
+ * convolutions of light DenseNet-121 took 32 + tile + about 1.4 per product
+ * (a 3x3 window over 8 points: 72 products, 142 registers), and at least
+ * STAGED_MIN_REGS (the staging loops' addresses: 64 to 103 where the unrolled
+ * body is small, 117 kernels of that model through -welder). */
+#define STAGED_MIN_REGS 80
+
+static int64_t unrolled_products(const qir_compute *c, const qir_stage_sched *sc) {
+  int64_t budget = sc->regs > 0 ? 128 / sc->regs : 0, products = sc->regs;
+  for (int a = c->n_red - 1; a >= 0 && sc->rstep[a] <= budget; a--) {
+    products *= sc->rstep[a];
+    budget /= sc->rstep[a];
+  }
+  return products;
+}
+
 /* The threads, shared memory and registers qcodegen's staged composer gives
  * group k (root its result's op) over block tile blk: see qir_group_whole_plan. */
 static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, const int64_t *blk, int64_t per_block,
@@ -728,7 +747,9 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
     int bytes = 4;
     if (ok && qir_stage_schedule_of(forms[r], exts[r], (int)*threads, 1 << 20, in_smem[r], bytes, budget, &sc)) {
       if (sc.stage) *smem += async && 2 * sc.smem <= share ? 2 * sc.smem : sc.smem;
-      if (32 + sc.regs > *regs) *regs = 32 + sc.regs;
+      int64_t need = 32 + sc.regs + unrolled_products(forms[r], &sc) * 14 / 10;
+      if (need < STAGED_MIN_REGS) need = STAGED_MIN_REGS;
+      if (need > *regs) *regs = need;
     }
     free(in_smem[r]);
   }
