@@ -96,6 +96,10 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keys", default=",".join(KEYS), help="the target keys the fit may move (default: %(default)s)")
+    ap.add_argument("--max-factor", type=float, default=0,
+                    help="keep every key within this factor of the base's (e.g. 2: from half to twice); "
+                         "0: unbounded (a fit of 2026-11-27 moved peak_mma_f16 to 0.06x, and the plans it "
+                         "ranked first ran worse on the device)")
     args = ap.parse_args()
     qopt = os.path.join(os.environ.get("QIR_BIN", os.path.join(TOP, "build", "bin")), "qopt")
     res = json.load(open(args.results))
@@ -133,6 +137,8 @@ def main():
         for k in keys:
             for f in FACTORS:
                 trial = dict(factors, **{k: factors[k] * f})
+                if args.max_factor and not 1 / args.max_factor <= trial[k] <= args.max_factor:
+                    continue
                 loss = evaluate(model, ops, trial, overhead)[0]
                 if loss < best - 1e-9:
                     best, factors, improved = loss, trial, True
