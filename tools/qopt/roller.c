@@ -1417,17 +1417,19 @@ static void plan_bands(pass_ctx *c, qir_op *op) {
     if (!se || !blk || blk->kind != QIR_ATTR_LIST || blk->n != rt->rank) continue;
     double est = se->kind == QIR_ATTR_FLOAT ? se->f : (double)se->i;
     if (!(est < 0.8 * full * qopt_run_share(c->t, op, at))) continue;
-    /* the bound's grid for these tiles */
+    /* the bound's grid for these tiles, and a block a tile (persistent blocks need a fixed grid) */
     qir_attr *entries = qir_alloc(m, sizeof *entries * (size_t)plan.n);
-    memcpy(entries, plan.entries, sizeof *entries * (size_t)plan.n);
+    int n_entries = 0;
     for (int i = 0; i < plan.n; i++)
+      if (strcmp(plan.entries[i].key, "persistent")) entries[n_entries++] = plan.entries[i];
+    for (int i = 0; i < n_entries; i++)
       if (!strcmp(entries[i].key, "grid") && entries[i].val.kind == QIR_ATTR_LIST && entries[i].val.n == rt->rank) {
         int64_t g[QIR_MAX_RANK];
         for (int d = 0; d < rt->rank; d++) g[d] = (rt->dims[d] + blk->items[d].i - 1) / (blk->items[d].i > 0 ? blk->items[d].i : 1);
         entries[i].val = qir_attr_ints(m, rt->rank, g);
       }
     qir_attr band[2] = {{.key = "points", .val = qir_attr_int(points)},
-                        {.key = "tile", .val = qir_attr_dict(m, plan.n, entries)}};
+                        {.key = "tile", .val = qir_attr_dict(m, n_entries, entries)}};
     bands[n_bands++] = qir_attr_dict(m, 2, band);
   }
   if (alts) qir_op_set_attr(m, op, "tile_alternatives", bound_alts, true);

@@ -54,6 +54,7 @@ typedef struct {
   double peak_gflops;           /* the target's matrix peak for the operands' type */
   int out_elem_bytes;
   double in_bytes;              /* A and B once */
+  bool symbolic;                /* the result has symbolic extents: a run's blocks are its tiles (no persistent blocks) */
 } roller_wgmma_problem;
 typedef struct {
   int64_t bm, wm, bn;           /* block along M, a consumer warpgroup's rows (64 or 128), N (the instruction's) */

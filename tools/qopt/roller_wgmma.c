@@ -70,6 +70,7 @@ bool roller_wgmma_problem_of(const qir_op *op, const qir_target *t, int vm, int 
   qir_tma_view a_view = {0};
   const qir_expr *b_read = ct.b;
   w->red_steps = 1;
+  for (int d = 0; op->n_results > 0 && d < op->results[0]->type.rank; d++) w->symbolic |= op->results[0]->type.sym[d] != NULL;
   uint64_t stepped = 0;
   for (int a = 0; a < c->n_red; a++)   /* every other reduction axis is a step of one */
     if (c->n_axes + a != vk) {
@@ -175,7 +176,7 @@ void roller_wgmma_eval(const qir_target *t, const roller_wgmma_problem *w, rolle
    * a tile's first stages while the consumers finish the one before, so a block fills its
    * pipeline once instead of once a tile */
   int64_t resident = (int64_t)units * bpu;
-  if (pl->persistent < 0) pl->persistent = pl->blocks > resident ? resident : 0;
+  if (pl->persistent < 0) pl->persistent = pl->blocks > resident && !w->symbolic ? resident : 0;
   if (pl->persistent >= pl->blocks) pl->persistent = 0;
   double fills = pl->persistent ? 1 : ceil(per_unit / conc);
   double t_main = (per_unit * ((double)steps * step + epilogue) + fills * t->load_latency_cycles) / clk;
