@@ -687,7 +687,7 @@ static const char *run_tiles_c(host *h, const kkernel *k) {
 static void launch(host *h, FILE *o, kkernel *k, int level) {
   if (k->grid == 0) return;
   const char **argv = qir_alloc(h->m, sizeof *argv * (size_t)k->n_params);
-  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written || k->coherent);
+  for (int i = 0; i < k->n_params; i++) argv[i] = ptr(h, k->args[i], k->params[i].written || k->coherent || k->params[i].aliased);
   char pad[64];
   snprintf(pad, sizeof pad, "%*s", 2 * level, "");
   /* the run's blocks (not in qir_run_stream, which a symbolic module refuses) */

@@ -82,9 +82,12 @@ void kprint_gpu_kernel(FILE *o, const kkernel *k, bool hip) {
    * read-only path (ld.global.nc): only for tensors no one writes during the
    * launch under any name.  A device loop writes and later reads the same
    * tensors, maybe under two names, and a parameter whose bytes overlap
-   * another's (aliased) is one object under two names: plain pointers. */
+   * another's (aliased: arena memory an rprogram's later member reuses) is
+   * one object under two names: plain pointers, not const (nvcc may read a
+   * const one through the read-only path). */
   for (int i = 0; i < k->n_params; i++)
-    fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written || k->coherent ? "" : "const ", kdtype_c(k->params[i].dtype),
+    fprintf(o, "%s%s%s *%s%s", i ? ", " : "", k->params[i].written || k->coherent || k->params[i].aliased ? "" : "const ",
+            kdtype_c(k->params[i].dtype),
             k->coherent || k->params[i].aliased ? "" : "__restrict__ ", k->params[i].name);
   if (!hip) kprint_sm90_tmap_params(o, k);
   fputs(") {\n", o);
