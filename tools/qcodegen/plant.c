@@ -37,6 +37,8 @@ typedef enum {
                                 * the wait_group that retires them: the producer refills it meanwhile */
   PLANT_WGMMA_SWIZZLE,         /* B's descriptor says a 64-byte swizzle where the copies wrote 128 */
   PLANT_PROXY_NOFENCE,         /* the producer threads that copy an operand by loads skip fence.proxy.async */
+  PLANT_TMA_MISALIGN,          /* every tensor copy starts one element further along the contiguous dimension
+                                * (off its 16-byte boundary: the device faults) */
   PLANT_COUNT
 } plant_kind;
 
@@ -45,7 +47,7 @@ static const char *const plant_names[PLANT_COUNT] = {
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
     "late-wait", "drop-grid-barrier", "nc-written", "drop-store", "wait-short", "wait-nobarrier",
     "stage-overwrite", "wait-none", "tma-nowait", "wgmma-early-release", "wgmma-swizzle",
-    "proxy-nofence",
+    "proxy-nofence", "tma-misalign",
 };
 
 typedef struct {
@@ -223,6 +225,18 @@ static int drop_kind(kbuilder *b, kstmt *s, kstmt_kind kind, const char *why) {
   return n + drop_kind(b, s->body, kind, why) + drop_kind(b, s->els, kind, why);
 }
 
+/* Moves every tensor copy under s one element along its contiguous dimension; how many. */
+static int shift_tma_copies(kbuilder *b, kstmt *s) {
+  if (!s) return 0;
+  int n = 0;
+  if (s->kind == KS_TMA_LOAD) {
+    s->coord[0] = ke_add(b, s->coord[0], ke_int(b, 1));
+    n++;
+  }
+  for (int i = 0; i < s->n_items; i++) n += shift_tma_copies(b, s->items[i]);
+  return n + shift_tma_copies(b, s->body) + shift_tma_copies(b, s->els);
+}
+
 static bool plant_hopper(planter *p) {
   kbuilder *b = &p->cg->kb;
   kkernel *k = p->k;
@@ -253,6 +267,8 @@ static bool plant_hopper(planter *p) {
     return false;
   case PLANT_PROXY_NOFENCE:
     return drop_kind(b, k->body, KS_FENCE_PROXY_ASYNC, "planted bug: fence.proxy.async dropped") > 0;
+  case PLANT_TMA_MISALIGN:
+    return shift_tma_copies(b, k->body) > 0;
   default: return false;
   }
 }
@@ -330,7 +346,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
       break;
     }
     break;
-  case PLANT_TMA_NOWAIT: case PLANT_WGMMA_EARLY_RELEASE: case PLANT_WGMMA_SWIZZLE: case PLANT_PROXY_NOFENCE:
+  case PLANT_TMA_NOWAIT: case PLANT_WGMMA_EARLY_RELEASE: case PLANT_WGMMA_SWIZZLE: case PLANT_PROXY_NOFENCE: case PLANT_TMA_MISALIGN:
     for (int i = 0; i < cg->n_kernels && !p.done; i++) {
       if (!cg->kernels[i]->sm90a || p.seen++ != p.target) continue;
       p.k = cg->kernels[i];
