@@ -673,6 +673,12 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
  * (NULL: none): a staged value read by a later segment, never staged again. */
 bool qir_stage_schedule_of(const qir_compute *c, const int64_t *ext, int threads, int n_global, const bool *in_smem,
                            int elem_bytes, int64_t budget, qir_stage_sched *s);
+/* The reduction steps a tiled loop (qcodegen's lower_tile_block) unrolls for a
+ * register tile of `points` values: the innermost ones of rstep[0..n_red-1]
+ * while points x their steps stays within 128 (more would spill).  Sets
+ * unroll[a] where given; returns the unrolled body's products, points x the
+ * unrolled steps. */
+int64_t qir_unrolled_steps(int64_t points, const int64_t *rstep, int n_red, bool *unroll);
 /* Threads per block of a staged group whose largest box (its output block
  * included) has `points` points: up to 256, whole warps. */
 int qir_stage_threads(int64_t points);

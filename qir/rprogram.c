@@ -655,24 +655,14 @@ bool qir_group_composes_fused(qir_module *m, const qir_op *k) {
   return true;
 }
 
-/* The products a step's unrolled body holds in qcodegen's tiled loop
- * (lower_tile_block): its register tile times the innermost reduction steps it
- * unrolls while that stays within 128.  ptxas keeps each product's operand
- * address or predicate live across the step loop: on sm_90 the staged
- * convolutions of light DenseNet-121 took 32 + tile + about 1.4 per product
- * (a 3x3 window over 8 points: 72 products, 142 registers), and at least
- * STAGED_MIN_REGS (the staging loops' addresses: 64 to 103 where the unrolled
- * body is small, 117 kernels of that model through -welder). */
+/* A staged group's registers: ptxas keeps each product of a step's unrolled
+ * body (qir_unrolled_steps: the tiled loop qcodegen runs its reductions in)
+ * live across the step loop.  On sm_90 the staged convolutions of light
+ * DenseNet-121 took 32 + tile + about 1.4 per product (a 3x3 window over 8
+ * points: 72 products, 142 registers), and at least STAGED_MIN_REGS where the
+ * unrolled body is small (the staging loops' addresses: mostly 64 to 103 of
+ * its 117 staged kernels through -welder). */
 #define STAGED_MIN_REGS 80
-
-static int64_t unrolled_products(const qir_compute *c, const qir_stage_sched *sc) {
-  int64_t budget = sc->regs > 0 ? 128 / sc->regs : 0, products = sc->regs;
-  for (int a = c->n_red - 1; a >= 0 && sc->rstep[a] <= budget; a--) {
-    products *= sc->rstep[a];
-    budget /= sc->rstep[a];
-  }
-  return products;
-}
 
 /* The threads, shared memory and registers qcodegen's staged composer gives
  * group k (root its result's op) over block tile blk: see qir_group_whole_plan. */
@@ -747,7 +737,7 @@ static bool staged_plan(qir_module *m, const qir_op *k, const qir_op *root, cons
     int bytes = 4;
     if (ok && qir_stage_schedule_of(forms[r], exts[r], (int)*threads, 1 << 20, in_smem[r], bytes, budget, &sc)) {
       if (sc.stage) *smem += async && 2 * sc.smem <= share ? 2 * sc.smem : sc.smem;
-      int64_t need = 32 + sc.regs + unrolled_products(forms[r], &sc) * 14 / 10;
+      int64_t need = 32 + sc.regs + qir_unrolled_steps(sc.regs, sc.rstep, forms[r]->n_red, NULL) * 14 / 10;
       if (need < STAGED_MIN_REGS) need = STAGED_MIN_REGS;
       if (need > *regs) *regs = need;
     }

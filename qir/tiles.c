@@ -312,6 +312,16 @@ bool qir_stage_schedule(const qir_compute *c, const int64_t *ext, int threads, i
   return qir_stage_schedule_of(c, ext, threads, n_global, NULL, elem_bytes, budget, s);
 }
 
+int64_t qir_unrolled_steps(int64_t points, const int64_t *rstep, int n_red, bool *unroll) {
+  int64_t budget = points > 0 ? 128 / points : 0, products = points;
+  for (int a = n_red - 1; a >= 0 && rstep[a] <= budget; a--) {
+    if (unroll) unroll[a] = true;
+    products *= rstep[a];
+    budget /= rstep[a];
+  }
+  return products;
+}
+
 bool qir_stage_schedule_of(const qir_compute *c, const int64_t *ext, int threads, int n_global, const bool *in_smem,
                            int elem_bytes, int64_t budget, qir_stage_sched *s) {
   memset(s, 0, sizeof *s);

@@ -130,9 +130,9 @@ bool qir_tma_view_of(const qir_compute *c, const qir_expr *access, const qir_typ
     }
     /* the copy's start along the contiguous dimension must be 16-byte aligned (the H200 raised an
      * illegal instruction on a 3x3 NCHW window's taps, 2026-11-28): so must its offset and steps */
-    bool misaligned = false;
+    bool misaligned = !v->rank && (k0 * es) % 16;
     for (int s = 0; s < n_shift && !v->rank; s++) misaligned |= (v->shift_coef[d][s] * es) % 16 != 0;
-    if (!v->rank && (misaligned || (k0 * es) % 16)) {
+    if (misaligned) {
       *why = "an offset or window step along the contiguous dimension that is not a multiple of 16 bytes";
       return false;
     }

@@ -322,28 +322,31 @@ def source_kernels(src):
     return names
 
 
-def kernel_ops(src):
-    """{kernel: what its comment says it computes} (the word before the colon of
-    the `/* transpose: ...` line qcodegen writes above each __global__)."""
+def kernel_comments(src):
+    """{kernel: the summary comment qcodegen writes on the line above its __global__}"""
     out = {}
-    for m in re.finditer(r"/\* ([A-Za-z_@][^:*\n]*): [^\n]*\*/\n__global__\b", src):
-        rest = src[m.end():m.end() + 400]
-        rest = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", rest, count=1)
+    for m in re.finditer(r"/\* ([^\n]*)\*/\n__global__\b", src):
+        rest = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", src[m.end():m.end() + 400], count=1)
         name = re.match(r"[^;{(]*?\b([A-Za-z_]\w*)\s*\(", rest)
         if name:
             out[name.group(1)] = m.group(1)
     return out
 
 
-def persistent_kernels(src):
-    """Kernels whose summary comment says their blocks are persistent (#tile persistent)."""
-    out = set()
-    for m in re.finditer(r"/\* [^\n]*\(persistent: \d+ tiles\)[^\n]*\*/\n__global__\b", src):
-        rest = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", src[m.end():m.end() + 400], count=1)
-        name = re.match(r"[^;{(]*?\b([A-Za-z_]\w*)\s*\(", rest)
-        if name:
-            out.add(name.group(1))
+def kernel_ops(comments):
+    """{kernel: what its comment says it computes} (the word before the colon of
+    the `/* transpose: ...` line)."""
+    out = {}
+    for kernel, text in comments.items():
+        m = re.match(r"([A-Za-z_@][^:*\n]*): ", text)
+        if m:
+            out[kernel] = m.group(1)
     return out
+
+
+def persistent_kernels(comments):
+    """Kernels whose summary comment says their blocks are persistent (#tile persistent)."""
+    return {kernel for kernel, text in comments.items() if re.search(r"\(persistent: \d+ tiles\)", text)}
 
 
 def dynamic_smem(src):
@@ -394,8 +397,9 @@ def report_file(nvcc, cu, arch, extra_flags=()):
     names = source_kernels(src)
     dyn = dynamic_smem(src)
     ops = qcodegen_ops(src)
-    what = kernel_ops(src)
-    persistent = persistent_kernels(src)
+    comments = kernel_comments(src)
+    what = kernel_ops(comments)
+    persistent = persistent_kernels(comments)
     order = {n: i for i, n in enumerate(names)}
     rows = []
     for mangled, (directives, body) in entries.items():

@@ -861,11 +861,7 @@ int lower_tile_block(lower_env *env, const tile_block *tb, kstmt *seq) {
   /* unroll the innermost step loops while the unrolled body stays small
    * (register tile x taps <= 128): more would spill registers */
   bool unroll[MAX_AXES] = {0};
-  int64_t budget = 128 / regs;
-  for (int a = m - 1; a >= 0 && p->rstep[a] <= budget; a--) {
-    unroll[a] = true;
-    budget /= p->rstep[a];
-  }
+  qir_unrolled_steps(regs, p->rstep, m, unroll);
   env->raw_vars = outidx;
   for (int d = 0; d < n; d++) env->vars[d] = clamped[d];
   /* A partial last step (R % rstep) gets its own copy of the step loops with
