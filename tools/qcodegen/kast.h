@@ -162,9 +162,11 @@ typedef enum {
                                  * visible to the async proxy (TMA, wgmma) */
   /* collectives of warpgroups wg->wg_first .. + wg_count (4 warps each) */
   KS_WGMMA,                     /* wgmma.mma_async m64nNk16: var[index ..] (f32 accumulators, N/2 per
-                                 * thread) += A (shared mem[ia ..], descriptor wg->a) x B (shared
-                                 * fb[ib ..], descriptor wg->b) */
-  KS_WGMMA_FENCE,               /* wgmma.fence: accumulator registers ready for the next wgmma */
+                                 * thread) += A (shared mem[ia ..], descriptor wg->a; wg->a_regs: the
+                                 * thread's u32 registers mem[ia .. ia + 3]) x B (shared fb[ib ..],
+                                 * descriptor wg->b) */
+  KS_WGMMA_FENCE,               /* wgmma.fence: accumulator registers ready for the next wgmma (GPU: var,
+                                 * mem: registers just written, fenced as operands first) */
   KS_WGMMA_COMMIT,              /* closes the warpgroup's open group of wgmma */
   KS_WGMMA_WAIT,                /* waits until at most `step` of its committed groups are in flight */
   KS_SETMAXNREG,                /* GPU: setmaxnreg.inc (value non-NULL) or .dec to `step` registers
@@ -183,6 +185,7 @@ typedef struct {
   int n;                        /* N of m64nNk16 */
   qir_dtype dtype;              /* QIR_F16 or QIR_BF16 */
   kwgmma_desc a, b;
+  bool a_regs;                  /* A from registers (mma.m16n8k16's A fragment per warp of 16 rows); a unused */
   int wg_first, wg_count;       /* the warpgroups that run it */
   bool in_role;                 /* GPU: inside its warpgroups' role branch (no guard of its own) */
 } kwgmma;

@@ -1,6 +1,6 @@
 /* lower_attention.c: an `attention` op as one kernel, FlashAttention-2 style,
  * from the plan qopt -roller writes (roller_flash.c):
- *   #tile{flash = [BQ, BKV], flash_mma = [16, 8, 16], stages = S, threads, grid, ...}
+ *   #tile{flash = [BQ, BKV], flash_mma = [16, 8, 16] or [64, BKV, 16], stages = S, threads, grid, ...}
  *
  *   - Rows.  A kv head's G query heads and S positions are G * S packed rows
  *     (qir/attention.h); a block owns BQ of them (a warp per 16), so each key
@@ -33,6 +33,16 @@
  *   - In place.  A q, k or v that is a slice of a fused projection
  *     (qir_attention_operand_view) is read from the slice's source at its
  *     offset and row stride; the slice launches nothing.
+ *   - wgmma (flash_mma = [64, BKV, 16], sm_90a).  The same walk with a
+ *     warpgroup per 64 rows (warp w of it: rows 16 w .., as above): the
+ *     tiles land by cp.async in wgmma's canonical 128B-swizzled layout
+ *     (tile_at), fenced for the async proxy before the barrier; S = Q K^T
+ *     is D / 16 wgmma m64nBKVk16 from two K-major descriptors (Q stays in
+ *     shared memory); wgmma's accumulator layout is mma.sync's per n8
+ *     tile, so the softmax above runs unchanged, and P's registers are the
+ *     RS form's A operand of O += P V (V's descriptor MN-major, N = DV).
+ *     Each product is waited for before its accumulators are read (no
+ *     overlap of softmax and matrix units, as FlashAttention-3 has).
  * The C printer runs the same kernel with the instructions emulated per lane
  * and the copies landing at the wait that retires them.  Without the matrix
  * units (f32; HIP) the SIMT kernel below walks the keys the same way. */
@@ -53,6 +63,7 @@ typedef struct {
   int64_t BQ, BKV, warps, stages, R;      /* R = G * S packed rows per kv head */
   int64_t splits, per_split;              /* the keys' tiles split over `splits` blocks, per_split tiles each */
   bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
+  bool wg;                                /* both contractions on wgmma (flash_mma = [64, bkv, 16], sm_90a) */
   bool view[3];                           /* q, k, v read in place from a slice's source (qir_attention_view) */
   int64_t view_offset[3], view_stride[3];
   bool cache[2];                          /* k, v: concat(past, new) read in place, `present` written
@@ -183,6 +194,21 @@ static void copy_elems(flash *f, kstmt *body, tile_kind kind, kexpr *key0, kexpr
   ks_add(b, body, ks_if(b, inside, st, NULL));
 }
 
+/* Element `within` of 16-byte chunk `chunk` of row o of a tile in stage
+ * `slot`: mma.sync's XOR-swizzled rows (pipe_tile), or wgmma's canonical
+ * K-major layout with the 128-byte swizzle: 64-column atoms of all the
+ * tile's rows (128 bytes each; chunk ^ row % 8), every atom and slot on a
+ * 1024-byte boundary.  The same bytes serve a descriptor that reads them
+ * MN-major (V: N = its columns, K = its keys). */
+static kexpr *tile_at(flash *f, const pipe_tile *t, kexpr *slot, kexpr *o, kexpr *chunk, kexpr *within) {
+  kbuilder *b = f->b;
+  if (!f->wg) return pipe_tile_at(b, t, slot, o, chunk, within);
+  kexpr *atom_row = ke_add(b, ke_mul(b, ke_div(b, chunk, ke_int(b, 8)), ke_int(b, t->outer)), o);
+  kexpr *swz = ke_bin(b, QIR_FN_BITXOR, ke_mod(b, chunk, ke_int(b, 8)), ke_mod(b, o, ke_int(b, 8)), KT_I32);
+  kexpr *at = ke_add(b, ke_mul(b, atom_row, ke_int(b, 64)), ke_mul(b, swz, ke_int(b, 8)));
+  return ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, t->slot)), at), within);
+}
+
 /* The copy of one tile into stage `slot` of its shared ring: 16-byte
  * cp.async chunks (async), else 16-bit loads stored at once.  Rows past the
  * data are zeros. */
@@ -199,11 +225,11 @@ static kstmt *copy_rows(flash *f, tile_kind kind, kexpr *key0, kexpr *slot, bool
   ks_add(b, body, ks_decl(b, cv, ke_mod(b, ke_var(b, fv), ke_int(b, per_row))));
   kexpr *o = ke_var(b, ov), *c = ke_var(b, cv);
   if (async)
-    copy_elems(f, body, kind, key0, o, ke_mul(b, c, ke_int(b, t->epc)), smem, pipe_tile_at(b, t, slot, o, c, ke_int(b, 0)),
+    copy_elems(f, body, kind, key0, o, ke_mul(b, c, ke_int(b, t->epc)), smem, tile_at(f, t, slot, o, c, ke_int(b, 0)),
                (int)t->epc, true, true);
   else
     copy_elems(f, body, kind, key0, o, c, smem,
-               pipe_tile_at(b, t, slot, o, ke_div(b, c, ke_int(b, t->epc)), ke_mod(b, c, ke_int(b, t->epc))), 1, false, true);
+               tile_at(f, t, slot, o, ke_div(b, c, ke_int(b, t->epc)), ke_mod(b, c, ke_int(b, t->epc))), 1, false, true);
   return ks_for(b, fv, ke_tid(b), ke_int(b, total), k->threads, body);
 }
 
@@ -262,6 +288,40 @@ static kstmt *mma_product(flash *f, kvar *acc, kvar *a, kvar *kb, const pipe_til
   return unrolled(b, ks, ksteps, unrolled(b, ns, nsteps, one, true), true);
 }
 
+/* wgmma: S = Q K^T for the warpgroup's 64 rows, D / 16 steps of k16, Q
+ * (A) and K (B) both K-major from shared memory; the scores are read next,
+ * so the wait retires them all. */
+static kstmt *wgmma_scores(flash *f, const kwgmma *w, kvar *sacc, kexpr *slot, int64_t ksteps) {
+  kbuilder *b = f->b;
+  kstmt *s = ks_seq(b);
+  kvar *kk = kvar_new(b, f->k, "kk", KT_I32, 0, KV_BLOCK);
+  kexpr *k16 = ke_var(b, kk), *atom = ke_div(b, k16, ke_int(b, 4)), *in_atom = ke_mul(b, ke_mod(b, k16, ke_int(b, 4)), ke_int(b, 16));
+  /* Q: the warpgroup's 64 rows of atom kk / 4; K: the slot's keys of the same atom */
+  kexpr *qrow = ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, 128)), ke_int(b, 64));
+  kexpr *qa = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, atom, ke_int(b, f->BQ)), qrow), ke_int(b, 64)), in_atom);
+  kexpr *ka = ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, f->tk.slot)), ke_mul(b, atom, ke_int(b, f->BKV * 64))), in_atom);
+  ks_add(b, s, ks_wgmma(b, KS_WGMMA_FENCE, w, sacc, NULL, NULL, NULL, NULL, NULL, 0));   /* the zeroed accumulators */
+  ks_add(b, s, unrolled(b, kk, ksteps, ks_wgmma(b, KS_WGMMA, w, sacc, ke_int(b, 0), f->sq, qa, f->sk, ka, 0), true));
+  ks_add(b, s, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, s, ks_wgmma(b, KS_WGMMA_WAIT, w, sacc, NULL, NULL, NULL, NULL, NULL, 0));
+  return s;
+}
+
+/* wgmma: O += P V, P (A) from the registers the softmax packed (the score
+ * accumulators' layout is the A fragment's: lower_attention's comment), V
+ * (B) read MN-major from shared memory, one k16 step per 16 keys. */
+static kstmt *wgmma_output(flash *f, const kwgmma *w, kvar *oacc, kvar *pa, kexpr *slot, int64_t ksteps) {
+  kbuilder *b = f->b;
+  kstmt *s = ks_seq(b);
+  kvar *kp = kvar_new(b, f->k, "kp", KT_I32, 0, KV_BLOCK);
+  kexpr *va = ke_add(b, ke_mul(b, slot, ke_int(b, f->tv.slot)), ke_mul(b, ke_var(b, kp), ke_int(b, 16 * 64)));
+  ks_add(b, s, ks_wgmma(b, KS_WGMMA_FENCE, w, oacc, NULL, pa, NULL, NULL, NULL, 0));   /* P and the rescaled O written */
+  ks_add(b, s, unrolled(b, kp, ksteps, ks_wgmma(b, KS_WGMMA, w, oacc, ke_int(b, 0), pa, ke_mul(b, ke_var(b, kp), ke_int(b, 4)), f->sv, va, 0), true));
+  ks_add(b, s, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, s, ks_wgmma(b, KS_WGMMA_WAIT, w, oacc, NULL, NULL, NULL, NULL, NULL, 0));
+  return s;
+}
+
 static bool plan_int(const qir_attr_val *dict, const char *key, int at, int64_t *out) {
   const qir_attr_val *v = qir_attr_dict_get(dict, key);
   if (v && v->kind == QIR_ATTR_LIST) v = at < v->n ? &v->items[at] : NULL;
@@ -288,8 +348,10 @@ static bool read_plan(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f
   if (*mma) {
     int64_t shape[3] = {0, 0, 0};
     for (int i = 0; i < 3; i++)
-      if (!plan_int(&tile->val, "flash_mma", i, &shape[i])) return fail(cg, op, "flash_mma must be [16, 8, 16]");
-    if (shape[0] != 16 || shape[1] != 8 || shape[2] != 16) return fail(cg, op, "flash_mma must be [16, 8, 16] (mma.sync.m16n8k16)");
+      if (!plan_int(&tile->val, "flash_mma", i, &shape[i])) return fail(cg, op, "flash_mma must be [16, 8, 16] or [64, keys, 16]");
+    f->wg = shape[0] == 64;
+    if (!(shape[0] == 16 && shape[1] == 8 && shape[2] == 16) && !(shape[0] == 64 && shape[1] == f->BKV && shape[2] == 16))
+      return fail(cg, op, "flash_mma must be [16, 8, 16] (mma.sync.m16n8k16) or [64, keys, 16] (wgmma.m64nNk16, N = the keys per step)");
   }
   if (f->BKV < 16 || f->BKV % 16 || f->BKV > 256) return fail(cg, op, "keys per step must be a multiple of 16 up to 256");
   if (f->stages < 2 || f->stages > 4) return fail(cg, op, "stages must be 2 to 4");
@@ -422,6 +484,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   const qir_attention_shape *s = &f->s;
   if (f->BQ < 16 || f->BQ % 16 || f->BQ > 256 || threads != f->BQ / 16 * W)
     return fail(cg, op, "rows must be a multiple of 16 up to 256, a warp (32 threads) per 16");
+  if (f->wg && (f->BQ % 64 || f->BQ > 128 || s->D % 64 || s->DV % 64))
+    return fail(cg, op, "wgmma: rows must be 64 or 128 (a warpgroup per 64), head sizes multiples of 64");
   if ((s->dtype != QIR_F16 && s->dtype != QIR_BF16) || op->operands[1]->type.dtype != s->dtype ||
       op->operands[2]->type.dtype != s->dtype || op->results[0]->type.dtype != s->dtype)
     return fail(cg, op, "q, k, v and the result must all be f16 or all bf16");
@@ -442,6 +506,24 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   f->sq = kvar_new_raw_shared(b, k, "sq", s->dtype, f->tq.slot);
   f->sk = kvar_new_raw_shared(b, k, "sk", s->dtype, S * f->tk.slot);
   f->sv = kvar_new_raw_shared(b, k, "sv", s->dtype, S * f->tv.slot);
+  kwgmma *wqk = NULL, *wpv = NULL;
+  if (f->wg) {
+    /* each tile on a 1024-byte boundary (the swizzle's period: tile_at); K-major 128B descriptors:
+     * LBO unused, SBO 8 rows of 128 bytes; V read MN-major: LBO from one 64-column atom to the next */
+    int64_t k_off = (kvar_bytes(f->sq) + 1023) / 1024 * 1024, v_off = k_off + (kvar_bytes(f->sk) + 1023) / 1024 * 1024;
+    f->sq->carve = 1;
+    f->sk->carve = 1 + k_off;
+    f->sv->carve = 1 + v_off;
+    k->carved_smem = true;
+    k->smem_bytes = v_off + kvar_bytes(f->sv);
+    k->sm90a = true;
+    kwgmma_desc kmajor = {.lbo = 16, .sbo = 1024, .swizzle = 128};
+    kwgmma_desc mnmajor = {.mn_major = true, .lbo = BKV * 128, .sbo = 1024, .swizzle = 128};
+    wqk = qir_alloc(b->m, sizeof *wqk);
+    wpv = qir_alloc(b->m, sizeof *wpv);
+    *wqk = (kwgmma){.n = (int)BKV, .dtype = s->dtype, .a = kmajor, .b = kmajor, .wg_first = 0, .wg_count = (int)(f->BQ / 64)};
+    *wpv = (kwgmma){.n = (int)DV, .dtype = s->dtype, .b = mnmajor, .a_regs = true, .wg_first = 0, .wg_count = (int)(f->BQ / 64)};
+  }
   kexpr *t_lo, *t_hi;
   block_coords(f, &t_lo, &t_hi);
   f->lane = ke_var(b, let(&env, "lane", ke_mod(b, ke_tid(b), ke_int(b, W))));
@@ -457,8 +539,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   }
 
   int64_t NS = BKV / 8, NO = DV / 8, KQ = D / 16, KP = BKV / 16;
-  kvar *qa = kvar_new(b, k, "qa", KT_U32, KQ * 4, KV_THREAD);
-  kvar *kb = kvar_new(b, k, "kb", KT_U32, 4, KV_THREAD);
+  kvar *qa = f->wg ? NULL : kvar_new(b, k, "qa", KT_U32, KQ * 4, KV_THREAD);   /* wgmma reads Q from shared memory */
+  kvar *kb = f->wg ? NULL : kvar_new(b, k, "kb", KT_U32, 4, KV_THREAD);
   kvar *pa = kvar_new(b, k, "pa", KT_U32, KP * 4, KV_THREAD);
   kvar *sacc = kvar_new(b, k, "sc", KT_F32, NS * 4, KV_THREAD);
   kvar *oacc = kvar_new(b, k, "oc", KT_F32, NO * 4, KV_THREAD);
@@ -485,11 +567,14 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add(b, body, copy_tile(f, TILE_Q, NULL, ke_int(b, 0)));
     ks_add(b, body, ks_cp_commit(b));
     ks_add(b, body, ks_cp_wait(b, 0));
+    if (f->wg) ks_add(b, body, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* cp.async wrote through the generic proxy */
     ks_add(b, body, ks_barrier(b));
-    kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
-    kstmt *one = ldmatrix16(f, qa, ke_mul(b, ke_var(b, kk), ke_int(b, 4)), &f->tq, f->sq, ke_int(b, 0),
-                            ke_mul(b, f->warp, ke_int(b, 16)), ke_mul(b, ke_var(b, kk), ke_int(b, 16)), true, false);
-    ks_add(b, body, unrolled(b, kk, KQ, one, true));
+    if (!f->wg) {
+      kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
+      kstmt *one = ldmatrix16(f, qa, ke_mul(b, ke_var(b, kk), ke_int(b, 4)), &f->tq, f->sq, ke_int(b, 0),
+                              ke_mul(b, f->warp, ke_int(b, 16)), ke_mul(b, ke_var(b, kk), ke_int(b, 16)), true, false);
+      ks_add(b, body, unrolled(b, kk, KQ, one, true));
+    }
   }
 
   /* prologue: key tiles t_lo .. t_lo + S-2, a group each (empty past the last tile) */
@@ -507,6 +592,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
   kstmt *iter = ks_seq(b);
   ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
+  if (f->wg) ks_add(b, iter, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* the landed tile, for wgmma */
   ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
   {
     kexpr *next = ke_add(b, t, ke_int(b, S - 1));
@@ -523,7 +609,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   {
     kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
     ks_add(b, iter, unrolled(b, i, NS * 4, ks_assign(b, sacc, ke_var(b, i), zero), false));
-    ks_add(b, iter, mma_product(f, sacc, qa, kb, &f->tk, f->sk, slot, KQ, KP, false));
+    if (f->wg) ks_add_flat(b, iter, wgmma_scores(f, wqk, sacc, slot, KQ));
+    else ks_add(b, iter, mma_product(f, sacc, qa, kb, &f->tk, f->sk, slot, KQ, KP, false));
   }
 
   /* scale, softcap, bias, mask; each row's new max over the quad */
@@ -592,7 +679,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   }
 
   /* O += P V */
-  ks_add(b, iter, mma_product(f, oacc, pa, kb, &f->tv, f->sv, slot, KP, DV / 16, true));
+  if (f->wg) ks_add_flat(b, iter, wgmma_output(f, wpv, oacc, pa, slot, KP));
+  else ks_add(b, iter, mma_product(f, oacc, pa, kb, &f->tv, f->sv, slot, KP, DV / 16, true));
   kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
@@ -633,9 +721,10 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   int64_t most, skipped = (nqt * all_tiles - qir_attention_tiles_visited(s, f->BQ, BKV, &most)) * s->B * s->Hkv;
   char buf[512];
   snprintf(buf, sizeof buf,
-           "flash attention, mma.sync m16n8k16 %s: %" PRId64 " rows x %" PRId64 " keys per step (%" PRId64 " warps), %" PRId64
+           "flash attention, %s %s: %" PRId64 " rows x %" PRId64 " keys per step (%" PRId64 " warps), %" PRId64
            " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
            " threads %d smem %" PRId64 "B",
+           f->wg ? "wgmma m64nNk16 (Q and K from shared memory, P from registers, V MN-major)" : "mma.sync m16n8k16",
            s->dtype == QIR_BF16 ? "bf16" : "f16", f->BQ, BKV, f->warps, S, all_tiles, s->causal ? ", causal:" : "",
            s->causal ? "" : ",", skipped, s->B * s->Hkv * nqt * all_tiles,
            f->splits > 1 ? qir_sprintf(cg->m, "; keys split %" PRId64 " ways (%" PRId64 " tiles each), partial results combined by the next kernel",

@@ -101,21 +101,39 @@ static void print_desc(FILE *o, const kwgmma_desc *d, const kvar *mem, const kex
 
 static void print_wgmma_gpu(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st) {
   const kwgmma *w = s->wg;
-  int regs = w->n / 2;
+  int regs = w->n / 2, a0 = regs, b_at = w->a_regs ? regs + 4 : regs + 1;
   const char *t = w->dtype == QIR_BF16 ? "bf16" : "f16";
-  fputs("{ const uint64_t q_da = ", o);
-  print_desc(o, &w->a, s->mem, s->ia, k, st);
-  fputs(", q_db = ", o);
+  fputs("{ ", o);
+  if (!w->a_regs) {
+    fputs("const uint64_t q_da = ", o);
+    print_desc(o, &w->a, s->mem, s->ia, k, st);
+    fputs(", ", o);
+  } else {
+    fputs("const uint64_t ", o);
+  }
+  fputs("q_db = ", o);
   print_desc(o, &w->b, s->fb, s->ib, k, st);
-  fprintf(o, "; asm volatile(\"{\\n.reg .pred q_p;\\nsetp.ne.b32 q_p, %%%d, 0;\\nwgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", regs + 2, w->n, t, t);
+  fprintf(o, "; asm volatile(\"{\\n.reg .pred q_p;\\nsetp.ne.b32 q_p, %%%d, 0;\\nwgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", b_at + 1, w->n, t, t);
   for (int i = 0; i < regs; i++) fprintf(o, "%s%%%d", i ? ", " : "", i);
-  fprintf(o, "}, %%%d, %%%d, q_p, 1, 1, %d, %d;\\n}\\n\" : ", regs, regs + 1, w->a.mn_major, w->b.mn_major);
+  if (w->a_regs)   /* the RS form: no transpose of A (it is K-major in the fragment) */
+    fprintf(o, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, q_p, 1, 1, %d;\\n}\\n\" : ", a0, a0 + 1, a0 + 2, a0 + 3, b_at, w->b.mn_major);
+  else
+    fprintf(o, "}, %%%d, %%%d, q_p, 1, 1, %d, %d;\\n}\\n\" : ", a0, b_at, w->a.mn_major, w->b.mn_major);
   for (int i = 0; i < regs; i++) {
     fprintf(o, "%s\"+f\"(%s[", i ? ", " : "", s->var->name);
     kprint_expr(o, s->index, k, st);
     fprintf(o, " + %d])", i);
   }
-  fputs(" : \"l\"(q_da), \"l\"(q_db), \"r\"(1) : \"memory\"); }\n", o);
+  fputs(" : ", o);
+  if (w->a_regs)
+    for (int r = 0; r < 4; r++) {
+      fprintf(o, "\"r\"(%s[", s->mem->name);
+      kprint_expr(o, s->ia, k, st);
+      fprintf(o, " + %d]), ", r);
+    }
+  else
+    fputs("\"l\"(q_da), ", o);
+  fputs("\"l\"(q_db), \"r\"(1) : \"memory\"); }\n", o);
 }
 
 void kprint_sm90_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *st, int ind) {
@@ -124,11 +142,27 @@ void kprint_sm90_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_st
   if (ks_is_wgmma(s)) {   /* GPU: the warpgroups that run it (C: kprint_sm90_collective_c) */
     /* the warpgroup index through a shuffle: ptxas then knows it is warp-uniform
      * (else it serialises the wgmma of a branch it takes as divergent: C7518) */
-    if (!s->wg->in_role)
+    bool all = s->wg->wg_first == 0 && s->wg->wg_count * 128 == k->threads;   /* every warpgroup: no branch (ptxas would
+                                                                                * not see a wait inside one retire the group) */
+    if (!s->wg->in_role && !all)
       fprintf(o, "if ((unsigned)(__shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0) - %d) < %du) ", s->wg->wg_first, s->wg->wg_count);
     switch (s->kind) {
     case KS_WGMMA: print_wgmma_gpu(o, s, k, st); return;
-    case KS_WGMMA_FENCE: fputs("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n", o); return;
+    case KS_WGMMA_FENCE:
+      /* registers it names (accumulators, an A fragment) written just before: no write may move below
+       * the fence into the wgmma's stage (else ptxas serialises the wgmma: C7514) */
+      for (int r = 0; r < 2; r++) {
+        const kvar *v = r ? s->mem : s->var;
+        if (!v) continue;
+        fprintf(o, "{\n");
+        indent_to(o, ind + 1);
+        fprintf(o, "for (int q_i = 0; q_i < %" PRId64 "; q_i++) asm volatile(\"\" : \"+%s\"(%s[q_i]) :: \"memory\");\n", v->size,
+                v->type == KT_F32 ? "f" : "r", v->name);
+        indent_to(o, ind);
+        fputs("} ", o);
+      }
+      fputs("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n", o);
+      return;
     case KS_WGMMA_COMMIT: fputs("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n", o); return;
     default:
       fprintf(o, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");\n", (int)s->step);
@@ -206,24 +240,34 @@ void kprint_sm90_collective_c(FILE *o, const kstmt *s, const kkernel *k, const k
   indent_to(o, ind + 1);
   switch (s->kind) {
   case KS_WGMMA:
-    fputs("const int tid = q_g * 128;\n", o);
+    fputs("const int tid = q_g * 128; (void)tid;\n", o);
     kprint_lets(o, k, s, st, ind + 1);
     indent_to(o, ind + 1);
     fprintf(o, "q_wgmma_op q_op = {.acc = &%s[", s->var->name);
     kprint_expr(o, s->index, k, st);
-    fprintf(o, "][q_g * 128], .stride = %d, .n = %d, .bf16 = %d, .a = %s, .b = %s, .a_base = %" PRId64 "u, .b_base = %" PRId64
-               "u, .a_elems = %" PRId64 ", .b_elems = %" PRId64 ", .da = ",
-            k->threads, w->n, w->dtype == QIR_BF16, s->mem->name, s->fb->name, kvar_dynamic_offset(k, s->mem),
-            kvar_dynamic_offset(k, s->fb), s->mem->size, s->fb->size);
-    print_desc(o, &w->a, s->mem, s->ia, k, st);
-    fputs(", .db = ", o);
+    fprintf(o, "][q_g * 128], .stride = %d, .n = %d, .bf16 = %d, ", k->threads, w->n, w->dtype == QIR_BF16);
+    if (w->a_regs) {   /* A: the warpgroup's registers, read when the wgmma runs */
+      fprintf(o, ".ra = &%s[", s->mem->name);
+      kprint_expr(o, s->ia, k, st);
+      fputs("][q_g * 128], ", o);
+    } else {
+      fprintf(o, ".a = %s, .a_base = %" PRId64 "u, .a_elems = %" PRId64 ", .da = ", s->mem->name, kvar_dynamic_offset(k, s->mem),
+              s->mem->size);
+      print_desc(o, &w->a, s->mem, s->ia, k, st);
+      fprintf(o, ", .ta = %d, ", w->a.mn_major);
+    }
+    fprintf(o, ".b = %s, .b_base = %" PRId64 "u, .b_elems = %" PRId64 ", .db = ", s->fb->name, kvar_dynamic_offset(k, s->fb), s->fb->size);
     print_desc(o, &w->b, s->fb, s->ib, k, st);
-    fprintf(o, ", .ta = %d, .tb = %d};\n", w->a.mn_major, w->b.mn_major);
+    fprintf(o, ", .tb = %d};\n", w->b.mn_major);
     if (st->chk) {   /* the checker: the cells it reads, until the wait that retires it */
       indent_to(o, ind + 1);
-      fprintf(o, "q_wgmma_check(&q_b, &q_mbs, &q_op, q_g, q_sh_%s, q_sh_%s, %d, %d);\n", s->mem->name, s->fb->name,
-              cg_check_shared_site(st->chk, k, s->mem->name, "wgmma reading A from shared `%s`", s->mem->name),
-              cg_check_shared_site(st->chk, k, s->fb->name, "wgmma reading B from shared `%s`", s->fb->name));
+      const char *mbs = k->n_mbars ? "&q_mbs" : "NULL";
+      if (w->a_regs) fprintf(o, "q_wgmma_check(&q_b, %s, &q_op, q_g, NULL, q_sh_%s, 0, %d);\n", mbs, s->fb->name,
+                             cg_check_shared_site(st->chk, k, s->fb->name, "wgmma reading B from shared `%s`", s->fb->name));
+      else
+        fprintf(o, "q_wgmma_check(&q_b, %s, &q_op, q_g, q_sh_%s, q_sh_%s, %d, %d);\n", mbs, s->mem->name, s->fb->name,
+                cg_check_shared_site(st->chk, k, s->mem->name, "wgmma reading A from shared `%s`", s->mem->name),
+                cg_check_shared_site(st->chk, k, s->fb->name, "wgmma reading B from shared `%s`", s->fb->name));
     }
     indent_to(o, ind + 1);
     fputs("q_wgmma_issue(&q_wgs, q_g, q_op);\n", o);
@@ -231,7 +275,7 @@ void kprint_sm90_collective_c(FILE *o, const kstmt *s, const kkernel *k, const k
   case KS_WGMMA_FENCE: fputs("(void)q_g;   /* wgmma.fence */\n", o); break;
   case KS_WGMMA_COMMIT: fputs("q_wgmma_commit(&q_wgs, q_g);\n", o); break;
   default:
-    if (st->chk) fprintf(o, "q_wgmma_check_wait(&q_b, &q_mbs, &q_wgs, q_g, %d);\n", (int)s->step);
+    if (st->chk) fprintf(o, "q_wgmma_check_wait(&q_b, %s, &q_wgs, q_g, %d);\n", k->n_mbars ? "&q_mbs" : "NULL", (int)s->step);
     if (st->chk) indent_to(o, ind + 1);
     fprintf(o, "q_wgmma_wait(&q_wgs, q_g, %d);\n", (int)s->step);
     break;

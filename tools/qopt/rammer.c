@@ -345,6 +345,16 @@ static void use_plan(rk *k, int i) {
 }
 
 /* The op's plans: its #tile, then every alternative that is a whole plan. */
+/* A plan dict whose contractions run on wgmma: mma or flash_mma = [64, N, 16]. */
+static bool plan_on_wgmma(const qir_attr_val *tile) {
+  if (tile->kind != QIR_ATTR_DICT) return false;
+  for (int i = 0; i < 2; i++) {
+    const qir_attr_val *mma = qir_attr_dict_get(tile, i ? "flash_mma" : "mma");
+    if (mma && mma->kind == QIR_ATTR_LIST && mma->n == 3 && mma->items[0].kind == QIR_ATTR_INT && mma->items[0].i == 64) return true;
+  }
+  return false;
+}
+
 static void read_plans(rammer *r, rk *k) {
   const qir_attr *tile = qir_op_attr(k->op, "tile");
   const qir_attr *alts = qir_op_attr(k->op, "tile_alternatives");
@@ -354,7 +364,7 @@ static void read_plans(rammer *r, rk *k) {
   for (int i = 0; i < cap; i++) {
     const qir_attr_val *v = i == 0 ? &tile->val : &alts->val.items[i - 1];
     rplan pl = {.val = *v, .est_us = plan_est(v)};
-    if (!qir_rprogram_kernel_of_plan(v, &pl.k) || pl.k.tasks < 1) {
+    if (!qir_rprogram_kernel_of_plan(v, &pl.k) || pl.k.tasks < 1 || plan_on_wgmma(v)) {   /* not packed: plan_is_wgmma */
       if (i == 0) return;
       continue;
     }
@@ -926,12 +936,11 @@ static bool plan_default(rammer *r, qir_op **opp) {
  * kernel that fills the device several times over joins too (its tasks
  * strided over its vEUs); where the vDevice's block would cost it (and the
  * others) more than the launches saved, the model splits the segment. */
-/* A plan on Hopper's wgmma (mma = [64, N, 16]) on the op or, for a kernel group, on one of
- * its ops: qcodegen launches such a kernel on its own (tensor maps, warpgroup roles). */
+/* A plan on Hopper's wgmma on the op (mma or flash_mma = [64, N, 16]) or, for a kernel group,
+ * on one of its ops: qcodegen launches such a kernel on its own (tensor maps, warpgroups). */
 static bool plan_is_wgmma(const qir_op *op) {
   const qir_attr *t = qir_op_attr(op, "tile");
-  const qir_attr_val *mma = t && t->val.kind == QIR_ATTR_DICT ? qir_attr_dict_get(&t->val, "mma") : NULL;
-  if (mma && mma->kind == QIR_ATTR_LIST && mma->n == 3 && mma->items[0].kind == QIR_ATTR_INT && mma->items[0].i == 64) return true;
+  if (t && plan_on_wgmma(&t->val)) return true;
   for (int i = 0; i < op->n_regions; i++)
     for (const qir_op *in = op->regions[i]->first; in; in = in->next)
       if (plan_is_wgmma(in)) return true;

@@ -9,7 +9,14 @@
  * `stages` shared slots filled by cp.async.  Scores never reach memory; with
  * a causal mask the tiles past a block's diagonal are not visited at all.
  *
- * The plan: #tile{flash = [bq, bkv], flash_mma = [16, 8, 16], stages, splits (flash-decoding:
+ * On Hopper targets (wgmma) both contractions may run on wgmma instead:
+ * flash_mma = [64, bkv, 16], a warpgroup per 64 rows (bq 64 or 128), Q and
+ * K from shared memory, P from the registers the softmax packs, V read
+ * MN-major; offered where both head sizes are multiples of 64 up to the
+ * target's largest N, and rated at FLASH_WGMMA_EFF of the wgmma peak where
+ * mma.sync plans get FLASH_MMA_EFF of mma.sync's share of it.
+ *
+ * The plan: #tile{flash = [bq, bkv], flash_mma = [16, 8, 16] or [64, bkv, 16], stages, splits (flash-decoding:
  * the keys split over that many blocks per row tile, a second kernel combining
  * their partial results; absent: 1), threads,
  * grid = [blocks], smem, regs, skipped_tiles (key tiles the causal mask
@@ -33,6 +40,7 @@
 #include <string.h>
 
 #define FLASH_MMA_EFF 0.6       /* mma.sync attention kernels reach about this of peak (FlashAttention-2 on A100) */
+#define FLASH_WGMMA_EFF 0.45    /* wgmma, its copies and softmax not overlapped (FlashAttention-3 overlaps them: 0.6-0.75) */
 #define FLASH_ALU_OPS 8.0       /* f32 operations per score: scale, mask, max, subtract, sum, correction, pack */
 #define FLASH_SFU_PER_CYCLE 16.0  /* ex2 per SM per cycle (sm_80, sm_90) */
 #define FLASH_ADDR_REGS 48      /* row state (max, sum), addresses, loop counters */
@@ -42,7 +50,8 @@
 #define FLASH_SIMT_EFF 0.5      /* of the f32 FMA peak: operands from shared memory each step */
 
 typedef struct {
-  bool mma;                     /* both contractions on mma.sync; else the SIMT kernel */
+  bool mma;                     /* both contractions on the matrix units; else the SIMT kernel */
+  bool wg;                      /* on wgmma (Hopper), a warpgroup per 64 rows; else mma.sync, a warp per 16 */
   int64_t bq, bkv, warps, stages, splits;
   int64_t smem, regs, blocks, steps, skipped, max_steps;
   double est_us;
@@ -69,8 +78,13 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
   int64_t tr = f->bq / (FLASH_SIMT_THREADS / 16), tc = f->bkv / 16, to = cdiv(DV, 16);   /* SIMT: a lane's rows, keys, columns */
   if (f->mma) {
     f->smem = (f->bq * D + f->stages * f->bkv * (D + DV)) * 2;
-    /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4, P fragments bkv/16 x 4 */
-    f->regs = f->bkv / 2 + DV / 2 + D / 4 + f->bkv / 4 + FLASH_ADDR_REGS;
+    /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4 (not with wgmma: Q stays in
+     * shared memory), P fragments bkv/16 x 4 */
+    f->regs = f->bkv / 2 + DV / 2 + (f->wg ? 0 : D / 4) + f->bkv / 4 + FLASH_ADDR_REGS;
+    if (f->wg) {   /* lower_attention.c's tiles: each on a 1024-byte boundary */
+      int64_t q = (f->bq * D * 2 + 1023) / 1024 * 1024, kk = (f->stages * f->bkv * D * 2 + 1023) / 1024 * 1024;
+      f->smem = q + kk + f->stages * f->bkv * DV * 2;
+    }
   } else {
     int64_t ldq = (D + 3) / 4 * 4 + 4, ldv = (DV + 3) / 4 * 4 + 4;   /* lower_attention.c's padded f32 rows */
     f->smem = (f->bq * ldq + f->stages * f->bkv * (ldq + ldv) + f->bq * (f->bkv + 4)) * 4;
@@ -88,14 +102,18 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
   double scores = (double)f->steps * (double)(f->bq * f->bkv);
   double flops = scores * 2.0 * (double)(D + DV);
   double vec = qir_target_peak(t, QIR_F32, false);
-  double peak = f->mma ? qir_target_peak(t, s->dtype, true) * FLASH_MMA_EFF : vec * FLASH_SIMT_EFF;
+  double share = t->wgmma_n_max > 0 && t->mma_sync_share > 0 ? t->mma_sync_share : 1;   /* the peak is wgmma's */
+  double peak = !f->mma ? vec * FLASH_SIMT_EFF
+                : f->wg ? qir_target_peak(t, s->dtype, true) * FLASH_WGMMA_EFF
+                        : qir_target_peak(t, s->dtype, true) * share * FLASH_MMA_EFF;
   double t_mma = flops / (peak * 1e3);
   int bytes = qir_dtype_size(s->dtype);
   double t_soft = scores / (cu * FLASH_SFU_PER_CYCLE * clock) + scores * FLASH_ALU_OPS / (vec * 1e3);
   double kv_bytes = (double)f->steps * (double)(f->bkv * (D + DV) * bytes);
-  /* shared reads: mma: each warp's ldmatrix of K and V; SIMT: each lane's operands per step (Q and K
+  /* shared reads: mma: each warp's ldmatrix of K and V; wgmma: each warpgroup's K, V and Q; SIMT: each lane's operands per step (Q and K
    * rows, P rows and V columns), f32 */
-  double smem_reads = f->mma ? kv_bytes * (double)f->warps
+  double smem_reads = f->wg ? (kv_bytes + (double)f->steps * (double)(f->bq * D * bytes)) * (double)(f->bq / 64)
+                     : f->mma ? kv_bytes * (double)f->warps
                              : (double)f->steps * (double)threads * (double)(D * (tr + tc) + f->bkv * (tr + to)) * 4;
   double t_smem = (smem_reads + kv_bytes + (double)f->blocks * (double)(f->bq * D * bytes)) / (t->smem_gbs * 1e3);
   double t_l2 = (kv_bytes + (double)f->blocks * (double)(f->bq * (D + DV) * bytes)) / (t->l2_gbs * 1e3);
@@ -136,6 +154,7 @@ static double round_sig(double x) {
 
 static qir_attr_val plan_dict(qir_module *m, const qir_target *t, const flash_plan *p) {
   int64_t flash[2] = {p->bq, p->bkv}, shape[3] = {16, 8, 16};
+  if (p->wg) shape[0] = 64, shape[1] = p->bkv;
   qir_attr e[13];
   int n = 0;
   e[n++] = (qir_attr){.key = "flash", .val = qir_attr_ints(m, 2, flash)};
@@ -170,6 +189,7 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, int t
     return false;
   bool mma = sync_target && (s.dtype == QIR_F16 || s.dtype == QIR_BF16) && qir_target_peak(t, s.dtype, true) > 0 && s.D % 16 == 0 &&
              s.DV % 16 == 0 && s.D <= 256 && s.DV <= 256;
+  bool wg = mma && t->wgmma_n_max > 0 && s.D % 64 == 0 && s.DV % 64 == 0 && s.DV <= t->wgmma_n_max;
   flash_plan all_plans[FLASH_MAX_PLANS];
   int n_plans = 0;
   int64_t rows = s.G * s.S;
@@ -190,6 +210,16 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, int t
           if (n_plans < FLASH_MAX_PLANS && flash_eval(&s, t, &f)) all_plans[n_plans++] = f;
         }
   }
+  /* wgmma: a warpgroup per 64 rows, keys per step up to the largest N */
+  for (int64_t bq = 64; wg && bq <= 128 && (bq == 64 || bq / 2 < rows); bq *= 2)
+    for (int64_t bkv = 64; bkv <= 128 && bkv <= t->wgmma_n_max; bkv *= 2)
+      for (int64_t stages = 2; stages <= 3; stages++)
+        for (int64_t splits = 1; splits <= FLASH_MAX_SPLITS && splits <= cdiv(s.T, bkv) && (splits == 1 || rows <= bq); splits *= 2) {
+          int64_t all = cdiv(s.T, bkv);
+          if (cdiv(all, cdiv(all, splits)) != splits) continue;
+          flash_plan f = {.mma = true, .wg = true, .bq = bq, .bkv = bkv, .warps = bq / 16, .stages = stages, .splits = splits};
+          if (n_plans < FLASH_MAX_PLANS && flash_eval(&s, t, &f)) all_plans[n_plans++] = f;
+        }
   if (!n_plans) return false;
   for (int i = 1; i < n_plans; i++)   /* insertion sort: a few dozen plans */
     for (int j = i; j > 0 && better(&all_plans[j], &all_plans[j - 1]); j--) {
@@ -210,6 +240,12 @@ bool roller_plan_attention(qir_module *m, qir_op *op, const qir_target *t, int t
   return true;
 }
 
+/* A plan's flash_mma is wgmma's [64, bkv, 16]. */
+static bool flash_wgmma(const qir_attr_val *plan) {
+  const qir_attr_val *shape = qir_attr_dict_get(plan, "flash_mma");
+  return shape && shape->kind == QIR_ATTR_LIST && shape->n == 3 && shape->items[0].kind == QIR_ATTR_INT && shape->items[0].i == 64;
+}
+
 void roller_flash_report(FILE *out, const qir_op *op) {
   qir_attention_shape s;
   if (!qir_attention_shape_of(op, &s)) return;
@@ -225,7 +261,7 @@ void roller_flash_report(FILE *out, const qir_op *op) {
   int64_t splits = qir_attention_flash_splits(op);
   fprintf(out, "attention %%%s: one flash kernel%s, %lld query rows x %lld keys per step on %s, %lld stages",
           name, splits > 1 ? " and a combining one" : "", (long long)fl->items[0].i, (long long)fl->items[1].i,
-          qir_attr_dict_get(d, "flash_mma") ? "mma.sync" : "the SIMT cores", stages ? (long long)stages->i : 0LL);
+          flash_wgmma(d) ? "wgmma" : qir_attr_dict_get(d, "flash_mma") ? "mma.sync" : "the SIMT cores", stages ? (long long)stages->i : 0LL);
   if (s.G > 1) fprintf(out, ", %lld query heads per kv head", (long long)s.G);
   if (s.causal && skip) fprintf(out, ", causal: %lld key tiles skipped", (long long)skip->i);
   if (splits > 1) fprintf(out, ", keys split %lld ways", (long long)splits);

@@ -131,7 +131,8 @@ static void emit_table(FILE *out, int index, const tile_entry *e, double total, 
     if (t->flash) {               /* one fused attention kernel: rows x keys per step, causal skip, key splits */
       buf_clear(&b);
       fmt_dims(&b, t->flash);
-      buf_printf(&b, " (query rows x keys per step)%s", t->flash_mma ? ", mma.sync" : ", SIMT");
+      bool wgmma = t->flash_mma && t->flash_mma->n == 3 && t->flash_mma->items[0].kind == QIR_ATTR_INT && t->flash_mma->items[0].i == 64;
+      buf_printf(&b, " (query rows x keys per step)%s", wgmma ? ", wgmma" : t->flash_mma ? ", mma.sync" : ", SIMT");
       row(out, "flash attention", b.s);
       row_int(out, &b, "stages", t->stages, "");
       row_int(out, &b, "key splits", t->splits > 0 ? t->splits : 1, "");

@@ -99,16 +99,33 @@ def conv_op(name, dtype, N, C, H, W, M, k, stride, pad, groups=1):
                 torch={"kind": "conv2d", "stride": stride, "pad": pad, "groups": groups})
 
 
+def attention_op(name, dtype, B, H, HK, S, T, D, causal):
+    """One `attention` op (H query heads on HK kv heads, S queries, T keys, head size D)
+    against PyTorch's scaled_dot_product_attention."""
+    q, k, y = tensor(dtype, [B, H, S, D]), tensor(dtype, [B, HK, T, D]), tensor(dtype, [B, H, S, D])
+    scale = 1.0 / D ** 0.5
+    visible = S * T - (S * (S - 1) // 2 if causal else 0)
+    return dict(name=name, dtype=dtype, inputs=[("q", q), ("k", k), ("v", k)], outputs=[("y", y)],
+                body="  %%z = const dense<0> : %s[]\n  %%y = attention %%q, %%k, %%v, %%z {%sscale = %r} : %s\n"
+                     % (dtype, "causal = 1, " if causal else "", scale, ty(y)),
+                flops=4 * B * H * D * visible, torch={"kind": "sdpa", "causal": causal, "scale": scale},
+                lower=False)   # -lower would write it out as five computes: Roller's flash plans are the subject
+
+
 def hopper_ops():
     """Issue 28's GPU goals: BERT-base's GEMMs at batch 64 (seq 128: M = 8192; QKV merged as
-    Welder merges it) in f16 and bf16, and ResNet-50's stride-1 3x3 convolutions at batch 32
-    in f16, against cuBLAS/cuDNN."""
+    Welder merges it) in f16 and bf16, ResNet-50's stride-1 3x3 convolutions at batch 32
+    in f16, against cuBLAS/cuDNN, and two attentions against PyTorch's."""
     ops = []
     for dt in ("f16", "bf16"):
         for name, K, N in (("qkv", 768, 2304), ("proj", 768, 768), ("ffn1", 768, 3072), ("ffn2", 3072, 768)):
             ops.append(matmul_op("b64_%s_%s" % (name, dt), 8192, K, N, dt))
     for C, H in ((64, 56), (128, 28), (256, 14), (512, 7)):
         ops.append(conv_op("b32_conv3x3_%d_f16" % C, "f16", 32, C, H, H, C, 3, 1, 1))
+    # attention's contractions on wgmma (P from registers): BERT-base's at batch 64 and a
+    # long causal prefill with head size 128, against PyTorch's flash backend
+    ops.append(attention_op("attn_b64_s128_f16", "f16", 64, 12, 12, 128, 128, 64, False))
+    ops.append(attention_op("attn_causal_s4096_d128_bf16", "bf16", 2, 16, 16, 4096, 4096, 128, True))
     return ops
 
 
@@ -168,16 +185,8 @@ def ops_table(which="default"):
                     flops=3 * nelem(xe), torch={"kind": "mul_add_relu"}))
     # Attention (issue 27): causal prefill at S = 2048 and a decode step over a 4096-key
     # cache with 32 query heads on 8 kv heads, f16, against scaled_dot_product_attention.
-    for name, (B, H, HK, S, T, D, causal) in (("attn_causal_s2048_f16", (1, 16, 16, 2048, 2048, 64, True)),
-                                               ("attn_decode_t4096_f16", (1, 32, 8, 1, 4096, 128, False))):
-        q, k, y = tensor("f16", [B, H, S, D]), tensor("f16", [B, HK, T, D]), tensor("f16", [B, H, S, D])
-        scale = 1.0 / D ** 0.5
-        visible = S * T - (S * (S - 1) // 2 if causal else 0)
-        ops.append(dict(name=name, dtype="f16", inputs=[("q", q), ("k", k), ("v", k)], outputs=[("y", y)],
-                        body="  %%z = const dense<0> : f16[]\n  %%y = attention %%q, %%k, %%v, %%z {%sscale = %r} : %s\n"
-                             % ("causal = 1, " if causal else "", scale, ty(y)),
-                        flops=4 * B * H * D * visible, torch={"kind": "sdpa", "causal": causal, "scale": scale},
-                        lower=False))   # -lower would write it out as five computes: Roller's flash plans are the subject
+    ops.append(attention_op("attn_causal_s2048_f16", "f16", 1, 16, 16, 2048, 2048, 64, True))
+    ops.append(attention_op("attn_decode_t4096_f16", "f16", 1, 32, 8, 1, 4096, 128, False))
     for op in ops:
         op["min_bytes"] = sum(nelem(t) * BYTES[t["dtype"]] for _, t in op["inputs"] + op["outputs"])
     return ops

@@ -17,6 +17,12 @@
  * Accumulators: thread t of the warpgroup (warp w = t / 32, g = (t % 32) / 4,
  * q = t % 4) holds in register i the element row 16 w + g + 8 ((i / 2) % 2),
  * column 8 (i / 4) + 2 q + i % 2.
+ * A from registers (the RS form: wgmma ... d, {a0, a1, a2, a3}, b-desc): warp w
+ * of the warpgroup holds rows 16 w .. 16 w + 15 as mma.m16n8k16's A fragment,
+ * thread (g, q) register r two 16-bit values (low half first) of row
+ * 16 w + g + 8 (r % 2), columns 2 q + 8 (r / 2) and the next; like shared
+ * operands they are read when the wgmma runs, so a register overwritten
+ * before the wait that retires it gives wrong numbers, as it may on the GPU.
  * Asynchrony: an issued wgmma joins the warpgroup's open group; commit_group
  * closes it; wait_group N returns once at most N committed groups are in
  * flight.  Here a wgmma runs at the wait that retires its group, reading
@@ -27,7 +33,8 @@ typedef struct {
   float *acc;
   long stride;                  /* registers are [slot][thread] arrays: register i of thread t is acc[i * stride + t] */
   int n, bf16;
-  const uint16_t *a, *b;        /* the shared arrays the descriptors point into */
+  const uint16_t *a, *b;        /* the shared arrays the descriptors point into (a: NULL with ra) */
+  const uint32_t *ra;           /* A from registers: register r of thread t is ra[r * stride + t] */
   unsigned a_base, b_base;      /* their emulated shared addresses */
   long a_elems, b_elems;
   uint64_t da, db;
@@ -93,8 +100,18 @@ static inline float q_wgmma_elem(const uint16_t *mem, unsigned base, long elems,
 static inline void q_wgmma_run(const q_wgmma_op *o) {
   float *A = (float *)malloc(sizeof(float) * 64 * 16), *B = (float *)malloc(sizeof(float) * 16 * (size_t)o->n);
   if (!A || !B) { fputs("qir: out of memory (wgmma)\n", stderr); exit(2); }
-  for (int m = 0; m < 64; m++)
-    for (int k = 0; k < 16; k++) A[m * 16 + k] = q_wgmma_elem(o->a, o->a_base, o->a_elems, o->da, o->ta, m, k, o->bf16);
+  if (o->ra)
+    for (int t = 0; t < 128; t++)
+      for (int r = 0; r < 4; r++) {
+        uint32_t v = o->ra[r * o->stride + t];
+        int m = 16 * (t / 32) + (t % 32) / 4 + 8 * (r % 2), k = 2 * (t % 4) + 8 * (r / 2);
+        uint16_t lo = (uint16_t)(v & 0xffffu), hi = (uint16_t)(v >> 16);
+        A[m * 16 + k] = o->bf16 ? q_bf2f(lo) : q_h2f(lo);
+        A[m * 16 + k + 1] = o->bf16 ? q_bf2f(hi) : q_h2f(hi);
+      }
+  else
+    for (int m = 0; m < 64; m++)
+      for (int k = 0; k < 16; k++) A[m * 16 + k] = q_wgmma_elem(o->a, o->a_base, o->a_elems, o->da, o->ta, m, k, o->bf16);
   for (int k = 0; k < 16; k++)
     for (int n = 0; n < o->n; n++) B[k * o->n + n] = q_wgmma_elem(o->b, o->b_base, o->b_elems, o->db, o->tb, n, k, o->bf16);
   for (int t = 0; t < 128; t++) {
