@@ -344,6 +344,13 @@ def kernel_ops(comments):
     return out
 
 
+def single_barrier_ring_kernels(comments):
+    """Kernels whose summary says their copies complete on one mbarrier a stage and that no
+    producer warpgroup waits on a second (the flash-attention kernel on wgmma: every warpgroup
+    computes, the block's first thread issues the tensor copies)."""
+    return {kernel for kernel, text in comments.items() if "by TMA on a stage's mbarrier" in text}
+
+
 def persistent_kernels(comments):
     """Kernels whose summary comment says their blocks are persistent (#tile persistent)."""
     return {kernel for kernel, text in comments.items() if re.search(r"\(persistent: \d+ tiles\)", text)}
@@ -400,6 +407,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
     comments = kernel_comments(src)
     what = kernel_ops(comments)
     persistent = persistent_kernels(comments)
+    single_ring = single_barrier_ring_kernels(comments)
     order = {n: i for i, n in enumerate(names)}
     rows = []
     for mangled, (directives, body) in entries.items():
@@ -411,7 +419,8 @@ def report_file(nvcc, cu, arch, extra_flags=()):
         f["block"] = block_size(directives)
         r = resources.get(mangled, {})
         row = {"file": cu, "arch": arch, "kernel": kernel, "entry": mangled,
-               "op": ops.get(base), "what": what.get(base), "persistent": base in persistent, **f,
+               "op": ops.get(base), "what": what.get(base), "persistent": base in persistent,
+               "single_ring": base in single_ring, **f,
                "regs": r.get("regs"), "spill_st": r.get("spill_st", 0),
                "spill_ld": r.get("spill_ld", 0), "stack": r.get("stack", 0),
                "static_smem": r.get("smem", 0), "dynamic_smem": dyn.get(base)}
@@ -424,9 +433,12 @@ def report_file(nvcc, cu, arch, extra_flags=()):
 
 
 def stages(row):
-    """Stages in flight that the PTX shows: deepest wait_group + 1 where the
-    kernel copies with cp.async, else 1 (a register-prefetch pipeline is not
-    recognised)."""
+    """Stages in flight that the PTX shows: a ring of one mbarrier a stage (the
+    summary says so), deepest wait_group + 1 where the kernel copies with
+    cp.async, two mbarriers a stage with tensor copies or wgmma, else 1 (a
+    register-prefetch pipeline is not recognised)."""
+    if row.get("single_ring") and row["mbar_init"]:
+        return row["mbar_init"]
     if row["cp_async"] and row["wait_group"] is not None:
         return row["wait_group"] + 1
     if (row["tma"] or matrix_kind(row) == "wgmma") and row["mbar_init"] >= 2:
@@ -435,9 +447,12 @@ def stages(row):
 
 
 def roles(row):
-    """p1cN for a kernel whose wgmma consumers meet a producer at mbarriers (warpgroup roles), else '-'."""
+    """p1cN for a kernel whose wgmma consumers meet a producer at mbarriers (warpgroup roles),
+    cN for N warpgroups that all compute (one thread issuing the copies), else '-'."""
     if matrix_kind(row) != "wgmma" or not row["mbar_init"] or not row["block"]:
         return "-"
+    if row.get("single_ring"):
+        return "c%d" % (row["block"] // 128)
     return "p1c%d%s%s" % (row["block"] // 128 - 1, "+reg" if row["setmaxnreg"] else "",
                           "+persistent" if row.get("persistent") else "")
 

@@ -35,8 +35,11 @@
  *     offset and row stride; the slice launches nothing.
  *   - wgmma (flash_mma = [64, BKV, 16], sm_90a).  The same walk with a
  *     warpgroup per 64 rows (warp w of it: rows 16 w .., as above): the
- *     tiles land by cp.async in wgmma's canonical 128B-swizzled layout
- *     (tile_at), fenced for the async proxy before the barrier; S = Q K^T
+ *     tiles sit in wgmma's canonical 128B-swizzled layout (tile_at); K and
+ *     V come by tensor copies (kv_tmaps, issue_kv: the block's first thread,
+ *     after the barrier that follows every warpgroup's wait for the slot's
+ *     last wgmma; one mbarrier a stage, waited for by all), Q and a cache
+ *     read in place by cp.async, fenced for the async proxy; S = Q K^T
  *     is D / 16 wgmma m64nBKVk16 from two K-major descriptors (Q stays in
  *     shared memory); wgmma's accumulator layout is mma.sync's per n8
  *     tile, so the softmax above runs unchanged, and P's registers are the
@@ -49,6 +52,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "attention.h"
 #include "lower.h"
@@ -64,6 +68,8 @@ typedef struct {
   int64_t splits, per_split;              /* the keys' tiles split over `splits` blocks, per_split tiles each */
   bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
   bool wg;                                /* both contractions on wgmma (flash_mma = [64, bkv, 16], sm_90a) */
+  bool tma;                               /* wg: K and V tiles by tensor copies (kv_tmaps), completing on mb */
+  kvar *mb;                               /* tma: one mbarrier per stage */
   bool view[3];                           /* q, k, v read in place from a slice's source (qir_attention_view) */
   int64_t view_offset[3], view_stride[3];
   bool cache[2];                          /* k, v: concat(past, new) read in place, `present` written
@@ -286,6 +292,73 @@ static kstmt *mma_product(flash *f, kvar *acc, kvar *a, kvar *kb, const pipe_til
     ks_add(b, one, ks_mma16816(b, acc, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, ns), ke_int(b, 2)), ke_int(b, half)), ke_int(b, 4)), a,
                                ke_mul(b, ke_var(b, ks), ke_int(b, 4)), kb, ke_int(b, 2 * half), f->s.dtype));
   return unrolled(b, ks, ksteps, unrolled(b, ns, nsteps, one, true), true);
+}
+
+/* wgmma: whether K and V can come by tensor copies, and their maps (k->tmaps
+ * 0 and 1): each read in its own layout (bhsd: [B * Hkv][T][D]; bshd:
+ * [B][T][Hkv][D]) or in place in a fused projection's rows ([B][T][stride],
+ * the head's columns at offset + h * D); rows past T are the box's zero fill.
+ * Not for a cache read in place (two sources), nor where a copy's start
+ * would leave the 16-byte grid along the contiguous dimension. */
+static bool kv_tmaps(flash *f) {
+  const qir_attention_shape *s = &f->s;
+  for (int kv = 0; kv < 2; kv++)
+    if (f->cache[kv] || (f->view[1 + kv] && (f->view_offset[1 + kv] % 8 || f->view_stride[1 + kv] % 8))) return false;
+  kkernel *k = f->k;
+  k->tmaps = qir_alloc(f->b->m, sizeof *k->tmaps * 2);
+  for (int kv = 0; kv < 2; kv++) {
+    int64_t width = kv ? s->DV : s->D;
+    ktmap *m = &k->tmaps[kv];
+    *m = (ktmap){.param = 2 + kv, .swizzle = 128};
+    if (f->view[1 + kv]) {
+      int64_t st = f->view_stride[1 + kv];
+      m->rank = 3;
+      int64_t dims[3] = {st, s->T, s->B}, strides[3] = {2, st * 2, s->T * st * 2}, box[3] = {64, f->BKV, 1};
+      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
+    } else if (s->bshd) {
+      m->rank = 4;
+      int64_t dims[4] = {width, s->Hkv, s->T, s->B}, strides[4] = {2, width * 2, s->Hkv * width * 2, s->T * s->Hkv * width * 2};
+      int64_t box[4] = {64, 1, f->BKV, 1};
+      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
+    } else {
+      m->rank = 3;
+      int64_t dims[3] = {width, s->T, s->B * s->Hkv}, strides[3] = {2, width * 2, s->T * width * 2}, box[3] = {64, f->BKV, 1};
+      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
+    }
+    for (int d = 0; d < m->rank; d++) m->estride[d] = 1;
+  }
+  k->n_tmaps = 2;
+  return true;
+}
+
+/* tma: the K and V tiles of key tile `tile` into stage `slot` (the block's
+ * first thread): arrive.expect_tx of their bytes on mb[slot], then a tensor
+ * copy per 64-column atom (tile_at's layout is what the 128B swizzle writes). */
+static kstmt *issue_kv(flash *f, kexpr *tile, kexpr *slot) {
+  kbuilder *b = f->b;
+  const qir_attention_shape *s = &f->s;
+  kstmt *st = ks_seq(b);
+  ks_add(b, st, ks_mbar(b, KS_MBAR_ARRIVE, f->mb, slot, f->BKV * (s->D + s->DV) * 2, NULL));
+  kexpr *key0 = ke_cast(b, ke_mul(b, tile, ke_int(b, f->BKV)), KT_I32);
+  for (int kv = 0; kv < 2; kv++) {
+    const pipe_tile *t = kv ? &f->tv : &f->tk;
+    for (int64_t a = 0; a < (kv ? s->DV : s->D) / 64; a++) {
+      kexpr *coord[4], *col = ke_int(b, 64 * a);
+      int rank = f->k->tmaps[kv].rank;
+      if (f->view[1 + kv]) {
+        col = ke_add(b, ke_int(b, f->view_offset[1 + kv] + 64 * a), ke_mul(b, ke_cast(b, f->kvh, KT_I32), ke_int(b, kv ? s->DV : s->D)));
+        coord[0] = col, coord[1] = key0, coord[2] = ke_cast(b, f->bb, KT_I32);
+      } else if (s->bshd) {
+        coord[0] = col, coord[1] = ke_cast(b, f->kvh, KT_I32), coord[2] = key0, coord[3] = ke_cast(b, f->bb, KT_I32);
+      } else {
+        coord[0] = col, coord[1] = key0;
+        coord[2] = ke_cast(b, ke_add(b, ke_mul(b, f->bb, ke_int(b, s->Hkv)), f->kvh), KT_I32);
+      }
+      kexpr *at = ke_add(b, ke_mul(b, slot, ke_int(b, t->slot)), ke_int(b, a * t->outer * 64));
+      ks_add(b, st, ks_tma_load(b, kv, kv ? f->sv : f->sk, at, f->mb, slot, coord, rank));
+    }
+  }
+  return st;
 }
 
 /* wgmma: S = Q K^T for the warpgroup's 64 rows, D / 16 steps of k16, Q
@@ -517,6 +590,13 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     k->carved_smem = true;
     k->smem_bytes = v_off + kvar_bytes(f->sv);
     k->sm90a = true;
+    if ((f->tma = kv_tmaps(f))) {   /* a stage's mbarrier past the tiles */
+      f->mb = kvar_new(b, k, "mb", KT_U64, S, KV_SHARED);
+      int64_t m_off = (k->smem_bytes + 15) / 16 * 16;
+      f->mb->carve = 1 + m_off;
+      k->smem_bytes = m_off + kvar_bytes(f->mb);
+      k->n_mbars = (int)S;
+    }
     kwgmma_desc kmajor = {.lbo = 16, .sbo = 1024, .swizzle = 128};
     kwgmma_desc mnmajor = {.mn_major = true, .lbo = BKV * 128, .sbo = 1024, .swizzle = 128};
     wqk = qir_alloc(b->m, sizeof *wqk);
@@ -568,6 +648,12 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add(b, body, ks_cp_commit(b));
     ks_add(b, body, ks_cp_wait(b, 0));
     if (f->wg) ks_add(b, body, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* cp.async wrote through the generic proxy */
+    if (f->tma) {   /* the stages' barriers: one arrival (the copying thread's) a phase */
+      kstmt *init = ks_seq(b);
+      for (int64_t st = 0; st < S; st++) ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, f->mb, ke_int(b, st), 1, NULL));
+      ks_add(b, init, ks_mbar(b, KS_MBAR_FENCE_INIT, f->mb, ke_int(b, 0), 0, NULL));
+      ks_add(b, body, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL), init, NULL));
+    }
     ks_add(b, body, ks_barrier(b));
     if (!f->wg) {
       kvar *kk = kvar_new(b, k, "kk", KT_I32, 0, KV_BLOCK);
@@ -578,9 +664,14 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   }
 
   /* prologue: key tiles t_lo .. t_lo + S-2, a group each (empty past the last tile) */
+  kexpr *first = ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL);
   for (int64_t p = 0; p < S - 1; p++) {
     kstmt *issue = ks_seq(b);
     kexpr *tile_p = ke_add(b, t_lo, ke_int(b, p));
+    if (f->tma) {
+      ks_add(b, body, ks_if(b, ke_and(b, first, ke_lt(b, tile_p, t_hi)), issue_kv(f, tile_p, ke_int(b, p)), NULL));
+      continue;
+    }
     for (int kind = TILE_K; kind <= TILE_V; kind++)
       ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, tile_p), ke_int(b, BKV)), ke_int(b, p)));
     ks_add(b, body, ks_if(b, ke_lt(b, tile_p, t_hi), issue, NULL));
@@ -591,6 +682,15 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
   kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
   kstmt *iter = ks_seq(b);
+  if (f->tma) {
+    /* every warpgroup's wgmma of the slot refilled next retired (their wait_group 0) */
+    ks_add(b, iter, ks_barrier(b));
+    kexpr *next = ke_add(b, t, ke_int(b, S - 1));
+    ks_add(b, iter, ks_if(b, ke_and(b, first, ke_lt(b, next, t_hi)),
+                          issue_kv(f, next, ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))), NULL));
+    ks_add(b, iter, ks_mbar(b, KS_MBAR_WAIT, f->mb, ke_mod(b, u, ke_int(b, S)), 0,
+                            ke_mod(b, ke_div(b, u, ke_int(b, S)), ke_int(b, 2))));   /* tile t landed */
+  } else {
   ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
   if (f->wg) ks_add(b, iter, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* the landed tile, for wgmma */
   ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
@@ -602,6 +702,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
                                  ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))));
     ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
     ks_add(b, iter, ks_cp_commit(b));
+  }
   }
   kexpr *slot = ke_mod(b, u, ke_int(b, S));
 
@@ -724,7 +825,9 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
            "flash attention, %s %s: %" PRId64 " rows x %" PRId64 " keys per step (%" PRId64 " warps), %" PRId64
            " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
            " threads %d smem %" PRId64 "B",
-           f->wg ? "wgmma m64nNk16 (Q and K from shared memory, P from registers, V MN-major)" : "mma.sync m16n8k16",
+           !f->wg ? "mma.sync m16n8k16"
+           : f->tma ? "wgmma m64nNk16 (K and V tiles by TMA on a stage's mbarrier, Q by cp.async; P from registers, V MN-major)"
+                    : "wgmma m64nNk16 (Q, K and V tiles by cp.async; P from registers, V MN-major)",
            s->dtype == QIR_BF16 ? "bf16" : "f16", f->BQ, BKV, f->warps, S, all_tiles, s->causal ? ", causal:" : "",
            s->causal ? "" : ",", skipped, s->B * s->Hkv * nqt * all_tiles,
            f->splits > 1 ? qir_sprintf(cg->m, "; keys split %" PRId64 " ways (%" PRId64 " tiles each), partial results combined by the next kernel",

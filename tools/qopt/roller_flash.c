@@ -11,8 +11,8 @@
  *
  * On Hopper targets (wgmma) both contractions may run on wgmma instead:
  * flash_mma = [64, bkv, 16], a warpgroup per 64 rows (bq 64 or 128), Q and
- * K from shared memory, P from the registers the softmax packs, V read
- * MN-major; offered where both head sizes are multiples of 64 up to the
+ * K from shared memory (K and V tiles by tensor copies), P from the
+ * registers the softmax packs, V read MN-major; offered where both head sizes are multiples of 64 up to the
  * target's largest N, and rated at FLASH_WGMMA_EFF of the wgmma peak where
  * mma.sync plans get FLASH_MMA_EFF of mma.sync's share of it.
  *
