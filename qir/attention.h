@@ -36,6 +36,13 @@ int64_t qir_attention_tiles_visited(const qir_attention_shape *s, int64_t bq, in
 /* Whether op is an attention op with a flash plan (#tile{flash = ..}, qopt
  * -roller's roller_flash.c): one kernel, not its compute chain. */
 bool qir_attention_flash_planned(const qir_op *op);
+
+/* A wgmma flash kernel (flash_mma = [64, bkv, 16]) with its key and value
+ * tiles by tensor copies keeps P V of one tile in flight during the next
+ * tile's softmax where a thread's share of the scores, output and P
+ * fragments (bkv / 2 + dv / 2 + bkv / 4 registers) is at most 112: with 128
+ * keys a step ptxas ran out (255 registers, the wgmma serialised). */
+static inline bool qir_attention_wgmma_overlaps(int64_t bkv, int64_t dv) { return bkv / 2 + dv / 2 + bkv / 4 <= 112; }
 /* The plan's `splits` (flash-decoding: the keys split over that many blocks,
  * a second kernel combining them); 1 without a split plan. */
 int64_t qir_attention_flash_splits(const qir_op *op);

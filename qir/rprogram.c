@@ -250,6 +250,7 @@ int64_t qir_rprogram_blocks_per_unit(const qir_target *t, int64_t threads, int64
 #define PERSISTENT_EXTRA_REGS 24
 
 int64_t qir_rprogram_regs(const qir_target *t, int64_t member_regs) {
+  if (member_regs > t->max_regs_per_thread) return member_regs;   /* no block holds it (and no overflow) */
   int64_t need = member_regs + PERSISTENT_EXTRA_REGS;
   if (member_regs <= t->max_regs_per_thread && need > t->max_regs_per_thread) need = t->max_regs_per_thread;
   return need;

@@ -707,7 +707,8 @@ def main():
             else:
                 failed += 1
                 os.makedirs(args.keep, exist_ok=True)
-                ext = {"qir": ".qir", "sem": ".qir", "extreme": ".qir", "onnx": ".onnx", "tensor": tool[1] if tool else ".bin"}[kind]
+                ext = (tool[1] if tool and len(tool) > 1 else ".bin") if kind == "tensor" else \
+                    {"qir": ".qir", "sem": ".qir", "extreme": ".qir", "onnx": ".onnx"}[kind]
                 kept = os.path.join(args.keep, "case%05d%s" % (idx, ext))
                 with open(kept, "wb") as f:
                     f.write(data)

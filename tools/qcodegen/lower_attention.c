@@ -44,8 +44,10 @@
  *     shared memory); wgmma's accumulator layout is mma.sync's per n8
  *     tile, so the softmax above runs unchanged, and P's registers are the
  *     RS form's A operand of O += P V (V's descriptor MN-major, N = DV).
- *     Each product is waited for before its accumulators are read (no
- *     overlap of softmax and matrix units, as FlashAttention-3 has).
+ *     With tensor copies and registers to spare (overlapped_walk), P V of
+ *     one tile runs while the next tile's scores are masked and
+ *     exponentiated, as FlashAttention-3 overlaps them within a warpgroup;
+ *     otherwise each product is waited for before its accumulators are read.
  * The C printer runs the same kernel with the instructions emulated per lane
  * and the copies landing at the wait that retires them.  Without the matrix
  * units (f32; HIP) the SIMT kernel below walks the keys the same way. */
@@ -69,6 +71,7 @@ typedef struct {
   bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
   bool wg;                                /* both contractions on wgmma (flash_mma = [64, bkv, 16], sm_90a) */
   bool tma;                               /* wg: K and V tiles by tensor copies (kv_tmaps), completing on mb */
+  bool overlap;                           /* tma: P V in flight during the next tile's softmax (overlapped_walk) */
   kvar *mb;                               /* tma: one mbarrier per stage */
   bool view[3];                           /* q, k, v read in place from a slice's source (qir_attention_view) */
   int64_t view_offset[3], view_stride[3];
@@ -364,17 +367,22 @@ static kstmt *issue_kv(flash *f, kexpr *tile, kexpr *slot) {
 /* wgmma: S = Q K^T for the warpgroup's 64 rows, D / 16 steps of k16, Q
  * (A) and K (B) both K-major from shared memory; the scores are read next,
  * so the wait retires them all. */
-static kstmt *wgmma_scores(flash *f, const kwgmma *w, kvar *sacc, kexpr *slot, int64_t ksteps) {
+static kstmt *issue_scores(flash *f, const kwgmma *w, kvar *sacc, kexpr *slot, int64_t ksteps) {
   kbuilder *b = f->b;
-  kstmt *s = ks_seq(b);
   kvar *kk = kvar_new(b, f->k, "kk", KT_I32, 0, KV_BLOCK);
   kexpr *k16 = ke_var(b, kk), *atom = ke_div(b, k16, ke_int(b, 4)), *in_atom = ke_mul(b, ke_mod(b, k16, ke_int(b, 4)), ke_int(b, 16));
   /* Q: the warpgroup's 64 rows of atom kk / 4; K: the slot's keys of the same atom */
   kexpr *qrow = ke_mul(b, ke_div(b, ke_tid(b), ke_int(b, 128)), ke_int(b, 64));
   kexpr *qa = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, atom, ke_int(b, f->BQ)), qrow), ke_int(b, 64)), in_atom);
   kexpr *ka = ke_add(b, ke_add(b, ke_mul(b, slot, ke_int(b, f->tk.slot)), ke_mul(b, atom, ke_int(b, f->BKV * 64))), in_atom);
+  return unrolled(b, kk, ksteps, ks_wgmma(b, KS_WGMMA, w, sacc, ke_int(b, 0), f->sq, qa, f->sk, ka, 0), true);
+}
+
+static kstmt *wgmma_scores(flash *f, const kwgmma *w, kvar *sacc, kexpr *slot, int64_t ksteps) {
+  kbuilder *b = f->b;
+  kstmt *s = ks_seq(b);
   ks_add(b, s, ks_wgmma(b, KS_WGMMA_FENCE, w, sacc, NULL, NULL, NULL, NULL, NULL, 0));   /* the zeroed accumulators */
-  ks_add(b, s, unrolled(b, kk, ksteps, ks_wgmma(b, KS_WGMMA, w, sacc, ke_int(b, 0), f->sq, qa, f->sk, ka, 0), true));
+  ks_add(b, s, issue_scores(f, w, sacc, slot, ksteps));
   ks_add(b, s, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, s, ks_wgmma(b, KS_WGMMA_WAIT, w, sacc, NULL, NULL, NULL, NULL, NULL, 0));
   return s;
@@ -383,13 +391,18 @@ static kstmt *wgmma_scores(flash *f, const kwgmma *w, kvar *sacc, kexpr *slot, i
 /* wgmma: O += P V, P (A) from the registers the softmax packed (the score
  * accumulators' layout is the A fragment's: lower_attention's comment), V
  * (B) read MN-major from shared memory, one k16 step per 16 keys. */
+static kstmt *issue_output(flash *f, const kwgmma *w, kvar *oacc, kvar *pa, kexpr *slot, int64_t ksteps) {
+  kbuilder *b = f->b;
+  kvar *kp = kvar_new(b, f->k, "kp", KT_I32, 0, KV_BLOCK);
+  kexpr *va = ke_add(b, ke_mul(b, slot, ke_int(b, f->tv.slot)), ke_mul(b, ke_var(b, kp), ke_int(b, 16 * 64)));
+  return unrolled(b, kp, ksteps, ks_wgmma(b, KS_WGMMA, w, oacc, ke_int(b, 0), pa, ke_mul(b, ke_var(b, kp), ke_int(b, 4)), f->sv, va, 0), true);
+}
+
 static kstmt *wgmma_output(flash *f, const kwgmma *w, kvar *oacc, kvar *pa, kexpr *slot, int64_t ksteps) {
   kbuilder *b = f->b;
   kstmt *s = ks_seq(b);
-  kvar *kp = kvar_new(b, f->k, "kp", KT_I32, 0, KV_BLOCK);
-  kexpr *va = ke_add(b, ke_mul(b, slot, ke_int(b, f->tv.slot)), ke_mul(b, ke_var(b, kp), ke_int(b, 16 * 64)));
   ks_add(b, s, ks_wgmma(b, KS_WGMMA_FENCE, w, oacc, NULL, pa, NULL, NULL, NULL, 0));   /* P and the rescaled O written */
-  ks_add(b, s, unrolled(b, kp, ksteps, ks_wgmma(b, KS_WGMMA, w, oacc, ke_int(b, 0), pa, ke_mul(b, ke_var(b, kp), ke_int(b, 4)), f->sv, va, 0), true));
+  ks_add(b, s, issue_output(f, w, oacc, pa, slot, ksteps));
   ks_add(b, s, ks_wgmma(b, KS_WGMMA_COMMIT, w, NULL, NULL, NULL, NULL, NULL, NULL, 0));
   ks_add(b, s, ks_wgmma(b, KS_WGMMA_WAIT, w, oacc, NULL, NULL, NULL, NULL, NULL, 0));
   return s;
@@ -548,6 +561,164 @@ static kexpr *score_of(flash *f, kexpr *x, kexpr *head, kexpr *pos, kexpr *valid
 
 static kkernel *lower_attention_simt(cg_ctx *cg, const qir_op *op, qir_value *partial, flash *f, int64_t threads);
 
+/* The matrix-unit kernels' registers: scores (n8 tiles of 4), the output,
+ * P's A fragments, and each of the lane's two rows' running max, sum, new
+ * max and correction. */
+typedef struct {
+  kvar *sacc, *oacc, *pa;
+  kvar *m[2], *l[2], *mx[2], *corr[2];
+  int64_t NS, NO, KP;
+} flash_regs;
+
+/* Scale, softcap, bias and mask the scores of key tile t; each row's new max over the quad. */
+static void scores_max(flash *f, const flash_regs *r, kstmt *iter, kexpr *t) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kstmt *one = ks_seq(b);
+  kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
+  kexpr *key = ke_add(b, ke_add(b, ke_mul(b, t, ke_int(b, f->BKV)), ke_mul(b, ke_var(b, jn), ke_int(b, 8))),
+                      ke_add(b, ke_mul(b, f->t4, ke_int(b, 2)), ke_mod(b, ke_var(b, e), ke_int(b, 2))));
+  kvar *keyv = kvar_new(b, k, "key", KT_I32, 0, KV_LOCAL);
+  ks_add(b, one, ks_decl(b, keyv, key));
+  kexpr *kj = ke_var(b, keyv);
+  kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));   /* registers 0, 1: row g; 2, 3: row g + 8 */
+  kexpr *x = score_of(f, ke_elem(b, r->sacc, at), ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]),
+                      ke_pick(b, lo, f->valid[0], f->valid[1]), kj);
+  ks_add(b, one, ks_assign(b, r->sacc, at, x));
+  for (int h = 0; h < 2; h++) {
+    kexpr *grown = ke_bin(b, QIR_FN_MAX, ke_var(b, r->mx[h]), ke_elem(b, r->sacc, at), KT_F32);
+    ks_add(b, one, ks_assign(b, r->mx[h], NULL, ke_pick(b, lo, h ? ke_var(b, r->mx[h]) : grown, h ? grown : ke_var(b, r->mx[h]))));
+  }
+  kstmt *pass = ks_seq(b);
+  for (int h = 0; h < 2; h++) ks_add(b, pass, ks_assign(b, r->mx[h], NULL, ke_var(b, r->m[h])));
+  ks_add(b, pass, unrolled(b, jn, r->NS, unrolled(b, e, 4, one, false), false));
+  ks_add_flat(b, iter, pass);
+  for (int h = 0; h < 2; h++) ks_add(b, iter, ks_warp_reduce(b, r->mx[h], QIR_FN_MAX, 4));
+}
+
+/* The online softmax's first half: each row's correction exp(m_old - m_new),
+ * the new max, the old sum rescaled, P = exp(S - m) in the score registers
+ * and the lane's share of the row sums. */
+static void softmax_exp(flash *f, const flash_regs *r, kstmt *iter) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  kexpr *ninf = ke_float(b, -INFINITY, KT_F32), *zero = ke_float(b, 0, KT_F32);
+  kstmt *pass = ks_seq(b);
+  kexpr *base[2];
+  for (int h = 0; h < 2; h++) {
+    /* a row with nothing visible yet keeps m = -inf: subtract 0 (exp(-inf) = 0, no NaN) */
+    kvar *bv = kvar_new(b, k, h ? "base1" : "base0", KT_F32, 0, KV_LOCAL);
+    ks_add(b, pass, ks_decl(b, bv, ke_select(b, ke_bin(b, QIR_FN_EQ, ke_var(b, r->mx[h]), ninf, KT_BOOL), zero, ke_var(b, r->mx[h]), KT_F32)));
+    base[h] = ke_var(b, bv);
+    ks_add(b, pass, ks_assign(b, r->corr[h], NULL, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_var(b, r->m[h]), base[h], KT_F32), KT_F32)));
+    ks_add(b, pass, ks_assign(b, r->m[h], NULL, ke_var(b, r->mx[h])));
+    ks_add(b, pass, ks_assign(b, r->l[h], NULL, ke_bin(b, QIR_FN_MUL, ke_var(b, r->l[h]), ke_var(b, r->corr[h]), KT_F32)));
+  }
+  kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
+  kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
+  kstmt *one = ks_seq(b);
+  kexpr *p = ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_elem(b, r->sacc, at), ke_select(b, lo, base[0], base[1], KT_F32), KT_F32), KT_F32);
+  ks_add(b, one, ks_assign(b, r->sacc, at, p));
+  for (int h = 0; h < 2; h++)
+    ks_add(b, one, ks_assign(b, r->l[h], NULL, ke_bin(b, QIR_FN_ADD, ke_var(b, r->l[h]),
+                                                      ke_select(b, h ? lo : ke_lt(b, ke_int(b, 1), ke_var(b, e)), zero, ke_elem(b, r->sacc, at), KT_F32), KT_F32)));
+  ks_add(b, pass, unrolled(b, jn, r->NS, unrolled(b, e, 4, one, false), false));
+  ks_add_flat(b, iter, pass);
+}
+
+/* The second half: O *= corr, then P packed as A fragments (n8 tiles 2 kp
+ * and 2 kp + 1 of the scores are the A fragment of key slice kp). */
+static void rescale_pack(flash *f, const flash_regs *r, kstmt *iter) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  kstmt *pass = ks_seq(b);
+  kvar *jd = kvar_new(b, k, "jd", KT_I32, 0, KV_LOCAL), *e2 = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
+  kexpr *oat = ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 4)), ke_var(b, e2));
+  kexpr *c = ke_select(b, ke_lt(b, ke_var(b, e2), ke_int(b, 2)), ke_var(b, r->corr[0]), ke_var(b, r->corr[1]), KT_F32);
+  ks_add(b, pass, unrolled(b, jd, r->NO, unrolled(b, e2, 4, ks_assign(b, r->oacc, oat, ke_bin(b, QIR_FN_MUL, ke_elem(b, r->oacc, oat), c, KT_F32)), false), false));
+  kvar *kp = kvar_new(b, k, "kp", KT_I32, 0, KV_LOCAL);
+  kstmt *frag = ks_seq(b);
+  for (int q = 0; q < 4; q++) {
+    kexpr *src = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, kp), ke_int(b, 2)), ke_int(b, q / 2)), ke_int(b, 4)), ke_int(b, (q % 2) * 2));
+    ks_add(b, frag, ks_assign(b, r->pa, ke_add(b, ke_mul(b, ke_var(b, kp), ke_int(b, 4)), ke_int(b, q)),
+                              ke_pack16(b, ke_elem(b, r->sacc, src), ke_elem(b, r->sacc, ke_add(b, src, ke_int(b, 1))), f->s.dtype)));
+  }
+  ks_add(b, pass, unrolled(b, kp, r->KP, frag, false));
+  ks_add_flat(b, iter, pass);
+}
+
+static kstmt *zero_scores(flash *f, const flash_regs *r) {
+  kbuilder *b = f->b;
+  kvar *i = kvar_new(b, f->k, "i", KT_I32, 0, KV_LOCAL);
+  return unrolled(b, i, r->NS * 4, ks_assign(b, r->sacc, ke_var(b, i), ke_float(b, 0, KT_F32)), false);
+}
+
+/* A uniform loop of min(n, 1) trips: a block-level `if (n > 0)` (the C
+ * printer runs block-level loops, not ifs, around collectives). */
+static kstmt *if_any(flash *f, kexpr *n, kstmt *body) {
+  kbuilder *b = f->b;
+  kvar *once = kvar_new(b, f->k, "once", KT_I32, 0, KV_BLOCK);
+  kstmt *l = ks_for(b, once, ke_int(b, 0), ke_min(b, n, ke_int(b, 1)), 1, body);
+  l->uniform = true;
+  return l;
+}
+
+/* wgmma with tensor copies: the walk of key tiles 0 .. n-1 (n = t_hi - t_lo),
+ * P V of tile u - 1 in flight while the softmax of tile u runs (as
+ * FlashAttention-3 overlaps them within a warpgroup).  Tile 0's scores and
+ * softmax come first; step u (1 .. n-1) waits for its tile, issues S = Q K_u^T
+ * and then O += P_{u-1} V_{u-1} (two groups), waits for the first, masks and
+ * exponentiates S, waits for the second, rescales O and packs P_u; after a
+ * barrier (every warpgroup's wait retired P V's reads of slot u - 1) the
+ * block's first thread refills that slot with tile u - 1 + S.  The last
+ * tile's P V follows the loop.  The prologue issued tiles 0 .. S-1. */
+static void overlapped_walk(flash *f, const flash_regs *r, kstmt *body, kexpr *t_lo, kexpr *t_hi, const kwgmma *wqk,
+                            const kwgmma *wpv, int64_t KQ) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  int64_t S = f->stages;
+  kexpr *n = ke_sub(b, t_hi, t_lo);
+  kexpr *first = ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL);
+  kstmt *head = ks_seq(b);
+  ks_add(b, head, ks_mbar(b, KS_MBAR_WAIT, f->mb, ke_int(b, 0), 0, ke_int(b, 0)));
+  ks_add(b, head, zero_scores(f, r));
+  ks_add_flat(b, head, wgmma_scores(f, wqk, r->sacc, ke_int(b, 0), KQ));
+  scores_max(f, r, head, t_lo);
+  softmax_exp(f, r, head);
+  rescale_pack(f, r, head);
+  ks_add(b, body, if_any(f, n, head));
+
+  kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
+  kexpr *u = ke_var(b, uv), *prev = ke_sub(b, u, ke_int(b, 1));
+  kexpr *slot = ke_mod(b, u, ke_int(b, S)), *prev_slot = ke_mod(b, prev, ke_int(b, S));
+  kstmt *iter = ks_seq(b);
+  ks_add(b, iter, ks_mbar(b, KS_MBAR_WAIT, f->mb, slot, 0, ke_mod(b, ke_div(b, u, ke_int(b, S)), ke_int(b, 2))));   /* tile u landed */
+  ks_add(b, iter, zero_scores(f, r));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_FENCE, wqk, r->sacc, NULL, r->pa, NULL, NULL, NULL, 0));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_FENCE, wpv, r->oacc, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, iter, issue_scores(f, wqk, r->sacc, slot, KQ));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_COMMIT, wqk, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, iter, issue_output(f, wpv, r->oacc, r->pa, prev_slot, r->KP));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_COMMIT, wpv, NULL, NULL, NULL, NULL, NULL, NULL, 0));
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_WAIT, wqk, r->sacc, NULL, NULL, NULL, NULL, NULL, 1));   /* S landed; P V in flight */
+  scores_max(f, r, iter, ke_add(b, t_lo, u));
+  softmax_exp(f, r, iter);
+  ks_add(b, iter, ks_wgmma(b, KS_WGMMA_WAIT, wpv, r->oacc, NULL, NULL, NULL, NULL, NULL, 0));   /* P V retired: O and P free */
+  rescale_pack(f, r, iter);
+  ks_add(b, iter, ks_barrier(b));   /* every warpgroup's P V of slot u - 1 retired */
+  kexpr *next = ke_add(b, prev, ke_int(b, S));
+  ks_add(b, iter, ks_if(b, ke_and(b, first, ke_lt(b, next, n)), issue_kv(f, ke_add(b, t_lo, next), prev_slot), NULL));
+  kstmt *loop = ks_for(b, uv, ke_int(b, 1), n, 1, iter);
+  loop->uniform = true;
+  ks_add(b, body, loop);
+
+  kstmt *tail = ks_seq(b);
+  ks_add_flat(b, tail, wgmma_output(f, wpv, r->oacc, r->pa, ke_mod(b, ke_sub(b, n, ke_int(b, 1)), ke_int(b, S)), r->KP));
+  ks_add(b, body, if_any(f, n, tail));
+}
+
 kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   flash fl = {0}, *f = &fl;
   int64_t threads = 0;
@@ -591,6 +762,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     k->smem_bytes = v_off + kvar_bytes(f->sv);
     k->sm90a = true;
     if ((f->tma = kv_tmaps(f))) {   /* a stage's mbarrier past the tiles */
+      f->overlap = qir_attention_wgmma_overlaps(BKV, DV);
       f->mb = kvar_new(b, k, "mb", KT_U64, S, KV_SHARED);
       int64_t m_off = (k->smem_bytes + 15) / 16 * 16;
       f->mb->carve = 1 + m_off;
@@ -633,6 +805,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   }
   kstmt *body = k->body;
   kexpr *ninf = ke_float(b, -INFINITY, KT_F32), *zero = ke_float(b, 0, KT_F32);
+  flash_regs rg = {.sacc = sacc, .oacc = oacc, .pa = pa, .NS = NS, .NO = NO, .KP = KP};
+  for (int hr = 0; hr < 2; hr++) rg.m[hr] = m[hr], rg.l[hr] = l[hr], rg.mx[hr] = mx[hr], rg.corr[hr] = corr[hr];
 
   /* state; Q in shared memory, then in registers */
   {
@@ -665,7 +839,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
 
   /* prologue: key tiles t_lo .. t_lo + S-2, a group each (empty past the last tile) */
   kexpr *first = ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL);
-  for (int64_t p = 0; p < S - 1; p++) {
+  for (int64_t p = 0; p < (f->overlap ? S : S - 1); p++) {   /* the overlapped walk refills a slot a step later */
     kstmt *issue = ks_seq(b);
     kexpr *tile_p = ke_add(b, t_lo, ke_int(b, p));
     if (f->tma) {
@@ -678,6 +852,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add(b, body, ks_cp_commit(b));
   }
 
+  if (f->overlap) overlapped_walk(f, &rg, body, t_lo, t_hi, wqk, wpv, KQ);
+  else {
   /* step u walks tile t = t_lo + u from slot u % S */
   kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
   kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
@@ -714,70 +890,9 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     else ks_add(b, iter, mma_product(f, sacc, qa, kb, &f->tk, f->sk, slot, KQ, KP, false));
   }
 
-  /* scale, softcap, bias, mask; each row's new max over the quad */
-  {
-    kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-    kstmt *one = ks_seq(b);
-    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
-    kexpr *key = ke_add(b, ke_add(b, ke_mul(b, t, ke_int(b, BKV)), ke_mul(b, ke_var(b, jn), ke_int(b, 8))),
-                        ke_add(b, ke_mul(b, f->t4, ke_int(b, 2)), ke_mod(b, ke_var(b, e), ke_int(b, 2))));
-    kvar *keyv = kvar_new(b, k, "key", KT_I32, 0, KV_LOCAL);
-    ks_add(b, one, ks_decl(b, keyv, key));
-    kexpr *kj = ke_var(b, keyv);
-    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));   /* registers 0, 1: row g; 2, 3: row g + 8 */
-    kexpr *x = score_of(f, ke_elem(b, sacc, at), ke_pick(b, lo, f->head[0], f->head[1]), ke_pick(b, lo, f->pos[0], f->pos[1]),
-                        ke_pick(b, lo, f->valid[0], f->valid[1]), kj);
-    ks_add(b, one, ks_assign(b, sacc, at, x));
-    for (int r = 0; r < 2; r++) {
-      kexpr *grown = ke_bin(b, QIR_FN_MAX, ke_var(b, mx[r]), ke_elem(b, sacc, at), KT_F32);
-      ks_add(b, one, ks_assign(b, mx[r], NULL, ke_pick(b, lo, r ? ke_var(b, mx[r]) : grown, r ? grown : ke_var(b, mx[r]))));
-    }
-    kstmt *pass = ks_seq(b);
-    for (int r = 0; r < 2; r++) ks_add(b, pass, ks_assign(b, mx[r], NULL, ke_var(b, m[r])));
-    ks_add(b, pass, unrolled(b, jn, NS, unrolled(b, e, 4, one, false), false));
-    ks_add_flat(b, iter, pass);
-    for (int r = 0; r < 2; r++) ks_add(b, iter, ks_warp_reduce(b, mx[r], QIR_FN_MAX, 4));
-  }
-
-  /* the online softmax: rescale, P = exp(S - m), the lane's share of the row sum, P as A fragments */
-  {
-    kstmt *pass = ks_seq(b);
-    kexpr *base[2];
-    for (int r = 0; r < 2; r++) {
-      /* a row with nothing visible yet keeps m = -inf: subtract 0 (exp(-inf) = 0, no NaN) */
-      kvar *bv = kvar_new(b, k, r ? "base1" : "base0", KT_F32, 0, KV_LOCAL);
-      ks_add(b, pass, ks_decl(b, bv, ke_select(b, ke_bin(b, QIR_FN_EQ, ke_var(b, mx[r]), ninf, KT_BOOL), zero, ke_var(b, mx[r]), KT_F32)));
-      base[r] = ke_var(b, bv);
-      ks_add(b, pass, ks_assign(b, corr[r], NULL, ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_var(b, m[r]), base[r], KT_F32), KT_F32)));
-      ks_add(b, pass, ks_assign(b, m[r], NULL, ke_var(b, mx[r])));
-      ks_add(b, pass, ks_assign(b, l[r], NULL, ke_bin(b, QIR_FN_MUL, ke_var(b, l[r]), ke_var(b, corr[r]), KT_F32)));
-    }
-    kvar *jn = kvar_new(b, k, "jn", KT_I32, 0, KV_LOCAL), *e = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-    kexpr *at = ke_add(b, ke_mul(b, ke_var(b, jn), ke_int(b, 4)), ke_var(b, e));
-    kexpr *lo = ke_lt(b, ke_var(b, e), ke_int(b, 2));
-    kstmt *one = ks_seq(b);
-    kexpr *p = ke_un(b, QIR_FN_EXP, ke_bin(b, QIR_FN_SUB, ke_elem(b, sacc, at), ke_select(b, lo, base[0], base[1], KT_F32), KT_F32), KT_F32);
-    ks_add(b, one, ks_assign(b, sacc, at, p));
-    for (int r = 0; r < 2; r++)
-      ks_add(b, one, ks_assign(b, l[r], NULL, ke_bin(b, QIR_FN_ADD, ke_var(b, l[r]),
-                                                     ke_select(b, r ? lo : ke_lt(b, ke_int(b, 1), ke_var(b, e)), zero, ke_elem(b, sacc, at), KT_F32), KT_F32)));
-    ks_add(b, pass, unrolled(b, jn, NS, unrolled(b, e, 4, one, false), false));
-    /* O *= corr */
-    kvar *jd = kvar_new(b, k, "jd", KT_I32, 0, KV_LOCAL), *e2 = kvar_new(b, k, "e", KT_I32, 0, KV_LOCAL);
-    kexpr *oat = ke_add(b, ke_mul(b, ke_var(b, jd), ke_int(b, 4)), ke_var(b, e2));
-    kexpr *c = ke_select(b, ke_lt(b, ke_var(b, e2), ke_int(b, 2)), ke_var(b, corr[0]), ke_var(b, corr[1]), KT_F32);
-    ks_add(b, pass, unrolled(b, jd, NO, unrolled(b, e2, 4, ks_assign(b, oacc, oat, ke_bin(b, QIR_FN_MUL, ke_elem(b, oacc, oat), c, KT_F32)), false), false));
-    /* n8 tiles 2 kp and 2 kp + 1 of the scores are the A fragment of key slice kp */
-    kvar *kp = kvar_new(b, k, "kp", KT_I32, 0, KV_LOCAL);
-    kstmt *frag = ks_seq(b);
-    for (int r = 0; r < 4; r++) {
-      kexpr *src = ke_add(b, ke_mul(b, ke_add(b, ke_mul(b, ke_var(b, kp), ke_int(b, 2)), ke_int(b, r / 2)), ke_int(b, 4)), ke_int(b, (r % 2) * 2));
-      ks_add(b, frag, ks_assign(b, pa, ke_add(b, ke_mul(b, ke_var(b, kp), ke_int(b, 4)), ke_int(b, r)),
-                                ke_pack16(b, ke_elem(b, sacc, src), ke_elem(b, sacc, ke_add(b, src, ke_int(b, 1))), s->dtype)));
-    }
-    ks_add(b, pass, unrolled(b, kp, KP, frag, false));
-    ks_add_flat(b, iter, pass);
-  }
+  scores_max(f, &rg, iter, t);
+  softmax_exp(f, &rg, iter);
+  rescale_pack(f, &rg, iter);
 
   /* O += P V */
   if (f->wg) ks_add_flat(b, iter, wgmma_output(f, wpv, oacc, pa, slot, KP));
@@ -785,6 +900,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
   loop->uniform = true;
   ks_add(b, body, loop);
+  }
   ks_add(b, body, ks_cp_wait(b, 0));
 
   /* y = O / l: the row sums over the quad, then each lane's values */
@@ -826,6 +942,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
            " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
            " threads %d smem %" PRId64 "B",
            !f->wg ? "mma.sync m16n8k16"
+           : f->overlap ? "wgmma m64nNk16 (K and V tiles by TMA on a stage's mbarrier, Q by cp.async; P from registers, V MN-major; P V in flight during the next tile's softmax)"
            : f->tma ? "wgmma m64nNk16 (K and V tiles by TMA on a stage's mbarrier, Q by cp.async; P from registers, V MN-major)"
                     : "wgmma m64nNk16 (Q, K and V tiles by cp.async; P from registers, V MN-major)",
            s->dtype == QIR_BF16 ? "bf16" : "f16", f->BQ, BKV, f->warps, S, all_tiles, s->causal ? ", causal:" : "",

@@ -35,10 +35,12 @@ static int usage(FILE *o) {
         "                  stage-overwrite, wait-none (the Nth cp.async pipeline: its main loop's\n"
         "                  wait_group leaves one group more in flight, the barrier after it is gone,\n"
         "                  the next step's copies go above that barrier, no wait at all), tma-nowait,\n"
-        "                  wgmma-early-release, wgmma-swizzle, proxy-nofence (the Nth Hopper kernel, in C:\n"
-        "                  its consumers skip the mbarrier wait, release a stage before its wgmma retire,\n"
-        "                  or read B through a descriptor with the wrong swizzle; its producers store an\n"
-        "                  operand without fence.proxy.async)\n",
+        "                  wgmma-early-release, wgmma-swizzle, proxy-nofence, tma-misalign,\n"
+        "                  wgmma-late-wait (the Nth Hopper kernel, in C: its consumers skip the mbarrier\n"
+        "                  wait, release a stage before its wgmma retire, or read B through a descriptor\n"
+        "                  with the wrong swizzle; its producers store an operand without\n"
+        "                  fence.proxy.async; its tensor copies start off the 16-byte grid; its main\n"
+        "                  loop's last wait_group 0 moves to the step's end)\n",
         o);
   return o == stdout ? 0 : 1;
 }

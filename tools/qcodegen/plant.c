@@ -39,6 +39,9 @@ typedef enum {
   PLANT_PROXY_NOFENCE,         /* the producer threads that copy an operand by loads skip fence.proxy.async */
   PLANT_TMA_MISALIGN,          /* every tensor copy starts one element further along the contiguous dimension
                                 * (off its 16-byte boundary: the device faults) */
+  PLANT_WGMMA_LATE_WAIT,       /* the main loop's last wait_group 0 moves to the end of the step: registers an
+                                * in-flight wgmma reads (a register A operand, its accumulators) are
+                                * rewritten before it retires */
   PLANT_COUNT
 } plant_kind;
 
@@ -47,7 +50,7 @@ static const char *const plant_names[PLANT_COUNT] = {
     "collide-smem", "shift-store", "collide-store", "drop-lane", "unorder-launch", "drop-wait",
     "late-wait", "drop-grid-barrier", "nc-written", "drop-store", "wait-short", "wait-nobarrier",
     "stage-overwrite", "wait-none", "tma-nowait", "wgmma-early-release", "wgmma-swizzle",
-    "proxy-nofence", "tma-misalign",
+    "proxy-nofence", "tma-misalign", "wgmma-late-wait",
 };
 
 typedef struct {
@@ -269,6 +272,18 @@ static bool plant_hopper(planter *p) {
     return drop_kind(b, k->body, KS_FENCE_PROXY_ASYNC, "planted bug: fence.proxy.async dropped") > 0;
   case PLANT_TMA_MISALIGN:
     return shift_tma_copies(b, k->body) > 0;
+  case PLANT_WGMMA_LATE_WAIT: {
+    kstmt *it = loop->body;
+    for (int i = it->n_items - 1; i >= 0; i--) {
+      kstmt *w = it->items[i];
+      if (w->kind != KS_WGMMA_WAIT || w->step != 0) continue;
+      if (i == it->n_items - 1) return false;
+      memmove(&it->items[i], &it->items[i + 1], sizeof *it->items * (size_t)(it->n_items - 1 - i));
+      it->items[it->n_items - 1] = w;
+      return true;
+    }
+    return false;
+  }
   default: return false;
   }
 }
@@ -347,6 +362,7 @@ bool cg_plant(cg_ctx *cg, const char *spec) {
     }
     break;
   case PLANT_TMA_NOWAIT: case PLANT_WGMMA_EARLY_RELEASE: case PLANT_WGMMA_SWIZZLE: case PLANT_PROXY_NOFENCE: case PLANT_TMA_MISALIGN:
+  case PLANT_WGMMA_LATE_WAIT:
     for (int i = 0; i < cg->n_kernels && !p.done; i++) {
       if (!cg->kernels[i]->sm90a || p.seen++ != p.target) continue;
       p.k = cg->kernels[i];

@@ -40,7 +40,9 @@
 #include <string.h>
 
 #define FLASH_MMA_EFF 0.6       /* mma.sync attention kernels reach about this of peak (FlashAttention-2 on A100) */
-#define FLASH_WGMMA_EFF 0.45    /* wgmma, its copies and softmax not overlapped (FlashAttention-3 overlaps them: 0.6-0.75) */
+#define FLASH_WGMMA_EFF 0.45    /* wgmma, one product at a time (FlashAttention-3 overlaps them: 0.6-0.75) */
+#define FLASH_WGMMA_OVERLAP_EFF 0.5  /* P V in flight during the next softmax (qir_attention_wgmma_overlaps): assumed
+                                      * from FlashAttention-3's ablation (+10-15%), not measured here */
 #define FLASH_ALU_OPS 8.0       /* f32 operations per score: scale, mask, max, subtract, sum, correction, pack */
 #define FLASH_SFU_PER_CYCLE 16.0  /* ex2 per SM per cycle (sm_80, sm_90) */
 #define FLASH_ADDR_REGS 48      /* row state (max, sum), addresses, loop counters */
@@ -104,7 +106,8 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
   double vec = qir_target_peak(t, QIR_F32, false);
   double share = t->wgmma_n_max > 0 && t->mma_sync_share > 0 ? t->mma_sync_share : 1;   /* the peak is wgmma's */
   double peak = !f->mma ? vec * FLASH_SIMT_EFF
-                : f->wg ? qir_target_peak(t, s->dtype, true) * FLASH_WGMMA_EFF
+                : f->wg ? qir_target_peak(t, s->dtype, true) *
+                              (qir_attention_wgmma_overlaps(f->bkv, DV) ? FLASH_WGMMA_OVERLAP_EFF : FLASH_WGMMA_EFF)
                         : qir_target_peak(t, s->dtype, true) * share * FLASH_MMA_EFF;
   double t_mma = flops / (peak * 1e3);
   int bytes = qir_dtype_size(s->dtype);
