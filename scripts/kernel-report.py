@@ -13,12 +13,15 @@ source names) one row:
   cp.async  cp.async.ca/cg copies, and `wait` the deepest cp.async.wait_group N
             (N = stages in flight minus one; cp.async.wait_all counts as 0)
   tma       cp.async.bulk copies (the tensor memory accelerator)
-  stages    the pipeline's stages: wait + 1 with cp.async; with tensor copies or
-            wgmma, the mbarrier.init count over two (qcodegen's wgmma loop: a full
-            and an empty barrier per stage); else 1
+  stages    the pipeline's stages: the mbarrier.init count where the summary comment
+            says the copies complete on one mbarrier a stage (the flash-attention
+            kernel on wgmma); wait + 1 with cp.async; with tensor copies or wgmma, the
+            mbarrier.init count over two (qcodegen's wgmma loop: a full and an empty
+            barrier per stage); else 1
   roles     warpgroup roles of a kernel whose wgmma consumers meet a producer at
             mbarriers: p1cN (one producer warpgroup, N consumers: the block's
-            warpgroups less one), `+reg` where setmaxnreg moves registers between them,
+            warpgroups less one), cN where all N warpgroups compute and one thread
+            issues the copies (the flash kernel), `+reg` where setmaxnreg moves registers between them,
             `+persistent` where its blocks each compute every P-th tile (the summary
             comment qcodegen writes above it says `persistent`)
   g128      128-bit global accesses: loads (ld.global[.nc].v4.b32, .v2.b64, ...,
