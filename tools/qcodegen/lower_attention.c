@@ -719,6 +719,59 @@ static void overlapped_walk(flash *f, const flash_regs *r, kstmt *body, kexpr *t
   ks_add(b, body, if_any(f, n, tail));
 }
 
+/* The walk one product at a time: step u (tile t_lo + u, slot u % S) waits for
+ * its tiles (tensor copies: their mbarrier; cp.async: its group, then a
+ * barrier), has the next tile issued into the slot step u - 1 used, then
+ * computes the scores, the softmax and O += P V, each product waited for. */
+static void plain_walk(flash *f, const flash_regs *r, kstmt *body, kexpr *t_lo, kexpr *t_hi, const kwgmma *wqk,
+                       const kwgmma *wpv, kvar *qa, kvar *kb, int64_t KQ) {
+  kbuilder *b = f->b;
+  kkernel *k = f->k;
+  int64_t S = f->stages;
+  kexpr *first = ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL);
+  /* step u walks tile t = t_lo + u from slot u % S */
+  kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
+  kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
+  kstmt *iter = ks_seq(b);
+  if (f->tma) {
+    /* every warpgroup's wgmma of the slot refilled next retired (their wait_group 0) */
+    ks_add(b, iter, ks_barrier(b));
+    kexpr *next = ke_add(b, t, ke_int(b, S - 1));
+    ks_add(b, iter, ks_if(b, ke_and(b, first, ke_lt(b, next, t_hi)),
+                          issue_kv(f, next, ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))), NULL));
+    ks_add(b, iter, ks_mbar(b, KS_MBAR_WAIT, f->mb, ke_mod(b, u, ke_int(b, S)), 0,
+                            ke_mod(b, ke_div(b, u, ke_int(b, S)), ke_int(b, 2))));   /* tile t landed */
+  } else {
+    ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
+    if (f->wg) ks_add(b, iter, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* the landed tile, for wgmma */
+    ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
+    kexpr *next = ke_add(b, t, ke_int(b, S - 1));
+    kstmt *issue = ks_seq(b);
+    for (int kind = TILE_K; kind <= TILE_V; kind++)
+      ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, f->BKV)),
+                                 ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))));
+    ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
+    ks_add(b, iter, ks_cp_commit(b));
+  }
+  kexpr *slot = ke_mod(b, u, ke_int(b, S));
+
+  /* scores: S = Q K^T */
+  ks_add(b, iter, zero_scores(f, r));
+  if (f->wg) ks_add_flat(b, iter, wgmma_scores(f, wqk, r->sacc, slot, KQ));
+  else ks_add(b, iter, mma_product(f, r->sacc, qa, kb, &f->tk, f->sk, slot, KQ, r->KP, false));
+
+  scores_max(f, r, iter, t);
+  softmax_exp(f, r, iter);
+  rescale_pack(f, r, iter);
+
+  /* O += P V */
+  if (f->wg) ks_add_flat(b, iter, wgmma_output(f, wpv, r->oacc, r->pa, slot, r->KP));
+  else ks_add(b, iter, mma_product(f, r->oacc, r->pa, kb, &f->tv, f->sv, slot, r->KP, f->s.DV / 16, true));
+  kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
+  loop->uniform = true;
+  ks_add(b, body, loop);
+}
+
 kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   flash fl = {0}, *f = &fl;
   int64_t threads = 0;
@@ -853,54 +906,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
   }
 
   if (f->overlap) overlapped_walk(f, &rg, body, t_lo, t_hi, wqk, wpv, KQ);
-  else {
-  /* step u walks tile t = t_lo + u from slot u % S */
-  kvar *uv = kvar_new(b, k, "u", KT_I32, 0, KV_BLOCK);
-  kexpr *u = ke_var(b, uv), *t = ke_add(b, t_lo, u);
-  kstmt *iter = ks_seq(b);
-  if (f->tma) {
-    /* every warpgroup's wgmma of the slot refilled next retired (their wait_group 0) */
-    ks_add(b, iter, ks_barrier(b));
-    kexpr *next = ke_add(b, t, ke_int(b, S - 1));
-    ks_add(b, iter, ks_if(b, ke_and(b, first, ke_lt(b, next, t_hi)),
-                          issue_kv(f, next, ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))), NULL));
-    ks_add(b, iter, ks_mbar(b, KS_MBAR_WAIT, f->mb, ke_mod(b, u, ke_int(b, S)), 0,
-                            ke_mod(b, ke_div(b, u, ke_int(b, S)), ke_int(b, 2))));   /* tile t landed */
-  } else {
-  ks_add(b, iter, ks_cp_wait(b, (int)S - 2));   /* else the copies were plain loads and stores */
-  if (f->wg) ks_add(b, iter, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* the landed tile, for wgmma */
-  ks_add(b, iter, ks_barrier(b));   /* tile t landed for all; every warp is done with the slot refilled next */
-  {
-    kexpr *next = ke_add(b, t, ke_int(b, S - 1));
-    kstmt *issue = ks_seq(b);
-    for (int kind = TILE_K; kind <= TILE_V; kind++)
-      ks_add(b, issue, copy_tile(f, (tile_kind)kind, ke_mul(b, idx_t(f, next), ke_int(b, BKV)),
-                                 ke_mod(b, ke_add(b, u, ke_int(b, S - 1)), ke_int(b, S))));
-    ks_add(b, iter, ks_if(b, ke_lt(b, next, t_hi), issue, NULL));
-    ks_add(b, iter, ks_cp_commit(b));
-  }
-  }
-  kexpr *slot = ke_mod(b, u, ke_int(b, S));
-
-  /* scores: S = Q K^T */
-  {
-    kvar *i = kvar_new(b, k, "i", KT_I32, 0, KV_LOCAL);
-    ks_add(b, iter, unrolled(b, i, NS * 4, ks_assign(b, sacc, ke_var(b, i), zero), false));
-    if (f->wg) ks_add_flat(b, iter, wgmma_scores(f, wqk, sacc, slot, KQ));
-    else ks_add(b, iter, mma_product(f, sacc, qa, kb, &f->tk, f->sk, slot, KQ, KP, false));
-  }
-
-  scores_max(f, &rg, iter, t);
-  softmax_exp(f, &rg, iter);
-  rescale_pack(f, &rg, iter);
-
-  /* O += P V */
-  if (f->wg) ks_add_flat(b, iter, wgmma_output(f, wpv, oacc, pa, slot, KP));
-  else ks_add(b, iter, mma_product(f, oacc, pa, kb, &f->tv, f->sv, slot, KP, DV / 16, true));
-  kstmt *loop = ks_for(b, uv, ke_int(b, 0), ke_sub(b, t_hi, t_lo), 1, iter);
-  loop->uniform = true;
-  ks_add(b, body, loop);
-  }
+  else plain_walk(f, &rg, body, t_lo, t_hi, wqk, wpv, qa, kb, KQ);
   ks_add(b, body, ks_cp_wait(b, 0));
 
   /* y = O / l: the row sums over the quad, then each lane's values */
