@@ -13,9 +13,9 @@ source names) one row:
   cp.async  cp.async.ca/cg copies, and `wait` the deepest cp.async.wait_group N
             (N = stages in flight minus one; cp.async.wait_all counts as 0)
   tma       cp.async.bulk copies (the tensor memory accelerator)
-  stages    the pipeline's stages: the mbarrier.init count where the summary comment
-            says the copies complete on one mbarrier a stage (the flash-attention
-            kernel on wgmma); wait + 1 with cp.async; with tensor copies or wgmma, the
+  stages    the pipeline's stages: the summary comment's where it says the copies
+            complete on one mbarrier a stage (the flash-attention kernel on wgmma);
+            wait + 1 with cp.async; with tensor copies or wgmma, the
             mbarrier.init count over two (qcodegen's wgmma loop: a full and an empty
             barrier per stage); else 1
   roles     warpgroup roles of a kernel whose wgmma consumers meet a producer at
@@ -348,10 +348,16 @@ def kernel_ops(comments):
 
 
 def single_barrier_ring_kernels(comments):
-    """Kernels whose summary says their copies complete on one mbarrier a stage and that no
-    producer warpgroup waits on a second (the flash-attention kernel on wgmma: every warpgroup
-    computes, the block's first thread issues the tensor copies)."""
-    return {kernel for kernel, text in comments.items() if "by TMA on a stage's mbarrier" in text}
+    """{kernel: its stages} for the kernels whose summary says their copies complete on one
+    mbarrier a stage and that no producer warpgroup waits on a second (the flash-attention
+    kernel on wgmma: every warpgroup computes, the block's first thread issues the tensor
+    copies; Q may have a barrier of its own, so the stages are the summary's)."""
+    out = {}
+    for kernel, text in comments.items():
+        m = re.search(r"(\d+) stages", text)
+        if "by TMA on a stage's mbarrier" in text and m:
+            out[kernel] = int(m.group(1))
+    return out
 
 
 def persistent_kernels(comments):
@@ -423,7 +429,7 @@ def report_file(nvcc, cu, arch, extra_flags=()):
         r = resources.get(mangled, {})
         row = {"file": cu, "arch": arch, "kernel": kernel, "entry": mangled,
                "op": ops.get(base), "what": what.get(base), "persistent": base in persistent,
-               "single_ring": base in single_ring, **f,
+               "single_ring": single_ring.get(base), **f,
                "regs": r.get("regs"), "spill_st": r.get("spill_st", 0),
                "spill_ld": r.get("spill_ld", 0), "stack": r.get("stack", 0),
                "static_smem": r.get("smem", 0), "dynamic_smem": dyn.get(base)}
@@ -440,8 +446,8 @@ def stages(row):
     summary says so), deepest wait_group + 1 where the kernel copies with
     cp.async, two mbarriers a stage with tensor copies or wgmma, else 1 (a
     register-prefetch pipeline is not recognised)."""
-    if row.get("single_ring") and row["mbar_init"]:
-        return row["mbar_init"]
+    if row.get("single_ring"):
+        return row["single_ring"]
     if row["cp_async"] and row["wait_group"] is not None:
         return row["wait_group"] + 1
     if (row["tma"] or matrix_kind(row) == "wgmma") and row["mbar_init"] >= 2:

@@ -38,8 +38,9 @@
  *     tiles sit in wgmma's canonical 128B-swizzled layout (tile_at); K and
  *     V come by tensor copies (kv_tmaps, issue_kv: the block's first thread,
  *     after the barrier that follows every warpgroup's wait for the slot's
- *     last wgmma; one mbarrier a stage, waited for by all), Q and a cache
- *     read in place by cp.async, fenced for the async proxy; S = Q K^T
+ *     last wgmma; one mbarrier a stage, waited for by all), Q too where a
+ *     block's rows are one head's (issue_q, its own mbarrier); otherwise Q,
+ *     and a cache read in place, by cp.async, fenced for the async proxy; S = Q K^T
  *     is D / 16 wgmma m64nBKVk16 from two K-major descriptors (Q stays in
  *     shared memory); wgmma's accumulator layout is mma.sync's per n8
  *     tile, so the softmax above runs unchanged, and P's registers are the
@@ -71,6 +72,7 @@ typedef struct {
   bool async;                             /* SIMT: the plan's target has cp.async (CUDA sm_80 and up) */
   bool wg;                                /* both contractions on wgmma (flash_mma = [64, bkv, 16], sm_90a) */
   bool tma;                               /* wg: K and V tiles by tensor copies (kv_tmaps), completing on mb */
+  bool q_tma;                             /* tma: Q's tile too (tensor map 2, mbarrier `stages`) */
   bool overlap;                           /* tma: P V in flight during the next tile's softmax (overlapped_walk) */
   kvar *mb;                               /* tma: one mbarrier per stage */
   bool view[3];                           /* q, k, v read in place from a slice's source (qir_attention_view) */
@@ -308,7 +310,7 @@ static bool kv_tmaps(flash *f) {
   for (int kv = 0; kv < 2; kv++)
     if (f->cache[kv] || (f->view[1 + kv] && (f->view_offset[1 + kv] % 8 || f->view_stride[1 + kv] % 8))) return false;
   kkernel *k = f->k;
-  k->tmaps = qir_alloc(f->b->m, sizeof *k->tmaps * 2);
+  k->tmaps = qir_alloc(f->b->m, sizeof *k->tmaps * 3);
   for (int kv = 0; kv < 2; kv++) {
     int64_t width = kv ? s->DV : s->D;
     ktmap *m = &k->tmaps[kv];
@@ -331,7 +333,54 @@ static bool kv_tmaps(flash *f) {
     for (int d = 0; d < m->rank; d++) m->estride[d] = 1;
   }
   k->n_tmaps = 2;
+  /* Q: a box of BQ rows of one head, where a block's packed rows never cross heads (one query head a
+   * kv head, or positions a multiple of the rows) */
+  f->q_tma = (s->G == 1 || s->S % f->BQ == 0) && (!f->view[0] || (f->view_offset[0] % 8 == 0 && f->view_stride[0] % 8 == 0));
+  if (f->q_tma) {
+    ktmap *m = &k->tmaps[k->n_tmaps++];
+    *m = (ktmap){.param = 1, .swizzle = 128};
+    if (f->view[0]) {
+      int64_t st = f->view_stride[0];
+      m->rank = 3;
+      int64_t dims[3] = {st, s->S, s->B}, strides[3] = {2, st * 2, s->S * st * 2}, box[3] = {64, f->BQ, 1};
+      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
+    } else if (s->bshd) {
+      m->rank = 4;
+      int64_t dims[4] = {s->D, s->Hq, s->S, s->B}, strides[4] = {2, s->D * 2, s->Hq * s->D * 2, s->S * s->Hq * s->D * 2};
+      int64_t box[4] = {64, 1, f->BQ, 1};
+      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
+    } else {
+      m->rank = 3;
+      int64_t dims[3] = {s->D, s->S, s->B * s->Hq}, strides[3] = {2, s->D * 2, s->S * s->D * 2}, box[3] = {64, f->BQ, 1};
+      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
+    }
+    for (int d = 0; d < m->rank; d++) m->estride[d] = 1;
+  }
   return true;
+}
+
+/* q_tma: the block's Q tile (its first packed row r0: query head kvh G + r0 / S,
+ * position r0 % S), completing on mb[stages]. */
+static kstmt *issue_q(flash *f) {
+  kbuilder *b = f->b;
+  const qir_attention_shape *s = &f->s;
+  kstmt *st = ks_seq(b);
+  kexpr *bar = ke_int(b, f->stages);
+  ks_add(b, st, ks_mbar(b, KS_MBAR_ARRIVE, f->mb, bar, f->BQ * s->D * 2, NULL));
+  kexpr *h = ke_cast(b, ke_add(b, ke_mul(b, f->kvh, ke_int(b, s->G)), ke_div(b, f->r0, ke_int(b, s->S))), KT_I32);
+  kexpr *pos = ke_cast(b, ke_mod(b, f->r0, ke_int(b, s->S)), KT_I32), *bb = ke_cast(b, f->bb, KT_I32);
+  for (int64_t a = 0; a < s->D / 64; a++) {
+    kexpr *coord[4];
+    int rank = f->k->tmaps[2].rank;
+    if (f->view[0])
+      coord[0] = ke_add(b, ke_int(b, f->view_offset[0] + 64 * a), ke_mul(b, h, ke_int(b, s->D))), coord[1] = pos, coord[2] = bb;
+    else if (s->bshd)
+      coord[0] = ke_int(b, 64 * a), coord[1] = h, coord[2] = pos, coord[3] = bb;
+    else
+      coord[0] = ke_int(b, 64 * a), coord[1] = pos, coord[2] = ke_add(b, ke_mul(b, bb, ke_int(b, s->Hq)), h);
+    ks_add(b, st, ks_tma_load(b, 2, f->sq, ke_int(b, a * f->BQ * 64), f->mb, bar, coord, rank));
+  }
+  return st;
 }
 
 /* tma: the K and V tiles of key tile `tile` into stage `slot` (the block's
@@ -816,11 +865,11 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     k->sm90a = true;
     if ((f->tma = kv_tmaps(f))) {   /* a stage's mbarrier past the tiles */
       f->overlap = qir_attention_wgmma_overlaps(BKV, DV);
-      f->mb = kvar_new(b, k, "mb", KT_U64, S, KV_SHARED);
+      f->mb = kvar_new(b, k, "mb", KT_U64, S + f->q_tma, KV_SHARED);
       int64_t m_off = (k->smem_bytes + 15) / 16 * 16;
       f->mb->carve = 1 + m_off;
       k->smem_bytes = m_off + kvar_bytes(f->mb);
-      k->n_mbars = (int)S;
+      k->n_mbars = (int)(S + f->q_tma);
     }
     kwgmma_desc kmajor = {.lbo = 16, .sbo = 1024, .swizzle = 128};
     kwgmma_desc mnmajor = {.mn_major = true, .lbo = BKV * 128, .sbo = 1024, .swizzle = 128};
@@ -871,13 +920,15 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     }
     ks_add(b, init, unrolled(b, i, NO * 4, ks_assign(b, oacc, ke_var(b, i), zero), false));
     ks_add_flat(b, body, init);
-    ks_add(b, body, copy_tile(f, TILE_Q, NULL, ke_int(b, 0)));
-    ks_add(b, body, ks_cp_commit(b));
-    ks_add(b, body, ks_cp_wait(b, 0));
-    if (f->wg) ks_add(b, body, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* cp.async wrote through the generic proxy */
-    if (f->tma) {   /* the stages' barriers: one arrival (the copying thread's) a phase */
+    if (!f->q_tma) {
+      ks_add(b, body, copy_tile(f, TILE_Q, NULL, ke_int(b, 0)));
+      ks_add(b, body, ks_cp_commit(b));
+      ks_add(b, body, ks_cp_wait(b, 0));
+      if (f->wg) ks_add(b, body, ks_mbar(b, KS_FENCE_PROXY_ASYNC, NULL, NULL, 0, NULL));   /* cp.async wrote through the generic proxy */
+    }
+    if (f->tma) {   /* the stages' barriers (and Q's): one arrival (the copying thread's) a phase */
       kstmt *init = ks_seq(b);
-      for (int64_t st = 0; st < S; st++) ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, f->mb, ke_int(b, st), 1, NULL));
+      for (int64_t st = 0; st < S + f->q_tma; st++) ks_add(b, init, ks_mbar(b, KS_MBAR_INIT, f->mb, ke_int(b, st), 1, NULL));
       ks_add(b, init, ks_mbar(b, KS_MBAR_FENCE_INIT, f->mb, ke_int(b, 0), 0, NULL));
       ks_add(b, body, ks_if(b, ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL), init, NULL));
     }
@@ -892,6 +943,7 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
 
   /* prologue: key tiles t_lo .. t_lo + S-2, a group each (empty past the last tile) */
   kexpr *first = ke_bin(b, QIR_FN_EQ, ke_tid(b), ke_int(b, 0), KT_BOOL);
+  if (f->q_tma) ks_add(b, body, ks_if(b, first, issue_q(f), NULL));
   for (int64_t p = 0; p < (f->overlap ? S : S - 1); p++) {   /* the overlapped walk refills a slot a step later */
     kstmt *issue = ks_seq(b);
     kexpr *tile_p = ke_add(b, t_lo, ke_int(b, p));
@@ -905,6 +957,9 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
     ks_add(b, body, ks_cp_commit(b));
   }
 
+  if (f->q_tma) {   /* Q was issued with the prologue's copies; it lands before the first scores */
+    ks_add(b, body, ks_mbar(b, KS_MBAR_WAIT, f->mb, ke_int(b, S), 0, ke_int(b, 0)));
+  }
   if (f->overlap) overlapped_walk(f, &rg, body, t_lo, t_hi, wqk, wpv, KQ);
   else plain_walk(f, &rg, body, t_lo, t_hi, wqk, wpv, qa, kb, KQ);
   ks_add(b, body, ks_cp_wait(b, 0));
@@ -948,8 +1003,8 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
            " stages, %" PRId64 " key tiles%s%s skipped %" PRId64 " of %" PRId64 "%s; heads %" PRId64 " on %" PRId64 " kv heads%s, %s; grid %" PRId64
            " threads %d smem %" PRId64 "B",
            !f->wg ? "mma.sync m16n8k16"
-           : f->overlap ? "wgmma m64nNk16 (K and V tiles by TMA on a stage's mbarrier, Q by cp.async; P from registers, V MN-major; P V in flight during the next tile's softmax)"
-           : f->tma ? "wgmma m64nNk16 (K and V tiles by TMA on a stage's mbarrier, Q by cp.async; P from registers, V MN-major)"
+           : f->tma ? qir_sprintf(cg->m, "wgmma m64nNk16 (K and V tiles by TMA on a stage's mbarrier, Q by %s; P from registers, V MN-major%s)",
+                                  f->q_tma ? "TMA" : "cp.async", f->overlap ? "; P V in flight during the next tile's softmax" : "")
                     : "wgmma m64nNk16 (Q, K and V tiles by cp.async; P from registers, V MN-major)",
            s->dtype == QIR_BF16 ? "bf16" : "f16", f->BQ, BKV, f->warps, S, all_tiles, s->causal ? ", causal:" : "",
            s->causal ? "" : ",", skipped, s->B * s->Hkv * nqt * all_tiles,
