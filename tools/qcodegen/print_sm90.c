@@ -2,7 +2,8 @@
  * inline PTX (sm_90a): mbarrier.init / arrive / arrive.expect_tx /
  * try_wait.parity, cp.async.bulk.tensor from a __grid_constant__ tensor map,
  * fence.proxy.async, and wgmma.mma_async m64nNk16 with shared-memory
- * descriptors, fence, commit_group and wait_group.  C gets calls of the
+ * descriptors (or A in four registers: the RS form), fence, commit_group
+ * and wait_group.  C gets calls of the
  * emulation in runtime/ (mbarrier.h, tma.h, wgmma.h), which decodes the
  * descriptors and swizzles by the PTX ISA's rules, so a wrong descriptor, a
  * wrong swizzle or a missing wait gives wrong numbers in C too. */
