@@ -871,6 +871,9 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
       k->smem_bytes = m_off + kvar_bytes(f->mb);
       k->n_mbars = (int)(S + f->q_tma);
     }
+    if (k->smem_bytes > 232448)   /* sm_90's dynamic shared memory per block (227 KiB) */
+      return fail(cg, op, qir_sprintf(cg->m, "wgmma: its tiles need %" PRId64 " bytes of shared memory, more than a block's 232448",
+                                      k->smem_bytes));
     kwgmma_desc kmajor = {.lbo = 16, .sbo = 1024, .swizzle = 128};
     kwgmma_desc mnmajor = {.mn_major = true, .lbo = BKV * 128, .sbo = 1024, .swizzle = 128};
     wqk = qir_alloc(b->m, sizeof *wqk);
