@@ -235,7 +235,10 @@ int main(int argc, char **argv) {
     }
   }
 
-  /* weights sidecar */
+  /* weights sidecar; an output that is no regular file (-o /dev/null, a pipe) gets none beside
+   * it (as qopt): the weights stay in the text */
+  struct stat out_st;
+  if (!w_path && out_path && stat(out_path, &out_st) == 0 && !S_ISREG(out_st.st_mode)) inline_weights = true;
   {
     char *wp;
     if (w_path) wp = strdup(w_path);

@@ -620,10 +620,28 @@ static bool prune(kstmt *s) {
   return changed;
 }
 
+/* Every variable the statements declare or assign: -1, then 1 where assigned
+ * (the printer's `const` for an index let, without a walk of the body per let). */
+static void mark_assigned(kstmt *s, bool assigned_pass) {
+  if (!s) return;
+  if (s->var) {
+    if (!assigned_pass && s->var->assigned == 0) s->var->assigned = -1;
+    if (assigned_pass && s->kind != KS_DECL) s->var->assigned = 1;
+  }
+  for (int i = 0; i < s->n_items; i++) mark_assigned(s->items[i], assigned_pass);
+  mark_assigned(s->body, assigned_pass);
+  mark_assigned(s->els, assigned_pass);
+}
+
 void kkernel_prune(kkernel *k) {
   while (prune(k->body)) {
   }
   while (k->gpu_body && prune(k->gpu_body)) {
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    mark_assigned(k->lets, pass);
+    mark_assigned(k->body, pass);
+    mark_assigned(k->gpu_body, pass);
   }
 }
 
@@ -1289,7 +1307,8 @@ void kprint_stmt(FILE *o, const kstmt *s, const kkernel *k, const kprint_style *
     }
     /* an i32 let (an index) is const; an i32 accumulator (an integer
      * reduction) is assigned later */
-    fprintf(o, "%s%s %s", s->init && s->var->type == KT_I32 && !ks_writes_var(k->body, s->var) ? "const " : "",
+    bool assigned = s->var->assigned ? s->var->assigned > 0 : ks_writes_var(k->body, s->var);
+    fprintf(o, "%s%s %s", s->init && s->var->type == KT_I32 && !assigned ? "const " : "",
             ktype_c(s->var->type), s->var->name);
     if (s->init) {
       fputs(" = ", o);

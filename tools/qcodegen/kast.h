@@ -54,6 +54,8 @@ typedef struct kvar {
   bool col_major;               /* KV_FRAG A/B: layout of the shared tile it loads from */
   int64_t carve;                /* KV_SHARED in an rprogram's kernel: 1 + its byte offset in the
                                  * buffer every task carves its own tiles from; 0: none */
+  signed char assigned;         /* assigned after its declaration: 1 yes, -1 no (kkernel_prune
+                                 * marks its kernel's once), 0 not known (the printer looks) */
 } kvar;
 
 /* A kernel parameter: a global tensor. */
