@@ -83,9 +83,9 @@ static bool flash_eval(const qir_attention_shape *s, const qir_target *t, flash_
     /* per lane: scores bkv/8 x 4, output DV/8 x 4, q fragments D/16 x 4 (not with wgmma: Q stays in
      * shared memory), P fragments bkv/16 x 4 */
     f->regs = f->bkv / 2 + DV / 2 + (f->wg ? 0 : D / 4) + f->bkv / 4 + FLASH_ADDR_REGS;
-    if (f->wg) {   /* lower_attention.c's tiles: each on a 1024-byte boundary */
+    if (f->wg) {   /* lower_attention.c's tiles: each on a 1024-byte boundary; then a stage's mbarriers and Q's */
       int64_t q = (f->bq * D * 2 + 1023) / 1024 * 1024, kk = (f->stages * f->bkv * D * 2 + 1023) / 1024 * 1024;
-      f->smem = q + kk + f->stages * f->bkv * DV * 2;
+      f->smem = q + kk + f->stages * f->bkv * DV * 2 + 16 + 8 * (f->stages + 1);
     }
   } else {
     int64_t ldq = (D + 3) / 4 * 4 + 4, ldv = (DV + 3) / 4 * 4 + 4;   /* lower_attention.c's padded f32 rows */
