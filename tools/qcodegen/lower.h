@@ -276,6 +276,7 @@ typedef struct {
   int64_t rows_per_line;        /* rows that share one 128-byte line of banks: 8 / xor_span */
   int64_t slot;                 /* elements per stage */
 } pipe_tile;
+#define WG_SMEM_MAX 232448      /* sm_90's dynamic shared memory per block (227 KiB): wgmma kernels' limit */
 pipe_tile pipe_tile_make(int64_t outer, int64_t inner, int elem_bytes);
 /* Element offset of (row o, inner position i) in stage `slot`, chunk = i / epc,
  * within = i % epc (0 for ldmatrix rows and 16-byte copies). */

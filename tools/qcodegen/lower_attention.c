@@ -299,63 +299,71 @@ static kstmt *mma_product(flash *f, kvar *acc, kvar *a, kvar *kb, const pipe_til
   return unrolled(b, ks, ksteps, unrolled(b, ns, nsteps, one, true), true);
 }
 
+/* Operand `which` (0: q, 1: k, 2: v) as a tensor map's dimensions,
+ * innermost first, in its own layout (bhsd: [B * heads][len][width]; bshd:
+ * [B][len][heads][width]) or in place in a fused projection's rows
+ * ([B][len][stride], the head's columns at offset + h * width); a box of
+ * 64 columns by `rows` positions of one head.  Rows past len are the box's
+ * zero fill. */
+static void operand_tmap(const flash *f, int which, int64_t rows, ktmap *m) {
+  const qir_attention_shape *s = &f->s;
+  int64_t heads = which ? s->Hkv : s->Hq, len = which ? s->T : s->S, width = which == 2 ? s->DV : s->D;
+  *m = (ktmap){.param = 1 + which, .swizzle = 128};
+  int64_t dims[4], box[4] = {64, rows, 1, 1};
+  if (f->view[which])
+    m->rank = 3, dims[0] = f->view_stride[which], dims[1] = len, dims[2] = s->B;
+  else if (s->bshd)
+    m->rank = 4, dims[0] = width, dims[1] = heads, dims[2] = len, dims[3] = s->B, box[1] = 1, box[2] = rows;
+  else
+    m->rank = 3, dims[0] = width, dims[1] = len, dims[2] = s->B * heads;
+  int64_t stride = 2;
+  for (int d = 0; d < m->rank; d++) {
+    m->dims[d] = dims[d], m->box[d] = box[d], m->estride[d] = 1;
+    m->strides[d] = stride;   /* bytes between consecutive indices ([0]: the element) */
+    stride = d ? stride * dims[d] : 2 * dims[0];
+  }
+}
+
+/* The coordinates (innermost first) of atom `atom` (64 columns) of operand
+ * `which`'s box at head h (i32), first position pos (i32): operand_tmap's
+ * dimensions. */
+static int operand_coords(const flash *f, int which, kexpr *h, kexpr *pos, int64_t atom, kexpr **coord) {
+  kbuilder *b = f->b;
+  const qir_attention_shape *s = &f->s;
+  int64_t width = which == 2 ? s->DV : s->D;
+  kexpr *bb = ke_cast(b, f->bb, KT_I32), *col = ke_int(b, 64 * atom);
+  if (f->view[which]) {
+    coord[0] = ke_add(b, ke_int(b, f->view_offset[which] + 64 * atom), ke_mul(b, h, ke_int(b, width)));
+    coord[1] = pos, coord[2] = bb;
+    return 3;
+  }
+  if (s->bshd) {
+    coord[0] = col, coord[1] = h, coord[2] = pos, coord[3] = bb;
+    return 4;
+  }
+  coord[0] = col, coord[1] = pos, coord[2] = ke_add(b, ke_mul(b, bb, ke_int(b, which ? s->Hkv : s->Hq)), h);
+  return 3;
+}
+
+/* A slice read in place whose copies would start off the 16-byte grid along its contiguous dimension. */
+static bool view_misaligned(const flash *f, int which) {
+  return f->view[which] && (f->view_offset[which] % 8 || f->view_stride[which] % 8);
+}
+
 /* wgmma: whether K and V can come by tensor copies, and their maps (k->tmaps
- * 0 and 1): each read in its own layout (bhsd: [B * Hkv][T][D]; bshd:
- * [B][T][Hkv][D]) or in place in a fused projection's rows ([B][T][stride],
- * the head's columns at offset + h * D); rows past T are the box's zero fill.
- * Not for a cache read in place (two sources), nor where a copy's start
- * would leave the 16-byte grid along the contiguous dimension. */
+ * 0 and 1); Q's too (map 2, f->q_tma) where a block's packed rows never
+ * cross heads (one query head a kv head, or positions a multiple of the
+ * rows).  Not for a cache read in place (two sources), nor for a slice
+ * whose copies would leave the 16-byte grid. */
 static bool kv_tmaps(flash *f) {
   const qir_attention_shape *s = &f->s;
   for (int kv = 0; kv < 2; kv++)
-    if (f->cache[kv] || (f->view[1 + kv] && (f->view_offset[1 + kv] % 8 || f->view_stride[1 + kv] % 8))) return false;
+    if (f->cache[kv] || view_misaligned(f, 1 + kv)) return false;
   kkernel *k = f->k;
   k->tmaps = qir_alloc(f->b->m, sizeof *k->tmaps * 3);
-  for (int kv = 0; kv < 2; kv++) {
-    int64_t width = kv ? s->DV : s->D;
-    ktmap *m = &k->tmaps[kv];
-    *m = (ktmap){.param = 2 + kv, .swizzle = 128};
-    if (f->view[1 + kv]) {
-      int64_t st = f->view_stride[1 + kv];
-      m->rank = 3;
-      int64_t dims[3] = {st, s->T, s->B}, strides[3] = {2, st * 2, s->T * st * 2}, box[3] = {64, f->BKV, 1};
-      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
-    } else if (s->bshd) {
-      m->rank = 4;
-      int64_t dims[4] = {width, s->Hkv, s->T, s->B}, strides[4] = {2, width * 2, s->Hkv * width * 2, s->T * s->Hkv * width * 2};
-      int64_t box[4] = {64, 1, f->BKV, 1};
-      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
-    } else {
-      m->rank = 3;
-      int64_t dims[3] = {width, s->T, s->B * s->Hkv}, strides[3] = {2, width * 2, s->T * width * 2}, box[3] = {64, f->BKV, 1};
-      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
-    }
-    for (int d = 0; d < m->rank; d++) m->estride[d] = 1;
-  }
-  k->n_tmaps = 2;
-  /* Q: a box of BQ rows of one head, where a block's packed rows never cross heads (one query head a
-   * kv head, or positions a multiple of the rows) */
-  f->q_tma = (s->G == 1 || s->S % f->BQ == 0) && (!f->view[0] || (f->view_offset[0] % 8 == 0 && f->view_stride[0] % 8 == 0));
-  if (f->q_tma) {
-    ktmap *m = &k->tmaps[k->n_tmaps++];
-    *m = (ktmap){.param = 1, .swizzle = 128};
-    if (f->view[0]) {
-      int64_t st = f->view_stride[0];
-      m->rank = 3;
-      int64_t dims[3] = {st, s->S, s->B}, strides[3] = {2, st * 2, s->S * st * 2}, box[3] = {64, f->BQ, 1};
-      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
-    } else if (s->bshd) {
-      m->rank = 4;
-      int64_t dims[4] = {s->D, s->Hq, s->S, s->B}, strides[4] = {2, s->D * 2, s->Hq * s->D * 2, s->S * s->Hq * s->D * 2};
-      int64_t box[4] = {64, 1, f->BQ, 1};
-      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
-    } else {
-      m->rank = 3;
-      int64_t dims[3] = {s->D, s->S, s->B * s->Hq}, strides[3] = {2, s->D * 2, s->S * s->D * 2}, box[3] = {64, f->BQ, 1};
-      memcpy(m->dims, dims, sizeof dims), memcpy(m->strides, strides, sizeof strides), memcpy(m->box, box, sizeof box);
-    }
-    for (int d = 0; d < m->rank; d++) m->estride[d] = 1;
-  }
+  for (int kv = 0; kv < 2; kv++) operand_tmap(f, 1 + kv, f->BKV, &k->tmaps[k->n_tmaps++]);
+  f->q_tma = (s->G == 1 || s->S % f->BQ == 0) && !view_misaligned(f, 0);
+  if (f->q_tma) operand_tmap(f, 0, f->BQ, &k->tmaps[k->n_tmaps++]);
   return true;
 }
 
@@ -368,16 +376,10 @@ static kstmt *issue_q(flash *f) {
   kexpr *bar = ke_int(b, f->stages);
   ks_add(b, st, ks_mbar(b, KS_MBAR_ARRIVE, f->mb, bar, f->BQ * s->D * 2, NULL));
   kexpr *h = ke_cast(b, ke_add(b, ke_mul(b, f->kvh, ke_int(b, s->G)), ke_div(b, f->r0, ke_int(b, s->S))), KT_I32);
-  kexpr *pos = ke_cast(b, ke_mod(b, f->r0, ke_int(b, s->S)), KT_I32), *bb = ke_cast(b, f->bb, KT_I32);
+  kexpr *pos = ke_cast(b, ke_mod(b, f->r0, ke_int(b, s->S)), KT_I32);
   for (int64_t a = 0; a < s->D / 64; a++) {
     kexpr *coord[4];
-    int rank = f->k->tmaps[2].rank;
-    if (f->view[0])
-      coord[0] = ke_add(b, ke_int(b, f->view_offset[0] + 64 * a), ke_mul(b, h, ke_int(b, s->D))), coord[1] = pos, coord[2] = bb;
-    else if (s->bshd)
-      coord[0] = ke_int(b, 64 * a), coord[1] = h, coord[2] = pos, coord[3] = bb;
-    else
-      coord[0] = ke_int(b, 64 * a), coord[1] = pos, coord[2] = ke_add(b, ke_mul(b, bb, ke_int(b, s->Hq)), h);
+    int rank = operand_coords(f, 0, h, pos, a, coord);
     ks_add(b, st, ks_tma_load(b, 2, f->sq, ke_int(b, a * f->BQ * 64), f->mb, bar, coord, rank));
   }
   return st;
@@ -391,21 +393,12 @@ static kstmt *issue_kv(flash *f, kexpr *tile, kexpr *slot) {
   const qir_attention_shape *s = &f->s;
   kstmt *st = ks_seq(b);
   ks_add(b, st, ks_mbar(b, KS_MBAR_ARRIVE, f->mb, slot, f->BKV * (s->D + s->DV) * 2, NULL));
-  kexpr *key0 = ke_cast(b, ke_mul(b, tile, ke_int(b, f->BKV)), KT_I32);
+  kexpr *key0 = ke_cast(b, ke_mul(b, tile, ke_int(b, f->BKV)), KT_I32), *h = ke_cast(b, f->kvh, KT_I32);
   for (int kv = 0; kv < 2; kv++) {
     const pipe_tile *t = kv ? &f->tv : &f->tk;
     for (int64_t a = 0; a < (kv ? s->DV : s->D) / 64; a++) {
-      kexpr *coord[4], *col = ke_int(b, 64 * a);
-      int rank = f->k->tmaps[kv].rank;
-      if (f->view[1 + kv]) {
-        col = ke_add(b, ke_int(b, f->view_offset[1 + kv] + 64 * a), ke_mul(b, ke_cast(b, f->kvh, KT_I32), ke_int(b, kv ? s->DV : s->D)));
-        coord[0] = col, coord[1] = key0, coord[2] = ke_cast(b, f->bb, KT_I32);
-      } else if (s->bshd) {
-        coord[0] = col, coord[1] = ke_cast(b, f->kvh, KT_I32), coord[2] = key0, coord[3] = ke_cast(b, f->bb, KT_I32);
-      } else {
-        coord[0] = col, coord[1] = key0;
-        coord[2] = ke_cast(b, ke_add(b, ke_mul(b, f->bb, ke_int(b, s->Hkv)), f->kvh), KT_I32);
-      }
+      kexpr *coord[4];
+      int rank = operand_coords(f, 1 + kv, h, key0, a, coord);
       kexpr *at = ke_add(b, ke_mul(b, slot, ke_int(b, t->slot)), ke_int(b, a * t->outer * 64));
       ks_add(b, st, ks_tma_load(b, kv, kv ? f->sv : f->sk, at, f->mb, slot, coord, rank));
     }
@@ -871,9 +864,9 @@ kkernel *cg_lower_attention(cg_ctx *cg, const qir_op *op, qir_value *partial) {
       k->smem_bytes = m_off + kvar_bytes(f->mb);
       k->n_mbars = (int)(S + f->q_tma);
     }
-    if (k->smem_bytes > 232448)   /* sm_90's dynamic shared memory per block (227 KiB) */
-      return fail(cg, op, qir_sprintf(cg->m, "wgmma: its tiles need %" PRId64 " bytes of shared memory, more than a block's 232448",
-                                      k->smem_bytes));
+    if (k->smem_bytes > WG_SMEM_MAX)
+      return fail(cg, op, qir_sprintf(cg->m, "wgmma: its tiles need %" PRId64 " bytes of shared memory, more than a block's %d",
+                                      k->smem_bytes, WG_SMEM_MAX));
     kwgmma_desc kmajor = {.lbo = 16, .sbo = 1024, .swizzle = 128};
     kwgmma_desc mnmajor = {.mn_major = true, .lbo = BKV * 128, .sbo = 1024, .swizzle = 128};
     wqk = qir_alloc(b->m, sizeof *wqk);

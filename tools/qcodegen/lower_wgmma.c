@@ -61,7 +61,6 @@
 #define WG_BK 64                /* K per stage: one 128-byte swizzle row of 16-bit values */
 #define WG_ATOM_ELEMS 4096      /* an MN-major atom: 64 of M or N by 64 of K (8 KiB) */
 #define WG_SWIZZLE 128
-#define WG_SMEM_MAX 232448      /* sm_90's dynamic shared memory per block (227 KiB) */
 
 typedef struct {
   const mma_operand *op;
